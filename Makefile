@@ -1,0 +1,47 @@
+# ds-mlir top-level driver. Every target is idempotent and installs what it
+# needs: Debian packages when run as root, otherwise it prints the exact
+# apt-get line and stops.
+#
+#   make deps    toolchain and libraries
+#   make build   configure once, build into build/ (tools in build/bin/)
+#   make check   deps + build + every test (lit and ctest)
+#   make docs    regenerate the dialect and pass docs under docs/
+
+LLVM_PREFIX  ?= /usr/lib/llvm-22
+BUILD_DIR    ?= build
+JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS  ?=
+
+# Debian packages the build and the tests need.
+DEB_PACKAGES := cmake ninja-build clang-22 lld-22 llvm-22-dev llvm-22-tools \
+                libmlir-22-dev mlir-22-tools libgtest-dev python3
+
+.PHONY: all deps build check check-lit check-unit docs clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh $(DEB_PACKAGES)
+
+$(BUILD_DIR)/build.ninja:
+	cmake -G Ninja -S . -B $(BUILD_DIR) \
+	  -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_C_COMPILER=$(LLVM_PREFIX)/bin/clang \
+	  -DCMAKE_CXX_COMPILER=$(LLVM_PREFIX)/bin/clang++ \
+	  -DLLVM_USE_LINKER=lld \
+	  -DMLIR_DIR=$(LLVM_PREFIX)/lib/cmake/mlir \
+	  -DLLVM_EXTERNAL_LIT=$(LLVM_PREFIX)/bin/lit \
+	  $(CMAKE_FLAGS)
+
+build: deps $(BUILD_DIR)/build.ninja
+	ninja -C $(BUILD_DIR) -j $(JOBS)
+
+check: build
+	ninja -C $(BUILD_DIR) -j $(JOBS) check-ds
+
+docs: build
+	ninja -C $(BUILD_DIR) ds-docs
+	./scripts/update-docs.sh $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,78 @@
+//===- DSBase.td - ds dialect definition -------------------*- tablegen -*-===//
+//
+// The `ds` dialect and the pieces every ds op shares: the base op class and
+// the static-shape trait.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_DIALECT_DS_IR_DSBASE_TD
+#define DS_DIALECT_DS_IR_DSBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def DS_Dialect : Dialect {
+  let name = "ds";
+  let cppNamespace = "::mlir::ds";
+  let summary = "Tensor ops for whole training steps";
+  let description = [{
+    The `ds` dialect carries the training step of a model (forward, loss,
+    backward and optimizer update) as tensor ops with value semantics and
+    static shapes. Element types are MLIR builtins (`f64`, `f32`, `f16`,
+    `bf16`, `f8E4M3FN`, `f8E5M2`, `i64`, `i8`, ...).
+
+    A training step is a `func.func` marked `ds.train_step`; its arguments
+    and results carry the attributes of the training-step contract
+    (`ds.param`, `ds.input`, `ds.state`, `ds.init`, `ds.loss`, `ds.update`,
+    `ds.metric`), documented in `docs/TrainingStepContract.md` and checked by
+    the dialect's attribute verifiers.
+
+    Every differentiable op documents its gradient rule (vector-Jacobian
+    product) and implements it through `DifferentiableOpInterface`.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Attribute names of the training-step contract.
+    static constexpr ::llvm::StringLiteral kTrainStepAttrName = "ds.train_step";
+    static constexpr ::llvm::StringLiteral kParamAttrName = "ds.param";
+    static constexpr ::llvm::StringLiteral kInputAttrName = "ds.input";
+    static constexpr ::llvm::StringLiteral kStateAttrName = "ds.state";
+    static constexpr ::llvm::StringLiteral kInitAttrName = "ds.init";
+    static constexpr ::llvm::StringLiteral kLossAttrName = "ds.loss";
+    static constexpr ::llvm::StringLiteral kUpdateAttrName = "ds.update";
+    static constexpr ::llvm::StringLiteral kMetricAttrName = "ds.metric";
+    /// Module attribute holding the contract table of every step function.
+    static constexpr ::llvm::StringLiteral kContractAttrName = "ds.contract";
+
+  private:
+    void registerAttributes();
+  }];
+}
+
+/// Every tensor operand and result of the op has a ranked, static shape. The
+/// error names the offending value, since that is what the user must fix.
+def DS_StaticShapes : NativeOpTrait<"StaticShapes"> {
+  let cppNamespace = "::mlir::ds::OpTrait";
+}
+
+class DS_Op<string mnemonic, list<Trait> traits = []>
+    : Op<DS_Dialect, mnemonic, !listconcat([DS_StaticShapes], traits)>;
+
+class DS_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<DS_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def DS_Tensor : RankedTensorOf<[AnyFloat, AnySignlessInteger]>;
+def DS_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def DS_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
+def DS_RngState : RankedTensorOf<[I64]>;
+
+#endif // DS_DIALECT_DS_IR_DSBASE_TD

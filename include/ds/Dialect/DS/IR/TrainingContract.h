@@ -1,0 +1,100 @@
+//===- TrainingContract.h - The training-step contract ---------*- C++ -*-===//
+//
+// A training step is a pure function: every parameter, batch tensor and piece
+// of state comes in as an argument, and the loss, the new values and metrics
+// go out as results. The attributes on arguments and results say which is
+// which (docs/TrainingStepContract.md). TrainingContract is the checked,
+// structured view of those attributes: the dialect verifier builds it to
+// validate a step, passes build it to find parameters and state, and ds-run
+// reads it (from the function, or from the module's `ds.contract` table once
+// the function has been lowered) to know what to feed and what to keep.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_DIALECT_DS_IR_TRAININGCONTRACT_H
+#define DS_DIALECT_DS_IR_TRAININGCONTRACT_H
+
+#include "ds/Dialect/DS/IR/DSAttrs.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir {
+class ModuleOp;
+namespace ds {
+
+enum class ArgRole { Param, Input, State };
+enum class ResultRole { Loss, Update, Metric };
+
+StringRef stringifyArgRole(ArgRole role);
+StringRef stringifyResultRole(ResultRole role);
+
+/// One argument of a training step.
+struct ContractArg {
+  ArgRole role;
+  /// The parameter or input name; for state, its key (`kind` or `kind@of`).
+  std::string name;
+  RankedTensorType type;
+  /// Set for parameters and state.
+  InitAttr init;
+  /// Set for state.
+  StateAttr state;
+};
+
+/// One result of a training step.
+struct ContractResult {
+  ResultRole role;
+  RankedTensorType type;
+  /// For updates: the index of the argument this result is the new value of.
+  int64_t updates = -1;
+  /// For metrics: the metric's name.
+  std::string name;
+};
+
+/// The checked contract of one training-step function.
+struct TrainingContract {
+  std::string funcName;
+  SmallVector<ContractArg> args;
+  SmallVector<ContractResult> results;
+
+  /// Reads the contract from the attributes of `func` and checks it: every
+  /// argument and result has exactly one role, names and state keys are
+  /// unique, there is exactly one rank-0 floating-point loss, updates point
+  /// at parameter or state arguments of the same type, shapes are static.
+  /// Emits a diagnostic on `func` and fails when anything is wrong.
+  static FailureOr<TrainingContract> fromFunction(FunctionOpInterface func);
+
+  /// Reads one entry of the module-level `ds.contract` table (see toAttr).
+  static FailureOr<TrainingContract>
+  fromAttr(StringRef funcName, Attribute attr,
+           function_ref<InFlightDiagnostic()> emitError);
+
+  /// The table entry that describes this contract: a dictionary with `args`
+  /// and `results` arrays, so the contract survives lowering.
+  DictionaryAttr toAttr(MLIRContext *ctx) const;
+
+  /// Index of the loss result.
+  unsigned getLossIndex() const;
+  /// Indices of the arguments with the given role, in order.
+  SmallVector<unsigned> getArgIndices(ArgRole role) const;
+  /// The argument index of the parameter or input called `name`, or of the
+  /// state with key `name`; std::nullopt when there is none.
+  std::optional<unsigned> findArg(ArgRole role, StringRef name) const;
+  /// The result index that updates argument `argIndex`, if any.
+  std::optional<unsigned> findUpdateOf(unsigned argIndex) const;
+  /// Whether the step updates any argument (has a backward and an update).
+  bool hasUpdates() const;
+};
+
+/// Reads every contract of a module: from the `ds.contract` table when the
+/// module has one, otherwise from the functions marked `ds.train_step`.
+FailureOr<SmallVector<TrainingContract>> readContracts(ModuleOp module);
+
+} // namespace ds
+} // namespace mlir
+
+#endif // DS_DIALECT_DS_IR_TRAININGCONTRACT_H

@@ -1,0 +1,28 @@
+//===- InitDS.h - Register everything ds provides --------------*- C++ -*-===//
+//
+// One place that tools (ds-opt, the mlir-opt plugin, ds-run) call to make ds
+// available: its dialect and its passes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_INITDS_H
+#define DS_INITDS_H
+
+#include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/IR/DialectRegistry.h"
+
+namespace mlir::ds {
+
+/// Adds the ds dialect to `registry`.
+inline void registerDSDialects(DialectRegistry &registry) {
+  registry.insert<DSDialect>();
+}
+
+/// Registers every ds pass and pipeline with the global pass registry.
+inline void registerDSPassesAndPipelines() { registerAllDSPasses(); }
+
+} // namespace mlir::ds
+
+#endif // DS_INITDS_H

@@ -1,0 +1,146 @@
+//===- DSDialect.cpp - ds dialect -----------------------------------------===//
+//
+// Registers the ds ops and attributes and verifies the attributes of the
+// training-step contract wherever they appear: on functions (`ds.train_step`),
+// on their arguments and results, and on the module (`ds.contract`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/IR/TrainingContract.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+#include "ds/Dialect/DS/IR/DSDialect.cpp.inc"
+
+void DSDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "ds/Dialect/DS/IR/DSOps.cpp.inc"
+      >();
+  registerAttributes();
+}
+
+/// Discardable op attributes that ds passes attach to ops, and what their
+/// values must be. Anything else under the `ds.` prefix is a typo.
+static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  // Names from the front end (module path) and analyses (role), and the link
+  // from a generated backward op to the forward op it differentiates.
+  if (name == "ds.module" || name == "ds.role" || name == "ds.vjp_of") {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError("attribute '") << name << "' must be a string";
+    return success();
+  }
+  return op->emitOpError("unknown ds attribute '") << name << "'";
+}
+
+LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  if (name == kTrainStepAttrName) {
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!func)
+      return op->emitOpError("'")
+             << kTrainStepAttrName << "' may only mark a function";
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError("'") << kTrainStepAttrName << "' is a unit attribute";
+    return TrainingContract::fromFunction(func);
+  }
+  if (name == kContractAttrName) {
+    if (!isa<ModuleOp>(op))
+      return op->emitOpError("'")
+             << kContractAttrName << "' may only be attached to a module";
+    auto table = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!table)
+      return op->emitOpError("'")
+             << kContractAttrName
+             << "' must be a dictionary from function name to contract";
+    for (NamedAttribute entry : table) {
+      if (failed(TrainingContract::fromAttr(
+              entry.getName().strref(), entry.getValue(),
+              [&] { return op->emitOpError(); })))
+        return failure();
+    }
+    return success();
+  }
+  return verifyOpAnnotation(op, attr);
+}
+
+/// The function owning a region argument or result attribute must be a
+/// training step; the whole contract is checked there.
+static LogicalResult requireTrainStep(Operation *op, StringRef attrName,
+                                      StringRef where, unsigned index) {
+  if (!isa<FunctionOpInterface>(op))
+    return op->emitOpError("'") << attrName << "' on " << where << " #"
+                                << index << " is only valid on a function";
+  if (!op->hasAttr(DSDialect::kTrainStepAttrName))
+    return op->emitOpError("'")
+           << attrName << "' on " << where << " #" << index
+           << " requires the function to be marked '"
+           << DSDialect::kTrainStepAttrName << "'";
+  return success();
+}
+
+LogicalResult DSDialect::verifyRegionArgAttribute(Operation *op,
+                                                  unsigned regionIndex,
+                                                  unsigned argIndex,
+                                                  NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  auto fail = [&](StringRef expected) {
+    return op->emitOpError("argument #")
+           << argIndex << ": '" << name << "' must be " << expected
+           << ", got " << value;
+  };
+  if (name == kParamAttrName || name == kInputAttrName) {
+    auto str = dyn_cast<StringAttr>(value);
+    if (!str || str.getValue().empty())
+      return fail("a non-empty string");
+  } else if (name == kStateAttrName) {
+    if (!isa<StateAttr>(value))
+      return fail("a #ds.state attribute");
+  } else if (name == kInitAttrName) {
+    if (!isa<InitAttr>(value))
+      return fail("a #ds.init attribute");
+  } else {
+    return op->emitOpError("argument #")
+           << argIndex << ": unknown ds argument attribute '" << name
+           << "'; expected ds.param, ds.input, ds.state or ds.init";
+  }
+  return requireTrainStep(op, name, "argument", argIndex);
+}
+
+LogicalResult DSDialect::verifyRegionResultAttribute(Operation *op,
+                                                     unsigned regionIndex,
+                                                     unsigned resultIndex,
+                                                     NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  auto fail = [&](StringRef expected) {
+    return op->emitOpError("result #")
+           << resultIndex << ": '" << name << "' must be " << expected
+           << ", got " << value;
+  };
+  if (name == kLossAttrName) {
+    if (!isa<UnitAttr>(value))
+      return fail("a unit attribute");
+  } else if (name == kUpdateAttrName) {
+    if (!isa<IntegerAttr>(value))
+      return fail("an argument index");
+  } else if (name == kMetricAttrName) {
+    auto str = dyn_cast<StringAttr>(value);
+    if (!str || str.getValue().empty())
+      return fail("a non-empty string");
+  } else {
+    return op->emitOpError("result #")
+           << resultIndex << ": unknown ds result attribute '" << name
+           << "'; expected ds.loss, ds.update or ds.metric";
+  }
+  return requireTrainStep(op, name, "result", resultIndex);
+}

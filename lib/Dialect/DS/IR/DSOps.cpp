@@ -1,0 +1,663 @@
+//===- DSOps.cpp - ds dialect ops -----------------------------------------===//
+//
+// Verifiers and result type inference of the ds ops. Verifiers check local
+// facts and say exactly what mismatched; the shape rules themselves live in
+// ShapeUtils so that passes and tests share them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/IR/ShapeUtils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Prints `value` the way it appears in the IR (`%arg0`, `%3`), so an error
+/// can name it.
+static std::string nameOf(Value value) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  value.printAsOperand(os, OpPrintingFlags());
+  return s;
+}
+
+LogicalResult mlir::ds::verifyStaticShapes(Operation *op) {
+  auto check = [&](Value v, StringRef kind, unsigned i) -> LogicalResult {
+    auto shaped = dyn_cast<ShapedType>(v.getType());
+    if (!shaped)
+      return success();
+    if (!shaped.hasRank())
+      return op->emitOpError() << kind << " #" << i << " (" << nameOf(v)
+                               << ") is unranked (" << v.getType()
+                               << "); ds requires static shapes";
+    for (auto [d, size] : llvm::enumerate(shaped.getShape()))
+      if (ShapedType::isDynamic(size))
+        return op->emitOpError()
+               << kind << " #" << i << " (" << nameOf(v)
+               << ") has a dynamic dimension " << d << " in " << v.getType()
+               << "; ds requires static shapes";
+    return success();
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (failed(check(v, "operand", i)))
+      return failure();
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (failed(check(v, "result", i)))
+      return failure();
+  return success();
+}
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Fails with `message` at `loc` (when given) during type inference.
+static LogicalResult inferError(std::optional<Location> loc,
+                                const Twine &message) {
+  return emitOptionalError(loc, message);
+}
+
+/// Checks that a rank-2 attribute list has exactly two entries, each at
+/// least `min`.
+static LogicalResult checkPair(std::optional<Location> loc, StringRef opName,
+                               StringRef attr, ArrayRef<int64_t> values,
+                               int64_t min) {
+  if (values.size() != 2)
+    return inferError(loc, "'" + opName + "' op '" + attr +
+                               "' needs 2 entries (height, width), got " +
+                               std::to_string(values.size()));
+  for (int64_t v : values)
+    if (v < min)
+      return inferError(loc, "'" + opName + "' op '" + attr + "' entries " +
+                                 "must be >= " + std::to_string(min) +
+                                 ", got " + formatShape(values));
+  return success();
+}
+
+/// Checks that two values share an element type.
+static LogicalResult checkSameElementType(Operation *op, Value a, StringRef an,
+                                          Value b, StringRef bn) {
+  Type ea = getElementTypeOrSelf(a.getType());
+  Type eb = getElementTypeOrSelf(b.getType());
+  if (ea != eb)
+    return op->emitOpError() << an << " and " << bn
+                             << " must share an element type, got " << ea
+                             << " and " << eb;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatMulOp
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<int64_t>>
+MatMulOp::inferResultShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
+                           bool transposeLhs, bool transposeRhs,
+                           std::string &error) {
+  if (lhs.size() < 2 || rhs.size() < 2) {
+    error = "operands need rank >= 2, got lhs " + formatShape(lhs) +
+            " and rhs " + formatShape(rhs);
+    return failure();
+  }
+  size_t lr = lhs.size(), rr = rhs.size();
+  int64_t m = transposeLhs ? lhs[lr - 1] : lhs[lr - 2];
+  int64_t kl = transposeLhs ? lhs[lr - 2] : lhs[lr - 1];
+  int64_t kr = transposeRhs ? rhs[rr - 1] : rhs[rr - 2];
+  int64_t n = transposeRhs ? rhs[rr - 2] : rhs[rr - 1];
+  if (kl != kr) {
+    error = "contraction sizes differ: lhs " + formatShape(lhs) + " gives K = " +
+            std::to_string(kl) + ", rhs " + formatShape(rhs) + " gives K = " +
+            std::to_string(kr);
+    return failure();
+  }
+  ArrayRef<int64_t> batch = lhs.drop_back(2);
+  if (rr != 2 && (lr != rr || batch != rhs.drop_back(2))) {
+    error = "batch dimensions of lhs " + formatShape(lhs) + " and rhs " +
+            formatShape(rhs) +
+            " must be equal, or rhs must be a rank-2 matrix shared by "
+            "every batch";
+    return failure();
+  }
+  SmallVector<int64_t> result(batch);
+  result.push_back(m);
+  result.push_back(n);
+  return result;
+}
+
+void MatMulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
+                     Value rhs, bool transposeLhs, bool transposeRhs) {
+  std::string error;
+  RankedTensorType lt = tensorOf(lhs);
+  FailureOr<SmallVector<int64_t>> shape = inferResultShape(
+      lt.getShape(), tensorOf(rhs).getShape(), transposeLhs, transposeRhs,
+      error);
+  assert(succeeded(shape) && "invalid matmul operands");
+  build(builder, state, RankedTensorType::get(*shape, lt.getElementType()), lhs,
+        rhs, transposeLhs, transposeRhs);
+}
+
+LogicalResult MatMulOp::verify() {
+  if (failed(checkSameElementType(*this, getLhs(), "lhs", getRhs(), "rhs")))
+    return failure();
+  std::string error;
+  FailureOr<SmallVector<int64_t>> shape = inferResultShape(
+      getLhs().getType().getShape(), getRhs().getType().getShape(),
+      getTransposeLhs(), getTransposeRhs(), error);
+  if (failed(shape))
+    return emitOpError() << error;
+  if (getResult().getType().getShape() != ArrayRef<int64_t>(*shape))
+    return emitOpError() << "result shape "
+                         << formatShape(getResult().getType().getShape())
+                         << " does not match the product's shape "
+                         << formatShape(*shape);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary ops
+//===----------------------------------------------------------------------===//
+
+template <typename Adaptor>
+static LogicalResult inferBinary(std::optional<Location> loc, StringRef opName,
+                                 Adaptor adaptor,
+                                 SmallVectorImpl<Type> &inferred) {
+  auto lhs = dyn_cast<RankedTensorType>(adaptor.getLhs().getType());
+  auto rhs = dyn_cast<RankedTensorType>(adaptor.getRhs().getType());
+  if (!lhs || !rhs)
+    return inferError(loc, "'" + opName + "' op expects ranked tensors");
+  if (lhs.getElementType() != rhs.getElementType()) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << "'" << opName << "' op operands must share an element type, got "
+       << lhs.getElementType() << " and " << rhs.getElementType();
+    return inferError(loc, s);
+  }
+  std::string error;
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(lhs.getShape(), rhs.getShape(), error);
+  if (failed(shape))
+    return inferError(loc, "'" + opName + "' op " + error);
+  inferred.push_back(RankedTensorType::get(*shape, lhs.getElementType()));
+  return success();
+}
+
+#define DS_BINARY_INFER(OP)                                                    \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, Adaptor adaptor,             \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    return inferBinary(loc, getOperationName(), adaptor, inferred);            \
+  }
+DS_BINARY_INFER(AddOp)
+DS_BINARY_INFER(SubOp)
+DS_BINARY_INFER(MulOp)
+DS_BINARY_INFER(DivOp)
+DS_BINARY_INFER(MaximumOp)
+DS_BINARY_INFER(MinimumOp)
+#undef DS_BINARY_INFER
+
+//===----------------------------------------------------------------------===//
+// BroadcastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastOp::verify() {
+  if (failed(checkSameElementType(*this, getInput(), "input", getResult(),
+                                  "result")))
+    return failure();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> out = getResult().getType().getShape();
+  ArrayRef<int64_t> dims = getDims();
+  if (dims.size() != in.size())
+    return emitOpError() << "'dims' has " << dims.size()
+                         << " entries, but the input has rank " << in.size();
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (d < 0 || d >= static_cast<int64_t>(out.size()))
+      return emitOpError() << "'dims' entry " << d
+                           << " is out of range for result rank "
+                           << out.size();
+    if (i > 0 && d <= dims[i - 1])
+      return emitOpError() << "'dims' " << formatShape(dims)
+                           << " must be strictly increasing";
+    if (in[i] != out[d] && in[i] != 1)
+      return emitOpError() << "input dimension " << i << " (size " << in[i]
+                           << ") cannot broadcast to result dimension " << d
+                           << " (size " << out[d] << ")";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CastOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CastOp::verify() {
+  if (getSaturate() &&
+      !(isa<FloatType>(getInput().getType().getElementType()) &&
+        isa<FloatType>(getResult().getType().getElementType())))
+    return emitOpError("'saturate' applies to float-to-float casts only");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, normalisations
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError() << "axis " << axis
+                             << " is out of range for rank " << rank
+                             << " (expected 0 <= axis < " << rank << ")";
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getInput().getType().getRank());
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getInput().getType().getRank());
+}
+
+/// The weight of a layer or RMS norm spans the trailing dimensions of the
+/// input.
+static LogicalResult verifyNormWeight(Operation *op, Value input, Value weight,
+                                      double eps) {
+  if (failed(checkSameElementType(op, input, "input", weight, "weight")))
+    return failure();
+  ArrayRef<int64_t> in = tensorOf(input).getShape();
+  ArrayRef<int64_t> w = tensorOf(weight).getShape();
+  if (w.empty() || w.size() > in.size() ||
+      in.take_back(w.size()) != w)
+    return op->emitOpError() << "weight shape " << formatShape(w)
+                             << " must equal the trailing dimensions of the "
+                                "input shape "
+                             << formatShape(in);
+  if (!(eps >= 0))
+    return op->emitOpError() << "eps must be non-negative, got " << eps;
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyNormWeight(*this, getInput(), getWeight(),
+                          getEps().convertToDouble());
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyNormWeight(*this, getInput(), getWeight(),
+                          getEps().convertToDouble());
+}
+
+LogicalResult BatchNormOp::verify() {
+  if (failed(checkSameElementType(*this, getInput(), "input", getWeight(),
+                                  "weight")))
+    return failure();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> w = getWeight().getType().getShape();
+  if (in.size() < 2)
+    return emitOpError() << "input must have rank >= 2 ([N, C, ...]), got "
+                         << formatShape(in);
+  if (w.size() != 1 || w[0] != in[1])
+    return emitOpError() << "weight, bias and running statistics must have "
+                            "shape ["
+                         << in[1] << "] (the channels), got " << formatShape(w);
+  int64_t perChannel = numElements(in) / in[1];
+  if (perChannel < 2)
+    return emitOpError() << "needs more than one value per channel in "
+                            "training mode, got "
+                         << perChannel;
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0 && momentum <= 1))
+    return emitOpError() << "momentum must be in [0, 1], got " << momentum;
+  if (!(getEps().convertToDouble() >= 0))
+    return emitOpError() << "eps must be non-negative";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+template <typename Adaptor>
+static LogicalResult inferReduce(std::optional<Location> loc, StringRef opName,
+                                 Adaptor adaptor,
+                                 SmallVectorImpl<Type> &inferred) {
+  auto in = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
+  if (!in)
+    return inferError(loc, "'" + opName + "' op expects a ranked tensor");
+  std::string error;
+  if (failed(checkReductionDims(adaptor.getDims(), in.getRank(), error)))
+    return inferError(loc, "'" + opName + "' op " + error);
+  inferred.push_back(RankedTensorType::get(
+      reducedShape(in.getShape(), adaptor.getDims(),
+                   static_cast<bool>(adaptor.getKeepDims())),
+      in.getElementType()));
+  return success();
+}
+
+#define DS_REDUCE_INFER(OP)                                                    \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, Adaptor adaptor,             \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    return inferReduce(loc, getOperationName(), adaptor, inferred);            \
+  }
+DS_REDUCE_INFER(ReduceSumOp)
+DS_REDUCE_INFER(ReduceMeanOp)
+DS_REDUCE_INFER(ReduceMaxOp)
+#undef DS_REDUCE_INFER
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto in = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
+  if (!in)
+    return inferError(loc, "'ds.transpose' op expects a ranked tensor");
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  std::string error;
+  if (failed(checkPermutation(perm, in.getRank(), error)))
+    return inferError(loc, "'ds.transpose' op " + error);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(in.getDimSize(p));
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(checkSameElementType(*this, getInput(), "input", getResult(),
+                                  "result")))
+    return failure();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> out = getResult().getType().getShape();
+  if (numElements(in) != numElements(out))
+    return emitOpError() << "cannot reshape " << formatShape(in) << " ("
+                         << numElements(in) << " elements) into "
+                         << formatShape(out) << " (" << numElements(out)
+                         << " elements)";
+  return success();
+}
+
+SmallVector<int64_t> SliceOp::getStridesOrOnes() {
+  if (auto strides = getStrides())
+    return SmallVector<int64_t>(*strides);
+  return SmallVector<int64_t>(getInput().getType().getRank(), 1);
+}
+
+LogicalResult SliceOp::verify() {
+  if (failed(checkSameElementType(*this, getInput(), "input", getResult(),
+                                  "result")))
+    return failure();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> out = getResult().getType().getShape();
+  ArrayRef<int64_t> offsets = getOffsets();
+  if (out.size() != in.size())
+    return emitOpError() << "result rank " << out.size()
+                         << " differs from input rank " << in.size();
+  if (offsets.size() != in.size())
+    return emitOpError() << "'offsets' has " << offsets.size()
+                         << " entries, expected " << in.size();
+  if (auto strides = getStrides(); strides && strides->size() != in.size())
+    return emitOpError() << "'strides' has " << strides->size()
+                         << " entries, expected " << in.size();
+  SmallVector<int64_t> strides = getStridesOrOnes();
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (strides[d] < 1)
+      return emitOpError() << "stride " << strides[d] << " in dimension " << d
+                           << " must be >= 1";
+    if (offsets[d] < 0)
+      return emitOpError() << "offset " << offsets[d] << " in dimension " << d
+                           << " must be >= 0";
+    if (out[d] > 0 && offsets[d] + (out[d] - 1) * strides[d] >= in[d])
+      return emitOpError() << "slice of dimension " << d << " (offset "
+                           << offsets[d] << ", size " << out[d] << ", stride "
+                           << strides[d] << ") reads past its size " << in[d];
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return inferError(loc, "'ds.concat' op needs at least one input");
+  auto first = dyn_cast<RankedTensorType>(inputs.front().getType());
+  if (!first)
+    return inferError(loc, "'ds.concat' op expects ranked tensors");
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= first.getRank())
+    return inferError(loc, "'ds.concat' op axis " + std::to_string(axis) +
+                               " is out of range for rank " +
+                               std::to_string(first.getRank()));
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [i, v] : llvm::enumerate(inputs.drop_front())) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || t.getElementType() != first.getElementType() ||
+        t.getRank() != first.getRank())
+      return inferError(loc, "'ds.concat' op input #" + std::to_string(i + 1) +
+                                 " must have the rank and element type of "
+                                 "input #0");
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      if (d == axis)
+        continue;
+      if (t.getDimSize(d) != first.getDimSize(d))
+        return inferError(loc, "'ds.concat' op input #" +
+                                   std::to_string(i + 1) + " has shape " +
+                                   formatShape(t.getShape()) +
+                                   ", which differs from input #0 " +
+                                   formatShape(first.getShape()) +
+                                   " outside the axis");
+    }
+    shape[axis] += t.getDimSize(axis);
+  }
+  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer pieces
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto table = dyn_cast<RankedTensorType>(adaptor.getTable().getType());
+  auto indices = dyn_cast<RankedTensorType>(adaptor.getIndices().getType());
+  if (!table || !indices)
+    return inferError(loc, "'ds.embedding' op expects ranked tensors");
+  if (table.getRank() != 2)
+    return inferError(loc, "'ds.embedding' op table must have rank 2 "
+                           "([num_embeddings, dim]), got " +
+                               formatShape(table.getShape()));
+  SmallVector<int64_t> shape(indices.getShape());
+  shape.push_back(table.getDimSize(1));
+  inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult CausalMaskOp::verify() {
+  ArrayRef<int64_t> shape = getInput().getType().getShape();
+  if (shape.size() < 2)
+    return emitOpError() << "scores must have rank >= 2 ([..., T, S]), got "
+                         << formatShape(shape);
+  int64_t t = shape[shape.size() - 2], s = shape.back();
+  if (t > s)
+    return emitOpError() << "more queries (" << t << ") than keys (" << s
+                         << ")";
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  if (getRng().getType().getShape() != ArrayRef<int64_t>{2})
+    return emitOpError() << "rng state must be a tensor<2xi64> (key, "
+                            "counter), got "
+                         << getRng().getType();
+  double p = getP().convertToDouble();
+  if (!(p >= 0 && p < 1))
+    return emitOpError() << "drop probability p must be in [0, 1), got " << p;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  StringRef name = "ds.conv2d";
+  auto in = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
+  auto w = dyn_cast<RankedTensorType>(adaptor.getWeight().getType());
+  if (!in || !w)
+    return inferError(loc, "'ds.conv2d' op expects ranked tensors");
+  if (in.getRank() != 4 || w.getRank() != 4)
+    return inferError(loc, "'ds.conv2d' op input [N, C, H, W] and weight "
+                           "[O, C/groups, KH, KW] must have rank 4, got " +
+                               formatShape(in.getShape()) + " and " +
+                               formatShape(w.getShape()));
+  if (in.getElementType() != w.getElementType())
+    return inferError(loc, "'ds.conv2d' op input and weight must share an "
+                           "element type");
+  ArrayRef<int64_t> strides = adaptor.getStrides();
+  ArrayRef<int64_t> padding = adaptor.getPadding();
+  ArrayRef<int64_t> dilation = adaptor.getDilation();
+  if (failed(checkPair(loc, name, "strides", strides, 1)) ||
+      failed(checkPair(loc, name, "padding", padding, 0)) ||
+      failed(checkPair(loc, name, "dilation", dilation, 1)))
+    return failure();
+  int64_t groups = adaptor.getGroups();
+  int64_t c = in.getDimSize(1), o = w.getDimSize(0);
+  if (groups < 1 || c % groups != 0 || o % groups != 0)
+    return inferError(loc, "'ds.conv2d' op groups = " + std::to_string(groups) +
+                               " must be >= 1 and divide the input channels (" +
+                               std::to_string(c) + ") and output channels (" +
+                               std::to_string(o) + ")");
+  if (w.getDimSize(1) != c / groups)
+    return inferError(loc, "'ds.conv2d' op weight has " +
+                               std::to_string(w.getDimSize(1)) +
+                               " input channels per group, expected " +
+                               std::to_string(c / groups));
+  if (Value bias = adaptor.getBias()) {
+    auto b = dyn_cast<RankedTensorType>(bias.getType());
+    if (!b || b.getShape() != ArrayRef<int64_t>{o} ||
+        b.getElementType() != in.getElementType())
+      return inferError(loc, "'ds.conv2d' op bias must be a tensor of shape [" +
+                                 std::to_string(o) +
+                                 "] with the input's element type");
+  }
+  SmallVector<int64_t> shape = {in.getDimSize(0), o};
+  for (int d = 0; d < 2; ++d) {
+    FailureOr<int64_t> size =
+        windowOutputSize(in.getDimSize(2 + d), w.getDimSize(2 + d), strides[d],
+                         padding[d], dilation[d]);
+    if (failed(size))
+      return inferError(loc, "'ds.conv2d' op the kernel does not fit the "
+                             "padded input " +
+                                 formatShape(in.getShape()));
+    shape.push_back(*size);
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+template <typename Adaptor>
+static LogicalResult inferPool(std::optional<Location> loc, StringRef opName,
+                               Adaptor adaptor,
+                               SmallVectorImpl<Type> &inferred) {
+  auto in = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
+  if (!in || in.getRank() != 4)
+    return inferError(loc, "'" + opName +
+                               "' op input must be a rank-4 [N, C, H, W] "
+                               "tensor");
+  ArrayRef<int64_t> kernel = adaptor.getKernel();
+  SmallVector<int64_t> strides(kernel);
+  if (auto s = adaptor.getStrides())
+    strides.assign(s->begin(), s->end());
+  ArrayRef<int64_t> padding = adaptor.getPadding();
+  if (failed(checkPair(loc, opName, "kernel", kernel, 1)) ||
+      failed(checkPair(loc, opName, "strides", strides, 1)) ||
+      failed(checkPair(loc, opName, "padding", padding, 0)))
+    return failure();
+  SmallVector<int64_t> shape = {in.getDimSize(0), in.getDimSize(1)};
+  for (int d = 0; d < 2; ++d) {
+    if (padding[d] > kernel[d] / 2)
+      return inferError(loc, "'" + opName + "' op padding " +
+                                 formatShape(padding) +
+                                 " must be at most half the kernel " +
+                                 formatShape(kernel));
+    FailureOr<int64_t> size = windowOutputSize(
+        in.getDimSize(2 + d), kernel[d], strides[d], padding[d], 1);
+    if (failed(size))
+      return inferError(loc, "'" + opName + "' op the window " +
+                                 formatShape(kernel) +
+                                 " does not fit the padded input " +
+                                 formatShape(in.getShape()));
+    shape.push_back(*size);
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  return inferPool(loc, getOperationName(), adaptor, inferred);
+}
+
+LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  return inferPool(loc, getOperationName(), adaptor, inferred);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto logits = dyn_cast<RankedTensorType>(adaptor.getLogits().getType());
+  auto labels = dyn_cast<RankedTensorType>(adaptor.getLabels().getType());
+  if (!logits || !labels)
+    return inferError(loc, "'ds.cross_entropy' op expects ranked tensors");
+  if (logits.getRank() != 2 || labels.getRank() != 1 ||
+      logits.getDimSize(0) != labels.getDimSize(0))
+    return inferError(loc, "'ds.cross_entropy' op expects logits [N, C] and "
+                           "labels [N], got " +
+                               formatShape(logits.getShape()) + " and " +
+                               formatShape(labels.getShape()));
+  inferred.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}
+
+LogicalResult MseLossOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto in = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
+  if (!in)
+    return inferError(loc, "'ds.mse_loss' op expects ranked tensors");
+  inferred.push_back(RankedTensorType::get({}, in.getElementType()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "ds/Dialect/DS/IR/DSOps.cpp.inc"

@@ -1,0 +1,445 @@
+//===- TrainingContract.cpp - The training-step contract ------------------===//
+//
+// Reading and checking the contract from function attributes, and its
+// round trip through the module-level `ds.contract` table.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/IR/ShapeUtils.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+StringRef mlir::ds::stringifyArgRole(ArgRole role) {
+  switch (role) {
+  case ArgRole::Param:
+    return "param";
+  case ArgRole::Input:
+    return "input";
+  case ArgRole::State:
+    return "state";
+  }
+  llvm_unreachable("unknown ArgRole");
+}
+
+StringRef mlir::ds::stringifyResultRole(ResultRole role) {
+  switch (role) {
+  case ResultRole::Loss:
+    return "loss";
+  case ResultRole::Update:
+    return "update";
+  case ResultRole::Metric:
+    return "metric";
+  }
+  llvm_unreachable("unknown ResultRole");
+}
+
+namespace {
+/// Emits diagnostics for one contract under construction and applies the
+/// checks that do not depend on where the contract was read from.
+class ContractChecker {
+public:
+  ContractChecker(TrainingContract &contract,
+                  function_ref<InFlightDiagnostic()> emitError)
+      : contract(contract), emitError(emitError) {}
+
+  InFlightDiagnostic argError(unsigned i) {
+    return emitError() << "argument #" << i << ": ";
+  }
+  InFlightDiagnostic resultError(unsigned i) {
+    return emitError() << "result #" << i << ": ";
+  }
+
+  /// Checks that `type` is a ranked tensor with a static shape.
+  FailureOr<RankedTensorType> staticTensor(Type type, bool isArg, unsigned i,
+                                           StringRef what) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape()) {
+      (isArg ? argError(i) : resultError(i))
+          << what << " must be a ranked tensor with a static shape, got "
+          << type;
+      return failure();
+    }
+    return tensor;
+  }
+
+  LogicalResult checkInit(unsigned i, const ContractArg &arg) {
+    if (!arg.init)
+      return argError(i) << stringifyArgRole(arg.role) << " '" << arg.name
+                         << "' needs a 'ds.init' attribute (e.g. "
+                            "#ds.init<zeros>)";
+    InitKind kind = arg.init.getKind();
+    if ((kind == InitKind::normal || kind == InitKind::uniform) &&
+        !isa<FloatType>(arg.type.getElementType()))
+      return argError(i) << "init '" << stringifyInitKind(kind)
+                         << "' needs a floating-point element type, got "
+                         << arg.type.getElementType();
+    return success();
+  }
+
+  /// Checks the facts that relate arguments and results.
+  LogicalResult checkWhole() {
+    llvm::StringSet<> params, inputs, states, metrics;
+    for (auto [i, arg] : llvm::enumerate(contract.args)) {
+      llvm::StringSet<> &names = arg.role == ArgRole::Param   ? params
+                                 : arg.role == ArgRole::Input ? inputs
+                                                              : states;
+      if (!names.insert(arg.name).second)
+        return argError(i) << "duplicate " << stringifyArgRole(arg.role)
+                           << " '" << arg.name << "'";
+    }
+    for (auto [i, arg] : llvm::enumerate(contract.args)) {
+      if (arg.role != ArgRole::State || arg.state.getOf().empty())
+        continue;
+      if (!params.contains(arg.state.getOf()))
+        return argError(i) << "state '" << arg.name
+                           << "' belongs to unknown parameter '"
+                           << arg.state.getOf() << "'";
+    }
+
+    int64_t numLosses = 0;
+    SmallVector<int64_t> updatedBy(contract.args.size(), -1);
+    for (auto [i, res] : llvm::enumerate(contract.results)) {
+      switch (res.role) {
+      case ResultRole::Loss:
+        ++numLosses;
+        if (res.type.getRank() != 0 ||
+            !isa<FloatType>(res.type.getElementType()))
+          return resultError(i)
+                 << "the loss must be a rank-0 floating-point tensor, got "
+                 << res.type;
+        break;
+      case ResultRole::Update: {
+        int64_t target = res.updates;
+        if (target < 0 || target >= static_cast<int64_t>(contract.args.size()))
+          return resultError(i)
+                 << "'ds.update' = " << target
+                 << " is out of range; the function has "
+                 << contract.args.size() << " arguments";
+        const ContractArg &arg = contract.args[target];
+        if (arg.role == ArgRole::Input)
+          return resultError(i) << "'ds.update' = " << target
+                                << " names input '" << arg.name
+                                << "'; only parameters and state are updated";
+        if (arg.type != res.type)
+          return resultError(i) << "update of " << stringifyArgRole(arg.role)
+                                << " '" << arg.name << "' has type "
+                                << res.type << ", but the argument has type "
+                                << arg.type;
+        if (updatedBy[target] >= 0)
+          return resultError(i) << stringifyArgRole(arg.role) << " '"
+                                << arg.name << "' is already updated by result #"
+                                << updatedBy[target];
+        updatedBy[target] = i;
+        break;
+      }
+      case ResultRole::Metric:
+        if (!metrics.insert(res.name).second)
+          return resultError(i) << "duplicate metric '" << res.name << "'";
+        break;
+      }
+    }
+    if (numLosses != 1)
+      return emitError() << "a training step has exactly one result marked "
+                            "'ds.loss', found "
+                         << numLosses;
+    return success();
+  }
+
+private:
+  TrainingContract &contract;
+  function_ref<InFlightDiagnostic()> emitError;
+};
+
+/// Lets `return bail(emitError() << ...);` end a FailureOr-returning function
+/// after reporting.
+FailureOr<TrainingContract> bail(InFlightDiagnostic &&diag) {
+  (void)diag;
+  return failure();
+}
+} // namespace
+
+FailureOr<TrainingContract>
+TrainingContract::fromFunction(FunctionOpInterface func) {
+  TrainingContract contract;
+  contract.funcName = func.getName().str();
+  auto emitError = [&] { return func->emitOpError(); };
+  ContractChecker checker(contract, emitError);
+
+  if (func.isExternal())
+    return bail(func->emitOpError("a training step needs a body"));
+
+  ArrayRef<Type> argTypes = func.getArgumentTypes();
+  for (unsigned i = 0, e = argTypes.size(); i < e; ++i) {
+    auto param = func.getArgAttrOfType<StringAttr>(i, DSDialect::kParamAttrName);
+    auto input = func.getArgAttrOfType<StringAttr>(i, DSDialect::kInputAttrName);
+    auto state = func.getArgAttrOfType<StateAttr>(i, DSDialect::kStateAttrName);
+    auto init = func.getArgAttrOfType<InitAttr>(i, DSDialect::kInitAttrName);
+    int roles = !!param + !!input + !!state;
+    if (roles == 0)
+      return bail(checker.argError(i)
+             << "has no role; mark it 'ds.param', 'ds.input' or 'ds.state'");
+    if (roles > 1)
+      return bail(checker.argError(i)
+             << "has more than one of 'ds.param', 'ds.input', 'ds.state'");
+
+    ContractArg arg;
+    arg.role = param ? ArgRole::Param : input ? ArgRole::Input : ArgRole::State;
+    arg.name = param   ? param.getValue().str()
+               : input ? input.getValue().str()
+                       : state.getKey();
+    arg.state = state;
+    arg.init = init;
+    std::string what = (stringifyArgRole(arg.role) + " '" + arg.name + "'").str();
+    FailureOr<RankedTensorType> type =
+        checker.staticTensor(argTypes[i], /*isArg=*/true, i, what);
+    if (failed(type))
+      return failure();
+    arg.type = *type;
+    if (arg.role == ArgRole::Param && !isa<FloatType>(arg.type.getElementType()))
+      return bail(checker.argError(i) << what
+                                 << " must have a floating-point element type, "
+                                    "got "
+                                 << arg.type.getElementType());
+    if (arg.role == ArgRole::Input) {
+      if (init)
+        return bail(checker.argError(i)
+               << what << " takes no 'ds.init'; inputs are fed each step");
+    } else if (failed(checker.checkInit(i, arg))) {
+      return failure();
+    }
+    contract.args.push_back(std::move(arg));
+  }
+
+  ArrayRef<Type> resultTypes = func.getResultTypes();
+  for (unsigned i = 0, e = resultTypes.size(); i < e; ++i) {
+    bool loss = func.getResultAttr(i, DSDialect::kLossAttrName) != nullptr;
+    auto update =
+        func.getResultAttrOfType<IntegerAttr>(i, DSDialect::kUpdateAttrName);
+    auto metric =
+        func.getResultAttrOfType<StringAttr>(i, DSDialect::kMetricAttrName);
+    int roles = loss + !!update + !!metric;
+    if (roles == 0)
+      return bail(checker.resultError(i)
+             << "has no role; mark it 'ds.loss', 'ds.update' or 'ds.metric'");
+    if (roles > 1)
+      return bail(checker.resultError(i)
+             << "has more than one of 'ds.loss', 'ds.update', 'ds.metric'");
+    ContractResult res;
+    res.role = loss ? ResultRole::Loss
+                    : update ? ResultRole::Update : ResultRole::Metric;
+    if (update)
+      res.updates = update.getInt();
+    if (metric)
+      res.name = metric.getValue().str();
+    FailureOr<RankedTensorType> type = checker.staticTensor(
+        resultTypes[i], /*isArg=*/false, i, stringifyResultRole(res.role));
+    if (failed(type))
+      return failure();
+    res.type = *type;
+    contract.results.push_back(std::move(res));
+  }
+  if (failed(checker.checkWhole()))
+    return failure();
+  return contract;
+}
+
+//===----------------------------------------------------------------------===//
+// The module-level table
+//===----------------------------------------------------------------------===//
+
+DictionaryAttr TrainingContract::toAttr(MLIRContext *ctx) const {
+  Builder b(ctx);
+  SmallVector<Attribute> argAttrs, resultAttrs;
+  for (const ContractArg &arg : args) {
+    SmallVector<NamedAttribute> fields;
+    fields.push_back(b.getNamedAttr("role", b.getStringAttr(stringifyArgRole(arg.role))));
+    if (arg.role == ArgRole::State)
+      fields.push_back(b.getNamedAttr("state", arg.state));
+    else
+      fields.push_back(b.getNamedAttr("name", b.getStringAttr(arg.name)));
+    fields.push_back(b.getNamedAttr("type", TypeAttr::get(arg.type)));
+    if (arg.init)
+      fields.push_back(b.getNamedAttr("init", arg.init));
+    argAttrs.push_back(b.getDictionaryAttr(fields));
+  }
+  for (const ContractResult &res : results) {
+    SmallVector<NamedAttribute> fields;
+    fields.push_back(b.getNamedAttr("role", b.getStringAttr(stringifyResultRole(res.role))));
+    if (res.role == ResultRole::Update)
+      fields.push_back(b.getNamedAttr("of", b.getI64IntegerAttr(res.updates)));
+    if (res.role == ResultRole::Metric)
+      fields.push_back(b.getNamedAttr("name", b.getStringAttr(res.name)));
+    fields.push_back(b.getNamedAttr("type", TypeAttr::get(res.type)));
+    resultAttrs.push_back(b.getDictionaryAttr(fields));
+  }
+  return b.getDictionaryAttr({b.getNamedAttr("args", b.getArrayAttr(argAttrs)),
+                              b.getNamedAttr("results", b.getArrayAttr(resultAttrs))});
+}
+
+FailureOr<TrainingContract>
+TrainingContract::fromAttr(StringRef funcName, Attribute attr,
+                           function_ref<InFlightDiagnostic()> emitError) {
+  TrainingContract contract;
+  contract.funcName = funcName.str();
+  auto fail = [&](const Twine &msg) -> FailureOr<TrainingContract> {
+    emitError() << "'ds.contract' entry '" << funcName << "': " << msg;
+    return failure();
+  };
+  auto dict = dyn_cast<DictionaryAttr>(attr);
+  if (!dict)
+    return fail("expected a dictionary with 'args' and 'results'");
+  auto argList = dict.getAs<ArrayAttr>("args");
+  auto resultList = dict.getAs<ArrayAttr>("results");
+  if (!argList || !resultList)
+    return fail("expected arrays 'args' and 'results'");
+
+  auto readType = [](DictionaryAttr d) -> RankedTensorType {
+    auto t = d.getAs<TypeAttr>("type");
+    auto tensor = t ? dyn_cast<RankedTensorType>(t.getValue()) : nullptr;
+    return tensor && tensor.hasStaticShape() ? tensor : nullptr;
+  };
+  for (auto [i, a] : llvm::enumerate(argList)) {
+    auto d = dyn_cast<DictionaryAttr>(a);
+    std::string where = "argument #" + std::to_string(i);
+    if (!d)
+      return fail(where + " is not a dictionary");
+    auto role = d.getAs<StringAttr>("role");
+    ContractArg arg;
+    if (!role || (role.getValue() != "param" && role.getValue() != "input" &&
+                  role.getValue() != "state"))
+      return fail(where + " needs role = \"param\", \"input\" or \"state\"");
+    arg.role = role.getValue() == "param"   ? ArgRole::Param
+               : role.getValue() == "input" ? ArgRole::Input
+                                            : ArgRole::State;
+    if (arg.role == ArgRole::State) {
+      arg.state = d.getAs<StateAttr>("state");
+      if (!arg.state)
+        return fail(where + " needs state = #ds.state<...>");
+      arg.name = arg.state.getKey();
+    } else {
+      auto name = d.getAs<StringAttr>("name");
+      if (!name || name.getValue().empty())
+        return fail(where + " needs a non-empty name");
+      arg.name = name.getValue().str();
+    }
+    arg.type = readType(d);
+    if (!arg.type)
+      return fail(where + " needs type = <static ranked tensor type>");
+    arg.init = d.getAs<InitAttr>("init");
+    if (arg.role != ArgRole::Input && !arg.init)
+      return fail(where + " needs init = #ds.init<...>");
+    contract.args.push_back(std::move(arg));
+  }
+  for (auto [i, a] : llvm::enumerate(resultList)) {
+    auto d = dyn_cast<DictionaryAttr>(a);
+    std::string where = "result #" + std::to_string(i);
+    if (!d)
+      return fail(where + " is not a dictionary");
+    auto role = d.getAs<StringAttr>("role");
+    ContractResult res;
+    if (!role || (role.getValue() != "loss" && role.getValue() != "update" &&
+                  role.getValue() != "metric"))
+      return fail(where + " needs role = \"loss\", \"update\" or \"metric\"");
+    res.role = role.getValue() == "loss"     ? ResultRole::Loss
+               : role.getValue() == "update" ? ResultRole::Update
+                                             : ResultRole::Metric;
+    if (res.role == ResultRole::Update) {
+      auto of = d.getAs<IntegerAttr>("of");
+      if (!of)
+        return fail(where + " needs of = <argument index>");
+      res.updates = of.getInt();
+    }
+    if (res.role == ResultRole::Metric) {
+      auto name = d.getAs<StringAttr>("name");
+      if (!name || name.getValue().empty())
+        return fail(where + " needs a non-empty name");
+      res.name = name.getValue().str();
+    }
+    res.type = readType(d);
+    if (!res.type)
+      return fail(where + " needs type = <static ranked tensor type>");
+    contract.results.push_back(std::move(res));
+  }
+  auto prefixed = [&]() -> InFlightDiagnostic {
+    return emitError() << "'ds.contract' entry '" << funcName << "': ";
+  };
+  ContractChecker checker(contract, prefixed);
+  if (failed(checker.checkWhole()))
+    return failure();
+  return contract;
+}
+
+//===----------------------------------------------------------------------===//
+// Queries
+//===----------------------------------------------------------------------===//
+
+unsigned TrainingContract::getLossIndex() const {
+  for (auto [i, res] : llvm::enumerate(results))
+    if (res.role == ResultRole::Loss)
+      return i;
+  llvm_unreachable("a checked contract has a loss");
+}
+
+SmallVector<unsigned> TrainingContract::getArgIndices(ArgRole role) const {
+  SmallVector<unsigned> indices;
+  for (auto [i, arg] : llvm::enumerate(args))
+    if (arg.role == role)
+      indices.push_back(i);
+  return indices;
+}
+
+std::optional<unsigned> TrainingContract::findArg(ArgRole role,
+                                                  StringRef name) const {
+  for (auto [i, arg] : llvm::enumerate(args))
+    if (arg.role == role && arg.name == name)
+      return i;
+  return std::nullopt;
+}
+
+std::optional<unsigned>
+TrainingContract::findUpdateOf(unsigned argIndex) const {
+  for (auto [i, res] : llvm::enumerate(results))
+    if (res.role == ResultRole::Update && res.updates == argIndex)
+      return i;
+  return std::nullopt;
+}
+
+bool TrainingContract::hasUpdates() const {
+  return llvm::any_of(results, [](const ContractResult &r) {
+    return r.role == ResultRole::Update;
+  });
+}
+
+FailureOr<SmallVector<TrainingContract>>
+mlir::ds::readContracts(ModuleOp module) {
+  SmallVector<TrainingContract> contracts;
+  if (auto table =
+          module->getAttrOfType<DictionaryAttr>(DSDialect::kContractAttrName)) {
+    for (NamedAttribute entry : table) {
+      FailureOr<TrainingContract> c = TrainingContract::fromAttr(
+          entry.getName().strref(), entry.getValue(),
+          [&] { return module.emitError(); });
+      if (failed(c))
+        return failure();
+      contracts.push_back(std::move(*c));
+    }
+    return contracts;
+  }
+  for (Operation &op : module.getBody()->getOperations()) {
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!func || !func->hasAttr(DSDialect::kTrainStepAttrName))
+      continue;
+    FailureOr<TrainingContract> c = TrainingContract::fromFunction(func);
+    if (failed(c))
+      return failure();
+    contracts.push_back(std::move(*c));
+  }
+  return contracts;
+}

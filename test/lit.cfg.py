@@ -1,0 +1,32 @@
+# -*- Python -*-
+# lit configuration of the ds-mlir test suite.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "DS"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.ds_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%shlibext", ".so"))
+config.substitutions.append(("%ds_src_root", config.ds_src_root))
+config.substitutions.append(
+    ("%ds_plugin", os.path.join(config.ds_lib_dir, "libDSPlugin.so")))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+tool_dirs = [config.ds_tools_dir, config.llvm_tools_dir]
+tools = [
+    "ds-opt",
+    # Debian's stock mlir-opt, which loads ds as a plugin.
+    ToolSubst("%mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")),
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
