@@ -30,3 +30,6 @@ tools = [
     ToolSubst("%mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# Inputs/ folders hold files that tests feed to tools; they are not tests.
+config.excludes.append("Inputs")

@@ -1,9 +1,12 @@
 //===- DSPlugin.cpp - ds as an mlir-opt dialect and pass plugin -----------===//
 //
 // The entry points Debian's stock `mlir-opt-22` looks up when it loads this
-// library with `--load-dialect-plugin` or `--load-pass-plugin`. Both register
-// the same things, so either flag alone is enough to parse ds IR and run ds
-// passes; giving both is harmless.
+// library with `--load-dialect-plugin` or `--load-pass-plugin`. The dialect
+// entry point registers the dialect and the passes, so it alone is enough to
+// parse ds IR and run ds passes (name them in --pass-pipeline: plugin pass
+// flags do not exist yet when mlir-opt parses its command line). The pass
+// entry point can only register passes: mlir-opt gives pass plugins no
+// dialect registry.
 //
 //===----------------------------------------------------------------------===//
 

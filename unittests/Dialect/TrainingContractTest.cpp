@@ -77,7 +77,7 @@ TEST_F(TrainingContractTest, ReadsRolesFromAttributes) {
   EXPECT_EQ(c.findUpdateOf(2), std::nullopt);
   EXPECT_EQ(c.findArg(ArgRole::Input, "y"), std::optional<unsigned>(4));
   EXPECT_EQ(c.getArgIndices(ArgRole::State), (SmallVector<unsigned>{1, 2}));
-  EXPECT_TRUE(c.hasUpdates());
+  EXPECT_TRUE(c.hasParamUpdates());
   EXPECT_EQ(c.results[3].name, "loss_copy");
 }
 

@@ -91,56 +91,16 @@ LogicalResult DSDialect::verifyRegionArgAttribute(Operation *op,
                                                   unsigned regionIndex,
                                                   unsigned argIndex,
                                                   NamedAttribute attr) {
-  StringRef name = attr.getName().strref();
-  Attribute value = attr.getValue();
-  auto fail = [&](StringRef expected) {
-    return op->emitOpError("argument #")
-           << argIndex << ": '" << name << "' must be " << expected
-           << ", got " << value;
-  };
-  if (name == kParamAttrName || name == kInputAttrName) {
-    auto str = dyn_cast<StringAttr>(value);
-    if (!str || str.getValue().empty())
-      return fail("a non-empty string");
-  } else if (name == kStateAttrName) {
-    if (!isa<StateAttr>(value))
-      return fail("a #ds.state attribute");
-  } else if (name == kInitAttrName) {
-    if (!isa<InitAttr>(value))
-      return fail("a #ds.init attribute");
-  } else {
-    return op->emitOpError("argument #")
-           << argIndex << ": unknown ds argument attribute '" << name
-           << "'; expected ds.param, ds.input, ds.state or ds.init";
-  }
-  return requireTrainStep(op, name, "argument", argIndex);
+  if (failed(verifyContractArgAttr(op, argIndex, attr)))
+    return failure();
+  return requireTrainStep(op, attr.getName().strref(), "argument", argIndex);
 }
 
 LogicalResult DSDialect::verifyRegionResultAttribute(Operation *op,
                                                      unsigned regionIndex,
                                                      unsigned resultIndex,
                                                      NamedAttribute attr) {
-  StringRef name = attr.getName().strref();
-  Attribute value = attr.getValue();
-  auto fail = [&](StringRef expected) {
-    return op->emitOpError("result #")
-           << resultIndex << ": '" << name << "' must be " << expected
-           << ", got " << value;
-  };
-  if (name == kLossAttrName) {
-    if (!isa<UnitAttr>(value))
-      return fail("a unit attribute");
-  } else if (name == kUpdateAttrName) {
-    if (!isa<IntegerAttr>(value))
-      return fail("an argument index");
-  } else if (name == kMetricAttrName) {
-    auto str = dyn_cast<StringAttr>(value);
-    if (!str || str.getValue().empty())
-      return fail("a non-empty string");
-  } else {
-    return op->emitOpError("result #")
-           << resultIndex << ": unknown ds result attribute '" << name
-           << "'; expected ds.loss, ds.update or ds.metric";
-  }
-  return requireTrainStep(op, name, "result", resultIndex);
+  if (failed(verifyContractResultAttr(op, resultIndex, attr)))
+    return failure();
+  return requireTrainStep(op, attr.getName().strref(), "result", resultIndex);
 }

@@ -40,6 +40,65 @@ StringRef mlir::ds::stringifyResultRole(ResultRole role) {
   llvm_unreachable("unknown ResultRole");
 }
 
+//===----------------------------------------------------------------------===//
+// Attribute value checks
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::ds::verifyContractArgAttr(Operation *op, unsigned argIndex,
+                                              NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  auto fail = [&](StringRef expected) {
+    return op->emitOpError("argument #")
+           << argIndex << ": '" << name << "' must be " << expected
+           << ", got " << value;
+  };
+  if (name == DSDialect::kParamAttrName || name == DSDialect::kInputAttrName) {
+    auto str = dyn_cast<StringAttr>(value);
+    if (!str || str.getValue().empty())
+      return fail("a non-empty string");
+  } else if (name == DSDialect::kStateAttrName) {
+    if (!isa<StateAttr>(value))
+      return fail("a #ds.state attribute");
+  } else if (name == DSDialect::kInitAttrName) {
+    if (!isa<InitAttr>(value))
+      return fail("a #ds.init attribute");
+  } else {
+    return op->emitOpError("argument #")
+           << argIndex << ": unknown ds argument attribute '" << name
+           << "'; expected ds.param, ds.input, ds.state or ds.init";
+  }
+  return success();
+}
+
+LogicalResult mlir::ds::verifyContractResultAttr(Operation *op,
+                                                 unsigned resultIndex,
+                                                 NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  auto fail = [&](StringRef expected) {
+    return op->emitOpError("result #")
+           << resultIndex << ": '" << name << "' must be " << expected
+           << ", got " << value;
+  };
+  if (name == DSDialect::kLossAttrName) {
+    if (!isa<UnitAttr>(value))
+      return fail("a unit attribute");
+  } else if (name == DSDialect::kUpdateAttrName) {
+    if (!isa<IntegerAttr>(value))
+      return fail("an argument index");
+  } else if (name == DSDialect::kMetricAttrName) {
+    auto str = dyn_cast<StringAttr>(value);
+    if (!str || str.getValue().empty())
+      return fail("a non-empty string");
+  } else {
+    return op->emitOpError("result #")
+           << resultIndex << ": unknown ds result attribute '" << name
+           << "'; expected ds.loss, ds.update or ds.metric";
+  }
+  return success();
+}
+
 namespace {
 /// Emits diagnostics for one contract under construction and applies the
 /// checks that do not depend on where the contract was read from.
@@ -174,6 +233,19 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
 
   if (func.isExternal())
     return bail(func->emitOpError("a training step needs a body"));
+
+  // Check every attribute's value first, so that a malformed attribute is
+  // reported as such rather than as a missing role.
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+    for (NamedAttribute attr : func.getArgAttrs(i))
+      if (attr.getName().strref().starts_with("ds.") &&
+          failed(verifyContractArgAttr(func, i, attr)))
+        return failure();
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    for (NamedAttribute attr : func.getResultAttrs(i))
+      if (attr.getName().strref().starts_with("ds.") &&
+          failed(verifyContractResultAttr(func, i, attr)))
+        return failure();
 
   ArrayRef<Type> argTypes = func.getArgumentTypes();
   for (unsigned i = 0, e = argTypes.size(); i < e; ++i) {
@@ -411,9 +483,10 @@ TrainingContract::findUpdateOf(unsigned argIndex) const {
   return std::nullopt;
 }
 
-bool TrainingContract::hasUpdates() const {
-  return llvm::any_of(results, [](const ContractResult &r) {
-    return r.role == ResultRole::Update;
+bool TrainingContract::hasParamUpdates() const {
+  return llvm::any_of(results, [&](const ContractResult &r) {
+    return r.role == ResultRole::Update &&
+           args[r.updates].role == ArgRole::Param;
   });
 }
 

@@ -86,9 +86,22 @@ struct TrainingContract {
   std::optional<unsigned> findArg(ArgRole role, StringRef name) const;
   /// The result index that updates argument `argIndex`, if any.
   std::optional<unsigned> findUpdateOf(unsigned argIndex) const;
-  /// Whether the step updates any argument (has a backward and an update).
-  bool hasUpdates() const;
+  /// Whether the step updates any parameter, i.e. it is a complete training
+  /// step rather than a forward + loss (which may still update state such as
+  /// batch-norm running statistics).
+  bool hasParamUpdates() const;
 };
+
+/// Checks the value of one contract attribute on argument `argIndex` of `op`
+/// (`ds.param`, `ds.input`: non-empty strings; `ds.state`: #ds.state;
+/// `ds.init`: #ds.init); any other `ds.` name is an error.
+LogicalResult verifyContractArgAttr(Operation *op, unsigned argIndex,
+                                    NamedAttribute attr);
+
+/// Checks the value of one contract attribute on result `resultIndex`
+/// (`ds.loss`: unit; `ds.update`: integer; `ds.metric`: non-empty string).
+LogicalResult verifyContractResultAttr(Operation *op, unsigned resultIndex,
+                                       NamedAttribute attr);
 
 /// Reads every contract of a module: from the `ds.contract` table when the
 /// module has one, otherwise from the functions marked `ds.train_step`.

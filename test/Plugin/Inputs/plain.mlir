@@ -1,0 +1,5 @@
+// RUN: true
+
+func.func @plain() {
+  return
+}
