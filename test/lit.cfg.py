@@ -17,6 +17,7 @@ config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", ".so"))
 config.substitutions.append(("%ds_src_root", config.ds_src_root))
+config.substitutions.append(("%ds_obj_root", config.ds_obj_root))
 config.substitutions.append(
     ("%ds_plugin", os.path.join(config.ds_lib_dir, "libDSPlugin.so")))
 

@@ -25,9 +25,8 @@ using namespace mlir::ds;
 static void stripContract(FunctionOpInterface func) {
   func->removeAttr(DSDialect::kTrainStepAttrName);
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    for (StringRef name :
-         {DSDialect::kParamAttrName, DSDialect::kInputAttrName,
-          DSDialect::kStateAttrName, DSDialect::kInitAttrName})
+    for (StringRef name : {DSDialect::kParamAttrName, DSDialect::kInputAttrName,
+                           DSDialect::kStateAttrName, DSDialect::kInitAttrName})
       func.removeArgAttr(i, name);
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     for (StringRef name : {DSDialect::kLossAttrName, DSDialect::kUpdateAttrName,

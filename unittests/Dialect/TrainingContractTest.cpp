@@ -1,7 +1,7 @@
 //===- TrainingContractTest.cpp - Reading and checking contracts ----------===//
 
-#include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -99,8 +99,8 @@ TEST_F(TrainingContractTest, ModuleTableRoundTrips) {
   EXPECT_EQ(c.args[1].state.getOf(), "fc.weight");
   EXPECT_EQ(c.results[2].updates, 1);
   EXPECT_EQ(c.results[2].type, c.args[1].type);
-  auto table = (*module)->getAttrOfType<DictionaryAttr>(
-      DSDialect::kContractAttrName);
+  auto table =
+      (*module)->getAttrOfType<DictionaryAttr>(DSDialect::kContractAttrName);
   ASSERT_TRUE(table);
   EXPECT_EQ(Attribute(c.toAttr(&ctx)), table.get("step"));
 }

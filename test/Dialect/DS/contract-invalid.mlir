@@ -240,7 +240,7 @@ func.func @negative_loss_value(%x: tensor<4xf32> {ds.input = "x"}) -> (tensor<f3
 
 // -----
 
-// expected-error@+1 {{result #1: 'ds.update' must be an argument index, got "w"}}
+// expected-error@+1 {{result #1: 'ds.update' must be an argument index (a signless integer of at most 64 bits), got "w"}}
 func.func @negative_update_value(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>}) -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.update = "w"}) attributes {ds.train_step} {
   %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
   return %l, %w : tensor<f32>, tensor<4xf32>
@@ -389,3 +389,16 @@ module attributes {ds.contract = {f = {args = [], results = [{role = "loss"}]}}}
 
 // expected-error@+1 {{'ds.contract' entry 'f': result #0: the loss must be a rank-0 floating-point tensor, got 'tensor<2xf32>'}}
 module attributes {ds.contract = {f = {args = [], results = [{role = "loss", type = tensor<2xf32>}]}}} {}
+
+// -----
+
+// expected-error@+1 {{result #1: 'ds.update' must be an argument index (a signless integer of at most 64 bits), got 0 : ui8}}
+func.func @negative_update_unsigned(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>}) -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.update = 0 : ui8}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{init value must be finite}}
+func.func private @negative_init_infinite() attributes {x = #ds.init<normal, 1.0e400>}

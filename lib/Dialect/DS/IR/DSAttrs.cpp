@@ -65,7 +65,7 @@ Attribute InitAttr::parse(AsmParser &parser, Type) {
     return {};
   }
   return parser.getChecked<InitAttr>(loc, parser.getContext(), *kind,
-                                    llvm::APFloat(value));
+                                     llvm::APFloat(value));
 }
 
 void InitAttr::print(AsmPrinter &printer) const {

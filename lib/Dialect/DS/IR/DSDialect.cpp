@@ -49,7 +49,8 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError("'")
              << kTrainStepAttrName << "' may only mark a function";
     if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitOpError("'") << kTrainStepAttrName << "' is a unit attribute";
+      return op->emitOpError("'")
+             << kTrainStepAttrName << "' is a unit attribute";
     return TrainingContract::fromFunction(func);
   }
   if (name == kContractAttrName) {
@@ -62,9 +63,9 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
              << kContractAttrName
              << "' must be a dictionary from function name to contract";
     for (NamedAttribute entry : table) {
-      if (failed(TrainingContract::fromAttr(
-              entry.getName().strref(), entry.getValue(),
-              [&] { return op->emitOpError(); })))
+      if (failed(TrainingContract::fromAttr(entry.getName().strref(),
+                                            entry.getValue(),
+                                            [&] { return op->emitOpError(); })))
         return failure();
     }
     return success();
@@ -77,13 +78,12 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
 static LogicalResult requireTrainStep(Operation *op, StringRef attrName,
                                       StringRef where, unsigned index) {
   if (!isa<FunctionOpInterface>(op))
-    return op->emitOpError("'") << attrName << "' on " << where << " #"
-                                << index << " is only valid on a function";
+    return op->emitOpError("'") << attrName << "' on " << where << " #" << index
+                                << " is only valid on a function";
   if (!op->hasAttr(DSDialect::kTrainStepAttrName))
-    return op->emitOpError("'")
-           << attrName << "' on " << where << " #" << index
-           << " requires the function to be marked '"
-           << DSDialect::kTrainStepAttrName << "'";
+    return op->emitOpError("'") << attrName << "' on " << where << " #" << index
+                                << " requires the function to be marked '"
+                                << DSDialect::kTrainStepAttrName << "'";
   return success();
 }
 

@@ -89,9 +89,9 @@ static LogicalResult checkSameElementType(Operation *op, Value a, StringRef an,
   Type ea = getElementTypeOrSelf(a.getType());
   Type eb = getElementTypeOrSelf(b.getType());
   if (ea != eb)
-    return op->emitOpError() << an << " and " << bn
-                             << " must share an element type, got " << ea
-                             << " and " << eb;
+    return op->emitOpError()
+           << an << " and " << bn << " must share an element type, got " << ea
+           << " and " << eb;
   return success();
 }
 
@@ -114,9 +114,9 @@ MatMulOp::inferResultShape(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
   int64_t kr = transposeRhs ? rhs[rr - 1] : rhs[rr - 2];
   int64_t n = transposeRhs ? rhs[rr - 2] : rhs[rr - 1];
   if (kl != kr) {
-    error = "contraction sizes differ: lhs " + formatShape(lhs) + " gives K = " +
-            std::to_string(kl) + ", rhs " + formatShape(rhs) + " gives K = " +
-            std::to_string(kr);
+    error = "contraction sizes differ: lhs " + formatShape(lhs) +
+            " gives K = " + std::to_string(kl) + ", rhs " + formatShape(rhs) +
+            " gives K = " + std::to_string(kr);
     return failure();
   }
   ArrayRef<int64_t> batch = lhs.drop_back(2);
@@ -137,9 +137,9 @@ void MatMulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
                      Value rhs, bool transposeLhs, bool transposeRhs) {
   std::string error;
   RankedTensorType lt = tensorOf(lhs);
-  FailureOr<SmallVector<int64_t>> shape = inferResultShape(
-      lt.getShape(), tensorOf(rhs).getShape(), transposeLhs, transposeRhs,
-      error);
+  FailureOr<SmallVector<int64_t>> shape =
+      inferResultShape(lt.getShape(), tensorOf(rhs).getShape(), transposeLhs,
+                       transposeRhs, error);
   assert(succeeded(shape) && "invalid matmul operands");
   build(builder, state, RankedTensorType::get(*shape, lt.getElementType()), lhs,
         rhs, transposeLhs, transposeRhs);
@@ -221,8 +221,7 @@ LogicalResult BroadcastOp::verify() {
   for (auto [i, d] : llvm::enumerate(dims)) {
     if (d < 0 || d >= static_cast<int64_t>(out.size()))
       return emitOpError() << "'dims' entry " << d
-                           << " is out of range for result rank "
-                           << out.size();
+                           << " is out of range for result rank " << out.size();
     if (i > 0 && d <= dims[i - 1])
       return emitOpError() << "'dims' " << formatShape(dims)
                            << " must be strictly increasing";
@@ -252,9 +251,9 @@ LogicalResult CastOp::verify() {
 
 static LogicalResult verifyAxis(Operation *op, int64_t axis, int64_t rank) {
   if (axis < 0 || axis >= rank)
-    return op->emitOpError() << "axis " << axis
-                             << " is out of range for rank " << rank
-                             << " (expected 0 <= axis < " << rank << ")";
+    return op->emitOpError()
+           << "axis " << axis << " is out of range for rank " << rank
+           << " (expected 0 <= axis < " << rank << ")";
   return success();
 }
 
@@ -274,8 +273,7 @@ static LogicalResult verifyNormWeight(Operation *op, Value input, Value weight,
     return failure();
   ArrayRef<int64_t> in = tensorOf(input).getShape();
   ArrayRef<int64_t> w = tensorOf(weight).getShape();
-  if (w.empty() || w.size() > in.size() ||
-      in.take_back(w.size()) != w)
+  if (w.empty() || w.size() > in.size() || in.take_back(w.size()) != w)
     return op->emitOpError() << "weight shape " << formatShape(w)
                              << " must equal the trailing dimensions of the "
                                 "input shape "
@@ -454,12 +452,11 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       if (d == axis)
         continue;
       if (t.getDimSize(d) != first.getDimSize(d))
-        return inferError(loc, "'ds.concat' op input #" +
-                                   std::to_string(i + 1) + " has shape " +
-                                   formatShape(t.getShape()) +
-                                   ", which differs from input #0 " +
-                                   formatShape(first.getShape()) +
-                                   " outside the axis");
+        return inferError(
+            loc, "'ds.concat' op input #" + std::to_string(i + 1) +
+                     " has shape " + formatShape(t.getShape()) +
+                     ", which differs from input #0 " +
+                     formatShape(first.getShape()) + " outside the axis");
     }
     shape[axis] += t.getDimSize(axis);
   }
@@ -596,12 +593,11 @@ static LogicalResult inferPool(std::optional<Location> loc, StringRef opName,
   SmallVector<int64_t> shape = {in.getDimSize(0), in.getDimSize(1)};
   for (int d = 0; d < 2; ++d) {
     if (padding[d] > kernel[d] / 2)
-      return inferError(loc, "'" + opName + "' op padding " +
-                                 formatShape(padding) +
-                                 " must be at most half the kernel " +
-                                 formatShape(kernel));
-    FailureOr<int64_t> size = windowOutputSize(
-        in.getDimSize(2 + d), kernel[d], strides[d], padding[d], 1);
+      return inferError(
+          loc, "'" + opName + "' op padding " + formatShape(padding) +
+                   " must be at most half the kernel " + formatShape(kernel));
+    FailureOr<int64_t> size = windowOutputSize(in.getDimSize(2 + d), kernel[d],
+                                               strides[d], padding[d], 1);
     if (failed(size))
       return inferError(loc, "'" + opName + "' op the window " +
                                  formatShape(kernel) +
@@ -631,9 +627,10 @@ LogicalResult AvgPool2DOp::inferReturnTypes(MLIRContext *,
 // Losses
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                 Adaptor adaptor,
+                                 SmallVectorImpl<Type> &inferred) {
   auto logits = dyn_cast<RankedTensorType>(adaptor.getLogits().getType());
   auto labels = dyn_cast<RankedTensorType>(adaptor.getLabels().getType());
   if (!logits || !labels)

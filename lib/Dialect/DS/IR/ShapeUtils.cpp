@@ -17,9 +17,9 @@ std::string mlir::ds::formatShape(ArrayRef<int64_t> shape) {
   return s;
 }
 
-FailureOr<SmallVector<int64_t>>
-mlir::ds::broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
-                          std::string &error) {
+FailureOr<SmallVector<int64_t>> mlir::ds::broadcastShapes(ArrayRef<int64_t> lhs,
+                                                          ArrayRef<int64_t> rhs,
+                                                          std::string &error) {
   if (lhs.empty())
     return SmallVector<int64_t>(rhs);
   if (rhs.empty())
@@ -54,8 +54,8 @@ SmallVector<int64_t> mlir::ds::broadcastDims(ArrayRef<int64_t> operand,
   return dims;
 }
 
-LogicalResult mlir::ds::checkReductionDims(ArrayRef<int64_t> dims,
-                                           int64_t rank, std::string &error) {
+LogicalResult mlir::ds::checkReductionDims(ArrayRef<int64_t> dims, int64_t rank,
+                                           std::string &error) {
   for (auto [i, d] : llvm::enumerate(dims)) {
     if (d < 0 || d >= rank) {
       error = "reduction dimension " + std::to_string(d) +

@@ -40,6 +40,20 @@ StringRef mlir::ds::stringifyResultRole(ResultRole role) {
   llvm_unreachable("unknown ResultRole");
 }
 
+/// The value of an argument-index attribute: a signless integer or index of
+/// at most 64 bits. Anything else (ui8, i128, floats) is rejected rather than
+/// truncated.
+static std::optional<int64_t> getArgIndex(Attribute attr) {
+  auto i = dyn_cast_or_null<IntegerAttr>(attr);
+  if (!i)
+    return std::nullopt;
+  Type t = i.getType();
+  if (!t.isIndex() &&
+      !(t.isSignlessInteger() && t.getIntOrFloatBitWidth() <= 64))
+    return std::nullopt;
+  return i.getValue().getSExtValue();
+}
+
 //===----------------------------------------------------------------------===//
 // Attribute value checks
 //===----------------------------------------------------------------------===//
@@ -50,8 +64,8 @@ LogicalResult mlir::ds::verifyContractArgAttr(Operation *op, unsigned argIndex,
   Attribute value = attr.getValue();
   auto fail = [&](StringRef expected) {
     return op->emitOpError("argument #")
-           << argIndex << ": '" << name << "' must be " << expected
-           << ", got " << value;
+           << argIndex << ": '" << name << "' must be " << expected << ", got "
+           << value;
   };
   if (name == DSDialect::kParamAttrName || name == DSDialect::kInputAttrName) {
     auto str = dyn_cast<StringAttr>(value);
@@ -85,8 +99,8 @@ LogicalResult mlir::ds::verifyContractResultAttr(Operation *op,
     if (!isa<UnitAttr>(value))
       return fail("a unit attribute");
   } else if (name == DSDialect::kUpdateAttrName) {
-    if (!isa<IntegerAttr>(value))
-      return fail("an argument index");
+    if (!getArgIndex(value))
+      return fail("an argument index (a signless integer of at most 64 bits)");
   } else if (name == DSDialect::kMetricAttrName) {
     auto str = dyn_cast<StringAttr>(value);
     if (!str || str.getValue().empty())
@@ -150,8 +164,8 @@ public:
                                  : arg.role == ArgRole::Input ? inputs
                                                               : states;
       if (!names.insert(arg.name).second)
-        return argError(i) << "duplicate " << stringifyArgRole(arg.role)
-                           << " '" << arg.name << "'";
+        return argError(i) << "duplicate " << stringifyArgRole(arg.role) << " '"
+                           << arg.name << "'";
     }
     for (auto [i, arg] : llvm::enumerate(contract.args)) {
       if (arg.role != ArgRole::State || arg.state.getOf().empty())
@@ -177,24 +191,22 @@ public:
       case ResultRole::Update: {
         int64_t target = res.updates;
         if (target < 0 || target >= static_cast<int64_t>(contract.args.size()))
-          return resultError(i)
-                 << "'ds.update' = " << target
-                 << " is out of range; the function has "
-                 << contract.args.size() << " arguments";
+          return resultError(i) << "'ds.update' = " << target
+                                << " is out of range; the function has "
+                                << contract.args.size() << " arguments";
         const ContractArg &arg = contract.args[target];
         if (arg.role == ArgRole::Input)
-          return resultError(i) << "'ds.update' = " << target
-                                << " names input '" << arg.name
-                                << "'; only parameters and state are updated";
+          return resultError(i)
+                 << "'ds.update' = " << target << " names input '" << arg.name
+                 << "'; only parameters and state are updated";
         if (arg.type != res.type)
           return resultError(i) << "update of " << stringifyArgRole(arg.role)
-                                << " '" << arg.name << "' has type "
-                                << res.type << ", but the argument has type "
-                                << arg.type;
+                                << " '" << arg.name << "' has type " << res.type
+                                << ", but the argument has type " << arg.type;
         if (updatedBy[target] >= 0)
-          return resultError(i) << stringifyArgRole(arg.role) << " '"
-                                << arg.name << "' is already updated by result #"
-                                << updatedBy[target];
+          return resultError(i)
+                 << stringifyArgRole(arg.role) << " '" << arg.name
+                 << "' is already updated by result #" << updatedBy[target];
         updatedBy[target] = i;
         break;
       }
@@ -249,17 +261,20 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
 
   ArrayRef<Type> argTypes = func.getArgumentTypes();
   for (unsigned i = 0, e = argTypes.size(); i < e; ++i) {
-    auto param = func.getArgAttrOfType<StringAttr>(i, DSDialect::kParamAttrName);
-    auto input = func.getArgAttrOfType<StringAttr>(i, DSDialect::kInputAttrName);
+    auto param =
+        func.getArgAttrOfType<StringAttr>(i, DSDialect::kParamAttrName);
+    auto input =
+        func.getArgAttrOfType<StringAttr>(i, DSDialect::kInputAttrName);
     auto state = func.getArgAttrOfType<StateAttr>(i, DSDialect::kStateAttrName);
     auto init = func.getArgAttrOfType<InitAttr>(i, DSDialect::kInitAttrName);
     int roles = !!param + !!input + !!state;
     if (roles == 0)
-      return bail(checker.argError(i)
-             << "has no role; mark it 'ds.param', 'ds.input' or 'ds.state'");
+      return bail(
+          checker.argError(i)
+          << "has no role; mark it 'ds.param', 'ds.input' or 'ds.state'");
     if (roles > 1)
       return bail(checker.argError(i)
-             << "has more than one of 'ds.param', 'ds.input', 'ds.state'");
+                  << "has more than one of 'ds.param', 'ds.input', 'ds.state'");
 
     ContractArg arg;
     arg.role = param ? ArgRole::Param : input ? ArgRole::Input : ArgRole::State;
@@ -268,21 +283,24 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
                        : state.getKey();
     arg.state = state;
     arg.init = init;
-    std::string what = (stringifyArgRole(arg.role) + " '" + arg.name + "'").str();
+    std::string what =
+        (stringifyArgRole(arg.role) + " '" + arg.name + "'").str();
     FailureOr<RankedTensorType> type =
         checker.staticTensor(argTypes[i], /*isArg=*/true, i, what);
     if (failed(type))
       return failure();
     arg.type = *type;
-    if (arg.role == ArgRole::Param && !isa<FloatType>(arg.type.getElementType()))
-      return bail(checker.argError(i) << what
-                                 << " must have a floating-point element type, "
-                                    "got "
-                                 << arg.type.getElementType());
+    if (arg.role == ArgRole::Param &&
+        !isa<FloatType>(arg.type.getElementType()))
+      return bail(checker.argError(i)
+                  << what
+                  << " must have a floating-point element type, "
+                     "got "
+                  << arg.type.getElementType());
     if (arg.role == ArgRole::Input) {
       if (init)
         return bail(checker.argError(i)
-               << what << " takes no 'ds.init'; inputs are fed each step");
+                    << what << " takes no 'ds.init'; inputs are fed each step");
     } else if (failed(checker.checkInit(i, arg))) {
       return failure();
     }
@@ -292,22 +310,25 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
   ArrayRef<Type> resultTypes = func.getResultTypes();
   for (unsigned i = 0, e = resultTypes.size(); i < e; ++i) {
     bool loss = func.getResultAttr(i, DSDialect::kLossAttrName) != nullptr;
-    auto update =
-        func.getResultAttrOfType<IntegerAttr>(i, DSDialect::kUpdateAttrName);
+    std::optional<int64_t> update =
+        getArgIndex(func.getResultAttr(i, DSDialect::kUpdateAttrName));
     auto metric =
         func.getResultAttrOfType<StringAttr>(i, DSDialect::kMetricAttrName);
     int roles = loss + !!update + !!metric;
     if (roles == 0)
-      return bail(checker.resultError(i)
-             << "has no role; mark it 'ds.loss', 'ds.update' or 'ds.metric'");
+      return bail(
+          checker.resultError(i)
+          << "has no role; mark it 'ds.loss', 'ds.update' or 'ds.metric'");
     if (roles > 1)
-      return bail(checker.resultError(i)
-             << "has more than one of 'ds.loss', 'ds.update', 'ds.metric'");
+      return bail(
+          checker.resultError(i)
+          << "has more than one of 'ds.loss', 'ds.update', 'ds.metric'");
     ContractResult res;
-    res.role = loss ? ResultRole::Loss
-                    : update ? ResultRole::Update : ResultRole::Metric;
+    res.role = loss     ? ResultRole::Loss
+               : update ? ResultRole::Update
+                        : ResultRole::Metric;
     if (update)
-      res.updates = update.getInt();
+      res.updates = *update;
     if (metric)
       res.name = metric.getValue().str();
     FailureOr<RankedTensorType> type = checker.staticTensor(
@@ -331,7 +352,8 @@ DictionaryAttr TrainingContract::toAttr(MLIRContext *ctx) const {
   SmallVector<Attribute> argAttrs, resultAttrs;
   for (const ContractArg &arg : args) {
     SmallVector<NamedAttribute> fields;
-    fields.push_back(b.getNamedAttr("role", b.getStringAttr(stringifyArgRole(arg.role))));
+    fields.push_back(
+        b.getNamedAttr("role", b.getStringAttr(stringifyArgRole(arg.role))));
     if (arg.role == ArgRole::State)
       fields.push_back(b.getNamedAttr("state", arg.state));
     else
@@ -343,7 +365,8 @@ DictionaryAttr TrainingContract::toAttr(MLIRContext *ctx) const {
   }
   for (const ContractResult &res : results) {
     SmallVector<NamedAttribute> fields;
-    fields.push_back(b.getNamedAttr("role", b.getStringAttr(stringifyResultRole(res.role))));
+    fields.push_back(
+        b.getNamedAttr("role", b.getStringAttr(stringifyResultRole(res.role))));
     if (res.role == ResultRole::Update)
       fields.push_back(b.getNamedAttr("of", b.getI64IntegerAttr(res.updates)));
     if (res.role == ResultRole::Metric)
@@ -351,8 +374,9 @@ DictionaryAttr TrainingContract::toAttr(MLIRContext *ctx) const {
     fields.push_back(b.getNamedAttr("type", TypeAttr::get(res.type)));
     resultAttrs.push_back(b.getDictionaryAttr(fields));
   }
-  return b.getDictionaryAttr({b.getNamedAttr("args", b.getArrayAttr(argAttrs)),
-                              b.getNamedAttr("results", b.getArrayAttr(resultAttrs))});
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("args", b.getArrayAttr(argAttrs)),
+       b.getNamedAttr("results", b.getArrayAttr(resultAttrs))});
 }
 
 FailureOr<TrainingContract>
@@ -423,10 +447,10 @@ TrainingContract::fromAttr(StringRef funcName, Attribute attr,
                : role.getValue() == "update" ? ResultRole::Update
                                              : ResultRole::Metric;
     if (res.role == ResultRole::Update) {
-      auto of = d.getAs<IntegerAttr>("of");
+      std::optional<int64_t> of = getArgIndex(d.get("of"));
       if (!of)
         return fail(where + " needs of = <argument index>");
-      res.updates = of.getInt();
+      res.updates = *of;
     }
     if (res.role == ResultRole::Metric) {
       auto name = d.getAs<StringAttr>("name");
@@ -496,9 +520,9 @@ mlir::ds::readContracts(ModuleOp module) {
   if (auto table =
           module->getAttrOfType<DictionaryAttr>(DSDialect::kContractAttrName)) {
     for (NamedAttribute entry : table) {
-      FailureOr<TrainingContract> c = TrainingContract::fromAttr(
-          entry.getName().strref(), entry.getValue(),
-          [&] { return module.emitError(); });
+      FailureOr<TrainingContract> c =
+          TrainingContract::fromAttr(entry.getName().strref(), entry.getValue(),
+                                     [&] { return module.emitError(); });
       if (failed(c))
         return failure();
       contracts.push_back(std::move(*c));
