@@ -97,7 +97,7 @@ TEST_F(TrainingContractTest, ModuleTableRoundTrips) {
   EXPECT_EQ(c.args.size(), 5u);
   EXPECT_EQ(c.args[1].state.getKind(), "adam.m");
   EXPECT_EQ(c.args[1].state.getOf(), "fc.weight");
-  EXPECT_EQ(c.results[2].updates, 1);
+  EXPECT_EQ(c.results[2].argIndex, 1);
   EXPECT_EQ(c.results[2].type, c.args[1].type);
   auto table =
       (*module)->getAttrOfType<DictionaryAttr>(DSDialect::kContractAttrName);

@@ -109,7 +109,7 @@ func.func @negative_state_owner(%m: tensor<4xf32> {ds.state = #ds.state<"adam.m"
 
 // -----
 
-// expected-error@+1 {{result #1: has no role; mark it 'ds.loss', 'ds.update' or 'ds.metric'}}
+// expected-error@+1 {{result #1: has no role; mark it 'ds.loss', 'ds.update', 'ds.grad' or 'ds.metric'}}
 func.func @negative_result_no_role(%x: tensor<4xf32> {ds.input = "x"}) -> (tensor<f32> {ds.loss}, tensor<f32>) attributes {ds.train_step} {
   %l = ds.mse_loss %x, %x : tensor<4xf32> -> tensor<f32>
   return %l, %l : tensor<f32>, tensor<f32>
@@ -117,7 +117,7 @@ func.func @negative_result_no_role(%x: tensor<4xf32> {ds.input = "x"}) -> (tenso
 
 // -----
 
-// expected-error@+1 {{result #0: has more than one of 'ds.loss', 'ds.update', 'ds.metric'}}
+// expected-error@+1 {{result #0: has more than one of 'ds.loss', 'ds.update', 'ds.grad', 'ds.metric'}}
 func.func @negative_result_two_roles(%x: tensor<4xf32> {ds.input = "x"}) -> (tensor<f32> {ds.loss, ds.metric = "l"}) attributes {ds.train_step} {
   %l = ds.mse_loss %x, %x : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
@@ -256,7 +256,7 @@ func.func @negative_metric_value(%x: tensor<4xf32> {ds.input = "x"}) -> (tensor<
 
 // -----
 
-// expected-error@+1 {{result #0: unknown ds result attribute 'ds.losses'; expected ds.loss, ds.update or ds.metric}}
+// expected-error@+1 {{result #0: unknown ds result attribute 'ds.losses'; expected ds.loss, ds.update, ds.grad or ds.metric}}
 func.func @negative_result_typo(%x: tensor<4xf32> {ds.input = "x"}) -> (tensor<f32> {ds.losses}) attributes {ds.train_step} {
   %l = ds.mse_loss %x, %x : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
@@ -367,7 +367,7 @@ module attributes {ds.contract = {f = {args = [], results = [1]}}} {}
 
 // -----
 
-// expected-error@+1 {{'ds.contract' entry 'f': result #0 needs role = "loss", "update" or "metric"}}
+// expected-error@+1 {{'ds.contract' entry 'f': result #0 needs role = "loss", "update", "grad" or "metric"}}
 module attributes {ds.contract = {f = {args = [], results = [{role = "output"}]}}} {}
 
 // -----
@@ -402,3 +402,43 @@ func.func @negative_update_unsigned(%w: tensor<4xf32> {ds.param = "w", ds.init =
 
 // expected-error@+1 {{init value must be finite}}
 func.func private @negative_init_infinite() attributes {x = #ds.init<normal, 1.0e400>}
+
+// -----
+
+// expected-error@+1 {{result #1: 'ds.grad' = 3 is out of range; the function has 1 arguments}}
+func.func @negative_grad_range(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>}) -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.grad = 3 : i64}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{result #1: 'ds.grad' = 0 names state 'step'; gradients are of parameters}}
+func.func @negative_grad_of_state(%s: tensor<4xf32> {ds.state = #ds.state<"step">, ds.init = #ds.init<zeros>}) -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.grad = 0 : i64}) attributes {ds.train_step} {
+  %l = ds.mse_loss %s, %s : tensor<4xf32> -> tensor<f32>
+  return %l, %s : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{result #1: gradient of param 'w' has type 'tensor<4xf64>', but the parameter has type 'tensor<4xf32>'}}
+func.func @negative_grad_type(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>}, %g: tensor<4xf64> {ds.input = "g"}) -> (tensor<f32> {ds.loss}, tensor<4xf64> {ds.grad = 0 : i64}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l, %g : tensor<f32>, tensor<4xf64>
+}
+
+// -----
+
+// expected-error@+1 {{result #2: param 'w' already has its gradient in result #1}}
+func.func @negative_grad_twice(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>}) -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.grad = 0 : i64}, tensor<4xf32> {ds.grad = 0 : i64}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l, %w, %w : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+func.func @negative_seed_value(%x: tensor<f32>) {
+  // expected-error@+1 {{attribute 'ds.seed' is a unit attribute}}
+  %0 = ds.neg %x {ds.seed = 1 : i64} : tensor<f32>
+  return
+}

@@ -656,3 +656,130 @@ func.func @negative_annotation_type(%x: tensor<8xf32>) {
   %0 = ds.relu %x {ds.role = 3 : i64} : tensor<8xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Comparison, selection, insert_slice and backward kernels
+//===----------------------------------------------------------------------===//
+
+func.func @negative_compare_types(%x: tensor<4xf32>, %y: tensor<4xf64>) {
+  // expected-error@+2 {{'ds.compare' op operands must share an element type, got f32 and f64}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.compare lt, %x, %y : tensor<4xf32>, tensor<4xf64> -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @negative_select_types(%c: tensor<4xi1>, %x: tensor<4xf32>, %y: tensor<4xf16>) {
+  // expected-error@+2 {{'ds.select' op on_true and on_false must share an element type, got f32 and f16}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.select %c, %x, %y : tensor<4xi1>, tensor<4xf32>, tensor<4xf16> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @negative_select_shapes(%c: tensor<5xi1>, %x: tensor<4xf32>) {
+  // expected-error@+2 {{'ds.select' op dimension 0 is not broadcastable (5 vs 4 in [5] and [4])}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.select %c, %x, %x : tensor<5xi1>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @negative_insert_slice_types(%x: tensor<4xf32>, %d: tensor<8xf16>) {
+  // expected-error@+1 {{source and dest must share an element type, got 'f32' and 'f16'}}
+  %0 = ds.insert_slice %x into %d offsets [0] : tensor<4xf32> into tensor<8xf16>
+  return
+}
+
+// -----
+
+func.func @negative_insert_slice_bounds(%x: tensor<4xf32>, %d: tensor<8xf32>) {
+  // expected-error@+1 {{slice of dimension 0 (offset 6, size 4, stride 1) reads past its size 8}}
+  %0 = ds.insert_slice %x into %d offsets [6] : tensor<4xf32> into tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_insert_slice_rank(%x: tensor<4xf32>, %d: tensor<2x8xf32>) {
+  // expected-error@+1 {{source rank 1 differs from dest rank 2}}
+  %0 = ds.insert_slice %x into %d offsets [0, 0] : tensor<4xf32> into tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_cross_entropy_grad_shapes(%l: tensor<8x10xf32>, %y: tensor<4xi64>, %g: tensor<f32>) {
+  // expected-error@+1 {{expects logits [N, C] and labels [N], got [8, 10] and [4]}}
+  %0 = ds.cross_entropy_grad %l, %y, %g : tensor<8x10xf32>, tensor<4xi64>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @negative_cross_entropy_grad_seed(%l: tensor<8x10xf32>, %y: tensor<8xi64>, %g: tensor<8xf32>) {
+  // expected-error@+1 {{grad must be a rank-0 tensor of the logits' element type, got 'tensor<8xf32>'}}
+  %0 = ds.cross_entropy_grad %l, %y, %g : tensor<8x10xf32>, tensor<8xi64>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_embedding_grad_rank(%g: tensor<4x8xf32>, %i: tensor<4xi64>) {
+  // expected-error@+1 {{result (the table) must have rank 2, got [96]}}
+  %0 = ds.embedding_grad %g, %i : tensor<4x8xf32>, tensor<4xi64> -> tensor<96xf32>
+  return
+}
+
+// -----
+
+func.func @negative_embedding_grad_shape(%g: tensor<4x8xf32>, %i: tensor<5xi64>) {
+  // expected-error@+1 {{grad shape [4, 8] must be the indices' shape plus the row size [5, 8]}}
+  %0 = ds.embedding_grad %g, %i : tensor<4x8xf32>, tensor<5xi64> -> tensor<96x8xf32>
+  return
+}
+
+// -----
+
+func.func @negative_embedding_grad_type(%g: tensor<4x8xf32>, %i: tensor<4xi64>) {
+  // expected-error@+1 {{grad and result must share an element type, got 'f32' and 'f64'}}
+  %0 = ds.embedding_grad %g, %i : tensor<4x8xf32>, tensor<4xi64> -> tensor<96x8xf64>
+  return
+}
+
+// -----
+
+func.func @negative_conv_grad_shape(%dy: tensor<8x16x26x26xf32>, %w: tensor<16x3x3x3xf32>) {
+  // expected-error@+1 {{grad has type 'tensor<8x16x26x26xf32>', but the convolution produces [8, 16, 28, 28] of 'f32'}}
+  %0 = ds.conv2d_grad_input %dy, %w padding = [1, 1] : tensor<8x16x26x26xf32>, tensor<16x3x3x3xf32> -> tensor<8x3x28x28xf32>
+  return
+}
+
+// -----
+
+func.func @negative_conv_grad_weight(%dy: tensor<8x16x28x28xf32>, %x: tensor<8x3x28x28xf32>) {
+  // expected-error@+1 {{'ds.conv2d_grad_weight' op weight has 4 input channels per group, expected 3}}
+  %0 = ds.conv2d_grad_weight %dy, %x padding = [1, 1] : tensor<8x16x28x28xf32>, tensor<8x3x28x28xf32> -> tensor<16x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @negative_pool_grad_shape(%x: tensor<8x16x28x28xf32>, %dy: tensor<8x16x13x13xf32>) {
+  // expected-error@+1 {{grad has type 'tensor<8x16x13x13xf32>', but the pooling produces [8, 16, 14, 14]}}
+  %0 = ds.max_pool2d_grad %x, %dy kernel = [2, 2] : tensor<8x16x28x28xf32>, tensor<8x16x13x13xf32>
+  return
+}
+
+// -----
+
+func.func @negative_pool_grad_kernel(%x: tensor<8x16x28x28xf32>, %dy: tensor<8x16x14x14xf32>) {
+  // expected-error@+1 {{'ds.avg_pool2d_grad' op 'kernel' needs 2 entries (height, width), got 1}}
+  %0 = ds.avg_pool2d_grad %x, %dy kernel = [2] : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
+  return
+}

@@ -198,3 +198,44 @@ func.func @f64_and_annotations(%x: tensor<3x5xf64>) -> tensor<3x5xf64> {
   %0 = ds.tanh %x {ds.module = "layers.0.mlp", ds.role = "ffn.act"} : tensor<3x5xf64>
   return %0 : tensor<3x5xf64>
 }
+
+// CHECK-LABEL: func @compare_select
+func.func @compare_select(%x: tensor<4x8xf32>, %z: tensor<f32>, %i: tensor<4x1xi64>) {
+  // CHECK: ds.compare gt, %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xi1>
+  %0 = ds.compare gt, %x, %z : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xi1>
+  // CHECK: ds.compare eq, %{{.*}}, %{{.*}} : tensor<4x1xi64>, tensor<4x1xi64> -> tensor<4x1xi1>
+  %1 = ds.compare eq, %i, %i : tensor<4x1xi64>, tensor<4x1xi64> -> tensor<4x1xi1>
+  // CHECK: ds.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x8xi1>, tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %2 = ds.select %0, %x, %z : tensor<4x8xi1>, tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  // CHECK: ds.causal_mask %{{.*}} fill = 0.000000e+00 : tensor<4x8xf32>
+  %3 = ds.causal_mask %x fill = 0.0 : tensor<4x8xf32>
+  return
+}
+// GENERIC-LABEL: sym_name = "compare_select"
+// GENERIC: "ds.causal_mask"(%{{.*}}) <{fill = 0.000000e+00 : f64}>
+
+// CHECK-LABEL: func @backward_kernels
+func.func @backward_kernels(%x: tensor<4x8xf32>, %l: tensor<32x96xf32>, %y: tensor<32xi64>, %s: tensor<f32>,
+                            %dy: tensor<2x16x64xf32>, %tok: tensor<2x16xi64>,
+                            %cx: tensor<8x3x28x28xf32>, %cw: tensor<16x3x3x3xf32>, %cdy: tensor<8x16x28x28xf32>,
+                            %pdy: tensor<8x16x14x14xf32>, %z: tensor<4x16xf32>) {
+  // CHECK: ds.gelu_grad %{{.*}}, %{{.*}} approximate = tanh : tensor<4x8xf32>
+  %0 = ds.gelu_grad %x, %x approximate = tanh : tensor<4x8xf32>
+  // CHECK: ds.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<32x96xf32>, tensor<32xi64>, tensor<f32>
+  %1 = ds.cross_entropy_grad %l, %y, %s : tensor<32x96xf32>, tensor<32xi64>, tensor<f32>
+  // CHECK: ds.embedding_grad %{{.*}}, %{{.*}} : tensor<2x16x64xf32>, tensor<2x16xi64> -> tensor<96x64xf32>
+  %2 = ds.embedding_grad %dy, %tok : tensor<2x16x64xf32>, tensor<2x16xi64> -> tensor<96x64xf32>
+  // CHECK: ds.conv2d_grad_input %{{.*}}, %{{.*}} padding = [1, 1] : tensor<8x16x28x28xf32>, tensor<16x3x3x3xf32> -> tensor<8x3x28x28xf32>
+  %3 = ds.conv2d_grad_input %cdy, %cw padding = [1, 1] : tensor<8x16x28x28xf32>, tensor<16x3x3x3xf32> -> tensor<8x3x28x28xf32>
+  // CHECK: ds.conv2d_grad_weight %{{.*}}, %{{.*}} padding = [1, 1] : tensor<8x16x28x28xf32>, tensor<8x3x28x28xf32> -> tensor<16x3x3x3xf32>
+  %4 = ds.conv2d_grad_weight %cdy, %cx padding = [1, 1] : tensor<8x16x28x28xf32>, tensor<8x3x28x28xf32> -> tensor<16x3x3x3xf32>
+  // CHECK: ds.max_pool2d_grad %{{.*}}, %{{.*}} kernel = [2, 2] : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
+  %5 = ds.max_pool2d_grad %cdy, %pdy kernel = [2, 2] : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
+  // CHECK: ds.avg_pool2d_grad %{{.*}}, %{{.*}} kernel = [2, 2] strides = [2, 2] : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
+  %6 = ds.avg_pool2d_grad %cdy, %pdy kernel = [2, 2] strides = [2, 2] : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
+  // CHECK: ds.insert_slice %{{.*}} into %{{.*}} offsets [0, 8] : tensor<4x8xf32> into tensor<4x16xf32>
+  %7 = ds.insert_slice %x into %z offsets [0, 8] : tensor<4x8xf32> into tensor<4x16xf32>
+  // CHECK: ds.insert_slice %{{.*}} into %{{.*}} offsets [0, 0] strides [1, 2] : tensor<4x8xf32> into tensor<4x16xf32>
+  %8 = ds.insert_slice %x into %z offsets [0, 0] strides [1, 2] : tensor<4x8xf32> into tensor<4x16xf32>
+  return
+}

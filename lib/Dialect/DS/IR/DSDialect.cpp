@@ -37,6 +37,13 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
       return op->emitOpError("attribute '") << name << "' must be a string";
     return success();
   }
+  // The backward seed (the cotangent of the loss) that ds-autodiff creates
+  // and loss scaling multiplies.
+  if (name == "ds.seed") {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError("attribute 'ds.seed' is a unit attribute");
+    return success();
+  }
   return op->emitOpError("unknown ds attribute '") << name << "'";
 }
 

@@ -14,6 +14,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::ds;
 
@@ -393,36 +395,63 @@ SmallVector<int64_t> SliceOp::getStridesOrOnes() {
   return SmallVector<int64_t>(getInput().getType().getRank(), 1);
 }
 
+/// Checks a strided box of `box` shape at `offsets` inside `full`; shared by
+/// ds.slice (the box is the result) and ds.insert_slice (the box is the
+/// source).
+static LogicalResult verifyStridedBox(Operation *op, ArrayRef<int64_t> full,
+                                      ArrayRef<int64_t> box,
+                                      ArrayRef<int64_t> offsets,
+                                      std::optional<ArrayRef<int64_t>> strideAttr,
+                                      StringRef boxName, StringRef fullName) {
+  if (box.size() != full.size())
+    return op->emitOpError() << boxName << " rank " << box.size()
+                             << " differs from " << fullName << " rank "
+                             << full.size();
+  if (offsets.size() != full.size())
+    return op->emitOpError() << "'offsets' has " << offsets.size()
+                             << " entries, expected " << full.size();
+  if (strideAttr && strideAttr->size() != full.size())
+    return op->emitOpError() << "'strides' has " << strideAttr->size()
+                             << " entries, expected " << full.size();
+  for (size_t d = 0; d < full.size(); ++d) {
+    int64_t stride = strideAttr ? (*strideAttr)[d] : 1;
+    if (stride < 1)
+      return op->emitOpError() << "stride " << stride << " in dimension " << d
+                               << " must be >= 1";
+    if (offsets[d] < 0)
+      return op->emitOpError() << "offset " << offsets[d] << " in dimension "
+                               << d << " must be >= 0";
+    if (box[d] > 0 && offsets[d] + (box[d] - 1) * stride >= full[d])
+      return op->emitOpError() << "slice of dimension " << d << " (offset "
+                               << offsets[d] << ", size " << box[d]
+                               << ", stride " << stride
+                               << ") reads past its size " << full[d];
+  }
+  return success();
+}
+
 LogicalResult SliceOp::verify() {
   if (failed(checkSameElementType(*this, getInput(), "input", getResult(),
                                   "result")))
     return failure();
-  ArrayRef<int64_t> in = getInput().getType().getShape();
-  ArrayRef<int64_t> out = getResult().getType().getShape();
-  ArrayRef<int64_t> offsets = getOffsets();
-  if (out.size() != in.size())
-    return emitOpError() << "result rank " << out.size()
-                         << " differs from input rank " << in.size();
-  if (offsets.size() != in.size())
-    return emitOpError() << "'offsets' has " << offsets.size()
-                         << " entries, expected " << in.size();
-  if (auto strides = getStrides(); strides && strides->size() != in.size())
-    return emitOpError() << "'strides' has " << strides->size()
-                         << " entries, expected " << in.size();
-  SmallVector<int64_t> strides = getStridesOrOnes();
-  for (size_t d = 0; d < in.size(); ++d) {
-    if (strides[d] < 1)
-      return emitOpError() << "stride " << strides[d] << " in dimension " << d
-                           << " must be >= 1";
-    if (offsets[d] < 0)
-      return emitOpError() << "offset " << offsets[d] << " in dimension " << d
-                           << " must be >= 0";
-    if (out[d] > 0 && offsets[d] + (out[d] - 1) * strides[d] >= in[d])
-      return emitOpError() << "slice of dimension " << d << " (offset "
-                           << offsets[d] << ", size " << out[d] << ", stride "
-                           << strides[d] << ") reads past its size " << in[d];
-  }
-  return success();
+  return verifyStridedBox(*this, getInput().getType().getShape(),
+                          getResult().getType().getShape(), getOffsets(),
+                          getStrides(), "result", "input");
+}
+
+SmallVector<int64_t> InsertSliceOp::getStridesOrOnes() {
+  if (auto strides = getStrides())
+    return SmallVector<int64_t>(*strides);
+  return SmallVector<int64_t>(getDest().getType().getRank(), 1);
+}
+
+LogicalResult InsertSliceOp::verify() {
+  if (failed(checkSameElementType(*this, getSource(), "source", getDest(),
+                                  "dest")))
+    return failure();
+  return verifyStridedBox(*this, getDest().getType().getShape(),
+                          getSource().getType().getShape(), getOffsets(),
+                          getStrides(), "source", "dest");
 }
 
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
@@ -513,79 +542,116 @@ LogicalResult DropoutOp::verify() {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &inferred) {
-  StringRef name = "ds.conv2d";
-  auto in = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
-  auto w = dyn_cast<RankedTensorType>(adaptor.getWeight().getType());
-  if (!in || !w)
-    return inferError(loc, "'ds.conv2d' op expects ranked tensors");
+/// The output shape of a convolution, or failure with a message naming
+/// what does not fit. Shared by ds.conv2d and its gradient ops.
+static FailureOr<SmallVector<int64_t>>
+inferConv2DShape(std::optional<Location> loc, StringRef name,
+                 RankedTensorType in, RankedTensorType w,
+                 ArrayRef<int64_t> strides, ArrayRef<int64_t> padding,
+                 ArrayRef<int64_t> dilation, int64_t groups) {
+  std::string prefix = ("'" + name + "' op ").str();
   if (in.getRank() != 4 || w.getRank() != 4)
-    return inferError(loc, "'ds.conv2d' op input [N, C, H, W] and weight "
-                           "[O, C/groups, KH, KW] must have rank 4, got " +
+    return inferError(loc, prefix + "input [N, C, H, W] and weight "
+                                    "[O, C/groups, KH, KW] must have rank 4, "
+                                    "got " +
                                formatShape(in.getShape()) + " and " +
                                formatShape(w.getShape()));
   if (in.getElementType() != w.getElementType())
-    return inferError(loc, "'ds.conv2d' op input and weight must share an "
-                           "element type");
-  ArrayRef<int64_t> strides = adaptor.getStrides();
-  ArrayRef<int64_t> padding = adaptor.getPadding();
-  ArrayRef<int64_t> dilation = adaptor.getDilation();
+    return inferError(loc, prefix + "input and weight must share an element "
+                                    "type");
   if (failed(checkPair(loc, name, "strides", strides, 1)) ||
       failed(checkPair(loc, name, "padding", padding, 0)) ||
       failed(checkPair(loc, name, "dilation", dilation, 1)))
     return failure();
-  int64_t groups = adaptor.getGroups();
   int64_t c = in.getDimSize(1), o = w.getDimSize(0);
   if (groups < 1 || c % groups != 0 || o % groups != 0)
-    return inferError(loc, "'ds.conv2d' op groups = " + std::to_string(groups) +
+    return inferError(loc, prefix + "groups = " + std::to_string(groups) +
                                " must be >= 1 and divide the input channels (" +
                                std::to_string(c) + ") and output channels (" +
                                std::to_string(o) + ")");
   if (w.getDimSize(1) != c / groups)
-    return inferError(loc, "'ds.conv2d' op weight has " +
+    return inferError(loc, prefix + "weight has " +
                                std::to_string(w.getDimSize(1)) +
                                " input channels per group, expected " +
                                std::to_string(c / groups));
-  if (Value bias = adaptor.getBias()) {
-    auto b = dyn_cast<RankedTensorType>(bias.getType());
-    if (!b || b.getShape() != ArrayRef<int64_t>{o} ||
-        b.getElementType() != in.getElementType())
-      return inferError(loc, "'ds.conv2d' op bias must be a tensor of shape [" +
-                                 std::to_string(o) +
-                                 "] with the input's element type");
-  }
   SmallVector<int64_t> shape = {in.getDimSize(0), o};
   for (int d = 0; d < 2; ++d) {
     FailureOr<int64_t> size =
         windowOutputSize(in.getDimSize(2 + d), w.getDimSize(2 + d), strides[d],
                          padding[d], dilation[d]);
     if (failed(size))
-      return inferError(loc, "'ds.conv2d' op the kernel does not fit the "
-                             "padded input " +
+      return inferError(loc, prefix + "the kernel does not fit the padded "
+                                      "input " +
                                  formatShape(in.getShape()));
     shape.push_back(*size);
   }
-  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return shape;
+}
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto in = cast<RankedTensorType>(adaptor.getInput().getType());
+  auto w = cast<RankedTensorType>(adaptor.getWeight().getType());
+  FailureOr<SmallVector<int64_t>> shape = inferConv2DShape(
+      loc, getOperationName(), in, w, adaptor.getStrides(),
+      adaptor.getPadding(), adaptor.getDilation(), adaptor.getGroups());
+  if (failed(shape))
+    return failure();
+  if (Value bias = adaptor.getBias()) {
+    auto b = cast<RankedTensorType>(bias.getType());
+    int64_t o = w.getDimSize(0);
+    if (b.getShape() != ArrayRef<int64_t>{o} ||
+        b.getElementType() != in.getElementType())
+      return inferError(loc, "'ds.conv2d' op bias must be a tensor of shape [" +
+                                 std::to_string(o) +
+                                 "] with the input's element type");
+  }
+  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
   return success();
 }
 
-template <typename Adaptor>
-static LogicalResult inferPool(std::optional<Location> loc, StringRef opName,
-                               Adaptor adaptor,
-                               SmallVectorImpl<Type> &inferred) {
-  auto in = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
-  if (!in || in.getRank() != 4)
+/// Both gradient ops check that a convolution of the (input, weight) pair
+/// they stand for produces the shape of `grad`.
+template <typename OpTy>
+static LogicalResult verifyConvGrad(OpTy op, RankedTensorType in,
+                                    RankedTensorType w) {
+  FailureOr<SmallVector<int64_t>> shape = inferConv2DShape(
+      op.getLoc(), op.getOperationName(), in, w, op.getStrides(),
+      op.getPadding(), op.getDilation(), op.getGroups());
+  if (failed(shape))
+    return failure();
+  if (op.getGrad().getType().getShape() != ArrayRef<int64_t>(*shape) ||
+      op.getGrad().getType().getElementType() != in.getElementType())
+    return op.emitOpError() << "grad has type " << op.getGrad().getType()
+                            << ", but the convolution produces "
+                            << formatShape(*shape) << " of "
+                            << in.getElementType();
+  return success();
+}
+
+LogicalResult Conv2DGradInputOp::verify() {
+  return verifyConvGrad(*this, getResult().getType(), getOther().getType());
+}
+
+LogicalResult Conv2DGradWeightOp::verify() {
+  return verifyConvGrad(*this, getOther().getType(), getResult().getType());
+}
+
+/// The output shape of a 2-D pooling, or failure with a message.
+static FailureOr<SmallVector<int64_t>>
+inferPoolShape(std::optional<Location> loc, StringRef opName,
+               RankedTensorType in, ArrayRef<int64_t> kernel,
+               std::optional<ArrayRef<int64_t>> stridesAttr,
+               ArrayRef<int64_t> padding) {
+  if (in.getRank() != 4)
     return inferError(loc, "'" + opName +
                                "' op input must be a rank-4 [N, C, H, W] "
                                "tensor");
-  ArrayRef<int64_t> kernel = adaptor.getKernel();
   SmallVector<int64_t> strides(kernel);
-  if (auto s = adaptor.getStrides())
-    strides.assign(s->begin(), s->end());
-  ArrayRef<int64_t> padding = adaptor.getPadding();
+  if (stridesAttr)
+    strides.assign(stridesAttr->begin(), stridesAttr->end());
   if (failed(checkPair(loc, opName, "kernel", kernel, 1)) ||
       failed(checkPair(loc, opName, "strides", strides, 1)) ||
       failed(checkPair(loc, opName, "padding", padding, 0)))
@@ -593,11 +659,12 @@ static LogicalResult inferPool(std::optional<Location> loc, StringRef opName,
   SmallVector<int64_t> shape = {in.getDimSize(0), in.getDimSize(1)};
   for (int d = 0; d < 2; ++d) {
     if (padding[d] > kernel[d] / 2)
-      return inferError(
-          loc, "'" + opName + "' op padding " + formatShape(padding) +
-                   " must be at most half the kernel " + formatShape(kernel));
-    FailureOr<int64_t> size = windowOutputSize(in.getDimSize(2 + d), kernel[d],
-                                               strides[d], padding[d], 1);
+      return inferError(loc, "'" + opName + "' op padding " +
+                                 formatShape(padding) +
+                                 " must be at most half the kernel " +
+                                 formatShape(kernel));
+    FailureOr<int64_t> size = windowOutputSize(
+        in.getDimSize(2 + d), kernel[d], strides[d], padding[d], 1);
     if (failed(size))
       return inferError(loc, "'" + opName + "' op the window " +
                                  formatShape(kernel) +
@@ -605,9 +672,40 @@ static LogicalResult inferPool(std::optional<Location> loc, StringRef opName,
                                  formatShape(in.getShape()));
     shape.push_back(*size);
   }
-  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return shape;
+}
+
+template <typename Adaptor>
+static LogicalResult inferPool(std::optional<Location> loc, StringRef opName,
+                               Adaptor adaptor,
+                               SmallVectorImpl<Type> &inferred) {
+  auto in = cast<RankedTensorType>(adaptor.getInput().getType());
+  FailureOr<SmallVector<int64_t>> shape =
+      inferPoolShape(loc, opName, in, adaptor.getKernel(),
+                     adaptor.getStrides(), adaptor.getPadding());
+  if (failed(shape))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
   return success();
 }
+
+template <typename OpTy>
+static LogicalResult verifyPoolGrad(OpTy op) {
+  RankedTensorType in = op.getInput().getType();
+  FailureOr<SmallVector<int64_t>> shape =
+      inferPoolShape(op.getLoc(), op.getOperationName(), in, op.getKernel(),
+                     op.getStrides(), op.getPadding());
+  if (failed(shape))
+    return failure();
+  if (op.getGrad().getType() != RankedTensorType::get(*shape, in.getElementType()))
+    return op.emitOpError() << "grad has type " << op.getGrad().getType()
+                            << ", but the pooling produces "
+                            << formatShape(*shape);
+  return success();
+}
+
+LogicalResult MaxPool2DGradOp::verify() { return verifyPoolGrad(*this); }
+LogicalResult AvgPool2DGradOp::verify() { return verifyPoolGrad(*this); }
 
 LogicalResult MaxPool2DOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
@@ -653,6 +751,81 @@ LogicalResult MseLossOp::inferReturnTypes(MLIRContext *,
   if (!in)
     return inferError(loc, "'ds.mse_loss' op expects ranked tensors");
   inferred.push_back(RankedTensorType::get({}, in.getElementType()));
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  ArrayRef<int64_t> logits = getLogits().getType().getShape();
+  ArrayRef<int64_t> labels = getLabels().getType().getShape();
+  if (logits.size() != 2 || labels.size() != 1 || logits[0] != labels[0])
+    return emitOpError() << "expects logits [N, C] and labels [N], got "
+                         << formatShape(logits) << " and "
+                         << formatShape(labels);
+  if (getGrad().getType() !=
+      RankedTensorType::get({}, getLogits().getType().getElementType()))
+    return emitOpError() << "grad must be a rank-0 tensor of the logits' "
+                            "element type, got "
+                         << getGrad().getType();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (failed(checkSameElementType(*this, getGrad(), "grad", getResult(),
+                                  "result")))
+    return failure();
+  ArrayRef<int64_t> table = getResult().getType().getShape();
+  if (table.size() != 2)
+    return emitOpError() << "result (the table) must have rank 2, got "
+                         << formatShape(table);
+  SmallVector<int64_t> expected(getIndices().getType().getShape());
+  expected.push_back(table[1]);
+  if (getGrad().getType().getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "grad shape "
+                         << formatShape(getGrad().getType().getShape())
+                         << " must be the indices' shape plus the row size "
+                         << formatShape(expected);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Comparison and selection
+//===----------------------------------------------------------------------===//
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *ctx,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  SmallVector<Type> same;
+  if (failed(inferBinary(loc, getOperationName(), adaptor, same)))
+    return failure();
+  inferred.push_back(RankedTensorType::get(
+      cast<RankedTensorType>(same.front()).getShape(), IntegerType::get(ctx, 1)));
+  return success();
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto cond = cast<RankedTensorType>(adaptor.getCond().getType());
+  auto t = cast<RankedTensorType>(adaptor.getOnTrue().getType());
+  auto f = cast<RankedTensorType>(adaptor.getOnFalse().getType());
+  if (t.getElementType() != f.getElementType()) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << "'ds.select' op on_true and on_false must share an element type, "
+          "got "
+       << t.getElementType() << " and " << f.getElementType();
+    return inferError(loc, s);
+  }
+  std::string error;
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(t.getShape(), f.getShape(), error);
+  if (succeeded(shape))
+    shape = broadcastShapes(cond.getShape(), *shape, error);
+  if (failed(shape))
+    return inferError(loc, "'ds.select' op " + error);
+  inferred.push_back(RankedTensorType::get(*shape, t.getElementType()));
   return success();
 }
 

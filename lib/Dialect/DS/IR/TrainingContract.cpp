@@ -34,6 +34,8 @@ StringRef mlir::ds::stringifyResultRole(ResultRole role) {
     return "loss";
   case ResultRole::Update:
     return "update";
+  case ResultRole::Grad:
+    return "grad";
   case ResultRole::Metric:
     return "metric";
   }
@@ -98,7 +100,8 @@ LogicalResult mlir::ds::verifyContractResultAttr(Operation *op,
   if (name == DSDialect::kLossAttrName) {
     if (!isa<UnitAttr>(value))
       return fail("a unit attribute");
-  } else if (name == DSDialect::kUpdateAttrName) {
+  } else if (name == DSDialect::kUpdateAttrName ||
+             name == DSDialect::kGradAttrName) {
     if (!getArgIndex(value))
       return fail("an argument index (a signless integer of at most 64 bits)");
   } else if (name == DSDialect::kMetricAttrName) {
@@ -108,7 +111,7 @@ LogicalResult mlir::ds::verifyContractResultAttr(Operation *op,
   } else {
     return op->emitOpError("result #")
            << resultIndex << ": unknown ds result attribute '" << name
-           << "'; expected ds.loss, ds.update or ds.metric";
+           << "'; expected ds.loss, ds.update, ds.grad or ds.metric";
   }
   return success();
 }
@@ -178,6 +181,7 @@ public:
 
     int64_t numLosses = 0;
     SmallVector<int64_t> updatedBy(contract.args.size(), -1);
+    SmallVector<int64_t> gradBy(contract.args.size(), -1);
     for (auto [i, res] : llvm::enumerate(contract.results)) {
       switch (res.role) {
       case ResultRole::Loss:
@@ -189,7 +193,7 @@ public:
                  << res.type;
         break;
       case ResultRole::Update: {
-        int64_t target = res.updates;
+        int64_t target = res.argIndex;
         if (target < 0 || target >= static_cast<int64_t>(contract.args.size()))
           return resultError(i) << "'ds.update' = " << target
                                 << " is out of range; the function has "
@@ -208,6 +212,28 @@ public:
                  << stringifyArgRole(arg.role) << " '" << arg.name
                  << "' is already updated by result #" << updatedBy[target];
         updatedBy[target] = i;
+        break;
+      }
+      case ResultRole::Grad: {
+        int64_t target = res.argIndex;
+        if (target < 0 || target >= static_cast<int64_t>(contract.args.size()))
+          return resultError(i) << "'ds.grad' = " << target
+                                << " is out of range; the function has "
+                                << contract.args.size() << " arguments";
+        const ContractArg &arg = contract.args[target];
+        if (arg.role != ArgRole::Param)
+          return resultError(i) << "'ds.grad' = " << target << " names "
+                                << stringifyArgRole(arg.role) << " '"
+                                << arg.name << "'; gradients are of parameters";
+        if (arg.type != res.type)
+          return resultError(i) << "gradient of param '" << arg.name
+                                << "' has type " << res.type
+                                << ", but the parameter has type " << arg.type;
+        if (gradBy[target] >= 0)
+          return resultError(i) << "param '" << arg.name
+                                << "' already has its gradient in result #"
+                                << gradBy[target];
+        gradBy[target] = i;
         break;
       }
       case ResultRole::Metric:
@@ -312,23 +338,28 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
     bool loss = func.getResultAttr(i, DSDialect::kLossAttrName) != nullptr;
     std::optional<int64_t> update =
         getArgIndex(func.getResultAttr(i, DSDialect::kUpdateAttrName));
+    std::optional<int64_t> grad =
+        getArgIndex(func.getResultAttr(i, DSDialect::kGradAttrName));
     auto metric =
         func.getResultAttrOfType<StringAttr>(i, DSDialect::kMetricAttrName);
-    int roles = loss + !!update + !!metric;
+    int roles = loss + !!update + !!grad + !!metric;
     if (roles == 0)
-      return bail(
-          checker.resultError(i)
-          << "has no role; mark it 'ds.loss', 'ds.update' or 'ds.metric'");
+      return bail(checker.resultError(i)
+                  << "has no role; mark it 'ds.loss', 'ds.update', 'ds.grad' "
+                     "or 'ds.metric'");
     if (roles > 1)
-      return bail(
-          checker.resultError(i)
-          << "has more than one of 'ds.loss', 'ds.update', 'ds.metric'");
+      return bail(checker.resultError(i)
+                  << "has more than one of 'ds.loss', 'ds.update', 'ds.grad', "
+                     "'ds.metric'");
     ContractResult res;
     res.role = loss     ? ResultRole::Loss
                : update ? ResultRole::Update
+               : grad   ? ResultRole::Grad
                         : ResultRole::Metric;
     if (update)
-      res.updates = *update;
+      res.argIndex = *update;
+    if (grad)
+      res.argIndex = *grad;
     if (metric)
       res.name = metric.getValue().str();
     FailureOr<RankedTensorType> type = checker.staticTensor(
@@ -367,8 +398,8 @@ DictionaryAttr TrainingContract::toAttr(MLIRContext *ctx) const {
     SmallVector<NamedAttribute> fields;
     fields.push_back(
         b.getNamedAttr("role", b.getStringAttr(stringifyResultRole(res.role))));
-    if (res.role == ResultRole::Update)
-      fields.push_back(b.getNamedAttr("of", b.getI64IntegerAttr(res.updates)));
+    if (res.role == ResultRole::Update || res.role == ResultRole::Grad)
+      fields.push_back(b.getNamedAttr("of", b.getI64IntegerAttr(res.argIndex)));
     if (res.role == ResultRole::Metric)
       fields.push_back(b.getNamedAttr("name", b.getStringAttr(res.name)));
     fields.push_back(b.getNamedAttr("type", TypeAttr::get(res.type)));
@@ -441,16 +472,18 @@ TrainingContract::fromAttr(StringRef funcName, Attribute attr,
     auto role = d.getAs<StringAttr>("role");
     ContractResult res;
     if (!role || (role.getValue() != "loss" && role.getValue() != "update" &&
-                  role.getValue() != "metric"))
-      return fail(where + " needs role = \"loss\", \"update\" or \"metric\"");
+                  role.getValue() != "grad" && role.getValue() != "metric"))
+      return fail(where + " needs role = \"loss\", \"update\", \"grad\" or "
+                          "\"metric\"");
     res.role = role.getValue() == "loss"     ? ResultRole::Loss
                : role.getValue() == "update" ? ResultRole::Update
+               : role.getValue() == "grad"   ? ResultRole::Grad
                                              : ResultRole::Metric;
-    if (res.role == ResultRole::Update) {
+    if (res.role == ResultRole::Update || res.role == ResultRole::Grad) {
       std::optional<int64_t> of = getArgIndex(d.get("of"));
       if (!of)
         return fail(where + " needs of = <argument index>");
-      res.updates = *of;
+      res.argIndex = *of;
     }
     if (res.role == ResultRole::Metric) {
       auto name = d.getAs<StringAttr>("name");
@@ -502,15 +535,28 @@ std::optional<unsigned> TrainingContract::findArg(ArgRole role,
 std::optional<unsigned>
 TrainingContract::findUpdateOf(unsigned argIndex) const {
   for (auto [i, res] : llvm::enumerate(results))
-    if (res.role == ResultRole::Update && res.updates == argIndex)
+    if (res.role == ResultRole::Update && res.argIndex == argIndex)
       return i;
   return std::nullopt;
+}
+
+std::optional<unsigned> TrainingContract::findGradOf(unsigned argIndex) const {
+  for (auto [i, res] : llvm::enumerate(results))
+    if (res.role == ResultRole::Grad && res.argIndex == argIndex)
+      return i;
+  return std::nullopt;
+}
+
+bool TrainingContract::hasGrads() const {
+  return llvm::any_of(results, [](const ContractResult &r) {
+    return r.role == ResultRole::Grad;
+  });
 }
 
 bool TrainingContract::hasParamUpdates() const {
   return llvm::any_of(results, [&](const ContractResult &r) {
     return r.role == ResultRole::Update &&
-           args[r.updates].role == ArgRole::Param;
+           args[r.argIndex].role == ArgRole::Param;
   });
 }
 

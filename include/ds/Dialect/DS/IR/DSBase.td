@@ -24,7 +24,7 @@ def DS_Dialect : Dialect {
     A training step is a `func.func` marked `ds.train_step`; its arguments
     and results carry the attributes of the training-step contract
     (`ds.param`, `ds.input`, `ds.state`, `ds.init`, `ds.loss`, `ds.update`,
-    `ds.metric`), documented in `docs/TrainingStepContract.md` and checked by
+    `ds.grad`, `ds.metric`), documented in `docs/TrainingStepContract.md` and checked by
     the dialect's attribute verifiers.
 
     Every differentiable op documents its gradient rule (vector-Jacobian
@@ -43,6 +43,7 @@ def DS_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kInitAttrName = "ds.init";
     static constexpr ::llvm::StringLiteral kLossAttrName = "ds.loss";
     static constexpr ::llvm::StringLiteral kUpdateAttrName = "ds.update";
+    static constexpr ::llvm::StringLiteral kGradAttrName = "ds.grad";
     static constexpr ::llvm::StringLiteral kMetricAttrName = "ds.metric";
     /// Module attribute holding the contract table of every step function.
     static constexpr ::llvm::StringLiteral kContractAttrName = "ds.contract";

@@ -503,22 +503,24 @@ def DS_EmbeddingOp : DS_Op<"embedding",
 }
 
 def DS_CausalMaskOp : DS_Op<"causal_mask", [Pure, SameOperandsAndResultType]> {
-  let summary = "Masks attention scores above the diagonal with -inf";
+  let summary = "Masks attention scores above the diagonal";
   let description = [{
     For scores `[..., T, S]` (rank >= 2, `T <= S`), sets
-    `result[..., i, j] = -inf` where `j > i + (S - T)` and copies the other
+    `result[..., i, j] = fill` where `j > i + (S - T)` and copies the other
     elements: the mask of causal (autoregressive) self-attention, aligned so
-    that the last query sees every key.
+    that the last query sees every key. `fill` defaults to -inf.
 
-    Gradient: `dx = dy` where unmasked, 0 where masked.
+    Gradient: `dx = causal_mask(dy)` with `fill = 0`.
 
     ```mlir
     %m = ds.causal_mask %scores : tensor<2x4x16x16xf32>
+    %g = ds.causal_mask %dscores fill = 0.0 : tensor<2x4x16x16xf32>
     ```
   }];
-  let arguments = (ins DS_FloatTensor:$input);
+  let arguments = (ins DS_FloatTensor:$input,
+      DefaultValuedAttr<F64Attr, "-std::numeric_limits<double>::infinity()">:$fill);
   let results = (outs DS_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let assemblyFormat = "$input (`fill` `=` $fill^)? attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
@@ -679,5 +681,237 @@ def DS_MseLossOp : DS_Op<"mse_loss", [Pure,
     $input `,` $target attr-dict `:` type($input) `->` type($result)
   }];
 }
+
+//===----------------------------------------------------------------------===//
+// Comparison and selection
+//===----------------------------------------------------------------------===//
+
+def DS_ComparePredicate : I32EnumAttr<"ComparePredicate",
+    "elementwise comparison predicate", [
+      I32EnumAttrCase<"eq", 0>, I32EnumAttrCase<"ne", 1>,
+      I32EnumAttrCase<"lt", 2>, I32EnumAttrCase<"le", 3>,
+      I32EnumAttrCase<"gt", 4>, I32EnumAttrCase<"ge", 5>
+    ]> {
+  let cppNamespace = "::mlir::ds";
+}
+
+def DS_CompareOp : DS_Op<"compare", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise comparison with explicit broadcast";
+  let description = [{
+    `result = lhs <predicate> rhs` as `i1`, broadcasting as the binary ops
+    do. Floats compare ordered: any comparison with NaN is false, except
+    `ne`, which is true.
+
+    Not differentiable (its result is boolean).
+
+    ```mlir
+    %pos = ds.compare gt, %x, %zero : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xi1>
+    ```
+  }];
+  let arguments = (ins DS_ComparePredicate:$predicate, DS_Tensor:$lhs,
+                       DS_Tensor:$rhs);
+  let results = (outs RankedTensorOf<[I1]>:$result);
+  let assemblyFormat = [{
+    $predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+def DS_SelectOp : DS_Op<"select", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise choice between two tensors";
+  let description = [{
+    `result = cond ? on_true : on_false`, all three broadcasting as the binary
+    ops do (equal ranks with size-1 dimensions, or rank-0 scalars).
+    `on_true` and `on_false` share an element type.
+
+    Gradient: `don_true = select(cond, dy, 0)`, `don_false =
+    select(cond, 0, dy)` (each reduced to its operand's shape).
+
+    ```mlir
+    %y = ds.select %pos, %x, %zero : tensor<4x8xi1>, tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I1]>:$cond, DS_Tensor:$on_true,
+                       DS_Tensor:$on_false);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = [{
+    $cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` type($on_true) `,` type($on_false) `->` type($result)
+  }];
+}
+
+def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure,
+    AllTypesMatch<["dest", "result"]>]> {
+  let summary = "Writes a tensor into a strided box of another";
+  let description = [{
+    `result` equals `dest` except at the box `offsets + i * strides` (sizes
+    from `source`'s shape), which holds `source`. The inverse of
+    `ds.slice`; `strides` defaults to all ones.
+
+    Gradient: `dsource = slice(dy)` at the box; `ddest = dy` with the box
+    zeroed.
+
+    ```mlir
+    %g = ds.insert_slice %dq into %zeros offsets [0, 0, 0]
+        : tensor<2x16x64xf32> into tensor<2x16x192xf32>
+    ```
+  }];
+  let arguments = (ins DS_Tensor:$source, DS_Tensor:$dest,
+                       DenseI64ArrayAttr:$offsets,
+                       OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = [{
+    $source `into` $dest `offsets` $offsets (`strides` $strides^)? attr-dict
+    `:` type($source) `into` type($dest)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The strides, all ones when the attribute is absent.
+    ::llvm::SmallVector<int64_t> getStridesOrOnes();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Backward kernels
+//
+// The gradients of most ops are compositions of other ds ops. These ops
+// exist where a composition would be slow or awkward: they are the
+// backward halves of fused forward ops.
+//===----------------------------------------------------------------------===//
+
+def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "Gradient of ds.gelu";
+  let description = [{
+    `result = grad * gelu'(input)` for the given approximation (see
+    `ds.gelu` for the formulas).
+
+    Not differentiable itself (ds trains with first-order gradients only).
+
+    ```mlir
+    %dx = ds.gelu_grad %x, %dy approximate = tanh : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$grad,
+      DefaultValuedAttr<DS_GeluApproximation, "::mlir::ds::GeluApproximation::none">:$approximate);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad (`approximate` `=` $approximate^)? attr-dict `:` type($input)
+  }];
+}
+
+def DS_CrossEntropyGradOp : DS_Op<"cross_entropy_grad", [Pure,
+    AllTypesMatch<["logits", "result"]>]> {
+  let summary = "Gradient of ds.cross_entropy with respect to the logits";
+  let description = [{
+    `result[n, c] = grad * (softmax(logits[n, :])[c] - (c == labels[n])) / N`
+    for logits `[N, C]`, labels `[N]` and the rank-0 cotangent `grad` of
+    the mean loss.
+
+    ```mlir
+    %dl = ds.cross_entropy_grad %logits, %labels, %dloss
+        : tensor<32x96xf32>, tensor<32xi64>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins DS_FloatTensor:$logits, DS_IntTensor:$labels,
+                       DS_FloatTensor:$grad);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad attr-dict `:` type($logits) `,` type($labels) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_EmbeddingGradOp : DS_Op<"embedding_grad", [Pure]> {
+  let summary = "Gradient of ds.embedding with respect to the table";
+  let description = [{
+    Scatter-add: `result[v, :] = sum over positions p with indices[p] = v of
+    grad[p, :]`, zero for rows no index names. The result type is the
+    table's `[V, D]`; `grad` is `indices.shape + [D]`. Indices outside
+    `[0, V)` are clamped, as in the forward op.
+
+    ```mlir
+    %dt = ds.embedding_grad %dy, %tokens : tensor<2x16x64xf32>, tensor<2x16xi64> -> tensor<96x64xf32>
+    ```
+  }];
+  let arguments = (ins DS_FloatTensor:$grad, DS_IntTensor:$indices);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+class DS_ConvGradOp<string mnemonic, string summaryText, string what,
+                    string operandName>
+    : DS_Op<mnemonic, [Pure]> {
+  let summary = summaryText;
+  let description = [{
+    The gradient of `ds.conv2d` with respect to its }] # what # [{, given
+    the cotangent `grad` of the convolution's result and the convolution's
+    other operand. The attributes are the forward convolution's; the result
+    type is the }] # what # [{'s type.
+
+    ```mlir
+    %r = ds.}] # mnemonic # [{ %dy, %other padding = [1, 1]
+        : tensor<8x16x28x28xf32>, tensor<...xf32> -> tensor<...xf32>
+    ```
+  }];
+  let arguments = (ins DS_FloatTensor:$grad, DS_FloatTensor:$other,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0}">:$padding,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilation,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $other
+    (`strides` `=` $strides^)? (`padding` `=` $padding^)?
+    (`dilation` `=` $dilation^)? (`groups` `=` $groups^)? attr-dict
+    `:` type($grad) `,` type($other) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_Conv2DGradInputOp : DS_ConvGradOp<"conv2d_grad_input",
+    "Gradient of ds.conv2d with respect to its input", "input", "weight">;
+def DS_Conv2DGradWeightOp : DS_ConvGradOp<"conv2d_grad_weight",
+    "Gradient of ds.conv2d with respect to its weight", "weight", "input">;
+
+class DS_PoolGradOp<string mnemonic, string what, string rule>
+    : DS_Op<mnemonic, [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Gradient of ds." # what;
+  let description = [{
+    The gradient of `ds.}] # what # [{` with respect to its input:
+    }] # rule # [{ The attributes are the forward op's; `input` is the
+    forward op's input (its type is the result type).
+
+    ```mlir
+    %dx = ds.}] # mnemonic # [{ %x, %dy kernel = [2, 2]
+        : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
+    ```
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$kernel,
+                       OptionalAttr<DenseI64ArrayAttr>:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0}">:$padding);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad `kernel` `=` $kernel (`strides` `=` $strides^)? (`padding` `=` $padding^)?
+    attr-dict `:` type($input) `,` type($grad)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The strides, the kernel when the attribute is absent.
+    ::llvm::SmallVector<int64_t> getStridesOrKernel() {
+      if (auto s = getStrides())
+        return ::llvm::SmallVector<int64_t>(*s);
+      return ::llvm::SmallVector<int64_t>(getKernel());
+    }
+  }];
+}
+
+def DS_MaxPool2DGradOp : DS_PoolGradOp<"max_pool2d_grad", "max_pool2d",
+    "each window's cotangent goes to the first maximal input element of the "
+    "window (row-major), accumulated where windows overlap.">;
+def DS_AvgPool2DGradOp : DS_PoolGradOp<"avg_pool2d_grad", "avg_pool2d",
+    "each window's cotangent divided by the window size goes to every input "
+    "element of the window, accumulated where windows overlap.">;
 
 #endif // DS_DIALECT_DS_IR_DSOPS_TD

@@ -28,7 +28,7 @@ class ModuleOp;
 namespace ds {
 
 enum class ArgRole { Param, Input, State };
-enum class ResultRole { Loss, Update, Metric };
+enum class ResultRole { Loss, Update, Grad, Metric };
 
 StringRef stringifyArgRole(ArgRole role);
 StringRef stringifyResultRole(ResultRole role);
@@ -49,8 +49,9 @@ struct ContractArg {
 struct ContractResult {
   ResultRole role;
   RankedTensorType type;
-  /// For updates: the index of the argument this result is the new value of.
-  int64_t updates = -1;
+  /// For updates: the index of the argument this result is the new value
+  /// of; for gradients: the index of the parameter it is the gradient of.
+  int64_t argIndex = -1;
   /// For metrics: the metric's name.
   std::string name;
 };
@@ -86,6 +87,11 @@ struct TrainingContract {
   std::optional<unsigned> findArg(ArgRole role, StringRef name) const;
   /// The result index that updates argument `argIndex`, if any.
   std::optional<unsigned> findUpdateOf(unsigned argIndex) const;
+  /// The result index that is the gradient of parameter `argIndex`, if any.
+  std::optional<unsigned> findGradOf(unsigned argIndex) const;
+  /// Whether the step returns parameter gradients (after ds-autodiff,
+  /// before ds-insert-optimizer).
+  bool hasGrads() const;
   /// Whether the step updates any parameter, i.e. it is a complete training
   /// step rather than a forward + loss (which may still update state such as
   /// batch-norm running statistics).
@@ -99,7 +105,8 @@ LogicalResult verifyContractArgAttr(Operation *op, unsigned argIndex,
                                     NamedAttribute attr);
 
 /// Checks the value of one contract attribute on result `resultIndex`
-/// (`ds.loss`: unit; `ds.update`: integer; `ds.metric`: non-empty string).
+/// (`ds.loss`: unit; `ds.update`, `ds.grad`: argument index; `ds.metric`:
+/// non-empty string).
 LogicalResult verifyContractResultAttr(Operation *op, unsigned resultIndex,
                                        NamedAttribute attr);
 
