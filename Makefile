@@ -23,6 +23,7 @@ all: build
 
 deps:
 	@./scripts/install-deps.sh $(DEB_PACKAGES)
+	@./scripts/make-venv.sh
 
 $(BUILD_DIR)/build.ninja:
 	cmake -G Ninja -S . -B $(BUILD_DIR) \

@@ -34,3 +34,12 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # Inputs/ folders hold files that tests feed to tools; they are not tests.
 config.excludes.append("Inputs")
+
+# %python: the project's virtual environment (numpy, torch, ml_dtypes).
+# Tests that need it say `REQUIRES: python-venv`.
+if os.path.exists(config.ds_python):
+    config.available_features.add("python-venv")
+    config.substitutions.append(("%python", config.ds_python))
+else:
+    lit_config.warning("no Python venv at %s; tests needing it are skipped"
+                       % config.ds_python)

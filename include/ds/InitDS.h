@@ -8,6 +8,7 @@
 #ifndef DS_INITDS_H
 #define DS_INITDS_H
 
+#include "ds/Conversion/Passes.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Transforms/Passes.h"
 
@@ -21,7 +22,10 @@ inline void registerDSDialects(DialectRegistry &registry) {
 }
 
 /// Registers every ds pass and pipeline with the global pass registry.
-inline void registerDSPassesAndPipelines() { registerAllDSPasses(); }
+inline void registerDSPassesAndPipelines() {
+  registerAllDSPasses();
+  registerDSConversionPasses();
+}
 
 } // namespace mlir::ds
 

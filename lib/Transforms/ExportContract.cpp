@@ -29,9 +29,9 @@ static void stripContract(FunctionOpInterface func) {
                            DSDialect::kStateAttrName, DSDialect::kInitAttrName})
       func.removeArgAttr(i, name);
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    for (StringRef name : {DSDialect::kLossAttrName, DSDialect::kUpdateAttrName,
-                           DSDialect::kGradAttrName,
-                           DSDialect::kMetricAttrName})
+    for (StringRef name :
+         {DSDialect::kLossAttrName, DSDialect::kUpdateAttrName,
+          DSDialect::kGradAttrName, DSDialect::kMetricAttrName})
       func.removeResultAttr(i, StringAttr::get(func->getContext(), name));
 }
 

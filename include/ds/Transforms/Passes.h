@@ -9,7 +9,10 @@
 #define DS_TRANSFORMS_PASSES_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
+
+#include <string>
 
 namespace mlir::ds {
 
@@ -21,6 +24,37 @@ namespace mlir::ds {
 /// `strip` is set, removes the contract attributes from the functions.
 /// Emits a diagnostic and fails when a contract is invalid.
 LogicalResult exportContracts(ModuleOp module, bool strip);
+
+/// Appends the backward pass to the training step `func`: one `ds.grad`
+/// result per parameter (see ds-autodiff). Emits a located error and fails
+/// on an op without a gradient rule or a step in the wrong state.
+LogicalResult differentiateTrainingStep(FunctionOpInterface func);
+
+/// A checked optimizer configuration (see ds-insert-optimizer).
+struct OptimizerConfig {
+  enum class Kind { Sgd, Adam, AdamW };
+  enum class Schedule { Constant, WarmupCosine };
+  Kind kind = Kind::AdamW;
+  Schedule schedule = Schedule::Constant;
+  double lr = 1e-3, momentum = 0.0, dampening = 0.0;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0;
+  int64_t warmupSteps = 0, totalSteps = 0;
+  double warmupStartFactor = 1e-3, minLrFactor = 0.0;
+
+  /// Builds a configuration from pass options; negative `momentum` and
+  /// `weightDecay` mean the kind's default. Fails with a message in `error`.
+  static FailureOr<OptimizerConfig>
+  get(StringRef kind, StringRef schedule, double lr, double momentum,
+      double dampening, bool nesterov, double beta1, double beta2, double eps,
+      double weightDecay, int64_t warmupSteps, int64_t totalSteps,
+      double warmupStartFactor, double minLrFactor, std::string &error);
+};
+
+/// Replaces the `ds.grad` results of `func` by parameter updates, adding the
+/// optimizer's state (see ds-insert-optimizer).
+LogicalResult insertOptimizer(FunctionOpInterface func,
+                              const OptimizerConfig &config);
 
 #define GEN_PASS_REGISTRATION
 #include "ds/Transforms/Passes.h.inc"

@@ -38,4 +38,86 @@ def ExportContractPass : Pass<"ds-export-contract", "::mlir::ModuleOp"> {
   ];
 }
 
+def AutodiffPass : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Append the backward pass: gradients of the loss w.r.t. "
+                "every parameter";
+  let description = [{
+    Reverse-mode differentiation of every `ds.train_step` function: the
+    gradient of the `ds.loss` result with respect to each `ds.param`
+    argument, built from each op's vector-Jacobian product
+    (DifferentiableOpInterface) and returned as a result marked
+    `ds.grad = <argument index>`. Cotangents of values with several uses are
+    summed; broadcast operands get their gradient summed back to their
+    shape; integer values, inputs and state get none; a parameter the loss
+    does not depend on gets zeros.
+
+    The seed (the cotangent of the loss, 1) is an `arith.constant` marked
+    `ds.seed`. Backward ops carry `ds.vjp_of` (the forward op's name) and
+    copy the forward op's `ds.module` and `ds.role`.
+
+    An op without a gradient rule on a path from a parameter to the loss is
+    a located error naming it. Runs first in the training pipeline; a step
+    that already has gradients or parameter updates is an error.
+
+    ```mlir
+    // before: (..) -> (tensor<f32> {ds.loss})
+    // after:  (..) -> (tensor<f32> {ds.loss}, tensor<4x3xf32> {ds.grad = 0 : i64})
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def InsertOptimizerPass : Pass<"ds-insert-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Append the parameter update (SGD, momentum, Adam, AdamW) "
+                "with its state and learning-rate schedule";
+  let description = [{
+    Consumes the `ds.grad` results of a differentiated step and returns, for
+    every parameter, its updated value (`ds.update`). Optimizer memory
+    becomes state arguments with update results: `momentum_buffer` (SGD with
+    momentum), `adam.m` and `adam.v` (Adam, AdamW), all `of` the parameter,
+    and the shared `step` counter (created when the step has none). The
+    learning rate actually used is returned as the metric `lr`.
+
+    The formulas, the order of their operations and the defaults are
+    torch.optim's: `sgd` (momentum 0), `momentum` (SGD with momentum 0.9),
+    `adam` (coupled L2 weight decay, default 0), `adamw` (decoupled weight
+    decay, default 0.01); lr 1e-3, betas (0.9, 0.999), eps 1e-8.
+    `schedule=warmup-cosine` ramps the rate linearly from
+    `warmup-start-factor * lr` over `warmup-steps` steps, then follows a
+    cosine to `min-lr-factor * lr` at `total-steps` (torch's
+    SequentialLR(LinearLR, CosineAnnealingLR)).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"",
+           "Optimizer: sgd, momentum, adam or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"-1.0",
+           "SGD momentum (default: 0 for sgd, 0.9 for momentum)">,
+    Option<"dampening", "dampening", "double", /*default=*/"0.0",
+           "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "Nesterov momentum">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
+           "Weight decay (default: 0.01 for adamw, 0 otherwise); decoupled "
+           "for adamw, L2 for the others">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"",
+           "Learning-rate schedule: constant or warmup-cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Linear warm-up steps (warmup-cosine)">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "Steps at which the cosine reaches its floor (warmup-cosine)">,
+    Option<"warmupStartFactor", "warmup-start-factor", "double",
+           /*default=*/"0.001", "Learning-rate factor of the first warm-up "
+           "step">,
+    Option<"minLrFactor", "min-lr-factor", "double", /*default=*/"0.0",
+           "Final learning-rate factor of the cosine">
+  ];
+}
+
 #endif // DS_TRANSFORMS_PASSES_TD

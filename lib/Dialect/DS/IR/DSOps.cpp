@@ -398,15 +398,15 @@ SmallVector<int64_t> SliceOp::getStridesOrOnes() {
 /// Checks a strided box of `box` shape at `offsets` inside `full`; shared by
 /// ds.slice (the box is the result) and ds.insert_slice (the box is the
 /// source).
-static LogicalResult verifyStridedBox(Operation *op, ArrayRef<int64_t> full,
-                                      ArrayRef<int64_t> box,
-                                      ArrayRef<int64_t> offsets,
-                                      std::optional<ArrayRef<int64_t>> strideAttr,
-                                      StringRef boxName, StringRef fullName) {
+static LogicalResult
+verifyStridedBox(Operation *op, ArrayRef<int64_t> full, ArrayRef<int64_t> box,
+                 ArrayRef<int64_t> offsets,
+                 std::optional<ArrayRef<int64_t>> strideAttr, StringRef boxName,
+                 StringRef fullName) {
   if (box.size() != full.size())
-    return op->emitOpError() << boxName << " rank " << box.size()
-                             << " differs from " << fullName << " rank "
-                             << full.size();
+    return op->emitOpError()
+           << boxName << " rank " << box.size() << " differs from " << fullName
+           << " rank " << full.size();
   if (offsets.size() != full.size())
     return op->emitOpError() << "'offsets' has " << offsets.size()
                              << " entries, expected " << full.size();
@@ -416,16 +416,16 @@ static LogicalResult verifyStridedBox(Operation *op, ArrayRef<int64_t> full,
   for (size_t d = 0; d < full.size(); ++d) {
     int64_t stride = strideAttr ? (*strideAttr)[d] : 1;
     if (stride < 1)
-      return op->emitOpError() << "stride " << stride << " in dimension " << d
-                               << " must be >= 1";
+      return op->emitOpError()
+             << "stride " << stride << " in dimension " << d << " must be >= 1";
     if (offsets[d] < 0)
       return op->emitOpError() << "offset " << offsets[d] << " in dimension "
                                << d << " must be >= 0";
     if (box[d] > 0 && offsets[d] + (box[d] - 1) * stride >= full[d])
-      return op->emitOpError() << "slice of dimension " << d << " (offset "
-                               << offsets[d] << ", size " << box[d]
-                               << ", stride " << stride
-                               << ") reads past its size " << full[d];
+      return op->emitOpError()
+             << "slice of dimension " << d << " (offset " << offsets[d]
+             << ", size " << box[d] << ", stride " << stride
+             << ") reads past its size " << full[d];
   }
   return success();
 }
@@ -551,9 +551,10 @@ inferConv2DShape(std::optional<Location> loc, StringRef name,
                  ArrayRef<int64_t> dilation, int64_t groups) {
   std::string prefix = ("'" + name + "' op ").str();
   if (in.getRank() != 4 || w.getRank() != 4)
-    return inferError(loc, prefix + "input [N, C, H, W] and weight "
-                                    "[O, C/groups, KH, KW] must have rank 4, "
-                                    "got " +
+    return inferError(loc, prefix +
+                               "input [N, C, H, W] and weight "
+                               "[O, C/groups, KH, KW] must have rank 4, "
+                               "got " +
                                formatShape(in.getShape()) + " and " +
                                formatShape(w.getShape()));
   if (in.getElementType() != w.getElementType())
@@ -580,8 +581,9 @@ inferConv2DShape(std::optional<Location> loc, StringRef name,
         windowOutputSize(in.getDimSize(2 + d), w.getDimSize(2 + d), strides[d],
                          padding[d], dilation[d]);
     if (failed(size))
-      return inferError(loc, prefix + "the kernel does not fit the padded "
-                                      "input " +
+      return inferError(loc, prefix +
+                                 "the kernel does not fit the padded "
+                                 "input " +
                                  formatShape(in.getShape()));
     shape.push_back(*size);
   }
@@ -624,10 +626,10 @@ static LogicalResult verifyConvGrad(OpTy op, RankedTensorType in,
     return failure();
   if (op.getGrad().getType().getShape() != ArrayRef<int64_t>(*shape) ||
       op.getGrad().getType().getElementType() != in.getElementType())
-    return op.emitOpError() << "grad has type " << op.getGrad().getType()
-                            << ", but the convolution produces "
-                            << formatShape(*shape) << " of "
-                            << in.getElementType();
+    return op.emitOpError()
+           << "grad has type " << op.getGrad().getType()
+           << ", but the convolution produces " << formatShape(*shape) << " of "
+           << in.getElementType();
   return success();
 }
 
@@ -659,12 +661,11 @@ inferPoolShape(std::optional<Location> loc, StringRef opName,
   SmallVector<int64_t> shape = {in.getDimSize(0), in.getDimSize(1)};
   for (int d = 0; d < 2; ++d) {
     if (padding[d] > kernel[d] / 2)
-      return inferError(loc, "'" + opName + "' op padding " +
-                                 formatShape(padding) +
-                                 " must be at most half the kernel " +
-                                 formatShape(kernel));
-    FailureOr<int64_t> size = windowOutputSize(
-        in.getDimSize(2 + d), kernel[d], strides[d], padding[d], 1);
+      return inferError(
+          loc, "'" + opName + "' op padding " + formatShape(padding) +
+                   " must be at most half the kernel " + formatShape(kernel));
+    FailureOr<int64_t> size = windowOutputSize(in.getDimSize(2 + d), kernel[d],
+                                               strides[d], padding[d], 1);
     if (failed(size))
       return inferError(loc, "'" + opName + "' op the window " +
                                  formatShape(kernel) +
@@ -681,26 +682,26 @@ static LogicalResult inferPool(std::optional<Location> loc, StringRef opName,
                                SmallVectorImpl<Type> &inferred) {
   auto in = cast<RankedTensorType>(adaptor.getInput().getType());
   FailureOr<SmallVector<int64_t>> shape =
-      inferPoolShape(loc, opName, in, adaptor.getKernel(),
-                     adaptor.getStrides(), adaptor.getPadding());
+      inferPoolShape(loc, opName, in, adaptor.getKernel(), adaptor.getStrides(),
+                     adaptor.getPadding());
   if (failed(shape))
     return failure();
   inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
   return success();
 }
 
-template <typename OpTy>
-static LogicalResult verifyPoolGrad(OpTy op) {
+template <typename OpTy> static LogicalResult verifyPoolGrad(OpTy op) {
   RankedTensorType in = op.getInput().getType();
   FailureOr<SmallVector<int64_t>> shape =
       inferPoolShape(op.getLoc(), op.getOperationName(), in, op.getKernel(),
                      op.getStrides(), op.getPadding());
   if (failed(shape))
     return failure();
-  if (op.getGrad().getType() != RankedTensorType::get(*shape, in.getElementType()))
-    return op.emitOpError() << "grad has type " << op.getGrad().getType()
-                            << ", but the pooling produces "
-                            << formatShape(*shape);
+  if (op.getGrad().getType() !=
+      RankedTensorType::get(*shape, in.getElementType()))
+    return op.emitOpError()
+           << "grad has type " << op.getGrad().getType()
+           << ", but the pooling produces " << formatShape(*shape);
   return success();
 }
 
@@ -798,8 +799,9 @@ LogicalResult CompareOp::inferReturnTypes(MLIRContext *ctx,
   SmallVector<Type> same;
   if (failed(inferBinary(loc, getOperationName(), adaptor, same)))
     return failure();
-  inferred.push_back(RankedTensorType::get(
-      cast<RankedTensorType>(same.front()).getShape(), IntegerType::get(ctx, 1)));
+  inferred.push_back(
+      RankedTensorType::get(cast<RankedTensorType>(same.front()).getShape(),
+                            IntegerType::get(ctx, 1)));
   return success();
 }
 

@@ -226,13 +226,13 @@ public:
                                 << stringifyArgRole(arg.role) << " '"
                                 << arg.name << "'; gradients are of parameters";
         if (arg.type != res.type)
-          return resultError(i) << "gradient of param '" << arg.name
-                                << "' has type " << res.type
-                                << ", but the parameter has type " << arg.type;
+          return resultError(i)
+                 << "gradient of param '" << arg.name << "' has type "
+                 << res.type << ", but the parameter has type " << arg.type;
         if (gradBy[target] >= 0)
-          return resultError(i) << "param '" << arg.name
-                                << "' already has its gradient in result #"
-                                << gradBy[target];
+          return resultError(i)
+                 << "param '" << arg.name
+                 << "' already has its gradient in result #" << gradBy[target];
         gradBy[target] = i;
         break;
       }

@@ -20,7 +20,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def DS_MatMulOp : DS_Op<"matmul", [Pure]> {
+def DS_MatMulOp : DS_Op<"matmul", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Matrix product, batched, with optional transposes";
   let description = [{
     `result[b..., i, j] = sum_k op(lhs)[b..., i, k] * op(rhs)[b..., k, j]`
@@ -76,8 +76,8 @@ def DS_MatMulOp : DS_Op<"matmul", [Pure]> {
 
 class DS_BinaryOp<string mnemonic, string formula, string grad,
                   list<Trait> traits = []>
-    : DS_Op<mnemonic, !listconcat([Pure,
-        InferTypeOpAdaptor], traits)> {
+    : DS_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor,
+        DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>], traits)> {
   let summary = "Elementwise `" # formula # "` with explicit broadcast";
   let description = [{
     Elementwise `result = }] # formula # [{`.
@@ -117,7 +117,7 @@ def DS_MinimumOp : DS_BinaryOp<"minimum", "min(lhs, rhs)",
     "the cotangent flows to the smaller operand; on ties it is split evenly "
     "between both (as PyTorch's `torch.minimum`).", [Commutative]>;
 
-def DS_BroadcastOp : DS_Op<"broadcast", [Pure]> {
+def DS_BroadcastOp : DS_Op<"broadcast", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Broadcasts a tensor into a larger shape (broadcast_in_dim)";
   let description = [{
     Operand dimension `i` maps to result dimension `dims[i]` (strictly
@@ -145,7 +145,8 @@ def DS_BroadcastOp : DS_Op<"broadcast", [Pure]> {
 
 class DS_UnaryOp<string mnemonic, string formula, string grad,
                  list<Trait> traits = []>
-    : DS_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+    : DS_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>], traits)> {
   let summary = "Elementwise " # formula;
   let description = [{
     Elementwise `result = }] # formula # [{` on a floating-point tensor.
@@ -176,7 +177,8 @@ def DS_RsqrtOp : DS_UnaryOp<"rsqrt", "1 / sqrt(x)",
 def DS_NegOp : DS_UnaryOp<"neg", "-x", "`dx = -dy`.">;
 def DS_AbsOp : DS_UnaryOp<"abs", "|x|", "`dx = dy * sign(x)` (0 at x = 0).">;
 
-def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Gaussian error linear unit, exact (erf) or tanh form";
   let description = [{
     `approximate = none` (the default): `y = x * Phi(x)` with
@@ -201,7 +203,8 @@ def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   }];
 }
 
-def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape,
+    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Converts the element type";
   let description = [{
     Converts every element to the result element type. Float to narrower
@@ -233,7 +236,8 @@ def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 //===----------------------------------------------------------------------===//
 
 class DS_SoftmaxBase<string mnemonic, string formula, string grad>
-    : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : DS_Op<mnemonic, [Pure, SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let description = [{
     `y = }] # formula # [{` along dimension `axis`, computed stably (the
     maximum along the axis is subtracted first). `0 <= axis < rank`.
@@ -260,7 +264,8 @@ def DS_LogSoftmaxOp : DS_SoftmaxBase<"log_softmax", "x - log(sum(exp(x)))",
 }
 
 def DS_LayerNormOp : DS_Op<"layer_norm",
-    [Pure, AllTypesMatch<["input", "result"]>, AllTypesMatch<["weight", "bias"]>]> {
+    [Pure, AllTypesMatch<["input", "result"]>, AllTypesMatch<["weight", "bias"]>,
+     DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Layer normalisation over the trailing dimensions";
   let description = [{
     Normalises over the trailing dimensions whose shape is `weight`'s (the
@@ -289,7 +294,7 @@ def DS_LayerNormOp : DS_Op<"layer_norm",
 }
 
 def DS_RmsNormOp : DS_Op<"rms_norm",
-    [Pure, AllTypesMatch<["input", "result"]>]> {
+    [Pure, AllTypesMatch<["input", "result"]>, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Root-mean-square normalisation over the trailing dimensions";
   let description = [{
     Normalises over the trailing dimensions whose shape is `weight`'s:
@@ -311,7 +316,7 @@ def DS_RmsNormOp : DS_Op<"rms_norm",
   let hasVerifier = 1;
 }
 
-def DS_BatchNormOp : DS_Op<"batch_norm", [Pure,
+def DS_BatchNormOp : DS_Op<"batch_norm", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>,
     AllTypesMatch<["input", "result"]>,
     AllTypesMatch<["weight", "bias", "running_mean", "running_var",
                    "new_running_mean", "new_running_var"]>]> {
@@ -356,7 +361,7 @@ def DS_BatchNormOp : DS_Op<"batch_norm", [Pure,
 //===----------------------------------------------------------------------===//
 
 class DS_ReduceOp<string mnemonic, string what, string grad>
-    : DS_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : DS_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Reduces dimensions by " # what;
   let description = [{
     Reduces the dimensions listed in `dims` (strictly increasing, in range)
@@ -391,7 +396,7 @@ def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max", "the maximum",
 //===----------------------------------------------------------------------===//
 
 def DS_TransposeOp : DS_Op<"transpose",
-    [Pure, InferTypeOpAdaptor]> {
+    [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Permutes dimensions";
   let description = [{
     `result[i_perm[0], ..., i_perm[n-1]] = input[i_0, ..., i_n-1]`, i.e.
@@ -410,7 +415,7 @@ def DS_TransposeOp : DS_Op<"transpose",
   }];
 }
 
-def DS_ReshapeOp : DS_Op<"reshape", [Pure]> {
+def DS_ReshapeOp : DS_Op<"reshape", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Reinterprets the shape in row-major order";
   let description = [{
     Same elements in the same row-major order, new static shape with the
@@ -428,7 +433,7 @@ def DS_ReshapeOp : DS_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_SliceOp : DS_Op<"slice", [Pure]> {
+def DS_SliceOp : DS_Op<"slice", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Extracts a strided box";
   let description = [{
     `result[i...] = input[offsets + i * strides]`; the result type gives the
@@ -457,7 +462,7 @@ def DS_SliceOp : DS_Op<"slice", [Pure]> {
 }
 
 def DS_ConcatOp : DS_Op<"concat",
-    [Pure, InferTypeOpAdaptor]> {
+    [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Concatenates tensors along one axis";
   let description = [{
     Joins one or more tensors of equal rank and element type along `axis`;
@@ -481,7 +486,7 @@ def DS_ConcatOp : DS_Op<"concat",
 //===----------------------------------------------------------------------===//
 
 def DS_EmbeddingOp : DS_Op<"embedding",
-    [Pure, InferTypeOpAdaptor]> {
+    [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Looks up rows of a table by integer index";
   let description = [{
     `result[i..., :] = table[indices[i...], :]` for a `[V, D]` table. Indices
@@ -502,7 +507,8 @@ def DS_EmbeddingOp : DS_Op<"embedding",
   }];
 }
 
-def DS_CausalMaskOp : DS_Op<"causal_mask", [Pure, SameOperandsAndResultType]> {
+def DS_CausalMaskOp : DS_Op<"causal_mask", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Masks attention scores above the diagonal";
   let description = [{
     For scores `[..., T, S]` (rank >= 2, `T <= S`), sets
@@ -524,7 +530,7 @@ def DS_CausalMaskOp : DS_Op<"causal_mask", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def DS_DropoutOp : DS_Op<"dropout", [Pure,
+def DS_DropoutOp : DS_Op<"dropout", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["rng", "new_rng"]>]> {
   let summary = "Inverted dropout driven by an explicit counter-based RNG";
   let description = [{
@@ -557,7 +563,7 @@ def DS_DropoutOp : DS_Op<"dropout", [Pure,
 //===----------------------------------------------------------------------===//
 
 def DS_Conv2DOp : DS_Op<"conv2d",
-    [Pure, InferTypeOpAdaptor]> {
+    [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "2-D convolution, NCHW input, OIHW weight";
   let description = [{
     PyTorch's `F.conv2d` (cross-correlation): input `[N, C, H, W]`, weight
@@ -593,7 +599,7 @@ def DS_Conv2DOp : DS_Op<"conv2d",
 }
 
 class DS_Pool2DOp<string mnemonic, string what, string grad>
-    : DS_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : DS_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "2-D " # what # " pooling over NCHW";
   let description = [{
     }] # what # [{ over `kernel` windows of an `[N, C, H, W]` input with
@@ -638,7 +644,7 @@ def DS_AvgPool2DOp : DS_Pool2DOp<"avg_pool2d", "Average",
 //===----------------------------------------------------------------------===//
 
 def DS_CrossEntropyOp : DS_Op<"cross_entropy",
-    [Pure, InferTypeOpAdaptor]> {
+    [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Mean softmax cross-entropy with integer class labels";
   let description = [{
     For logits `[N, C]` and labels `[N]` (integers in `[0, C)`):
@@ -661,7 +667,7 @@ def DS_CrossEntropyOp : DS_Op<"cross_entropy",
   }];
 }
 
-def DS_MseLossOp : DS_Op<"mse_loss", [Pure,
+def DS_MseLossOp : DS_Op<"mse_loss", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>,
     AllTypesMatch<["input", "target"]>,
     InferTypeOpAdaptor]> {
   let summary = "Mean squared error";
@@ -716,7 +722,7 @@ def DS_CompareOp : DS_Op<"compare", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def DS_SelectOp : DS_Op<"select", [Pure, InferTypeOpAdaptor]> {
+def DS_SelectOp : DS_Op<"select", [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Elementwise choice between two tensors";
   let description = [{
     `result = cond ? on_true : on_false`, all three broadcasting as the binary
@@ -738,7 +744,7 @@ def DS_SelectOp : DS_Op<"select", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure,
+def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>,
     AllTypesMatch<["dest", "result"]>]> {
   let summary = "Writes a tensor into a strided box of another";
   let description = [{

@@ -1,0 +1,223 @@
+//===- Autodiff.cpp - Reverse-mode differentiation of a step --------------===//
+//
+// Implements ds-autodiff: appends to a forward + loss training step the
+// backward pass that computes the gradient of the loss with respect to every
+// `ds.param` argument, and returns each gradient as a `ds.grad` result.
+//
+// The algorithm is the textbook one, shaped by the training-step contract:
+//  1. Activity analysis: a value is active when it is a floating-point
+//     tensor that depends on a parameter and that the loss depends on. Only
+//     active values get cotangents; integer values, inputs and constants
+//     never do.
+//  2. The seed, d loss / d loss = 1, is an explicit constant marked
+//     `ds.seed`, so that loss scaling can find and scale it.
+//  3. Ops are visited in reverse; each active op builds its vector-Jacobian
+//     product through DifferentiableOpInterface, at the end of the body.
+//     Cotangents of values with several uses are summed (fan-out).
+//  4. Each parameter's cotangent (zeros when the loss does not depend on
+//     it) becomes a result marked `ds.grad = <argument index>`.
+// Every op the backward creates carries `ds.vjp_of` (the forward op's name)
+// and the forward op's `ds.module` / `ds.role`, so later passes can treat a
+// gradient GEMM according to the layer it belongs to.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+/// Records every op a builder inserts, so the backward ops can be tagged.
+struct CreatedOps : public OpBuilder::Listener {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    ops.push_back(op);
+  }
+  SmallVector<Operation *> ops;
+};
+
+/// The active values of `body`: floating-point tensors on a path from a
+/// parameter to `loss`.
+llvm::DenseSet<Value> findActiveValues(Block &body, ArrayRef<Value> params,
+                                       Value loss) {
+  llvm::DenseSet<Value> fromParams(params.begin(), params.end());
+  for (Operation &op : body)
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return fromParams.contains(v); }))
+      for (Value r : op.getResults())
+        if (isFloatTensor(r))
+          fromParams.insert(r);
+
+  llvm::DenseSet<Value> toLoss{loss};
+  for (Operation &op : llvm::reverse(body))
+    if (llvm::any_of(op.getResults(),
+                     [&](Value v) { return toLoss.contains(v); }))
+      for (Value v : op.getOperands())
+        if (isFloatTensor(v))
+          toLoss.insert(v);
+
+  llvm::DenseSet<Value> active;
+  for (Value v : fromParams)
+    if (toLoss.contains(v))
+      active.insert(v);
+  return active;
+}
+
+} // namespace
+
+LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
+  FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
+  if (failed(contract))
+    return failure();
+  if (contract->hasGrads())
+    return func->emitOpError("ds-autodiff: the step already returns "
+                             "gradients ('ds.grad' results); differentiate "
+                             "a forward + loss step");
+  if (contract->hasParamUpdates())
+    return func->emitOpError("ds-autodiff: the step already updates its "
+                             "parameters; run ds-autodiff before "
+                             "ds-insert-optimizer");
+  Region &region = func.getFunctionBody();
+  if (!region.hasOneBlock())
+    return func->emitOpError("ds-autodiff: expects a function with one block");
+  Block &body = region.front();
+  Operation *terminator = body.getTerminator();
+  Value loss = terminator->getOperand(contract->getLossIndex());
+
+  SmallVector<unsigned> paramIndices = contract->getArgIndices(ArgRole::Param);
+  SmallVector<Value> params;
+  for (unsigned i : paramIndices)
+    params.push_back(body.getArgument(i));
+  llvm::DenseSet<Value> active = findActiveValues(body, params, loss);
+
+  // The forward ops, before the backward is appended.
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+
+  OpBuilder b(terminator);
+  CreatedOps created;
+  b.setListener(&created);
+  llvm::DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value v, Value g) {
+    auto [it, inserted] = grads.try_emplace(v, g);
+    if (!inserted)
+      it->second = AddOp::create(b, g.getLoc(), it->second, g);
+  };
+
+  // The seed: d loss / d loss = 1, marked for loss scaling.
+  if (active.contains(loss)) {
+    auto type = cast<RankedTensorType>(loss.getType());
+    auto seed = arith::ConstantOp::create(
+        b, loss.getLoc(), type,
+        DenseElementsAttr::get(
+            type, FloatAttr::get(cast<FloatType>(type.getElementType()), 1.0)));
+    seed->setAttr("ds.seed", b.getUnitAttr());
+    grads[loss] = seed;
+  }
+
+  for (Operation *op : llvm::reverse(forward)) {
+    bool hasActiveGrad = llvm::any_of(op->getResults(), [&](Value r) {
+      return active.contains(r) && grads.count(r);
+    });
+    if (!hasActiveGrad)
+      continue;
+    auto differentiable = dyn_cast<DifferentiableOpInterface>(op);
+    if (!differentiable)
+      return op->emitOpError("ds-autodiff: no gradient rule for '")
+             << op->getName()
+             << "', which lies between the parameters and the loss";
+    SmallVector<Value> resultGrads;
+    for (Value r : op->getResults())
+      resultGrads.push_back(active.contains(r) ? grads.lookup(r) : Value());
+    size_t firstCreated = created.ops.size();
+    SmallVector<Value> operandGrads;
+    if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
+      return op->emitOpError("ds-autodiff: building the gradient failed");
+    if (operandGrads.size() != op->getNumOperands())
+      return op->emitOpError("ds-autodiff: gradient rule returned ")
+             << operandGrads.size() << " gradients for " << op->getNumOperands()
+             << " operands";
+    for (auto [operand, g] : llvm::zip_equal(op->getOperands(), operandGrads))
+      if (g && active.contains(operand))
+        accumulate(operand, g);
+    // Tag what this rule (and the accumulations) created.
+    StringAttr vjpOf = b.getStringAttr(op->getName().getStringRef());
+    for (Operation *newOp : ArrayRef(created.ops).drop_front(firstCreated)) {
+      newOp->setAttr("ds.vjp_of", vjpOf);
+      for (StringRef name : {"ds.module", "ds.role"})
+        if (Attribute a = op->getAttr(name))
+          newOp->setAttr(name, a);
+    }
+  }
+
+  // One ds.grad result per parameter, zeros for the unused ones.
+  SmallVector<Value> newResults(terminator->getOperands());
+  unsigned numResults = func.getNumResults();
+  for (auto [k, argIndex] : llvm::enumerate(paramIndices)) {
+    Value param = body.getArgument(argIndex);
+    Value g = grads.lookup(param);
+    auto type = cast<RankedTensorType>(param.getType());
+    if (!g)
+      g = arith::ConstantOp::create(
+          b, param.getLoc(), type,
+          DenseElementsAttr::get(
+              type,
+              FloatAttr::get(cast<FloatType>(type.getElementType()), 0.0)));
+    newResults.push_back(g);
+    if (failed(func.insertResult(
+            numResults + k, type,
+            b.getDictionaryAttr(b.getNamedAttr(
+                DSDialect::kGradAttrName, b.getI64IntegerAttr(argIndex))))))
+      return failure();
+  }
+  terminator->setOperands(newResults);
+
+  // Rules compute every operand's gradient; drop the ones nobody needs
+  // (inputs, labels), newest first so that chains die together.
+  for (Operation *op : llvm::reverse(created.ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
+  return success();
+}
+
+namespace {
+struct AutodiffPass : public mlir::ds::impl::AutodiffPassBase<AutodiffPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    bool any = false;
+    for (auto func : module.getOps<FunctionOpInterface>()) {
+      if (!func->hasAttr(DSDialect::kTrainStepAttrName))
+        continue;
+      any = true;
+      if (failed(differentiateTrainingStep(func)))
+        return signalPassFailure();
+    }
+    if (!any) {
+      module.emitError("ds-autodiff: no function is marked 'ds.train_step'");
+      signalPassFailure();
+    }
+  }
+};
+} // namespace
