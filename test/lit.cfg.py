@@ -9,15 +9,17 @@ from lit.llvm.subst import ToolSubst
 
 config.name = "DS"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.ds_obj_root, "test")
-config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["CMakeLists.txt", "README.md", "lit.cfg.py", "lit.site.cfg.py",
+                   "__pycache__"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", ".so"))
 config.substitutions.append(("%ds_src_root", config.ds_src_root))
 config.substitutions.append(("%ds_obj_root", config.ds_obj_root))
+config.substitutions.append(("%ds_bin", config.ds_tools_dir))
 config.substitutions.append(
     ("%ds_plugin", os.path.join(config.ds_lib_dir, "libDSPlugin.so")))
 
@@ -35,11 +37,11 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 # Inputs/ folders hold files that tests feed to tools; they are not tests.
 config.excludes.append("Inputs")
 
-# %python: the project's virtual environment (numpy, torch, ml_dtypes).
+# %ds_python: the project's virtual environment (numpy, torch, ml_dtypes).
 # Tests that need it say `REQUIRES: python-venv`.
 if os.path.exists(config.ds_python):
     config.available_features.add("python-venv")
-    config.substitutions.append(("%python", config.ds_python))
+    config.substitutions.append(("%ds_python", config.ds_python))
 else:
     lit_config.warning("no Python venv at %s; tests needing it are skipped"
                        % config.ds_python)

@@ -87,6 +87,8 @@ llvm::DenseSet<Value> findActiveValues(Block &body, ArrayRef<Value> params,
 } // namespace
 
 LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
+  // Callable outside a pass manager: make sure what it builds is loaded.
+  func->getContext()->loadDialect<arith::ArithDialect, DSDialect>();
   FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
   if (failed(contract))
     return failure();

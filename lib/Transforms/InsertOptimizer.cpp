@@ -173,6 +173,10 @@ Value scheduleFactor(ScalarBuilder &s, const OptimizerConfig &c, Value t) {
 
 LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
                                         const OptimizerConfig &config) {
+  // Callable outside a pass manager: make sure what it builds is loaded.
+  MLIRContext *context = func->getContext();
+  context->loadDialect<arith::ArithDialect, math::MathDialect,
+                       tensor::TensorDialect, DSDialect>();
   FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
   if (failed(contract))
     return failure();

@@ -2,4 +2,7 @@
 
 #include "ds/Transforms/Passes.h"
 
-void mlir::ds::registerAllDSPasses() { registerDSPasses(); }
+void mlir::ds::registerAllDSPasses() {
+  registerDSPasses();
+  registerDSPipelines();
+}

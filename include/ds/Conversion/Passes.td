@@ -30,4 +30,24 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
   ];
 }
 
+def ConvertLinalgToDSRuntimePass
+    : Pass<"convert-linalg-to-ds-runtime", "::mlir::ModuleOp"> {
+  let summary = "Run buffer-level matmuls through the runtime's library GEMM";
+  let description = [{
+    After bufferization, replaces every `linalg.matmul` and
+    `linalg.batch_matmul` on f32 or f64 memrefs whose output was just
+    zero-filled (the form convert-ds-to-linalg produces) by a call to the
+    runtime's `dsrt_matmul_f32` / `dsrt_matmul_f64` (include/ds/Runtime/
+    ds_runtime.h): oneDNN's GEMM for f32, a blocked loop for f64. Operands
+    are passed as rank-3 strided memrefs; transposes and a right-hand side
+    shared by every batch, read off the ops' indexing maps, become flags
+    and a batch of size 1. The zero fill is dropped (the call overwrites
+    the output). Matmuls in any other form stay as they are and are lowered
+    to loops.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 #endif // DS_CONVERSION_PASSES_TD

@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
 
 #include <string>
 
@@ -55,6 +56,26 @@ struct OptimizerConfig {
 /// optimizer's state (see ds-insert-optimizer).
 LogicalResult insertOptimizer(FunctionOpInterface func,
                               const OptimizerConfig &config);
+
+/// Marks every step of the module's `ds.contract` table for the C calling
+/// convention with read-only arguments (see ds-prepare-step-abi).
+LogicalResult prepareStepABI(ModuleOp module);
+
+/// Options of ds-cpu-pipeline.
+struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
+  PassOptions::Option<bool> libraryGemm{
+      *this, "library-gemm",
+      llvm::cl::desc("Run f32/f64 matmuls through the runtime's GEMM "
+                     "(oneDNN) instead of compiled loops"),
+      llvm::cl::init(true)};
+};
+
+/// Builds ds-cpu-pipeline: from a ds training step (or any ds module) to the
+/// LLVM dialect, ready for the JIT, with the contract in `ds.contract`.
+void buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptions &options);
+
+/// Registers the ds pass pipelines (ds-cpu-pipeline).
+void registerDSPipelines();
 
 #define GEN_PASS_REGISTRATION
 #include "ds/Transforms/Passes.h.inc"

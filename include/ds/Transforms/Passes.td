@@ -120,4 +120,18 @@ def InsertOptimizerPass : Pass<"ds-insert-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def PrepareStepABIPass : Pass<"ds-prepare-step-abi", "::mlir::ModuleOp"> {
+  let summary = "Make every step of the ds.contract table callable by the "
+                "runner";
+  let description = [{
+    For each function named in the module's `ds.contract` table (run
+    ds-export-contract first): requests the C calling convention
+    (`llvm.emit_c_interface`, one memref descriptor per argument and result,
+    results as out-parameters after bufferization) and marks every argument
+    `bufferization.writable = false`, so the compiled step never writes into
+    the buffers the runner passes in: a step that fails leaves the runner's
+    state intact, and checkpoints are exact.
+  }];
+}
+
 #endif // DS_TRANSFORMS_PASSES_TD

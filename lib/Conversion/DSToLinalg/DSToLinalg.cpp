@@ -1,20 +1,58 @@
+//===- DSToLinalg.cpp - Lower ds to linalg --------------------------------===//
+//
+// The `convert-ds-to-linalg` pass: a partial dialect conversion with the
+// whole ds dialect illegal and every other op legal, so upstream ops
+// already in the input pass through untouched and any ds op left over is
+// reported (located, naming the op) by the conversion driver. Types do not
+// change (tensors stay tensors), hence no TypeConverter.
+//
+// The patterns live in one file per family (Elementwise, MatMul,
+// Reductions, Shape, NN, BackwardKernels); LoweringUtils holds the builders
+// they share.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+
 #include "ds/Conversion/Passes.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
+
 namespace mlir::ds {
 #define GEN_PASS_DEF_CONVERTDSTOLINALGPASS
 #include "ds/Conversion/Passes.h.inc"
-}
+} // namespace mlir::ds
+
 using namespace mlir;
 using namespace mlir::ds;
-void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns) {}
-namespace {
-struct ConvertDSToLinalgPass : public mlir::ds::impl::ConvertDSToLinalgPassBase<ConvertDSToLinalgPass> {
-  void runOnOperation() override {}
-};
+
+void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns) {
+  lowering::populateElementwisePatterns(patterns);
+  lowering::populateMatMulPatterns(patterns);
+  lowering::populateReductionPatterns(patterns);
+  lowering::populateShapePatterns(patterns);
+  lowering::populateNNPatterns(patterns);
+  lowering::populateBackwardKernelPatterns(patterns);
 }
+
+namespace {
+struct ConvertDSToLinalgPass
+    : public mlir::ds::impl::ConvertDSToLinalgPassBase<ConvertDSToLinalgPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateDSToLinalgPatterns(patterns);
+    ConversionTarget target(getContext());
+    target.addIllegalDialect<DSDialect>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -7,6 +7,7 @@
 
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/ShapeUtils.h"
 
 #include "mlir/IR/Builders.h"
@@ -40,6 +41,31 @@ StringRef mlir::ds::stringifyResultRole(ResultRole role) {
     return "metric";
   }
   llvm_unreachable("unknown ResultRole");
+}
+
+/// The number of values an integer input may take, read off its uses: the
+/// rows of the embedding table it indexes or the classes of the
+/// cross-entropy it labels (through reshapes). 0 when no use says.
+static int64_t inferIndexRange(Value v) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto e = dyn_cast<EmbeddingOp>(user);
+        e && use.getOperandNumber() == 1)
+      return e.getTable().getType().getDimSize(0);
+    if (auto e = dyn_cast<EmbeddingGradOp>(user);
+        e && use.getOperandNumber() == 1)
+      return e.getResult().getType().getDimSize(0);
+    if (auto ce = dyn_cast<CrossEntropyOp>(user);
+        ce && use.getOperandNumber() == 1)
+      return ce.getLogits().getType().getDimSize(1);
+    if (auto ce = dyn_cast<CrossEntropyGradOp>(user);
+        ce && use.getOperandNumber() == 1)
+      return ce.getLogits().getType().getDimSize(1);
+    if (auto r = dyn_cast<ReshapeOp>(user))
+      if (int64_t range = inferIndexRange(r.getResult()))
+        return range;
+  }
+  return 0;
 }
 
 /// The value of an argument-index attribute: a signless integer or index of
@@ -324,6 +350,8 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
                      "got "
                   << arg.type.getElementType());
     if (arg.role == ArgRole::Input) {
+      if (isa<IntegerType>(arg.type.getElementType()) && !func.isExternal())
+        arg.range = inferIndexRange(func.getArgument(i));
       if (init)
         return bail(checker.argError(i)
                     << what << " takes no 'ds.init'; inputs are fed each step");
@@ -392,6 +420,8 @@ DictionaryAttr TrainingContract::toAttr(MLIRContext *ctx) const {
     fields.push_back(b.getNamedAttr("type", TypeAttr::get(arg.type)));
     if (arg.init)
       fields.push_back(b.getNamedAttr("init", arg.init));
+    if (arg.range > 0)
+      fields.push_back(b.getNamedAttr("range", b.getI64IntegerAttr(arg.range)));
     argAttrs.push_back(b.getDictionaryAttr(fields));
   }
   for (const ContractResult &res : results) {
@@ -460,6 +490,8 @@ TrainingContract::fromAttr(StringRef funcName, Attribute attr,
     if (!arg.type)
       return fail(where + " needs type = <static ranked tensor type>");
     arg.init = d.getAs<InitAttr>("init");
+    if (auto range = getArgIndex(d.get("range")))
+      arg.range = *range;
     if (arg.role != ArgRole::Input && !arg.init)
       return fail(where + " needs init = #ds.init<...>");
     contract.args.push_back(std::move(arg));

@@ -43,6 +43,9 @@ struct ContractArg {
   InitAttr init;
   /// Set for state.
   StateAttr state;
+  /// For integer inputs that index something (embedding rows, class
+  /// labels): values must lie in [0, range). 0 when unknown.
+  int64_t range = 0;
 };
 
 /// One result of a training step.

@@ -1,0 +1,96 @@
+//===- Session.h - Compile and call a training step ------------*- C++ -*-===//
+//
+// The MLIR half of the runner: bring a module at any level (forward + loss,
+// gradient step, training step, lowered) to the LLVM dialect, JIT-compile
+// it, and call the step with host tensors. Everything ds-run knows about a
+// step comes from its contract (TrainingContract); nothing here is specific
+// to a model.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_RUNNER_SESSION_H
+#define DS_RUNNER_SESSION_H
+
+#include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Runner/Npy.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace ds::runner {
+
+/// The level a module arrives at, read off its contract.
+enum class ModuleLevel {
+  ForwardLoss,  ///< loss but no gradients or parameter updates
+  GradientStep, ///< returns ds.grad results
+  TrainingStep, ///< returns parameter updates
+  Lowered,      ///< already in the LLVM dialect with a ds.contract table
+};
+
+llvm::StringRef stringifyModuleLevel(ModuleLevel level);
+
+/// How to bring a module to a runnable training step.
+struct PrepareOptions {
+  /// Optimizer applied to forward + loss and gradient modules.
+  mlir::ds::OptimizerConfig optimizer;
+  /// Textual form of the optimizer options, for messages.
+  std::string optimizerSpelling = "kind=adamw";
+  /// Run the module as it is (no autodiff / optimizer): for gradient checks.
+  bool asIs = false;
+  /// Function to run when the module has several steps ("" = the first).
+  std::string entry;
+};
+
+/// Timings of compilation, in seconds.
+struct CompileTimes {
+  double mlir = 0; ///< ds passes and lowering to the LLVM dialect
+  double llvm = 0; ///< translation to LLVM IR, optimisation, machine code
+};
+
+/// A compiled training step.
+class StepProgram {
+public:
+  /// Brings `module` to the LLVM dialect as described by `options`, then
+  /// JIT-compiles it. `log` receives one line per decision ("applying
+  /// ds-autodiff ..."). Errors carry the diagnostics MLIR emitted.
+  static llvm::Expected<std::unique_ptr<StepProgram>>
+  compile(mlir::ModuleOp module, const PrepareOptions &options,
+          const std::function<void(const std::string &)> &log);
+
+  const mlir::ds::TrainingContract &contract() const { return stepContract; }
+  ModuleLevel inputLevel() const { return level; }
+  const CompileTimes &times() const { return compileTimes; }
+
+  /// Calls the step: `args` are the contract's arguments in order, and the
+  /// results are written into `results` (which must already have the
+  /// contract's result types, see makeTensor). Fails on a runtime error
+  /// reported by the runtime library.
+  llvm::Error run(llvm::ArrayRef<HostTensor *> args,
+                  llvm::MutableArrayRef<HostTensor> results);
+
+private:
+  StepProgram() = default;
+  mlir::ds::TrainingContract stepContract;
+  ModuleLevel level = ModuleLevel::Lowered;
+  CompileTimes compileTimes;
+  std::unique_ptr<mlir::ExecutionEngine> engine;
+};
+
+/// The host dtype of a contract tensor type, or an error naming it.
+llvm::Expected<DType> dtypeOf(mlir::RankedTensorType type);
+/// A zero tensor of the contract type.
+llvm::Expected<HostTensor> makeTensor(mlir::RankedTensorType type);
+
+/// Registers every dialect and translation a session needs in `registry`,
+/// and (once per process) every pass; call before parsing.
+void registerSessionDialects(mlir::DialectRegistry &registry);
+
+} // namespace ds::runner
+
+#endif // DS_RUNNER_SESSION_H

@@ -1,0 +1,92 @@
+//===- Trainer.h - Run a compiled step for N steps -------------*- C++ -*-===//
+//
+// The runner's loop: it owns every parameter and state tensor of the step
+// (initialised from the contract's `ds.init` attributes, loaded with
+// --params, or restored from a checkpoint), feeds batches, calls the step,
+// swaps the updated tensors in, and reports. A step that fails leaves the
+// state as it was: results are written to separate buffers and swapped in
+// only after the call returned successfully.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_RUNNER_TRAINER_H
+#define DS_RUNNER_TRAINER_H
+
+#include "ds/Runner/DataFeed.h"
+#include "ds/Runner/Session.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace ds::runner {
+
+struct TrainOptions {
+  /// Total number of steps; a resumed run continues up to this step.
+  int64_t steps = 100;
+  uint64_t seed = 0;
+  /// Threads of the runtime (GEMMs); 0 = all cores.
+  int threads = 0;
+  /// Report the loss on held-out batches every K steps (0 = never), as the
+  /// mean over `evalBatches` batches.
+  int64_t evalEvery = 0;
+  int64_t evalBatches = 8;
+  /// Print a progress line every K steps (and at the last step).
+  int64_t printEvery = 1;
+  bool quiet = false;
+  std::string paramsDir;
+  llvm::StringMap<std::string> dataFiles, evalFiles;
+  std::string reportPath;
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  std::string resumeDir;
+  /// After the last step, write every result of it as .npy here.
+  std::string saveResultsDir;
+  /// Identifies the module in checkpoints (a hash of its text).
+  std::string moduleHash;
+  std::string modulePath;
+};
+
+class Trainer {
+public:
+  /// Sets up state and data for `program`. Errors name the offending
+  /// parameter, file or checkpoint.
+  static llvm::Expected<std::unique_ptr<Trainer>>
+  create(StepProgram &program, const TrainOptions &options,
+         llvm::raw_ostream &out);
+
+  /// Runs the remaining steps, printing progress; writes the report and
+  /// checkpoints as configured.
+  llvm::Error run();
+
+private:
+  Trainer(StepProgram &program, const TrainOptions &options,
+          llvm::raw_ostream &out)
+      : program(program), options(options), out(out) {}
+  llvm::Error initState();
+  llvm::Error restore(llvm::StringRef dir);
+  llvm::Error saveCheckpoint(llvm::StringRef dir);
+  llvm::Error feed(uint64_t batch, bool heldOut);
+  llvm::Expected<double> evaluate();
+  llvm::Error writeResults(llvm::StringRef dir);
+  llvm::Error writeReport();
+  double scalarOf(const HostTensor &t) const;
+  std::string tensorKey(unsigned argIndex) const;
+
+  StepProgram &program;
+  TrainOptions options;
+  llvm::raw_ostream &out;
+  std::unique_ptr<DataFeed> data;
+  std::vector<HostTensor> args, results;
+  std::vector<unsigned> inputArgs; ///< argument index of each feed input
+  int64_t step = 0;
+  llvm::json::Array stepLog, evalLog;
+  std::vector<double> stepMs;
+};
+
+} // namespace ds::runner
+
+#endif // DS_RUNNER_TRAINER_H

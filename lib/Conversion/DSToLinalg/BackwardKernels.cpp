@@ -1,0 +1,433 @@
+//===- BackwardKernels.cpp - Lower conv/pool/embedding gradients ----------===//
+//
+// The backward halves of the windowed and gather ops:
+//
+// - conv2d_grad_input: a transposed convolution written as an ordinary one.
+//   `grad` is spread with zeros between rows/columns (stride) and padded by
+//   `dilation * (K - 1) - padding` on each side (one strided
+//   `tensor.insert_slice` into zeros does both; rows that would land in
+//   negative padding are dropped, they only ever touched padding), and is
+//   convolved at stride 1 with the weight flipped in space and with its
+//   channel roles swapped (a `linalg.generic` copy with `K - 1 - k` maps).
+//   The convolution itself is the same named op as the forward pass.
+// - conv2d_grad_weight: one `linalg.generic` contraction over
+//   (g, o, c, kh, kw | n, oh, ow) reading the padded input at
+//   `oh * s + kh * d`, grouped channels exposed by reshapes.
+// - max_pool2d_grad: a reduction `linalg.generic` finds each window's first
+//   maximum (ties and NaN resolved by the smallest row-major position, so
+//   the result does not depend on iteration order), then a gather: every
+//   input element sums the cotangents of the windows that contain it and
+//   chose it. avg_pool2d_grad is the same gather without the choice. The
+//   gather form is parallel over the input and needs no scatter.
+// - embedding_grad: a scatter-add, an `scf.for` over positions adding each
+//   `grad` row into the table row at the clamped index (O(P * D), correct
+//   for repeated indices).
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::lowering;
+
+namespace {
+
+SmallVector<OpFoldResult> foldResults(OpBuilder &b, ArrayRef<int64_t> v) {
+  return getAsIndexOpFoldResult(b.getContext(), v);
+}
+
+/// Checks the three 2-element attributes of a convolution gradient.
+template <typename OpTy>
+LogicalResult checkConvAttrs(OpTy op, ConversionPatternRewriter &rewriter) {
+  if (op.getStrides().size() != 2 || op.getPadding().size() != 2 ||
+      op.getDilation().size() != 2)
+    return rewriter.notifyMatchFailure(op, "expects 2-element attributes");
+  if (!isa<FloatType>(op.getType().getElementType()))
+    return rewriter.notifyMatchFailure(op, "expects float tensors");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// conv2d_grad_input
+//===----------------------------------------------------------------------===//
+
+struct Conv2DGradInputLowering : OpConversionPattern<Conv2DGradInputOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(Conv2DGradInputOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (failed(checkConvAttrs(op, rewriter)))
+      return failure();
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    RankedTensorType dxType = op.getType();
+    Type elem = dxType.getElementType();
+    ArrayRef<int64_t> dx = dxType.getShape();                 // N C H W
+    ArrayRef<int64_t> dy = op.getGrad().getType().getShape(); // N O OH OW
+    ArrayRef<int64_t> w = op.getOther().getType().getShape(); // O Cg KH KW
+    ArrayRef<int64_t> s = op.getStrides(), p = op.getPadding(),
+                      d = op.getDilation();
+    int64_t g = op.getGroups();
+    int64_t cg = w[1], og = w[0] / g;
+
+    // 1. Spread and pad grad: T[.., padLo + i * s] = dy[.., i] inside
+    //    [0, H + d (K - 1)).
+    SmallVector<int64_t> tShape = {dy[0], dy[1], 0, 0};
+    SmallVector<int64_t> srcOff = {0, 0, 0, 0}, srcSize(dy);
+    SmallVector<int64_t> dstOff = {0, 0, 0, 0};
+    for (int k = 0; k < 2; ++k) {
+      int64_t span = d[k] * (w[2 + k] - 1);
+      int64_t full = dx[2 + k] + span;
+      int64_t padLo = span - p[k];
+      // First and one-past-last rows of dy that land inside [0, full).
+      int64_t first = padLo >= 0 ? 0 : (-padLo + s[k] - 1) / s[k];
+      int64_t last = std::min(dy[2 + k], (full - 1 - padLo) / s[k] + 1);
+      tShape[2 + k] = full;
+      srcOff[2 + k] = first;
+      srcSize[2 + k] = std::max<int64_t>(0, last - first);
+      dstOff[2 + k] = padLo + first * s[k];
+    }
+    Value t = createZeros(rewriter, loc, tShape, elem);
+    if (srcSize[2] > 0 && srcSize[3] > 0) {
+      Value src = adaptor.getGrad();
+      if (ArrayRef<int64_t>(srcSize) != dy)
+        src = tensor::ExtractSliceOp::create(
+            rewriter, loc, src, foldResults(rewriter, srcOff),
+            foldResults(rewriter, srcSize),
+            foldResults(rewriter, {1, 1, 1, 1}));
+      t = tensor::InsertSliceOp::create(
+          rewriter, loc, src, t, foldResults(rewriter, dstOff),
+          foldResults(rewriter, srcSize),
+          foldResults(rewriter, {1, 1, s[0], s[1]}));
+    }
+
+    // 2. Flipped weight with swapped channels, grouped:
+    //    Wt[gi, c, o, kh, kw] = W[gi * Og + o, c, KH-1-kh, KW-1-kw].
+    SmallVector<AffineExpr> e;
+    for (unsigned i = 0; i < 5; ++i)
+      e.push_back(getAffineDimExpr(i, ctx));
+    AffineMap flip = AffineMap::get(
+        5, 0, {e[0] * og + e[2], e[1], w[2] - 1 - e[3], w[3] - 1 - e[4]}, ctx);
+    auto wtType = RankedTensorType::get({g, cg, og, w[2], w[3]}, elem);
+    Value wt =
+        buildParallel(rewriter, loc, wtType, {adaptor.getOther()}, {flip},
+                      [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+
+    // 3. Stride-1 convolution with the forward dilation.
+    DenseIntElementsAttr ones = getPairAttr(rewriter, {1, 1});
+    DenseIntElementsAttr dil = getPairAttr(rewriter, d);
+    Value result;
+    if (g == 1) {
+      Value wt4 = reshapeTo(rewriter, loc, wt, {cg, og, w[2], w[3]});
+      Value init = createZeros(rewriter, loc, dx, elem);
+      result = linalg::Conv2DNchwFchwOp::create(
+                   rewriter, loc, TypeRange{dxType}, ValueRange{t, wt4},
+                   ValueRange{init}, ones, dil)
+                   .getResult(0);
+    } else {
+      Value tg =
+          reshapeTo(rewriter, loc, t, {tShape[0], g, og, tShape[2], tShape[3]});
+      Value init =
+          createZeros(rewriter, loc, {dx[0], g, cg, dx[2], dx[3]}, elem);
+      Value rg = linalg::Conv2DNgchwGfchwOp::create(
+                     rewriter, loc, TypeRange{init.getType()},
+                     ValueRange{tg, wt}, ValueRange{init}, ones, dil)
+                     .getResult(0);
+      result = reshapeTo(rewriter, loc, rg, dx);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// conv2d_grad_weight
+//===----------------------------------------------------------------------===//
+
+struct Conv2DGradWeightLowering : OpConversionPattern<Conv2DGradWeightOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(Conv2DGradWeightOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (failed(checkConvAttrs(op, rewriter)))
+      return failure();
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    RankedTensorType dwType = op.getType();
+    Type elem = dwType.getElementType();
+    ArrayRef<int64_t> dw = dwType.getShape();                 // O Cg KH KW
+    ArrayRef<int64_t> dy = op.getGrad().getType().getShape(); // N O OH OW
+    ArrayRef<int64_t> x = op.getOther().getType().getShape(); // N C H W
+    ArrayRef<int64_t> s = op.getStrides(), p = op.getPadding(),
+                      d = op.getDilation();
+    int64_t g = op.getGroups();
+    int64_t cg = dw[1], og = dw[0] / g;
+
+    Value xp =
+        padWith(rewriter, loc, adaptor.getOther(), {0, 0, p[0], p[1]},
+                {0, 0, p[0], p[1]}, createScalar(rewriter, loc, elem, 0.0));
+    auto xpShape = cast<RankedTensorType>(xp.getType()).getShape();
+    Value xg =
+        reshapeTo(rewriter, loc, xp, {x[0], g, cg, xpShape[2], xpShape[3]});
+    Value dyg = reshapeTo(rewriter, loc, adaptor.getGrad(),
+                          {dy[0], g, og, dy[2], dy[3]});
+
+    // Loops (gi, o, c, kh, kw, n, oh, ow); the last three reduce.
+    SmallVector<AffineExpr> e;
+    for (unsigned i = 0; i < 8; ++i)
+      e.push_back(getAffineDimExpr(i, ctx));
+    AffineMap dyMap = AffineMap::get(8, 0, {e[5], e[0], e[1], e[6], e[7]}, ctx);
+    AffineMap xMap =
+        AffineMap::get(8, 0,
+                       {e[5], e[0], e[2], e[6] * s[0] + e[3] * d[0],
+                        e[7] * s[1] + e[4] * d[1]},
+                       ctx);
+    SmallVector<int64_t> loops = {g, og, cg, dw[2], dw[3], dy[0], dy[2], dy[3]};
+    Value sum = buildReduction(
+        rewriter, loc, loops, {5, 6, 7}, {dyg, xg}, {dyMap, xMap},
+        {createScalar(rewriter, loc, elem, 0.0)},
+        [](OpBuilder &b, Location l, ValueRange a) -> SmallVector<Value> {
+          return {
+              addReassoc(b, l, a[2], arith::MulFOp::create(b, l, a[0], a[1]))};
+        })[0];
+    rewriter.replaceOp(op, reshapeTo(rewriter, loc, sum, dw));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// max_pool2d_grad, avg_pool2d_grad
+//===----------------------------------------------------------------------===//
+
+/// Window geometry of a pooling op.
+struct PoolGeometry {
+  int64_t kh, kw, sh, sw, ph, pw, oh, ow;
+};
+
+/// For each window, the row-major position `kh * KW + kw` of its first
+/// maximum in the -inf padded input (NaN counts as the largest value).
+Value windowArgMax(OpBuilder &b, Location loc, Value input,
+                   const PoolGeometry &g, ArrayRef<int64_t> outShape) {
+  MLIRContext *ctx = b.getContext();
+  Type elem = cast<RankedTensorType>(input.getType()).getElementType();
+  Value xp = padWith(b, loc, input, {0, 0, g.ph, g.pw}, {0, 0, g.ph, g.pw},
+                     createNegInf(b, loc, elem));
+  SmallVector<AffineExpr> e;
+  for (unsigned i = 0; i < 6; ++i)
+    e.push_back(getAffineDimExpr(i, ctx));
+  // Loops (n, c, oh, ow, kh, kw); the window operand gives kh, kw bounds.
+  AffineMap xMap = AffineMap::get(
+      6, 0, {e[0], e[1], e[2] * g.sh + e[4], e[3] * g.sw + e[5]}, ctx);
+  AffineMap winMap = AffineMap::get(6, 0, {e[4], e[5]}, ctx);
+  Value window = createEmpty(b, loc, {g.kh, g.kw}, elem);
+  SmallVector<int64_t> loops(outShape);
+  loops.push_back(g.kh);
+  loops.push_back(g.kw);
+  SmallVector<Value> r = buildReduction(
+      b, loc, loops, {4, 5}, {xp, window}, {xMap, winMap},
+      {createNegInf(b, loc, elem), createIndex(b, loc, g.kh * g.kw)},
+      [&](OpBuilder &nb, Location l, ValueRange a) -> SmallVector<Value> {
+        Value x = a[0], best = a[2], bestIdx = a[3];
+        Value idx = arith::AddIOp::create(
+            nb, l,
+            arith::MulIOp::create(nb, l, linalg::IndexOp::create(nb, l, 4),
+                                  createIndex(nb, l, g.kw)),
+            linalg::IndexOp::create(nb, l, 5));
+        auto cmp = [&](arith::CmpFPredicate pred, Value u, Value v) -> Value {
+          return arith::CmpFOp::create(nb, l, pred, u, v);
+        };
+        Value xNaN = cmp(arith::CmpFPredicate::UNO, x, x);
+        Value bNaN = cmp(arith::CmpFPredicate::UNO, best, best);
+        Value notBNaN = arith::XOrIOp::create(
+            nb, l, bNaN,
+            arith::ConstantOp::create(nb, l, nb.getBoolAttr(true)));
+        // Strictly better, or equal (both NaN counts) at an earlier position.
+        Value better =
+            arith::OrIOp::create(nb, l, cmp(arith::CmpFPredicate::OGT, x, best),
+                                 arith::AndIOp::create(nb, l, xNaN, notBNaN));
+        Value same =
+            arith::OrIOp::create(nb, l, cmp(arith::CmpFPredicate::OEQ, x, best),
+                                 arith::AndIOp::create(nb, l, xNaN, bNaN));
+        Value earlier = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
+                                              idx, bestIdx);
+        Value take = arith::OrIOp::create(
+            nb, l, better, arith::AndIOp::create(nb, l, same, earlier));
+        return {arith::SelectOp::create(nb, l, take, x, best),
+                arith::SelectOp::create(nb, l, take, idx, bestIdx)};
+      });
+  return r[1];
+}
+
+/// dx[n, c, h, w] = sum over (kh, kw) of the windows (oh, ow) with
+/// `h + ph = oh * sh + kh` (likewise w) of `contribution(dy, kh, kw)`.
+/// `argmax`, when given, restricts each window to its chosen position.
+Value gatherPoolGrad(OpBuilder &b, Location loc, RankedTensorType dxType,
+                     Value dy, Value argmax, const PoolGeometry &g) {
+  MLIRContext *ctx = b.getContext();
+  Type elem = dxType.getElementType();
+  SmallVector<AffineExpr> e;
+  for (unsigned i = 0; i < 6; ++i)
+    e.push_back(getAffineDimExpr(i, ctx));
+  AffineMap winMap = AffineMap::get(6, 0, {e[4], e[5]}, ctx);
+  Value window = createEmpty(b, loc, {g.kh, g.kw}, elem);
+  SmallVector<int64_t> loops(dxType.getShape());
+  loops.push_back(g.kh);
+  loops.push_back(g.kw);
+  double count = static_cast<double>(g.kh * g.kw);
+  return buildReduction(
+      b, loc, loops, {4, 5}, {window}, {winMap},
+      {createScalar(b, loc, elem, 0.0)},
+      [&](OpBuilder &nb, Location l, ValueRange a) -> SmallVector<Value> {
+        Value n = linalg::IndexOp::create(nb, l, 0);
+        Value c = linalg::IndexOp::create(nb, l, 1);
+        Value kh = linalg::IndexOp::create(nb, l, 4);
+        Value kw = linalg::IndexOp::create(nb, l, 5);
+        Value valid;
+        // The window index along one axis, clamped, and whether it exists.
+        auto windowOf = [&](unsigned loop, Value k, int64_t pad, int64_t stride,
+                            int64_t size) {
+          Value pos = arith::SubIOp::create(
+              nb, l,
+              arith::AddIOp::create(nb, l, linalg::IndexOp::create(nb, l, loop),
+                                    createIndex(nb, l, pad)),
+              k);
+          Value strideV = createIndex(nb, l, stride);
+          Value q = arith::DivSIOp::create(nb, l, pos, strideV);
+          Value ok = arith::AndIOp::create(
+              nb, l,
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, pos,
+                                    createIndex(nb, l, 0)),
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                    arith::RemSIOp::create(nb, l, pos, strideV),
+                                    createIndex(nb, l, 0)));
+          ok = arith::AndIOp::create(
+              nb, l, ok,
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, q,
+                                    createIndex(nb, l, size)));
+          valid = valid ? arith::AndIOp::create(nb, l, valid, ok) : ok;
+          return clampIndex(nb, l, q, size);
+        };
+        Value oh = windowOf(2, kh, g.ph, g.sh, g.oh);
+        Value ow = windowOf(3, kw, g.pw, g.sw, g.ow);
+        SmallVector<Value> at = {n, c, oh, ow};
+        Value v = tensor::ExtractOp::create(nb, l, dy, at);
+        if (argmax) {
+          Value chosen = tensor::ExtractOp::create(nb, l, argmax, at);
+          Value here = arith::AddIOp::create(
+              nb, l, arith::MulIOp::create(nb, l, kh, createIndex(nb, l, g.kw)),
+              kw);
+          valid = arith::AndIOp::create(
+              nb, l, valid,
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, chosen,
+                                    here));
+        } else {
+          v = arith::DivFOp::create(nb, l, v, createScalar(nb, l, elem, count));
+        }
+        v = arith::SelectOp::create(nb, l, valid, v,
+                                    createScalar(nb, l, elem, 0.0));
+        return {addReassoc(nb, l, a[1], v)};
+      })[0];
+}
+
+template <typename OpTy, bool IsMax>
+struct PoolGradLowering : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto dxType = cast<RankedTensorType>(op.getType());
+    if (!isa<FloatType>(dxType.getElementType()))
+      return rewriter.notifyMatchFailure(op, "expects float tensors");
+    ArrayRef<int64_t> k = op.getKernel(), p = op.getPadding();
+    SmallVector<int64_t> s = op.getStridesOrKernel();
+    if (k.size() != 2 || p.size() != 2 || s.size() != 2)
+      return rewriter.notifyMatchFailure(op, "expects 2-element attributes");
+    ArrayRef<int64_t> dy =
+        cast<RankedTensorType>(adaptor.getGrad().getType()).getShape();
+    PoolGeometry g{k[0], k[1], s[0], s[1], p[0], p[1], dy[2], dy[3]};
+    Value argmax;
+    if (IsMax)
+      argmax = windowArgMax(rewriter, loc, adaptor.getInput(), g, dy);
+    rewriter.replaceOp(op, gatherPoolGrad(rewriter, loc, dxType,
+                                          adaptor.getGrad(), argmax, g));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// embedding_grad
+//===----------------------------------------------------------------------===//
+
+struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(EmbeddingGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType tableType = op.getType();
+    Type elem = tableType.getElementType();
+    int64_t vocab = tableType.getDimSize(0), dim = tableType.getDimSize(1);
+    auto idxType = cast<RankedTensorType>(adaptor.getIndices().getType());
+    int64_t positions = idxType.getNumElements();
+    Value zeros = createZeros(rewriter, loc, tableType.getShape(), elem);
+    if (vocab < 1 || positions == 0) {
+      rewriter.replaceOp(op, zeros);
+      return success();
+    }
+    Value indices = reshapeTo(rewriter, loc, adaptor.getIndices(), {positions});
+    Value grad = reshapeTo(rewriter, loc, adaptor.getGrad(), {positions, dim});
+    auto rowType = RankedTensorType::get({1, dim}, elem);
+    SmallVector<OpFoldResult> rowSizes = foldResults(rewriter, {1, dim});
+    SmallVector<OpFoldResult> unit = foldResults(rewriter, {1, 1});
+    OpFoldResult zero = rewriter.getIndexAttr(0);
+
+    // for p: table[clamp(idx[p])] += grad[p]
+    auto loop = scf::ForOp::create(
+        rewriter, loc, createIndex(rewriter, loc, 0),
+        createIndex(rewriter, loc, positions), createIndex(rewriter, loc, 1),
+        ValueRange{zeros},
+        [&](OpBuilder &b, Location l, Value pos, ValueRange iter) {
+          Value row = clampIndex(
+              b, l, tensor::ExtractOp::create(b, l, indices, ValueRange{pos}),
+              vocab);
+          SmallVector<OpFoldResult> at = {row, zero};
+          Value dst = tensor::ExtractSliceOp::create(b, l, rowType, iter[0], at,
+                                                     rowSizes, unit);
+          Value src = tensor::ExtractSliceOp::create(
+              b, l, rowType, grad, SmallVector<OpFoldResult>{pos, zero},
+              rowSizes, unit);
+          AffineMap id = b.getMultiDimIdentityMap(2);
+          auto sum = linalg::GenericOp::create(
+              b, l, TypeRange{rowType}, ValueRange{src}, ValueRange{dst},
+              ArrayRef<AffineMap>{id, id},
+              ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                            utils::IteratorType::parallel},
+              [](OpBuilder &nb, Location nl, ValueRange a) {
+                linalg::YieldOp::create(
+                    nb, nl,
+                    ValueRange{arith::AddFOp::create(nb, nl, a[1], a[0])});
+              });
+          Value updated = tensor::InsertSliceOp::create(
+              b, l, sum.getResult(0), iter[0], at, rowSizes, unit);
+          scf::YieldOp::create(b, l, updated);
+        });
+    rewriter.replaceOp(op, loop.getResult(0));
+    return success();
+  }
+};
+
+} // namespace
+
+void lowering::populateBackwardKernelPatterns(RewritePatternSet &patterns) {
+  patterns.add<Conv2DGradInputLowering, Conv2DGradWeightLowering,
+               PoolGradLowering<MaxPool2DGradOp, true>,
+               PoolGradLowering<AvgPool2DGradOp, false>, EmbeddingGradLowering>(
+      patterns.getContext());
+}

@@ -1,0 +1,165 @@
+//===- MatMul.cpp - Lower ds.matmul to linalg.matmul / batch_matmul -------===//
+//
+// ds.matmul becomes a named contraction into a `linalg.fill`-zeroed
+// `tensor.empty`, because a later pass recognises exactly that shape after
+// bufferization and calls a library GEMM. Transposes and the shared
+// right-hand side are expressed through the ops' `indexing_maps`, never
+// through materialised transposes or broadcasts:
+//
+//   rank 2 x rank 2           linalg.matmul
+//   [b.., M, K] x [K, N]      collapse lhs to [B*M, K], one linalg.matmul
+//                             (a bigger GEMM), expand the result
+//   [b.., K, M]^T x [K, N]    collapse batches, linalg.batch_matmul with a
+//                             batch-free rhs map (a shared rhs that is also
+//                             transposed is transposed first: batch_matmul
+//                             only broadcasts an untransposed rhs)
+//   [b.., M, K] x [b.., K, N] collapse batches, linalg.batch_matmul
+//
+// The contraction accumulates in the wider of the operand and result
+// element types (linalg promotes the operands); a narrower result is
+// rounded once afterwards.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::lowering;
+
+namespace {
+
+/// Collapses all leading (batch) dimensions of `value` into one, keeping
+/// the two innermost: `[b0, b1, .., X, Y] -> [B, X, Y]`.
+Value collapseBatch(OpBuilder &b, Location loc, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = shape.size();
+  if (rank == 3)
+    return value;
+  int64_t batch = 1;
+  for (int64_t s : shape.drop_back(2))
+    batch *= s;
+  return reshapeTo(b, loc, value, {batch, shape[rank - 2], shape[rank - 1]});
+}
+
+/// The maps of a matmul-like contraction over loops `(batch.., m, n, k)`.
+/// `batched` adds a leading batch loop; `rhsShared` drops it from rhs.
+SmallVector<AffineMap> contractionMaps(MLIRContext *ctx, bool batched,
+                                       bool transposeLhs, bool transposeRhs,
+                                       bool rhsShared) {
+  unsigned n = batched ? 4 : 3;
+  unsigned base = batched ? 1 : 0;
+  AffineExpr bd = getAffineDimExpr(0, ctx);
+  AffineExpr m = getAffineDimExpr(base, ctx),
+             nn = getAffineDimExpr(base + 1, ctx),
+             k = getAffineDimExpr(base + 2, ctx);
+  auto make = [&](bool withBatch, AffineExpr x, AffineExpr y) {
+    SmallVector<AffineExpr> e;
+    if (withBatch)
+      e.push_back(bd);
+    e.push_back(x);
+    e.push_back(y);
+    return AffineMap::get(n, 0, e, ctx);
+  };
+  AffineMap lhs = transposeLhs ? make(batched, k, m) : make(batched, m, k);
+  AffineMap rhs = transposeRhs ? make(batched && !rhsShared, nn, k)
+                               : make(batched && !rhsShared, k, nn);
+  AffineMap out = make(batched, m, nn);
+  return {lhs, rhs, out};
+}
+
+struct MatMulLowering : OpConversionPattern<MatMulOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MatMulOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    RankedTensorType resultType = op.getType();
+    Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+    auto lhsType = cast<RankedTensorType>(lhs.getType());
+    auto rhsType = cast<RankedTensorType>(rhs.getType());
+    auto inElem = dyn_cast<FloatType>(lhsType.getElementType());
+    auto outElem = dyn_cast<FloatType>(resultType.getElementType());
+    if (!inElem || !outElem)
+      return rewriter.notifyMatchFailure(op, "expects float operands");
+    bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+    int64_t lhsRank = lhsType.getRank(), rhsRank = rhsType.getRank();
+    if (lhsRank < 2 || rhsRank < 2 || (rhsRank != 2 && rhsRank != lhsRank))
+      return rewriter.notifyMatchFailure(op, "unsupported operand ranks");
+
+    // Accumulate in the wider of the two element types.
+    FloatType acc = inElem.getWidth() > outElem.getWidth() ? inElem : outElem;
+    ArrayRef<int64_t> outShape = resultType.getShape();
+    int64_t m = outShape[outShape.size() - 2], n = outShape.back();
+    int64_t batch = 1;
+    for (int64_t s : outShape.drop_back(2))
+      batch *= s;
+
+    auto zeroInit = [&](ArrayRef<int64_t> shape) {
+      return createZeros(rewriter, loc, shape, acc);
+    };
+    Value product;
+    bool rhsShared = lhsRank > 2 && rhsRank == 2;
+    if (lhsRank == 2 || (rhsShared && !tl)) {
+      // One 2-D GEMM; a batched lhs is flattened to [B*M, K].
+      Value a = lhsRank == 2
+                    ? lhs
+                    : reshapeTo(rewriter, loc, lhs,
+                                {batch * m, lhsType.getShape().back()});
+      Value init = zeroInit({batch * m, n});
+      auto mm =
+          linalg::MatmulOp::create(rewriter, loc, TypeRange{init.getType()},
+                                   ValueRange{a, rhs}, ValueRange{init});
+      if (tl || tr)
+        mm.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(
+            contractionMaps(ctx, /*batched=*/false, tl, tr, false)));
+      product = mm.getResult(0);
+    } else {
+      // linalg.batch_matmul accepts a batch-free rhs only as [K, N]: a
+      // shared rhs that is also transposed is transposed once up front
+      // (it is a weight, small next to the activations).
+      if (rhsShared && tr) {
+        ArrayRef<int64_t> rs = rhsType.getShape();
+        Value init = createEmpty(rewriter, loc, {rs[1], rs[0]},
+                                 rhsType.getElementType());
+        rhs = linalg::TransposeOp::create(rewriter, loc, rhs, init,
+                                          ArrayRef<int64_t>{1, 0})
+                  .getResult()[0];
+        tr = false;
+      }
+      Value a = collapseBatch(rewriter, loc, lhs);
+      Value bm = rhsShared ? rhs : collapseBatch(rewriter, loc, rhs);
+      Value init = zeroInit({batch, m, n});
+      auto bmm = linalg::BatchMatmulOp::create(
+          rewriter, loc, TypeRange{init.getType()}, ValueRange{a, bm},
+          ValueRange{init});
+      if (tl || tr || rhsShared)
+        bmm.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(
+            contractionMaps(ctx, /*batched=*/true, tl, tr, rhsShared)));
+      product = bmm.getResult(0);
+    }
+    product = reshapeTo(rewriter, loc, product, outShape);
+    if (acc != outElem) {
+      auto accType = cast<RankedTensorType>(product.getType());
+      product =
+          buildElementwise(rewriter, loc, accType.clone(outElem), {product},
+                           [&](OpBuilder &b, Location l, ValueRange args) {
+                             return convertFloat(b, l, args[0], outElem);
+                           });
+    }
+    rewriter.replaceOp(op, product);
+    return success();
+  }
+};
+
+} // namespace
+
+void lowering::populateMatMulPatterns(RewritePatternSet &patterns) {
+  patterns.add<MatMulLowering>(patterns.getContext());
+}

@@ -1,0 +1,307 @@
+//===- NN.cpp - Lower conv, pooling, embedding and dropout ----------------===//
+//
+// The forward layers of the ds dialect:
+//
+// - conv2d: `tensor.pad` with zeros, then the named `linalg.conv_2d_nchw_fchw`
+//   (groups = 1) or `linalg.conv_2d_ngchw_gfchw` (operands reshaped to
+//   expose the group dimension), accumulating into the bias broadcast over
+//   the output (or zeros). Named ops keep the door open for im2col/GEMM and
+//   vectorisation passes downstream.
+// - max_pool2d / avg_pool2d: `tensor.pad` with -inf / 0, then
+//   `linalg.pooling_nchw_max` / `pooling_nchw_sum` (the average divides by
+//   the full window, PyTorch's count_include_pad).
+// - embedding: a parallel `linalg.generic` over the output that gathers
+//   with `tensor.extract` at the clamped index.
+// - dropout: Philox4x32-10 evaluated inline per element (integer arith on
+//   i32 words, 32x32->64 multiplies in i64). The round keys depend only on
+//   the key, so they are computed once outside the loop nest.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::lowering;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// conv2d
+//===----------------------------------------------------------------------===//
+
+struct Conv2DLowering : OpConversionPattern<Conv2DOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(Conv2DOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto outType = cast<RankedTensorType>(op.getType());
+    Type elem = outType.getElementType();
+    ArrayRef<int64_t> out = outType.getShape();
+    auto wType = cast<RankedTensorType>(adaptor.getWeight().getType());
+    ArrayRef<int64_t> w = wType.getShape();
+    ArrayRef<int64_t> pad = op.getPadding();
+    int64_t groups = op.getGroups();
+    if (!isa<FloatType>(elem))
+      return rewriter.notifyMatchFailure(op, "expects float tensors");
+    if (pad.size() != 2 || op.getStrides().size() != 2 ||
+        op.getDilation().size() != 2)
+      return rewriter.notifyMatchFailure(op, "expects 2-element attributes");
+
+    Value x =
+        padWith(rewriter, loc, adaptor.getInput(), {0, 0, pad[0], pad[1]},
+                {0, 0, pad[0], pad[1]}, createScalar(rewriter, loc, elem, 0.0));
+    // The accumulator starts as the bias broadcast over [N, O, OH, OW].
+    Value init;
+    if (Value bias = adaptor.getBias()) {
+      MLIRContext *ctx = rewriter.getContext();
+      init = buildParallel(
+          rewriter, loc, outType, {bias},
+          {AffineMap::get(4, 0, {getAffineDimExpr(1, ctx)}, ctx)},
+          [](OpBuilder &, Location, ValueRange a) { return a[0]; });
+    } else {
+      init = createZeros(rewriter, loc, out, elem);
+    }
+    DenseIntElementsAttr strides = getPairAttr(rewriter, op.getStrides());
+    DenseIntElementsAttr dilations = getPairAttr(rewriter, op.getDilation());
+    Value result;
+    if (groups == 1) {
+      result =
+          linalg::Conv2DNchwFchwOp::create(rewriter, loc, TypeRange{outType},
+                                           ValueRange{x, adaptor.getWeight()},
+                                           ValueRange{init}, strides, dilations)
+              .getResult(0);
+    } else {
+      // [N, C, H, W] -> [N, G, C/G, H, W]; [O, C/G, KH, KW] ->
+      // [G, O/G, C/G, KH, KW]; [N, O, OH, OW] -> [N, G, O/G, OH, OW].
+      auto xShape = cast<RankedTensorType>(x.getType()).getShape();
+      Value xg = reshapeTo(
+          rewriter, loc, x,
+          {xShape[0], groups, xShape[1] / groups, xShape[2], xShape[3]});
+      Value wg = reshapeTo(rewriter, loc, adaptor.getWeight(),
+                           {groups, w[0] / groups, w[1], w[2], w[3]});
+      Value ig = reshapeTo(rewriter, loc, init,
+                           {out[0], groups, out[1] / groups, out[2], out[3]});
+      Value rg = linalg::Conv2DNgchwGfchwOp::create(
+                     rewriter, loc, TypeRange{ig.getType()}, ValueRange{xg, wg},
+                     ValueRange{ig}, strides, dilations)
+                     .getResult(0);
+      result = reshapeTo(rewriter, loc, rg, out);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// max_pool2d, avg_pool2d
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy, bool IsMax>
+struct Pool2DLowering : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto outType = cast<RankedTensorType>(op.getType());
+    Type elem = outType.getElementType();
+    ArrayRef<int64_t> kernel = op.getKernel();
+    ArrayRef<int64_t> pad = op.getPadding();
+    SmallVector<int64_t> strides = op.getStridesOrKernel();
+    if (!isa<FloatType>(elem))
+      return rewriter.notifyMatchFailure(op, "expects float tensors");
+    if (kernel.size() != 2 || pad.size() != 2 || strides.size() != 2)
+      return rewriter.notifyMatchFailure(op, "expects 2-element attributes");
+
+    Value padValue = IsMax ? createNegInf(rewriter, loc, elem)
+                           : createScalar(rewriter, loc, elem, 0.0);
+    Value x = padWith(rewriter, loc, adaptor.getInput(), {0, 0, pad[0], pad[1]},
+                      {0, 0, pad[0], pad[1]}, padValue);
+    Value init = createFilled(rewriter, loc, outType.getShape(), padValue);
+    Value window = createEmpty(rewriter, loc, kernel, elem);
+    DenseIntElementsAttr s = getPairAttr(rewriter, strides);
+    DenseIntElementsAttr d = getPairAttr(rewriter, {1, 1});
+    Value result;
+    if (IsMax) {
+      result = linalg::PoolingNchwMaxOp::create(
+                   rewriter, loc, TypeRange{outType}, ValueRange{x, window},
+                   ValueRange{init}, s, d)
+                   .getResult(0);
+    } else {
+      Value sum = linalg::PoolingNchwSumOp::create(
+                      rewriter, loc, TypeRange{outType}, ValueRange{x, window},
+                      ValueRange{init}, s, d)
+                      .getResult(0);
+      double count = static_cast<double>(kernel[0] * kernel[1]);
+      result =
+          buildElementwise(rewriter, loc, outType, {sum},
+                           [&](OpBuilder &b, Location l, ValueRange a) {
+                             return arith::DivFOp::create(
+                                 b, l, a[0], createScalar(b, l, elem, count));
+                           });
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// embedding
+//===----------------------------------------------------------------------===//
+
+struct EmbeddingLowering : OpConversionPattern<EmbeddingOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(EmbeddingOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto outType = cast<RankedTensorType>(op.getType());
+    Value table = adaptor.getTable();
+    int64_t vocab = cast<RankedTensorType>(table.getType()).getDimSize(0);
+    if (vocab < 1)
+      return rewriter.notifyMatchFailure(op, "empty table");
+    int64_t rank = outType.getRank();
+    MLIRContext *ctx = rewriter.getContext();
+    // The indices are read over the leading loops, the column is the last.
+    AffineMap idxMap =
+        AffineMap::getMultiDimIdentityMap(rank, ctx).getMajorSubMap(rank - 1);
+    Value result = buildParallel(
+        rewriter, op.getLoc(), outType, {adaptor.getIndices()}, {idxMap},
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value row = clampIndex(b, l, a[0], vocab);
+          Value col = linalg::IndexOp::create(b, l, rank - 1);
+          return tensor::ExtractOp::create(b, l, table, ValueRange{row, col});
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// dropout (Philox4x32-10)
+//===----------------------------------------------------------------------===//
+
+constexpr uint32_t kPhiloxM0 = 0xD2511F53, kPhiloxM1 = 0xCD9E8D57;
+constexpr uint32_t kPhiloxW0 = 0x9E3779B9, kPhiloxW1 = 0xBB67AE85;
+constexpr int kPhiloxRounds = 10;
+
+Value i32Const(OpBuilder &b, Location loc, uint32_t v) {
+  return arith::ConstantOp::create(
+      b, loc, b.getIntegerAttr(b.getI32Type(), static_cast<int32_t>(v)));
+}
+
+/// The high and low 32-bit words of `m * x` (both u32), via an i64 product.
+std::pair<Value, Value> mulHiLo(OpBuilder &b, Location loc, uint32_t m,
+                                Value x) {
+  Value x64 = arith::ExtUIOp::create(b, loc, b.getI64Type(), x);
+  Value p = arith::MulIOp::create(b, loc, x64,
+                                  createI64(b, loc, static_cast<int64_t>(m)));
+  Value hi = arith::TruncIOp::create(
+      b, loc, b.getI32Type(),
+      arith::ShRUIOp::create(b, loc, p, createI64(b, loc, 32)));
+  Value lo = arith::TruncIOp::create(b, loc, b.getI32Type(), p);
+  return {hi, lo};
+}
+
+struct DropoutLowering : OpConversionPattern<DropoutOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(DropoutOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getResult().getType();
+    Type elem = type.getElementType();
+    ArrayRef<int64_t> shape = type.getShape();
+    int64_t rank = type.getRank();
+    double p = op.getP().convertToDouble();
+    if (!isa<FloatType>(elem))
+      return rewriter.notifyMatchFailure(op, "expects a float tensor");
+
+    // The key and counter, and the ten round keys (k0 + r W0, k1 + r W1).
+    Value rng = adaptor.getRng();
+    Value key = tensor::ExtractOp::create(
+        rewriter, loc, rng, ValueRange{createIndex(rewriter, loc, 0)});
+    Value counter = tensor::ExtractOp::create(
+        rewriter, loc, rng, ValueRange{createIndex(rewriter, loc, 1)});
+    Type i32 = rewriter.getI32Type();
+    Value k0 = arith::TruncIOp::create(rewriter, loc, i32, key);
+    Value k1 = arith::TruncIOp::create(
+        rewriter, loc, i32,
+        arith::ShRUIOp::create(rewriter, loc, key,
+                               createI64(rewriter, loc, 32)));
+    SmallVector<std::pair<Value, Value>> roundKeys;
+    for (int r = 0; r < kPhiloxRounds; ++r) {
+      roundKeys.push_back({k0, k1});
+      k0 = arith::AddIOp::create(rewriter, loc, k0,
+                                 i32Const(rewriter, loc, kPhiloxW0));
+      k1 = arith::AddIOp::create(rewriter, loc, k1,
+                                 i32Const(rewriter, loc, kPhiloxW1));
+    }
+
+    Value result = buildParallel(
+        rewriter, loc, type, {adaptor.getInput()},
+        {rewriter.getMultiDimIdentityMap(rank)},
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          // Row-major linear index of the element, then ctr + index.
+          Value linear = createIndex(b, l, 0);
+          for (int64_t d = 0; d < rank; ++d) {
+            linear = arith::MulIOp::create(b, l, linear,
+                                           createIndex(b, l, shape[d]));
+            linear = arith::AddIOp::create(b, l, linear,
+                                           linalg::IndexOp::create(b, l, d));
+          }
+          Value c = arith::AddIOp::create(
+              b, l, counter,
+              arith::IndexCastOp::create(b, l, b.getI64Type(), linear));
+          Value c0 = arith::TruncIOp::create(b, l, b.getI32Type(), c);
+          Value c1 = arith::TruncIOp::create(
+              b, l, b.getI32Type(),
+              arith::ShRUIOp::create(b, l, c, createI64(b, l, 32)));
+          Value c2 = i32Const(b, l, 0), c3 = i32Const(b, l, 0);
+          for (auto [ka, kb] : roundKeys) {
+            auto [hi0, lo0] = mulHiLo(b, l, kPhiloxM0, c0);
+            auto [hi1, lo1] = mulHiLo(b, l, kPhiloxM1, c2);
+            Value n0 = arith::XOrIOp::create(
+                b, l, arith::XOrIOp::create(b, l, hi1, c1), ka);
+            Value n2 = arith::XOrIOp::create(
+                b, l, arith::XOrIOp::create(b, l, hi0, c3), kb);
+            c0 = n0;
+            c1 = lo1;
+            c2 = n2;
+            c3 = lo0;
+          }
+          // keep iff w * 2^-32 >= p, evaluated exactly in f64.
+          Value u = arith::MulFOp::create(
+              b, l, arith::UIToFPOp::create(b, l, b.getF64Type(), c0),
+              createScalar(b, l, b.getF64Type(), 0x1p-32));
+          Value keep =
+              arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGE, u,
+                                    createScalar(b, l, b.getF64Type(), p));
+          Value scaled = arith::DivFOp::create(
+              b, l, a[0], createScalar(b, l, elem, 1.0 - p));
+          return arith::SelectOp::create(b, l, keep, scaled,
+                                         createScalar(b, l, elem, 0.0));
+        });
+
+    Value newCounter =
+        arith::AddIOp::create(rewriter, loc, counter,
+                              createI64(rewriter, loc, type.getNumElements()));
+    Value newRng = tensor::FromElementsOp::create(
+        rewriter, loc, op.getNewRng().getType(), ValueRange{key, newCounter});
+    rewriter.replaceOp(op, {result, newRng});
+    return success();
+  }
+};
+
+} // namespace
+
+void lowering::populateNNPatterns(RewritePatternSet &patterns) {
+  patterns.add<Conv2DLowering, Pool2DLowering<MaxPool2DOp, true>,
+               Pool2DLowering<AvgPool2DOp, false>, EmbeddingLowering,
+               DropoutLowering>(patterns.getContext());
+}

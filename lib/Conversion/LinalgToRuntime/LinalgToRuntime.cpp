@@ -1,0 +1,177 @@
+//===- LinalgToRuntime.cpp - Matmuls to the runtime's GEMM ----------------===//
+//
+// Implements convert-linalg-to-ds-runtime. Library GEMMs (oneDNN) beat what
+// MLIR's loop lowering gives on these CPUs by one to two orders of magnitude,
+// so after bufferization every plain matmul becomes a call into the runtime
+// (include/ds/Runtime/ds_runtime.h). The runtime takes rank-3 strided
+// memrefs plus transpose flags; this pass derives those from the linalg op's
+// indexing maps and views 2-D operands as a batch of one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Conversion/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_CONVERTLINALGTODSRUNTIMEPASS
+#include "ds/Conversion/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+/// How one matmul operand is stored: which map dimension is its row and
+/// column, and whether it has a batch dimension.
+struct OperandLayout {
+  bool batched = false;
+  bool transposed = false;
+};
+
+/// The zero fill of `out` immediately before `op`, if any.
+linalg::FillOp findZeroFill(Operation *op, Value out) {
+  auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+  if (!fill || fill.getOutputs().front() != out)
+    return nullptr;
+  Value v = fill.getInputs().front();
+  if (!matchPattern(v, m_AnyZeroFloat()))
+    return nullptr;
+  return fill;
+}
+
+/// Reads the layout of operand `map` over (batch?, m, n, k) dimensions.
+/// `rowDim`/`colDim` are the untransposed positions (e.g. m, k for lhs).
+std::optional<OperandLayout> readLayout(AffineMap map, unsigned batchDim,
+                                        bool hasBatch, unsigned rowDim,
+                                        unsigned colDim) {
+  SmallVector<unsigned> dims;
+  for (AffineExpr e : map.getResults()) {
+    auto d = dyn_cast<AffineDimExpr>(e);
+    if (!d)
+      return std::nullopt;
+    dims.push_back(d.getPosition());
+  }
+  OperandLayout layout;
+  ArrayRef<unsigned> inner = dims;
+  if (hasBatch && dims.size() == 3) {
+    if (dims[0] != batchDim)
+      return std::nullopt;
+    layout.batched = true;
+    inner = ArrayRef<unsigned>(dims).drop_front();
+  }
+  if (inner.size() != 2)
+    return std::nullopt;
+  if (inner[0] == rowDim && inner[1] == colDim)
+    layout.transposed = false;
+  else if (inner[0] == colDim && inner[1] == rowDim)
+    layout.transposed = true;
+  else
+    return std::nullopt;
+  return layout;
+}
+
+/// Views `v` (rank 2 or 3) as a rank-3 memref with fully dynamic strides.
+Value asRank3(OpBuilder &b, Location loc, Value v, MemRefType target) {
+  auto type = cast<MemRefType>(v.getType());
+  if (type.getRank() == 2) {
+    SmallVector<int64_t> shape = {1, type.getDimSize(0), type.getDimSize(1)};
+    v = memref::ExpandShapeOp::create(
+        b, loc, shape, v, ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+  }
+  return memref::CastOp::create(b, loc, target, v);
+}
+
+/// Declares (once) `func.func private @name(memref3, memref3, memref3, i64,
+/// i64) attributes {llvm.emit_c_interface}`.
+func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType m3) {
+  if (auto f = module.lookupSymbol<func::FuncOp>(name))
+    return f;
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToStart(module.getBody());
+  auto i64 = b.getI64Type();
+  auto type = b.getFunctionType({m3, m3, m3, i64, i64}, {});
+  auto f = func::FuncOp::create(b, module.getLoc(), name, type);
+  f.setPrivate();
+  f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  return f;
+}
+
+LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
+  bool isBatch = isa<linalg::BatchMatmulOp>(op);
+  if (!isBatch && !isa<linalg::MatmulOp>(op))
+    return failure();
+  if (!op.hasPureBufferSemantics())
+    return failure();
+  Value a = op.getDpsInputOperand(0)->get();
+  Value bv = op.getDpsInputOperand(1)->get();
+  Value c = op.getDpsInitOperand(0)->get();
+  Type et = cast<MemRefType>(c.getType()).getElementType();
+  if (!et.isF32() && !et.isF64())
+    return failure();
+  if (cast<MemRefType>(a.getType()).getElementType() != et ||
+      cast<MemRefType>(bv.getType()).getElementType() != et)
+    return failure();
+  linalg::FillOp fill = findZeroFill(op, c);
+  if (!fill)
+    return failure();
+
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  // Dimensions: matmul (m, n, k); batch_matmul (b, m, n, k).
+  unsigned off = isBatch ? 1 : 0;
+  unsigned m = off, n = off + 1, k = off + 2;
+  auto la = readLayout(maps[0], 0, isBatch, m, k);
+  auto lb = readLayout(maps[1], 0, isBatch, k, n);
+  auto lc = readLayout(maps[2], 0, isBatch, m, n);
+  if (!la || !lb || !lc || lc->transposed)
+    return failure();
+  // The runtime shares only the right-hand side across batches.
+  if (isBatch && (!la->batched || !lc->batched))
+    return failure();
+
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  MLIRContext *ctx = op->getContext();
+  int64_t dyn = ShapedType::kDynamic;
+  auto m3 = MemRefType::get(
+      {dyn, dyn, dyn}, et,
+      StridedLayoutAttr::get(ctx, dyn, ArrayRef<int64_t>{dyn, dyn, dyn}));
+  func::FuncOp callee = getOrDeclare(
+      module, et.isF32() ? "dsrt_matmul_f32" : "dsrt_matmul_f64", m3);
+  Value ta =
+      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(la->transposed));
+  Value tb =
+      arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(lb->transposed));
+  func::CallOp::create(b, loc, callee,
+                       ValueRange{asRank3(b, loc, a, m3),
+                                  asRank3(b, loc, bv, m3),
+                                  asRank3(b, loc, c, m3), ta, tb});
+  op->erase();
+  fill->erase();
+  return success();
+}
+
+struct ConvertLinalgToDSRuntimePass
+    : public mlir::ds::impl::ConvertLinalgToDSRuntimePassBase<
+          ConvertLinalgToDSRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<linalg::LinalgOp> candidates;
+    module.walk([&](linalg::LinalgOp op) {
+      if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
+        candidates.push_back(op);
+    });
+    for (linalg::LinalgOp op : candidates)
+      (void)rewriteMatmul(module, op); // Others stay linalg and become loops.
+  }
+};
+
+} // namespace

@@ -1,0 +1,282 @@
+//===- Session.cpp - Compile and call a training step ---------------------===//
+//
+// Level detection, the passes that bring a module to a training step, the
+// JIT, and the C calling convention of compiled steps: every argument and
+// then every result (an out-parameter after bufferization) is passed as a
+// pointer to a memref descriptor {allocated, aligned, offset, sizes[r],
+// strides[r]} through the ExecutionEngine's packed wrapper of
+// `_mlir_ciface_<step>`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runner/Session.h"
+
+#include "ds/InitDS.h"
+#include "ds/Runner/Report.h"
+#include "ds/Runtime/ds_runtime.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace ::ds::runner;
+using llvm::Error;
+using llvm::Expected;
+
+auto ::ds::runner::stringifyModuleLevel(ModuleLevel level) -> llvm::StringRef {
+  switch (level) {
+  case ModuleLevel::ForwardLoss:
+    return "forward + loss";
+  case ModuleLevel::GradientStep:
+    return "gradient step";
+  case ModuleLevel::TrainingStep:
+    return "training step";
+  case ModuleLevel::Lowered:
+    return "lowered training step";
+  }
+  llvm_unreachable("unknown level");
+}
+
+void ::ds::runner::registerSessionDialects(DialectRegistry &registry) {
+  // ds-cpu-pipeline spells its upstream part as a textual pipeline, which
+  // needs the passes registered.
+  static bool passesRegistered = [] {
+    registerAllPasses();
+    mlir::ds::registerDSPassesAndPipelines();
+    return true;
+  }();
+  (void)passesRegistered;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  mlir::ds::registerDSDialects(registry);
+}
+
+auto ::ds::runner::dtypeOf(RankedTensorType type) -> Expected<DType> {
+  Type et = type.getElementType();
+  if (et.isF32())
+    return DType::F32;
+  if (et.isF64())
+    return DType::F64;
+  if (et.isF16())
+    return DType::F16;
+  if (et.isBF16())
+    return DType::BF16;
+  if (et.isInteger(64))
+    return DType::I64;
+  if (et.isInteger(32))
+    return DType::I32;
+  if (et.isInteger(8))
+    return DType::I8;
+  if (et.isInteger(1))
+    return DType::Bool;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "element type " << et << " of " << type
+     << " cannot be exchanged with the runner";
+  return llvm::createStringError(s);
+}
+
+auto ::ds::runner::makeTensor(RankedTensorType type) -> Expected<HostTensor> {
+  Expected<DType> dtype = dtypeOf(type);
+  if (!dtype)
+    return dtype.takeError();
+  return HostTensor(*dtype, type.getShape());
+}
+
+namespace {
+
+/// Collects MLIR diagnostics so that a failure can report them.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(MLIRContext *ctx)
+      : handler(ctx, [this](Diagnostic &d) {
+          llvm::raw_string_ostream os(text);
+          os << d.getLocation() << ": "
+             << (d.getSeverity() == DiagnosticSeverity::Error ? "error: "
+                                                              : "note: ")
+             << d << "\n";
+          for (Diagnostic &note : d.getNotes())
+            os << note.getLocation() << ": note: " << note << "\n";
+          return success();
+        }) {}
+  Error error(const llvm::Twine &what) {
+    return llvm::createStringError(what + (text.empty() ? "" : ":\n") + text);
+  }
+
+private:
+  std::string text;
+  ScopedDiagnosticHandler handler;
+};
+
+/// The level of `module` and, for levels before lowering, its step.
+Expected<std::pair<ModuleLevel, FunctionOpInterface>>
+detectLevel(ModuleOp module, StringRef entry) {
+  if (module->hasAttr(mlir::ds::DSDialect::kContractAttrName)) {
+    bool lowered = !module.getOps<LLVM::LLVMFuncOp>().empty();
+    if (lowered)
+      return std::make_pair(ModuleLevel::Lowered, FunctionOpInterface());
+  }
+  FunctionOpInterface step;
+  for (auto func : module.getOps<FunctionOpInterface>()) {
+    if (!func->hasAttr(mlir::ds::DSDialect::kTrainStepAttrName))
+      continue;
+    if (entry.empty() || func.getName() == entry) {
+      step = func;
+      break;
+    }
+  }
+  if (!step)
+    return llvm::createStringError(
+        entry.empty() ? std::string("the module has no function marked "
+                                    "'ds.train_step' (and no lowered "
+                                    "'ds.contract' table)")
+                      : ("no training step named '" + entry + "'").str());
+  FailureOr<mlir::ds::TrainingContract> c =
+      mlir::ds::TrainingContract::fromFunction(step);
+  if (failed(c))
+    return llvm::createStringError("invalid training-step contract");
+  ModuleLevel level = c->hasParamUpdates() ? ModuleLevel::TrainingStep
+                      : c->hasGrads()      ? ModuleLevel::GradientStep
+                                           : ModuleLevel::ForwardLoss;
+  return std::make_pair(level, step);
+}
+
+} // namespace
+
+Expected<std::unique_ptr<StepProgram>>
+StepProgram::compile(ModuleOp module, const PrepareOptions &options,
+                     const std::function<void(const std::string &)> &log) {
+  MLIRContext *ctx = module.getContext();
+  DiagnosticCollector diags(ctx);
+  std::unique_ptr<StepProgram> program(new StepProgram());
+
+  auto level = detectLevel(module, options.entry);
+  if (!level)
+    return diags.error(llvm::toString(level.takeError()));
+  program->level = level->first;
+  FunctionOpInterface step = level->second;
+
+  double start = nowSeconds();
+  if (program->level != ModuleLevel::Lowered) {
+    // Keep only the chosen step: others would be compiled for nothing.
+    for (auto func :
+         llvm::make_early_inc_range(module.getOps<FunctionOpInterface>()))
+      if (func != step &&
+          func->hasAttr(mlir::ds::DSDialect::kTrainStepAttrName))
+        func->erase();
+    bool needGrad = program->level == ModuleLevel::ForwardLoss;
+    bool needOpt = program->level != ModuleLevel::TrainingStep;
+    if (options.asIs) {
+      log("ds-run: running the " + stringifyModuleLevel(program->level).str() +
+          " as it is; applying ds-cpu-pipeline");
+    } else {
+      std::string steps;
+      if (needGrad)
+        steps += "ds-autodiff, ";
+      if (needOpt)
+        steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}, ";
+      log("ds-run: " + stringifyModuleLevel(program->level).str() +
+          " module; applying " + steps + "ds-cpu-pipeline");
+      if (needGrad && failed(mlir::ds::differentiateTrainingStep(step)))
+        return diags.error("ds-autodiff failed");
+      if (needOpt && failed(mlir::ds::insertOptimizer(step, options.optimizer)))
+        return diags.error("ds-insert-optimizer failed");
+    }
+    PassManager pm(ctx);
+    mlir::ds::buildCPUPipeline(pm, mlir::ds::CPUPipelineOptions());
+    if (failed(pm.run(module)))
+      return diags.error("lowering with ds-cpu-pipeline failed");
+  } else {
+    log("ds-run: lowered module; compiling it as it is");
+  }
+  program->compileTimes.mlir = nowSeconds() - start;
+
+  FailureOr<SmallVector<mlir::ds::TrainingContract>> contracts =
+      mlir::ds::readContracts(module);
+  if (failed(contracts) || contracts->empty())
+    return diags.error("the lowered module has no usable 'ds.contract' table");
+  const mlir::ds::TrainingContract *chosen = &contracts->front();
+  if (!options.entry.empty()) {
+    chosen = nullptr;
+    for (const auto &c : *contracts)
+      if (c.funcName == options.entry)
+        chosen = &c;
+    if (!chosen)
+      return diags.error("no step named '" + options.entry +
+                         "' in the 'ds.contract' table");
+  }
+  program->stepContract = *chosen;
+
+  start = nowSeconds();
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  ExecutionEngineOptions engineOptions;
+  // The transformer is a function_ref: keep the function alive.
+  std::function<llvm::Error(llvm::Module *)> optimize =
+      makeOptimizingTransformer(/*optLevel=*/3, /*sizeLevel=*/0,
+                                /*targetMachine=*/nullptr);
+  engineOptions.transformer = optimize;
+  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  // memrefCopy (copies between differently laid out buffers) lives in
+  // MLIR's C runner utilities.
+  SmallVector<StringRef, 1> libs = {DS_MLIR_C_RUNNER_UTILS};
+  engineOptions.sharedLibPaths = libs;
+  auto engine = ExecutionEngine::create(module, engineOptions);
+  if (!engine)
+    return diags.error("JIT compilation failed: " +
+                       llvm::toString(engine.takeError()));
+  program->engine = std::move(*engine);
+  program->compileTimes.llvm = nowSeconds() - start;
+  return program;
+}
+
+Error StepProgram::run(llvm::ArrayRef<HostTensor *> args,
+                       llvm::MutableArrayRef<HostTensor> results) {
+  const auto &c = stepContract;
+  if (args.size() != c.args.size() || results.size() != c.results.size())
+    return llvm::createStringError("step called with the wrong number of "
+                                   "tensors");
+  // One descriptor per memref: {allocated, aligned, offset, sizes, strides}.
+  std::vector<std::vector<int64_t>> descriptors;
+  descriptors.reserve(args.size() + results.size());
+  auto describe = [&](HostTensor &t) {
+    std::vector<int64_t> d;
+    auto base = reinterpret_cast<int64_t>(t.bytes.data());
+    d.push_back(base);
+    d.push_back(base);
+    d.push_back(0);
+    d.insert(d.end(), t.shape.begin(), t.shape.end());
+    std::vector<int64_t> strides(t.shape.size(), 1);
+    for (int i = static_cast<int>(t.shape.size()) - 2; i >= 0; --i)
+      strides[i] = strides[i + 1] * t.shape[i + 1];
+    d.insert(d.end(), strides.begin(), strides.end());
+    descriptors.push_back(std::move(d));
+  };
+  for (HostTensor *t : args)
+    describe(*t);
+  for (HostTensor &t : results)
+    describe(t);
+  std::vector<void *> pointers;
+  for (auto &d : descriptors)
+    pointers.push_back(d.data());
+  std::vector<void *> packed;
+  for (void *&p : pointers)
+    packed.push_back(&p);
+
+  dsrt_clear_error();
+  if (llvm::Error e =
+          engine->invokePacked("_mlir_ciface_" + c.funcName, packed))
+    return e;
+  if (const char *err = dsrt_last_error())
+    return llvm::createStringError(std::string("runtime error: ") + err);
+  return Error::success();
+}

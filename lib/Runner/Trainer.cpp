@@ -1,0 +1,408 @@
+//===- Trainer.cpp - Run a compiled step for N steps ----------------------===//
+//
+// State initialisation from the contract, the step loop with progress lines
+// and held-out evaluation, checkpoints and the JSON report. Tensors are
+// double-buffered: a step writes into `results`, and only after it returned
+// successfully are updated tensors swapped into `args`, so the buffers are
+// reused and a failed step changes nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runner/Trainer.h"
+
+#include "ds/Runner/Checkpoint.h"
+#include "ds/Runner/Random.h"
+#include "ds/Runner/Report.h"
+#include "ds/Runtime/ds_runtime.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace ds::runner;
+using llvm::Error;
+using llvm::Expected;
+using mlir::ds::ArgRole;
+using mlir::ds::ContractArg;
+using mlir::ds::InitKind;
+using mlir::ds::ResultRole;
+
+static Error errorf(const llvm::Twine &msg) {
+  return llvm::createStringError(msg.str());
+}
+
+std::string Trainer::tensorKey(unsigned argIndex) const {
+  return program.contract().args[argIndex].name;
+}
+
+double Trainer::scalarOf(const HostTensor &t) const {
+  return t.numElements() > 0 ? t.getDouble(0) : 0.0;
+}
+
+Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
+                                                   const TrainOptions &options,
+                                                   llvm::raw_ostream &out) {
+  std::unique_ptr<Trainer> t(new Trainer(program, options, out));
+  const auto &c = program.contract();
+  for (const ContractArg &arg : c.args) {
+    Expected<HostTensor> tensor = makeTensor(arg.type);
+    if (!tensor)
+      return errorf(arg.name + ": " + llvm::toString(tensor.takeError()));
+    t->args.push_back(std::move(*tensor));
+  }
+  for (const auto &res : c.results) {
+    Expected<HostTensor> tensor = makeTensor(res.type);
+    if (!tensor)
+      return tensor.takeError();
+    t->results.push_back(std::move(*tensor));
+  }
+  if (!c.hasParamUpdates() && !options.quiet)
+    out << "ds-run: note: the step updates no parameter; the loss will not "
+           "change\n";
+
+  // Data: one feed input per ds.input argument.
+  std::vector<InputSpec> specs;
+  for (auto [i, arg] : llvm::enumerate(c.args)) {
+    if (arg.role != ArgRole::Input)
+      continue;
+    Expected<DType> dtype = dtypeOf(arg.type);
+    if (!dtype)
+      return dtype.takeError();
+    specs.push_back({arg.name, *dtype,
+                     std::vector<int64_t>(arg.type.getShape().begin(),
+                                          arg.type.getShape().end()),
+                     arg.range});
+    t->inputArgs.push_back(i);
+  }
+  if (!specs.empty()) {
+    Expected<std::unique_ptr<DataFeed>> feed =
+        options.dataFiles.empty()
+            ? SyntheticFeed::create(specs, options.seed)
+            : FileFeed::create(specs, options.dataFiles,
+                               options.evalFiles.empty()
+                                   ? std::nullopt
+                                   : std::optional(options.evalFiles));
+    if (!feed)
+      return feed.takeError();
+    t->data = std::move(*feed);
+  }
+
+  dsrt_set_num_threads(options.threads);
+  if (Error e = t->initState())
+    return std::move(e);
+  if (!options.resumeDir.empty())
+    if (Error e = t->restore(options.resumeDir))
+      return std::move(e);
+  return t;
+}
+
+/// A stream id per tensor name, so each tensor's initial value depends only
+/// on the seed and its name (not on the order of arguments).
+static uint64_t streamIdOf(llvm::StringRef name) {
+  return hashBytes(name) & ((uint64_t(1) << 62) - 1);
+}
+
+Error Trainer::initState() {
+  const auto &c = program.contract();
+  for (auto [i, arg] : llvm::enumerate(c.args)) {
+    if (arg.role == ArgRole::Input)
+      continue;
+    HostTensor &t = args[i];
+    std::string what =
+        (mlir::ds::stringifyArgRole(arg.role) + " '" + arg.name + "'").str();
+    if (arg.role == ArgRole::Param && !options.paramsDir.empty()) {
+      llvm::SmallString<256> path(options.paramsDir);
+      llvm::sys::path::append(path, arg.name + ".npy");
+      Expected<HostTensor> loaded = readNpy(path, t.dtype);
+      if (!loaded)
+        return errorf("--params: " + what + ": " +
+                      llvm::toString(loaded.takeError()));
+      if (Error e = checkTensor(*loaded, t.dtype, t.shape, what))
+        return e;
+      t = std::move(*loaded);
+      continue;
+    }
+    // The dropout generator's key comes from the seed, so that different
+    // seeds give different masks; its counter starts at 0.
+    if (arg.role == ArgRole::State && arg.state.getKind() == "rng" &&
+        t.dtype == DType::I64 && t.numElements() == 2) {
+      t.setInt(0, static_cast<int64_t>(
+                      hashBytes("rng-key:" + std::to_string(options.seed))));
+      t.setInt(1, 0);
+      continue;
+    }
+    double value = arg.init.getValueAsDouble();
+    Error e = Error::success();
+    switch (arg.init.getKind()) {
+    case InitKind::zeros:
+      e = fillConstant(t, 0.0);
+      break;
+    case InitKind::ones:
+      e = fillConstant(t, 1.0);
+      break;
+    case InitKind::constant:
+      e = fillConstant(t, value);
+      break;
+    case InitKind::normal:
+      e = fillNormal(t, value, options.seed, streamIdOf(arg.name));
+      break;
+    case InitKind::uniform:
+      e = fillUniform(t, value, options.seed, streamIdOf(arg.name));
+      break;
+    case InitKind::file:
+      return errorf(what +
+                    " is initialised from a file; pass --params DIR "
+                    "with " +
+                    arg.name + ".npy");
+    }
+    if (e)
+      return errorf(what + ": " + llvm::toString(std::move(e)));
+  }
+  return Error::success();
+}
+
+Error Trainer::restore(llvm::StringRef dir) {
+  Expected<Checkpoint> ckpt = readCheckpoint(dir);
+  if (!ckpt)
+    return ckpt.takeError();
+  const llvm::json::Object &state = ckpt->runnerState;
+  auto hash = state.getString("module_hash");
+  if (!hash || *hash != options.moduleHash)
+    return errorf("--resume " + dir +
+                  ": the checkpoint was written for a different module "
+                  "(module hash " +
+                  (hash ? hash->str() : std::string("missing")) + ", this is " +
+                  options.moduleHash + ")");
+  const auto &c = program.contract();
+  for (auto [i, arg] : llvm::enumerate(c.args)) {
+    if (arg.role == ArgRole::Input)
+      continue;
+    auto it = ckpt->tensors.find(tensorKey(i));
+    if (it == ckpt->tensors.end())
+      return errorf("--resume " + dir + ": no tensor for '" + tensorKey(i) +
+                    "'");
+    if (Error e = checkTensor(it->second, args[i].dtype, args[i].shape,
+                              "checkpoint tensor '" + tensorKey(i) + "'"))
+      return e;
+    args[i] = it->second;
+  }
+  std::optional<int64_t> savedStep = state.getInteger("step");
+  std::optional<int64_t> cursor = state.getInteger("data_cursor");
+  std::optional<int64_t> seed = state.getInteger("seed");
+  if (!savedStep || !cursor || !seed)
+    return errorf("--resume " + dir +
+                  ": runner state lacks step, "
+                  "data_cursor or seed");
+  if (static_cast<uint64_t>(*seed) != options.seed)
+    return errorf("--resume " + dir + ": the checkpoint used --seed " +
+                  std::to_string(*seed) + "; resume with the same seed");
+  step = *savedStep;
+  if (data)
+    data->setCursor(static_cast<uint64_t>(*cursor));
+  if (!options.quiet)
+    out << "ds-run: resumed from " << dir << " at step " << step << "\n";
+  return Error::success();
+}
+
+Error Trainer::saveCheckpoint(llvm::StringRef dir) {
+  const auto &c = program.contract();
+  std::vector<std::string> keys;
+  std::vector<std::pair<std::string, const HostTensor *>> tensors;
+  for (auto [i, arg] : llvm::enumerate(c.args))
+    if (arg.role != ArgRole::Input)
+      tensors.push_back({tensorKey(i), &args[i]});
+  llvm::json::Object state{
+      {"step", step},
+      {"data_cursor", data ? static_cast<int64_t>(data->cursor()) : 0},
+      {"seed", static_cast<int64_t>(options.seed)},
+      {"module_hash", options.moduleHash},
+      {"module", options.modulePath},
+      {"threads", options.threads},
+  };
+  return writeCheckpoint(dir, tensors, state);
+}
+
+Error Trainer::feed(uint64_t batch, bool heldOut) {
+  if (!data)
+    return Error::success();
+  std::vector<HostTensor> tensors;
+  if (Error e = data->fill(batch, heldOut, tensors))
+    return e;
+  for (auto [k, argIndex] : llvm::enumerate(inputArgs))
+    args[argIndex] = std::move(tensors[k]);
+  return Error::success();
+}
+
+Expected<double> Trainer::evaluate() {
+  // The step's loss is computed before its update; running it on held-out
+  // batches and discarding the results measures the current parameters.
+  double sum = 0;
+  std::vector<HostTensor> saved;
+  for (unsigned i : inputArgs)
+    saved.push_back(args[i]);
+  unsigned lossIndex = program.contract().getLossIndex();
+  for (int64_t b = 0; b < options.evalBatches; ++b) {
+    if (Error e = feed(static_cast<uint64_t>(b), /*heldOut=*/true))
+      return std::move(e);
+    std::vector<HostTensor *> ptrs;
+    for (HostTensor &t : args)
+      ptrs.push_back(&t);
+    if (Error e = program.run(ptrs, results))
+      return std::move(e);
+    sum += scalarOf(results[lossIndex]);
+  }
+  for (auto [k, i] : llvm::enumerate(inputArgs))
+    args[i] = std::move(saved[k]);
+  return sum / static_cast<double>(options.evalBatches);
+}
+
+Error Trainer::run() {
+  const auto &c = program.contract();
+  unsigned lossIndex = c.getLossIndex();
+  if (data && !options.quiet)
+    out << "ds-run: data: " << data->describe() << "\n";
+  ProgressLine progress(options.steps);
+  int64_t items = data ? data->itemsPerBatch() : 1;
+  llvm::StringRef unit = data ? data->itemUnit() : "steps";
+  std::vector<HostTensor *> ptrs;
+
+  while (step < options.steps) {
+    uint64_t batch = data ? data->cursor() : 0;
+    if (Error e = feed(batch, /*heldOut=*/false))
+      return e;
+    if (data)
+      data->setCursor(batch + 1);
+    ptrs.clear();
+    for (HostTensor &t : args)
+      ptrs.push_back(&t);
+    double start = nowSeconds();
+    if (Error e = program.run(ptrs, results))
+      return errorf("step " + std::to_string(step + 1) + ": " +
+                    llvm::toString(std::move(e)) +
+                    " (state left as after step " + std::to_string(step) + ")");
+    double ms = (nowSeconds() - start) * 1e3;
+    double loss = scalarOf(results[lossIndex]);
+    // Swap the new values in; the old buffers receive the next results.
+    llvm::json::Object metrics;
+    for (auto [i, res] : llvm::enumerate(c.results)) {
+      if (res.role == ResultRole::Update)
+        std::swap(args[res.argIndex], results[i]);
+      else if (res.role == ResultRole::Metric && results[i].numElements() == 1)
+        metrics[res.name] = scalarOf(results[i]);
+    }
+    ++step;
+    stepMs.push_back(ms);
+    llvm::json::Object entry{{"step", step}, {"loss", loss}, {"time_ms", ms}};
+    if (!metrics.empty())
+      entry["metrics"] = std::move(metrics);
+    stepLog.push_back(std::move(entry));
+    bool last = step == options.steps;
+    if (!options.quiet &&
+        (last || options.printEvery <= 1 || step % options.printEvery == 0))
+      out << progress.format(step, loss, ms,
+                             static_cast<double>(items) / (ms * 1e-3), unit)
+          << "\n";
+    if (options.evalEvery > 0 && data && data->hasHeldOut() &&
+        (step % options.evalEvery == 0 || last)) {
+      Expected<double> evalLoss = evaluate();
+      if (!evalLoss)
+        return evalLoss.takeError();
+      evalLog.push_back(
+          llvm::json::Object{{"step", step}, {"loss", *evalLoss}});
+      if (!options.quiet)
+        out << llvm::format("  eval  step %lld  held-out loss %.4f  (%lld "
+                            "batches)\n",
+                            static_cast<long long>(step), *evalLoss,
+                            static_cast<long long>(options.evalBatches));
+    }
+    if (!options.checkpointDir.empty() && options.checkpointEvery > 0 &&
+        step % options.checkpointEvery == 0 && !last)
+      if (Error e = saveCheckpoint(options.checkpointDir))
+        return e;
+    out.flush();
+  }
+  if (!options.checkpointDir.empty()) {
+    if (Error e = saveCheckpoint(options.checkpointDir))
+      return e;
+    if (!options.quiet)
+      out << "ds-run: checkpoint written to " << options.checkpointDir
+          << " (step " << step << ")\n";
+  }
+  if (!options.saveResultsDir.empty())
+    if (Error e = writeResults(options.saveResultsDir))
+      return e;
+  if (!options.reportPath.empty())
+    if (Error e = writeReport())
+      return e;
+  return Error::success();
+}
+
+Error Trainer::writeResults(llvm::StringRef dir) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return errorf("--save-results " + dir + ": " + ec.message());
+  const auto &c = program.contract();
+  for (auto [i, res] : llvm::enumerate(c.results)) {
+    std::string name;
+    switch (res.role) {
+    case ResultRole::Loss:
+      name = "loss";
+      break;
+    case ResultRole::Update:
+      name = "update." + c.args[res.argIndex].name;
+      break;
+    case ResultRole::Grad:
+      name = "grad." + c.args[res.argIndex].name;
+      break;
+    case ResultRole::Metric:
+      name = "metric." + res.name;
+      break;
+    }
+    // Updates were swapped into the arguments after the step.
+    const HostTensor &t =
+        res.role == ResultRole::Update ? args[res.argIndex] : results[i];
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, name + ".npy");
+    if (Error e = writeNpyAtomic(path, t))
+      return e;
+  }
+  return Error::success();
+}
+
+Error Trainer::writeReport() {
+  std::vector<double> sorted = stepMs;
+  std::sort(sorted.begin(), sorted.end());
+  // Warm-up steps (JIT page faults, first-touch allocation) are excluded
+  // from the mean when the run is long enough to afford it.
+  size_t skip = stepMs.size() > 10 ? 5 : 0;
+  double sum = 0;
+  for (size_t i = skip; i < stepMs.size(); ++i)
+    sum += stepMs[i];
+  double mean = stepMs.size() > skip ? sum / (stepMs.size() - skip) : 0;
+  const CompileTimes &times = program.times();
+  llvm::json::Object summary{
+      {"module", options.modulePath},
+      {"input_level", stringifyModuleLevel(program.inputLevel())},
+      {"steps_run", static_cast<int64_t>(stepMs.size())},
+      {"final_step", step},
+      {"compile_time_s",
+       llvm::json::Object{{"mlir", times.mlir},
+                          {"llvm", times.llvm},
+                          {"total", times.mlir + times.llvm}}},
+      {"mean_step_ms", mean},
+      {"warmup_steps_excluded", static_cast<int64_t>(skip)},
+      {"median_step_ms", sorted.empty() ? 0.0 : sorted[sorted.size() / 2]},
+      {"peak_rss_bytes", static_cast<int64_t>(peakRssBytes())},
+      {"threads", options.threads},
+      {"seed", static_cast<int64_t>(options.seed)},
+  };
+  if (!stepLog.empty())
+    summary["final_loss"] = *stepLog.back().getAsObject()->getNumber("loss");
+  llvm::json::Object report{{"summary", std::move(summary)},
+                            {"steps", llvm::json::Array(stepLog)},
+                            {"eval", llvm::json::Array(evalLog)}};
+  return writeJsonAtomic(options.reportPath,
+                         llvm::json::Value(std::move(report)));
+}

@@ -1,0 +1,39 @@
+//===- Stats.cpp - Counters for the runner's report -----------------------===//
+//
+// Totals over successful runtime GEMM calls. One mutex guards the three
+// counters so that a snapshot is consistent; it is taken once per GEMM call,
+// a cost that disappears next to the GEMM itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeInternal.h"
+
+#include "ds/Runtime/ds_runtime.h"
+
+#include <mutex>
+
+using namespace dsrt;
+
+namespace {
+std::mutex statsMutex;
+dsrt_stats totals = {0, 0.0, 0.0};
+} // namespace
+
+void dsrt::recordGemm(double flops, double seconds) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  totals.gemm_calls += 1;
+  totals.gemm_flops += flops;
+  totals.gemm_seconds += seconds;
+}
+
+void dsrt_get_stats(dsrt_stats *out) {
+  if (!out)
+    return;
+  std::lock_guard<std::mutex> lock(statsMutex);
+  *out = totals;
+}
+
+void dsrt_reset_stats(void) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  totals = dsrt_stats{0, 0.0, 0.0};
+}

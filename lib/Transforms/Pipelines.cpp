@@ -1,0 +1,63 @@
+//===- Pipelines.cpp - ds pass pipelines ----------------------------------===//
+//
+// ds-cpu-pipeline: a ds module down to the LLVM dialect for the CPU JIT.
+// Each step's position is explained where it is added. The upstream part is
+// written as a textual pipeline: it reads like the mlir-opt invocation a
+// user would type and survives upstream renames of pass-creation functions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Conversion/Passes.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+/// Appends a textual pipeline; the strings are fixed, so failure is a bug.
+static void addTextual(OpPassManager &pm, StringRef pipeline) {
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
+    llvm::report_fatal_error("ds-cpu-pipeline: bad built-in pipeline");
+}
+
+void mlir::ds::buildCPUPipeline(OpPassManager &pm,
+                                const CPUPipelineOptions &options) {
+  // 1. The contract moves to the module table before lowering drops the
+  //    argument attributes; the step gets the runner's calling convention.
+  pm.addPass(createExportContractPass());
+  pm.addPass(createPrepareStepABIPass());
+  // 2. ds -> linalg/tensor on tensors, then fuse elementwise chains while
+  //    they are still values (one loop nest per chain, no temporaries).
+  pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass());
+  addTextual(pm, "func.func(canonicalize,cse,linalg-fuse-elementwise-ops,"
+                 "canonicalize,cse)");
+  // 3. Tensors -> buffers. Results become out-parameters that the runner
+  //    allocates; static allocations of results are written in place.
+  addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
+                 "function-boundary-type-conversion=identity-layout-map},"
+                 "buffer-results-to-out-params{hoist-static-allocs "
+                 "modify-public-functions},"
+                 "canonicalize");
+  // 4. GEMMs go to the runtime's library call while they are still
+  //    recognisable linalg ops on buffers; everything else becomes loops.
+  if (options.libraryGemm)
+    pm.addPass(createConvertLinalgToDSRuntimePass());
+  addTextual(pm, "buffer-deallocation-pipeline,"
+                 "func.func(convert-linalg-to-loops),"
+                 "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+                 "convert-math-to-llvm,convert-math-to-libm,"
+                 "convert-to-llvm,reconcile-unrealized-casts");
+}
+
+void mlir::ds::registerDSPipelines() {
+  PassPipelineRegistration<CPUPipelineOptions>(
+      "ds-cpu-pipeline",
+      "Lower a ds module to the LLVM dialect for the CPU JIT (contract "
+      "export, convert-ds-to-linalg, fusion, bufferization, library GEMMs, "
+      "loops, LLVM)",
+      buildCPUPipeline);
+}

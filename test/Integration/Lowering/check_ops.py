@@ -1,0 +1,950 @@
+#!/usr/bin/env python3
+"""Execution tests of --convert-ds-to-linalg against NumPy and PyTorch.
+
+Each case is one or a few ds ops on seeded random inputs. A group of cases
+becomes one module: `@main` builds every input as an `arith.constant`
+(written as raw little-endian bytes, so bit-exact) and calls one function
+per case that takes the inputs as arguments (so no constant folding can
+stand in for the lowering), runs the ds ops and prints each result. Results
+are printed bit-exactly: floats are bitcast to integers of their width
+(f16/bf16 are first extended to f32, which is exact) and printed with
+printMemrefI32/I64. The module goes through ds-opt with each CPU pipeline
+below ("plain" and "fused") and mlir-runner; the printed values are
+compared with the reference (PyTorch where it defines the op: conv,
+pooling, gelu, batch norm, cross-entropy and their gradients; NumPy
+elsewhere, including a NumPy Philox4x32-10 checked against its known
+answers).
+
+Usage: check_ops.py --ds-opt PATH [--group NAME ...] [--pipeline NAME ...]
+                    [--list] [--keep DIR]
+Exit status 0 when every case matches; otherwise a table of mismatches.
+"""
+
+import argparse
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import ml_dtypes
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# The lowering under test followed by the CPU path of ds-cpu-pipeline
+# (without its training-step ABI passes and library GEMMs): one-shot
+# bufferization, loops, LLVM. "fused" adds the pipeline's elementwise fusion
+# on tensors; "plain" checks the lowering's own IR without it.
+CPU_TAIL = [
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map}",
+    "canonicalize",
+    "buffer-deallocation-pipeline",
+    "func.func(convert-linalg-to-loops)",
+    "expand-strided-metadata",
+    "lower-affine",
+    "convert-scf-to-cf",
+    "convert-math-to-llvm",
+    "convert-math-to-libm",
+    "convert-to-llvm",
+    "reconcile-unrealized-casts",
+]
+PIPELINES = {
+    "plain": ",".join(["func.func(convert-ds-to-linalg)"] + CPU_TAIL),
+    "fused": ",".join(["func.func(convert-ds-to-linalg)",
+                       "func.func(canonicalize,cse,linalg-fuse-elementwise-ops,"
+                       "canonicalize,cse)"] + CPU_TAIL),
+}
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+I64 = np.dtype(np.int64)
+I32 = np.dtype(np.int32)
+BOOL = np.dtype(np.bool_)
+
+MLIR_ELEM = {BF16: "bf16", F16: "f16", F32: "f32", F64: "f64", I64: "i64",
+             I32: "i32", BOOL: "i1"}
+
+
+def T(shape, dtype):
+    """The MLIR tensor type of `shape` and `dtype`."""
+    dims = "".join(f"{d}x" for d in shape)
+    return f"tensor<{dims}{MLIR_ELEM[np.dtype(dtype)]}>"
+
+
+def TA(a):
+    return T(a.shape, a.dtype)
+
+
+class Case:
+    """`body` is MLIR text that reads the inputs %a0, %a1, ... and defines
+    the SSA values named in `outputs` ((name, shape, dtype) triples); `ref`
+    maps the input arrays to the expected arrays. Tolerances are for the
+    float outputs: |got - want| <= atol + rtol |want|; NaN and inf must
+    match exactly."""
+
+    def __init__(self, name, inputs, body, outputs, ref, rtol=None, atol=None):
+        self.name = name
+        self.inputs = [np.asarray(a) for a in inputs]
+        self.body = body
+        self.outputs = outputs
+        self.ref = ref
+        self.rtol = rtol
+        self.atol = atol
+
+
+def rng_for(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+#===------------------------------------------------------------------------===#
+# Module generation
+#===------------------------------------------------------------------------===#
+
+def dense_literal(a):
+    """An exact `dense<...>` literal of array `a`."""
+    if a.dtype == BOOL:
+        flat = ", ".join("true" if v else "false" for v in a.ravel())
+        return f"dense<[{flat}]>" if a.ndim else f"dense<{flat}>"
+    if a.size == 0:
+        return "dense<>"
+    raw = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
+    return f'dense<"0x{raw.hex().upper()}">'
+
+
+def print_output(name, shape, dtype, tag):
+    """MLIR that prints the tensor `name` bit-exactly; returns (text, kind)
+    where kind is the integer width printed."""
+    dtype = np.dtype(dtype)
+    rank = len(shape)
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    idmap = f"affine_map<({dims}) -> ({dims})>"
+    iters = ", ".join(['"parallel"'] * rank)
+    src_t = T(shape, dtype)
+    elem = MLIR_ELEM[dtype]
+    if dtype in (F32, BF16, F16):
+        out_elem, width, func = "i32", 32, "printMemrefI32"
+    elif dtype == I32:
+        out_elem, width, func = "i32", 32, "printMemrefI32"
+    else:
+        out_elem, width, func = "i64", 64, "printMemrefI64"
+    out_t = src_t.replace(elem + ">", out_elem + ">")
+    lines = []
+    v = name
+    if dtype not in (I64, I32):
+        if dtype in (BF16, F16):
+            conv = (f"%{tag}_xe = arith.extf %{tag}_x : {elem} to f32\n"
+                    f"      %{tag}_y = arith.bitcast %{tag}_xe : f32 to i32")
+        elif dtype == F32:
+            conv = f"%{tag}_y = arith.bitcast %{tag}_x : f32 to i32"
+        elif dtype == F64:
+            conv = f"%{tag}_y = arith.bitcast %{tag}_x : f64 to i64"
+        else:  # i1
+            conv = f"%{tag}_y = arith.extui %{tag}_x : i1 to i64"
+        lines.append(f"%{tag}_e = tensor.empty() : {out_t}")
+        lines.append(
+            f"%{tag}_c = linalg.generic {{indexing_maps = [{idmap}, {idmap}], "
+            f"iterator_types = [{iters}]}} ins({v} : {src_t}) "
+            f"outs(%{tag}_e : {out_t}) {{\n"
+            f"    ^bb0(%{tag}_x: {elem}, %{tag}_o: {out_elem}):\n"
+            f"      {conv}\n"
+            f"      linalg.yield %{tag}_y : {out_elem}\n"
+            f"    }} -> {out_t}")
+        v = f"%{tag}_c"
+    mem_t = out_t.replace("tensor<", "memref<")
+    lines.append(f"%{tag}_b = bufferization.to_buffer {v} : {out_t} to {mem_t}")
+    lines.append(f"%{tag}_u = memref.cast %{tag}_b : {mem_t} to "
+                 f"memref<*x{out_elem}>")
+    lines.append(f"call @{func}(%{tag}_u) : (memref<*x{out_elem}>) -> ()")
+    return "\n  ".join(lines), width
+
+
+def build_module(cases):
+    funcs = []
+    main = []
+    for ci, case in enumerate(cases):
+        args = ", ".join(f"%a{i}: {TA(a)}" for i, a in enumerate(case.inputs))
+        prints = []
+        for oi, (name, shape, dtype) in enumerate(case.outputs):
+            text, _ = print_output(name, shape, dtype, f"p{oi}")
+            prints.append(text)
+        body = "\n  ".join(line.strip() for line in case.body.strip().splitlines())
+        funcs.append(f"// {case.name}\nfunc.func @case{ci}({args}) {{\n  {body}\n  "
+                     + "\n  ".join(prints) + "\n  return\n}")
+        names = []
+        for i, a in enumerate(case.inputs):
+            main.append(f"%c{ci}_{i} = arith.constant {dense_literal(a)} : {TA(a)}")
+            names.append(f"%c{ci}_{i}")
+        types = ", ".join(TA(a) for a in case.inputs)
+        main.append(f"call @case{ci}({', '.join(names)}) : ({types}) -> ()")
+    decls = "\n".join(
+        f"func.func private @{f}(memref<*x{t}>) attributes {{llvm.emit_c_interface}}"
+        for f, t in (("printMemrefI32", "i32"), ("printMemrefI64", "i64")))
+    return ("\n\n".join(funcs) + "\n\nfunc.func @main() {\n  " +
+            "\n  ".join(main) + "\n  return\n}\n\n" + decls + "\n")
+
+
+#===------------------------------------------------------------------------===#
+# Running and comparing
+#===------------------------------------------------------------------------===#
+
+def parse_prints(stdout):
+    """The integer lists of every printed memref, in order."""
+    blocks = stdout.split("Unranked Memref")[1:]
+    out = []
+    for b in blocks:
+        data = b.split("data =", 1)[1]
+        out.append([int(v) for v in re.findall(r"-?\d+", data)])
+    return out
+
+
+def decode(values, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype in (F32, BF16, F16):
+        a = np.array(values, dtype=np.int64).astype(np.uint32).view(np.float32)
+    elif dtype == F64:
+        a = np.array(values, dtype=np.int64).view(np.float64)
+    elif dtype == BOOL:
+        a = np.array(values, dtype=np.int64).astype(bool)
+    else:
+        a = np.array(values, dtype=np.int64).astype(dtype)
+    return a.reshape(shape)
+
+
+def compare(case, got, want, dtype):
+    """A failure message, or None when `got` matches `want`."""
+    dtype = np.dtype(dtype)
+    want = np.asarray(want)
+    if got.shape != want.shape:
+        return f"shape {got.shape} != reference {want.shape}"
+    if dtype.kind in "iub":
+        bad = got != want.astype(got.dtype)
+        if bad.any():
+            i = np.argwhere(bad)[0]
+            return (f"{int(bad.sum())}/{bad.size} differ, first at {tuple(i)}: "
+                    f"{got[tuple(i)]} vs {want[tuple(i)]}")
+        return None
+    g = got.astype(np.float64)
+    w = want.astype(np.float64)
+    default = {F64: (1e-9, 1e-12), F32: (1e-4, 1e-5), BF16: (1e-2, 1e-2),
+               F16: (1e-3, 1e-3)}[dtype]
+    rtol = case.rtol if case.rtol is not None else default[0]
+    atol = case.atol if case.atol is not None else default[1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _compare_floats(g, w, rtol, atol)
+
+
+def _compare_floats(g, w, rtol, atol):
+    nan_ok = np.isnan(g) == np.isnan(w)
+    inf_ok = np.where(np.isinf(w) | np.isinf(g), g == w, True)
+    fin = np.isfinite(g) & np.isfinite(w)
+    close = np.where(fin, np.abs(g - w) <= atol + rtol * np.abs(w), True)
+    bad = ~(nan_ok & inf_ok & close)
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        err = np.max(np.where(fin, np.abs(g - w), 0))
+        return (f"{int(bad.sum())}/{bad.size} differ (max abs err {err:.3g}), "
+                f"first at {i}: got {g[i]!r} want {w[i]!r}")
+    return None
+
+
+def run_module(cases, args, tag, pipeline):
+    """Compiles and runs `cases` as one module; returns (outputs, error)."""
+    text = build_module(cases)
+    workdir = args.keep or tempfile.mkdtemp(prefix="ds-lowering-")
+    os.makedirs(workdir, exist_ok=True)
+    src = os.path.join(workdir, f"{tag}.mlir")
+    llvm = os.path.join(workdir, f"{tag}.llvm.mlir")
+    with open(src, "w") as f:
+        f.write(text)
+    try:
+        p = subprocess.run([args.ds_opt, src, f"--pass-pipeline=builtin.module({PIPELINES[pipeline]})",
+                            "-o", llvm], capture_output=True, text=True)
+        if p.returncode != 0:
+            return None, "compile failed:\n" + p.stderr[-3000:]
+        libs = ",".join(os.path.join(args.lib_dir, l) for l in
+                        ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so"))
+        p = subprocess.run([args.mlir_runner, llvm, "-e", "main",
+                            "-entry-point-result=void", f"-shared-libs={libs}"],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            return None, "run failed:\n" + p.stderr[-3000:]
+        return parse_prints(p.stdout), None
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def check_group(name, cases, args, pipeline):
+    """Runs a group; returns a list of (case, message) failures."""
+    printed, error = run_module(cases, args, f"{name}-{pipeline}", pipeline)
+    if error is not None:
+        if len(cases) == 1:
+            return [(f"{cases[0].name} [{pipeline}]", error)]
+        # Find the culprit(s) one case at a time.
+        failures = []
+        for c in cases:
+            failures += check_group(f"{name}-{c.name}", [c], args, pipeline)
+        return failures or [(f"{name} [{pipeline}]", error)]
+    expected = sum(len(c.outputs) for c in cases)
+    if len(printed) != expected:
+        return [(name, f"printed {len(printed)} tensors, expected {expected}")]
+    failures = []
+    k = 0
+    for c in cases:
+        wants = c.ref(*c.inputs)
+        for (oname, shape, dtype), want in zip(c.outputs, wants):
+            got = decode(printed[k], shape, dtype)
+            k += 1
+            msg = compare(c, got, np.asarray(want), dtype)
+            if msg:
+                failures.append((f"{c.name} {oname} [{pipeline}]", msg))
+    return failures
+
+
+#===------------------------------------------------------------------------===#
+# References
+#===------------------------------------------------------------------------===#
+
+def t64(a):
+    return torch.from_numpy(np.asarray(a, dtype=np.float64))
+
+
+def to_np(t, dtype):
+    return t.detach().numpy().astype(dtype)
+
+
+PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57
+PHILOX_W0, PHILOX_W1 = 0x9E3779B9, 0xBB67AE85
+MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(ctr, key):
+    """Random123's Philox4x32-10 on arrays of uint64 words (each < 2^32)."""
+    c = [np.asarray(w, dtype=np.uint64) for w in ctr]
+    k0, k1 = (np.uint64(w) for w in key)
+    for _ in range(10):
+        p0 = np.uint64(PHILOX_M0) * c[0]
+        p1 = np.uint64(PHILOX_M1) * c[2]
+        hi0, lo0 = p0 >> np.uint64(32), p0 & MASK32
+        hi1, lo1 = p1 >> np.uint64(32), p1 & MASK32
+        c = [hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0]
+        k0 = (k0 + np.uint64(PHILOX_W0)) & MASK32
+        k1 = (k1 + np.uint64(PHILOX_W1)) & MASK32
+    return c
+
+
+def check_philox_kat():
+    z = np.zeros(1, dtype=np.uint64)
+    assert int(philox4x32_10([z, z, z, z], [0, 0])[0][0]) == 0x6627E8D5
+    f = np.full(1, 0xFFFFFFFF, dtype=np.uint64)
+    assert int(philox4x32_10([f, f, f, f], [0xFFFFFFFF] * 2)[0][0]) == 0x408F276D
+
+
+def dropout_ref(x, rng, p):
+    key, ctr = (int(v) & 0xFFFFFFFFFFFFFFFF for v in rng)
+    i = np.arange(x.size, dtype=np.uint64)
+    c = (np.uint64(ctr) + i)  # wraps mod 2^64
+    z = np.zeros_like(c)
+    w = philox4x32_10([c & MASK32, c >> np.uint64(32), z, z],
+                      [key & 0xFFFFFFFF, key >> 32])[0]
+    keep = (w.astype(np.float64) * 2.0 ** -32 >= p).reshape(x.shape)
+    scale = x.dtype.type(1.0 - p)
+    y = np.where(keep, x / scale, x.dtype.type(0)).astype(x.dtype)
+    new = np.array([rng[0], (ctr + x.size) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64)
+    return y, new.view(np.int64)
+
+
+#===------------------------------------------------------------------------===#
+# Cases
+#===------------------------------------------------------------------------===#
+
+def randn(name, shape, dtype=F32, scale=1.0):
+    return (rng_for(name).standard_normal(shape) * scale).astype(dtype)
+
+
+def elementwise_cases():
+    cases = []
+
+    def binary(op, npf, a, b, name=None, **kw):
+        name = name or f"{op}_{MLIR_ELEM[a.dtype]}"
+        out_shape = np.broadcast_shapes(a.shape, b.shape)
+        body = f"%r = ds.{op} %a0, %a1 : {TA(a)}, {TA(b)} -> {T(out_shape, a.dtype)}"
+        cases.append(Case(name, [a, b], body, [("%r", out_shape, a.dtype)],
+                          lambda x, y: [npf(x, y)], **kw))
+
+    a = randn("bin.a", (3, 1, 7))
+    b = randn("bin.b", (1, 5, 7))
+    binary("add", np.add, a, b)
+    binary("sub", np.subtract, a.astype(F64), np.array(0.75), name="sub_scalar_f64")
+    binary("mul", np.multiply, randn("mul.a", (3, 5, 7), F64), randn("mul.b", (3, 5, 1), F64))
+    binary("div", np.divide, randn("div.a", (4, 6)), randn("div.b", (1, 6)) + 3)
+    # maximum/minimum propagate NaN (torch.maximum).
+    mx = randn("max.a", (3, 5))
+    mx[0, 1] = np.nan
+    my = randn("max.b", (3, 5))
+    my[2, 3] = np.nan
+    my[1, 1] = mx[1, 1]
+    binary("maximum", lambda x, y: torch.maximum(t64(x), t64(y)).numpy(), mx, my)
+    binary("minimum", lambda x, y: torch.minimum(t64(x), t64(y)).numpy(), mx.astype(F64),
+           my.astype(F64))
+    ia = rng_for("int.a").integers(-50, 50, (3, 4)).astype(I64)
+    ib = rng_for("int.b").integers(-50, 50, (1, 4)).astype(I64)
+    binary("add", np.add, ia, ib, name="add_i64")
+    binary("maximum", np.maximum, ia.astype(I32), ib.astype(I32), name="maximum_i32")
+
+    # Narrow floats: arithmetic in the type, transcendental math via f32.
+    for dt in (BF16, F16):
+        h = randn("narrow.a", (3, 5), dt)
+        binary("add", np.add, h, randn("narrow.b", (1, 5), dt))
+        for op, f in [("gelu", F.gelu), ("exp", torch.exp), ("sigmoid", torch.sigmoid)]:
+            cases.append(Case(f"{op}_{MLIR_ELEM[dt]}", [h], f"%r = ds.{op} %a0 : {TA(h)}",
+                              [("%r", h.shape, dt)], lambda v, f=f: [f(t64(v)).numpy()]))
+
+    # Compare: every predicate, broadcasting, NaN (ordered except ne).
+    ca = np.round(randn("cmp.a", (4, 5)))
+    ca[0, 0] = np.nan
+    cb = np.round(randn("cmp.b", (1, 5)))
+    for pred, f in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
+                    ("le", np.less_equal), ("gt", np.greater),
+                    ("ge", np.greater_equal)]:
+        body = (f"%r = ds.compare {pred}, %a0, %a1 : {TA(ca)}, {TA(cb)} -> "
+                f"{T((4, 5), BOOL)}")
+        cases.append(Case(f"compare_{pred}", [ca, cb], body,
+                          [("%r", (4, 5), BOOL)],
+                          lambda x, y, f=f: [f(x, y)]))
+    ci = rng_for("cmpi").integers(-3, 3, (2, 3)).astype(I64)
+    cases.append(Case("compare_lt_i64", [ci, np.array(0, dtype=I64)],
+                      f"%r = ds.compare lt, %a0, %a1 : {TA(ci)}, tensor<i64> -> "
+                      f"{T((2, 3), BOOL)}", [("%r", (2, 3), BOOL)],
+                      lambda x, y: [x < y]))
+
+    # Select with a computed condition and broadcast branches.
+    sx = randn("sel.x", (3, 5, 7))
+    sy = randn("sel.y", (3, 1, 7))
+    body = f"""
+      %zero = arith.constant dense<0.0> : tensor<f32>
+      %c = ds.compare gt, %a0, %zero : {TA(sx)}, tensor<f32> -> {T(sx.shape, BOOL)}
+      %r = ds.select %c, %a1, %zero : {T(sx.shape, BOOL)}, {TA(sy)}, tensor<f32> -> {TA(sx)}
+    """
+    cases.append(Case("select_broadcast", [sx, sy], body, [("%r", sx.shape, F32)],
+                      lambda x, y: [np.where(x > 0, y, 0)]))
+
+    # A broadcast condition.
+    body = f"""
+      %zero = arith.constant dense<0.0> : tensor<f32>
+      %c = ds.compare gt, %a0, %zero : {T((3, 1, 7), F32)}, tensor<f32> -> {T((3, 1, 7), BOOL)}
+      %r = ds.select %c, %a1, %a2 : {T((3, 1, 7), BOOL)}, {TA(sx)}, {TA(sy)} -> {TA(sx)}
+    """
+    cx = randn("sel.c", (3, 1, 7))
+    cases.append(Case("select_broadcast_cond", [cx, sx, sy], body, [("%r", sx.shape, F32)],
+                      lambda c, x, y: [np.where(c > 0, x, y)]))
+
+    # ds.broadcast: new leading dim, repeated size-1 dim, kept dim.
+    bx = randn("bcast", (5, 1))
+    body = f"%r = ds.broadcast %a0 dims = [1, 2] : {TA(bx)} -> {T((3, 5, 7), F32)}"
+    cases.append(Case("broadcast", [bx], body, [("%r", (3, 5, 7), F32)],
+                      lambda x: [np.broadcast_to(x[None], (3, 5, 7))]))
+    body = f"%r = ds.broadcast %a0 dims = [] : tensor<f64> -> {T((2, 3), F64)}"
+    cases.append(Case("broadcast_scalar", [np.array(2.5)], body,
+                      [("%r", (2, 3), F64)],
+                      lambda x: [np.full((2, 3), 2.5)]))
+
+    # Unary ops, in f32 and f64.
+    ux = randn("unary", (3, 5, 7), scale=3.0)
+    ux[0, 0, :4] = [0.0, -0.0, 80.0, -80.0]
+    pos = np.abs(ux) + 0.1
+    unary = [
+        ("relu", ux, lambda t: torch.relu(t)),
+        ("silu", ux, F.silu),
+        ("sigmoid", ux, torch.sigmoid),
+        ("tanh", ux, torch.tanh),
+        ("exp", ux / 4, torch.exp),
+        ("log", pos, torch.log),
+        ("sqrt", pos, torch.sqrt),
+        ("rsqrt", pos, torch.rsqrt),
+        ("neg", ux, torch.neg),
+        ("abs", ux, torch.abs),
+    ]
+    for op, x, f in unary:
+        for dt in (F32, F64):
+            xi = x.astype(dt)
+            cases.append(Case(f"{op}_{MLIR_ELEM[dt]}", [xi],
+                              f"%r = ds.{op} %a0 : {TA(xi)}",
+                              [("%r", xi.shape, dt)],
+                              lambda v, f=f, dt=dt: [to_np(f(t64(v)), dt)]))
+    big = np.array([-100.0, -88.0, -80.0, -20.0, 0.0, 20.0, 80.0, 100.0], dtype=F32)
+    cases.append(Case("sigmoid_extremes", [big], f"%r = ds.sigmoid %a0 : {TA(big)}",
+                      [("%r", big.shape, F32)],
+                      lambda v: [to_np(torch.sigmoid(t64(v)), F32)], atol=1e-37))
+
+    # GELU and its gradient, both approximations, vs torch.
+    gx = randn("gelu.x", (3, 5, 7), scale=2.0)
+    gy = randn("gelu.dy", (3, 5, 7))
+    for approx in ("none", "tanh"):
+        attr = "" if approx == "none" else " approximate = tanh"
+        for dt in (F32, F64):
+            x = gx.astype(dt)
+            cases.append(Case(
+                f"gelu_{approx}_{MLIR_ELEM[dt]}", [x], f"%r = ds.gelu %a0{attr} : {TA(x)}",
+                [("%r", x.shape, dt)],
+                lambda v, a=approx, dt=dt: [to_np(F.gelu(t64(v), approximate=a), dt)]))
+
+            def grad_ref(v, dy, a=approx, dt=dt):
+                t = t64(v).requires_grad_()
+                F.gelu(t, approximate=a).backward(t64(dy))
+                return [to_np(t.grad, dt)]
+            cases.append(Case(
+                f"gelu_grad_{approx}_{MLIR_ELEM[dt]}", [x, gy.astype(dt)],
+                f"%r = ds.gelu_grad %a0, %a1{attr} : {TA(x)}", [("%r", x.shape, dt)],
+                grad_ref))
+
+    # Causal mask: T < S (aligned to the last query), default -inf and 0.
+    mx = randn("mask", (2, 3, 4, 6))
+
+    def mask_ref(v, fill):
+        t, s = v.shape[-2:]
+        i = np.arange(t)[:, None]
+        j = np.arange(s)[None, :]
+        return [np.where(j > i + (s - t), fill, v).astype(v.dtype)]
+    cases.append(Case("causal_mask", [mx], f"%r = ds.causal_mask %a0 : {TA(mx)}",
+                      [("%r", mx.shape, F32)], lambda v: mask_ref(v, -np.inf)))
+    m64 = mx[0].astype(F64)
+    cases.append(Case("causal_mask_fill0_f64", [m64],
+                      f"%r = ds.causal_mask %a0 fill = 0.0 : {TA(m64)}",
+                      [("%r", m64.shape, F64)], lambda v: mask_ref(v, 0.0)))
+
+    # Casts.
+    cx = randn("cast", (3, 5), scale=100.0)
+    cases.append(Case("cast_f32_f64", [cx], f"%r = ds.cast %a0 : {TA(cx)} -> {T(cx.shape, F64)}",
+                      [("%r", cx.shape, F64)], lambda v: [v.astype(F64)], rtol=0, atol=0))
+    c64 = randn("cast64", (3, 5), F64)
+    cases.append(Case("cast_f64_f32", [c64], f"%r = ds.cast %a0 : {TA(c64)} -> {T(c64.shape, F32)}",
+                      [("%r", c64.shape, F32)], lambda v: [v.astype(F32)], rtol=0, atol=0))
+    cases.append(Case("cast_f32_bf16", [cx], f"%r = ds.cast %a0 : {TA(cx)} -> {T(cx.shape, BF16)}",
+                      [("%r", cx.shape, BF16)],
+                      lambda v: [torch.from_numpy(v).to(torch.bfloat16).float().numpy()],
+                      rtol=0, atol=0))
+    cases.append(Case("cast_f32_f16", [cx], f"%r = ds.cast %a0 : {TA(cx)} -> {T(cx.shape, F16)}",
+                      [("%r", cx.shape, F16)], lambda v: [v.astype(F16)], rtol=0, atol=0))
+    sat = np.array([1e5, -1e5, 65519.0, 65520.0, 7e4, np.inf, -np.inf, np.nan, 1.5, -3.0],
+                   dtype=F32)
+
+    def sat_ref(v):
+        fin = np.isfinite(v)
+        c = np.where(fin, np.clip(v, -65504.0, 65504.0), v)
+        return [c.astype(F16)]
+    cases.append(Case("cast_saturate_f16", [sat],
+                      f"%r = ds.cast %a0 saturate : {TA(sat)} -> {T(sat.shape, F16)}",
+                      [("%r", sat.shape, F16)], sat_ref, rtol=0, atol=0))
+    def nosat_ref(v):
+        with np.errstate(over="ignore"):
+            return [v.astype(F16)]
+    cases.append(Case("cast_nosat_f16", [sat],
+                      f"%r = ds.cast %a0 : {TA(sat)} -> {T(sat.shape, F16)}",
+                      [("%r", sat.shape, F16)], nosat_ref, rtol=0, atol=0))
+    cases.append(Case("cast_f32_i32", [cx], f"%r = ds.cast %a0 : {TA(cx)} -> {T(cx.shape, I32)}",
+                      [("%r", cx.shape, I32)], lambda v: [np.trunc(v).astype(I32)]))
+    ii = rng_for("cast.i").integers(-(2**40), 2**40, (7,)).astype(I64)
+    cases.append(Case("cast_i64_f32", [ii], f"%r = ds.cast %a0 : {TA(ii)} -> {T(ii.shape, F32)}",
+                      [("%r", ii.shape, F32)], lambda v: [v.astype(F32)], rtol=0, atol=0))
+    cases.append(Case("cast_i64_i32", [ii], f"%r = ds.cast %a0 : {TA(ii)} -> {T(ii.shape, I32)}",
+                      [("%r", ii.shape, I32)], lambda v: [v.astype(I32)]))
+    body = f"""
+      %zero = arith.constant dense<0.0> : tensor<f32>
+      %c = ds.compare gt, %a0, %zero : {TA(cx)}, tensor<f32> -> {T(cx.shape, BOOL)}
+      %r = ds.cast %c : {T(cx.shape, BOOL)} -> {T(cx.shape, F64)}
+    """
+    cases.append(Case("cast_i1_f64", [cx], body, [("%r", cx.shape, F64)],
+                      lambda v: [(v > 0).astype(F64)]))
+    return cases
+
+
+def matmul_cases():
+    cases = []
+
+    def mm(name, a, b, tl=False, tr=False, out_dtype=None, **kw):
+        out_dtype = np.dtype(out_dtype or a.dtype)
+        at = np.swapaxes(a, -1, -2) if tl else a
+        bt = np.swapaxes(b, -1, -2) if tr else b
+        shape = np.matmul(at.astype(F64), bt.astype(F64)).shape
+        flags = (" transpose_lhs" if tl else "") + (" transpose_rhs" if tr else "")
+        body = (f"%r = ds.matmul %a0, %a1{flags} : {TA(a)}, {TA(b)} -> "
+                f"{T(shape, out_dtype)}")
+
+        def ref(x, y):
+            x = np.swapaxes(x, -1, -2) if tl else x
+            y = np.swapaxes(y, -1, -2) if tr else y
+            return [np.matmul(x.astype(F64), y.astype(F64))]
+        cases.append(Case(name, [a, b], body, [("%r", shape, out_dtype)], ref, **kw))
+
+    mm("matmul_2d", randn("m.a", (3, 5)), randn("m.b", (5, 7)))
+    mm("matmul_2d_tl_f64", randn("m.a", (5, 3), F64), randn("m.b", (5, 7), F64), tl=True)
+    mm("matmul_2d_tr", randn("m.a", (3, 5)), randn("m.b", (7, 5)), tr=True)
+    mm("matmul_2d_tl_tr", randn("m.a", (5, 3)), randn("m.b", (7, 5)), tl=True, tr=True)
+    mm("matmul_batch4d_f64", randn("m.a", (2, 3, 4, 5), F64), randn("m.b", (2, 3, 5, 6), F64))
+    mm("matmul_batch4d_tl", randn("m.a", (2, 2, 5, 3)), randn("m.b", (2, 2, 5, 4)), tl=True)
+    mm("matmul_batch3d_tl_tr", randn("m.a", (3, 5, 4)), randn("m.b", (3, 6, 5)), tl=True, tr=True)
+    mm("matmul_batch3d_tr_f64", randn("m.a", (3, 4, 5), F64), randn("m.b", (3, 6, 5), F64), tr=True)
+    mm("matmul_shared_rhs", randn("m.a", (2, 3, 4, 5)), randn("m.b", (5, 7)))
+    mm("matmul_shared_rhs_tr_f64", randn("m.a", (3, 4, 5), F64), randn("m.b", (7, 5), F64), tr=True)
+    mm("matmul_shared_rhs_tl", randn("m.a", (2, 3, 5, 4)), randn("m.b", (5, 7)), tl=True)
+    mm("matmul_shared_rhs_tl_tr_f64", randn("m.a", (3, 5, 4), F64), randn("m.b", (7, 5), F64),
+       tl=True, tr=True)
+    mm("matmul_bf16_to_f32", randn("m.a", (3, 5), BF16), randn("m.b", (5, 7), BF16),
+       out_dtype=F32)
+    mm("matmul_bf16_shared_tr_to_f32", randn("m.a", (2, 3, 8), BF16),
+       randn("m.b", (4, 8), BF16), tr=True, out_dtype=F32)
+    mm("matmul_f32_to_bf16", randn("m.a", (3, 5)), randn("m.b", (5, 7)), out_dtype=BF16)
+    return cases
+
+
+def shape_cases():
+    cases = []
+    x = randn("shape.x", (3, 5, 7))
+    for shape in [(15, 7), (3, 35), (5, 21), (105,), (7, 3, 5), (1, 3, 5, 7, 1)]:
+        cases.append(Case(f"reshape_to_{'x'.join(map(str, shape))}", [x],
+                          f"%r = ds.reshape %a0 : {TA(x)} -> {T(shape, F32)}",
+                          [("%r", shape, F32)], lambda v, s=shape: [v.reshape(s)]))
+    body = f"""
+      %e = ds.reshape %a0 : tensor<f64> -> {T((1, 1), F64)}
+      %r = ds.reshape %e : {T((1, 1), F64)} -> tensor<f64>
+    """
+    cases.append(Case("reshape_scalar", [np.array(3.25)], body, [("%e", (1, 1), F64), ("%r", (), F64)],
+                      lambda v: [v.reshape(1, 1), v]))
+    x4 = randn("tr.x", (2, 3, 4, 5), F64)
+    cases.append(Case("transpose", [x4],
+                      f"%r = ds.transpose %a0 [2, 0, 3, 1] : {TA(x4)} -> {T((4, 2, 5, 3), F64)}",
+                      [("%r", (4, 2, 5, 3), F64)], lambda v: [v.transpose(2, 0, 3, 1)]))
+    cases.append(Case("slice_strided", [x],
+                      f"%r = ds.slice %a0 offsets [1, 0, 2] strides [1, 2, 2] : {TA(x)} -> "
+                      f"{T((2, 3, 3), F32)}",
+                      [("%r", (2, 3, 3), F32)], lambda v: [v[1:3, 0:5:2, 2:7:2]]))
+    src = randn("ins.src", (2, 3, 3))
+    body = (f"%r = ds.insert_slice %a0 into %a1 offsets [1, 0, 2] strides [1, 2, 2] : "
+            f"{TA(src)} into {TA(x)}")
+
+    def ins_ref(s, d):
+        d = d.copy()
+        d[1:3, 0:5:2, 2:7:2] = s
+        return [d]
+    cases.append(Case("insert_slice_strided", [src, x], body, [("%r", x.shape, F32)], ins_ref))
+    c1, c2, c3 = randn("cat.1", (3, 2, 4)), randn("cat.2", (3, 5, 4)), randn("cat.3", (3, 1, 4))
+    cases.append(Case("concat", [c1, c2, c3],
+                      f"%r = ds.concat %a0, %a1, %a2 axis = 1 : {TA(c1)}, {TA(c2)}, {TA(c3)} -> "
+                      f"{T((3, 8, 4), F32)}",
+                      [("%r", (3, 8, 4), F32)], lambda a, b, c: [np.concatenate([a, b, c], 1)]))
+    return cases
+
+
+def reduction_cases():
+    cases = []
+    x = randn("red.x", (3, 5, 7), F64)
+    for op, f in [("reduce_sum", np.sum), ("reduce_mean", np.mean), ("reduce_max", np.max)]:
+        for dims, keep in [((0, 2), False), ((1,), True), ((0, 1, 2), False)]:
+            shape = tuple(1 if (i in dims) else s for i, s in enumerate(x.shape)) if keep \
+                else tuple(s for i, s in enumerate(x.shape) if i not in dims)
+            for dt in (F32, F64):
+                xi = x.astype(dt)
+                kd = " keep_dims" if keep else ""
+                body = (f"%r = ds.{op} %a0 [{', '.join(map(str, dims))}]{kd} : {TA(xi)} -> "
+                        f"{T(shape, dt)}")
+                cases.append(Case(
+                    f"{op}_{'_'.join(map(str, dims))}{'_keep' if keep else ''}_{MLIR_ELEM[dt]}",
+                    [xi], body, [("%r", shape, dt)],
+                    lambda v, f=f, d=dims, k=keep: [f(v.astype(F64), axis=d, keepdims=k)]))
+    nx = randn("red.nan", (2, 4))
+    nx[1, 2] = np.nan
+    cases.append(Case("reduce_max_nan", [nx],
+                      f"%r = ds.reduce_max %a0 [1] : {TA(nx)} -> {T((2,), F32)}",
+                      [("%r", (2,), F32)], lambda v: [torch.amax(t64(v), 1).numpy()]))
+
+    sm = randn("softmax", (3, 5, 7), scale=3.0)
+    lx = randn("ln.x", (3, 5, 7), F64, 2.0) + 1.5
+    lw, lb = randn("ln.w", (5, 7), F64), randn("ln.b", (5, 7), F64)
+    for op, f in [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]:
+        for axis in (0, 1, 2):
+            for dt in (F32, F64):
+                xi = sm.astype(dt)
+                cases.append(Case(f"{op}_axis{axis}_{MLIR_ELEM[dt]}", [xi],
+                                  f"%r = ds.{op} %a0 axis = {axis} : {TA(xi)}",
+                                  [("%r", xi.shape, dt)],
+                                  lambda v, f=f, a=axis: [f(t64(v), a).numpy()]))
+    for dt in (BF16, F16):
+        xi = sm[0].astype(dt)
+        cases.append(Case(f"softmax_{MLIR_ELEM[dt]}", [xi], f"%r = ds.softmax %a0 axis = 1 : {TA(xi)}",
+                          [("%r", xi.shape, dt)], lambda v: [torch.softmax(t64(v), 1).numpy()],
+                          rtol=3e-2, atol=1e-3))
+        lw16 = lw[0].astype(dt)
+        cases.append(Case(f"layer_norm_{MLIR_ELEM[dt]}", [lx[0].astype(dt), lw16, lw16],
+                          f"%r = ds.layer_norm %a0, %a1, %a2 : {T((5, 7), dt)}, {T((7,), dt)}, {T((7,), dt)}",
+                          [("%r", (5, 7), dt)],
+                          lambda x, w, b: [F.layer_norm(t64(x), (7,), t64(w), t64(b)).numpy()],
+                          rtol=3e-2, atol=3e-2))
+    huge = (randn("softmax.big", (2, 6)) * 10 + np.array([[1000.0], [-1000.0]])).astype(F32)
+    for op, f in [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]:
+        cases.append(Case(f"{op}_stable", [huge], f"%r = ds.{op} %a0 axis = 1 : {TA(huge)}",
+                          [("%r", huge.shape, F32)], lambda v, f=f: [f(t64(v), 1).numpy()]))
+
+    # layer_norm over the trailing two dims, rms_norm over the last.
+    for dt in (F32, F64):
+        args = [lx.astype(dt), lw.astype(dt), lb.astype(dt)]
+        cases.append(Case(
+            f"layer_norm_{MLIR_ELEM[dt]}", args,
+            f"%r = ds.layer_norm %a0, %a1, %a2 eps = 1.0e-03 : {TA(args[0])}, {TA(args[1])}, "
+            f"{TA(args[2])}", [("%r", lx.shape, dt)],
+            lambda x, w, b: [F.layer_norm(t64(x), (5, 7), t64(w), t64(b), eps=1e-3).numpy()]))
+        rw = randn("rms.w", (7,), dt)
+        cases.append(Case(
+            f"rms_norm_{MLIR_ELEM[dt]}", [lx.astype(dt), rw],
+            f"%r = ds.rms_norm %a0, %a1 eps = 1.0e-06 : {TA(lx.astype(dt))}, {TA(rw)}",
+            [("%r", lx.shape, dt)],
+            lambda x, w: [F.rms_norm(t64(x), (7,), t64(w), eps=1e-6).numpy()]))
+
+    # batch_norm, training mode, vs torch (unbiased running variance).
+    def bn_case(name, shape, dt, momentum, eps):
+        x = (randn(name + ".x", shape, F64, 2.0) + 0.5).astype(dt)
+        c = shape[1]
+        w, b = randn(name + ".w", (c,), dt), randn(name + ".b", (c,), dt)
+        rm, rv = randn(name + ".rm", (c,), dt), (np.abs(randn(name + ".rv", (c,))) + 0.5).astype(dt)
+
+        def ref(x, w, b, rm, rv):
+            trm, trv = t64(rm).clone(), t64(rv).clone()
+            y = F.batch_norm(t64(x), trm, trv, t64(w), t64(b), training=True,
+                             momentum=momentum, eps=eps)
+            return [y.numpy(), trm.numpy(), trv.numpy()]
+        body = (f"%y, %m, %v = ds.batch_norm %a0, %a1, %a2, %a3, %a4 momentum = {momentum:e} "
+                f"eps = {eps:e} : {TA(x)}, {TA(w)}")
+        cases.append(Case(name, [x, w, b, rm, rv], body,
+                          [("%y", shape, dt), ("%m", (c,), dt), ("%v", (c,), dt)], ref))
+    bn_case("batch_norm_4d_f64", (4, 3, 5, 6), F64, 0.2, 1e-3)
+    bn_case("batch_norm_4d_f32", (2, 5, 3, 7), F32, 0.1, 1e-5)
+    bn_case("batch_norm_2d_f64", (6, 4), F64, 0.3, 1e-5)
+
+    # Losses.
+    logits = randn("ce.logits", (6, 11), F64, 3.0)
+    labels = rng_for("ce.labels").integers(0, 11, (6,)).astype(I64)
+    for dt in (F32, F64):
+        lg = logits.astype(dt)
+        cases.append(Case(
+            f"cross_entropy_{MLIR_ELEM[dt]}", [lg, labels],
+            f"%r = ds.cross_entropy %a0, %a1 : {TA(lg)}, {TA(labels)} -> {T((), dt)}",
+            [("%r", (), dt)], lambda x, l: [F.cross_entropy(t64(x), torch.from_numpy(l)).numpy()]))
+
+        def ce_grad_ref(x, l, g):
+            t = t64(x).requires_grad_()
+            F.cross_entropy(t, torch.from_numpy(l)).backward(t64(g))
+            return [t.grad.numpy()]
+        g = np.array(0.7, dtype=dt)
+        cases.append(Case(
+            f"cross_entropy_grad_{MLIR_ELEM[dt]}", [lg, labels, g],
+            f"%r = ds.cross_entropy_grad %a0, %a1, %a2 : {TA(lg)}, {TA(labels)}, {TA(g)}",
+            [("%r", lg.shape, dt)], ce_grad_ref))
+    # Out-of-range labels: logsumexp only; no one-hot in the gradient.
+    bad = np.array([3, -1, 11, 0, 100, 10], dtype=I64)
+
+    def lse(x):
+        m = x.max(1, keepdims=True)
+        return (m + np.log(np.exp(x - m).sum(1, keepdims=True)))[:, 0]
+
+    def ce_bad_ref(x, l):
+        ok = (l >= 0) & (l < x.shape[1])
+        tgt = np.where(ok, x[np.arange(len(l)), np.clip(l, 0, x.shape[1] - 1)], 0)
+        return [np.mean(lse(x) - tgt)]
+
+    def ce_bad_grad_ref(x, l, g):
+        p = np.exp(x - lse(x)[:, None])
+        onehot = (np.arange(x.shape[1])[None, :] == l[:, None]).astype(F64)
+        return [g * (p - onehot) / x.shape[0]]
+    cases.append(Case("cross_entropy_bad_labels", [logits, bad],
+                      f"%r = ds.cross_entropy %a0, %a1 : {TA(logits)}, {TA(bad)} -> tensor<f64>",
+                      [("%r", (), F64)], ce_bad_ref))
+    g = np.array(1.3)
+    cases.append(Case("cross_entropy_grad_bad_labels", [logits, bad, g],
+                      f"%r = ds.cross_entropy_grad %a0, %a1, %a2 : {TA(logits)}, {TA(bad)}, tensor<f64>",
+                      [("%r", logits.shape, F64)], ce_bad_grad_ref))
+    big = np.array([[1000.0, 999.0, -5.0], [-1000.0, -1001.0, -999.5]], dtype=F32)
+    lb = np.array([1, 2], dtype=I64)
+    cases.append(Case("cross_entropy_stable", [big, lb],
+                      f"%r = ds.cross_entropy %a0, %a1 : {TA(big)}, {TA(lb)} -> tensor<f32>",
+                      [("%r", (), F32)],
+                      lambda x, l: [F.cross_entropy(t64(x), torch.from_numpy(l)).numpy()]))
+    for dt in (F32, F64):
+        p, t = randn("mse.p", (3, 5, 7), dt), randn("mse.t", (3, 5, 7), dt)
+        cases.append(Case(f"mse_loss_{MLIR_ELEM[dt]}", [p, t],
+                          f"%r = ds.mse_loss %a0, %a1 : {TA(p)} -> {T((), dt)}",
+                          [("%r", (), dt)],
+                          lambda a, b: [F.mse_loss(t64(a), t64(b)).numpy()]))
+    return cases
+
+
+def nn_cases():
+    cases = []
+
+    # conv2d and its two gradients against torch (autograd for the grads).
+    def conv(name, n, c, h, w, o, kh, kw, stride=(1, 1), pad=(0, 0), dil=(1, 1), groups=1,
+             bias=True, dt=F64):
+        x = randn(name + ".x", (n, c, h, w), dt)
+        wt = randn(name + ".w", (o, c // groups, kh, kw), dt)
+        b = randn(name + ".b", (o,), dt)
+        ref = F.conv2d(t64(x), t64(wt), t64(b) if bias else None, stride, pad, dil, groups)
+        oshape = tuple(ref.shape)
+        dy = randn(name + ".dy", oshape, dt)
+        attrs = (f"strides = [{stride[0]}, {stride[1]}] padding = [{pad[0]}, {pad[1]}] "
+                 f"dilation = [{dil[0]}, {dil[1]}] groups = {groups}")
+        if bias:
+            body = (f"%r = ds.conv2d %a0, %a1, %a2 {attrs} : {TA(x)}, {TA(wt)}, {TA(b)} -> "
+                    f"{T(oshape, dt)}")
+            inputs = [x, wt, b]
+        else:
+            body = f"%r = ds.conv2d %a0, %a1 {attrs} : {TA(x)}, {TA(wt)} -> {T(oshape, dt)}"
+            inputs = [x, wt]
+        cases.append(Case(name, inputs, body, [("%r", oshape, dt)],
+                          lambda *a: [F.conv2d(t64(a[0]), t64(a[1]),
+                                               t64(a[2]) if len(a) > 2 else None,
+                                               stride, pad, dil, groups).numpy()]))
+
+        def grads(x, wt, dy):
+            tx, tw = t64(x).requires_grad_(), t64(wt).requires_grad_()
+            F.conv2d(tx, tw, None, stride, pad, dil, groups).backward(t64(dy))
+            return tx.grad.numpy(), tw.grad.numpy()
+        cases.append(Case(name + "_grad_input", [dy, wt, x],
+                          f"%r = ds.conv2d_grad_input %a0, %a1 {attrs} : {TA(dy)}, {TA(wt)} -> {TA(x)}",
+                          [("%r", x.shape, dt)], lambda d, w_, x_: [grads(x_, w_, d)[0]]))
+        cases.append(Case(name + "_grad_weight", [dy, x, wt],
+                          f"%r = ds.conv2d_grad_weight %a0, %a1 {attrs} : {TA(dy)}, {TA(x)} -> {TA(wt)}",
+                          [("%r", wt.shape, dt)], lambda d, x_, w_: [grads(x_, w_, d)[1]]))
+
+    conv("conv_s2_p1_bias", 2, 3, 7, 6, 4, 3, 3, stride=(2, 2), pad=(1, 1))
+    conv("conv_groups2_dil_f32", 2, 4, 8, 7, 6, 3, 2, stride=(1, 2), pad=(1, 0), dil=(2, 1),
+         groups=2, bias=False, dt=F32)
+    conv("conv_dil2_p2", 1, 2, 6, 7, 3, 3, 3, pad=(2, 2), dil=(2, 2))
+    conv("conv_1x1_p1_s2", 2, 3, 5, 6, 2, 1, 1, stride=(2, 2), pad=(1, 1), bias=False)
+    conv("conv_s3_uneven", 1, 2, 10, 9, 3, 2, 3, stride=(3, 2), pad=(0, 1), bias=True)
+
+    # Pooling: overlapping windows with ties (small integer values).
+    def pool(name, kind, shape, kernel, stride=None, pad=(0, 0), dt=F64):
+        x = rng_for(name).integers(-3, 4, shape).astype(dt)
+        s = stride or kernel
+        f = F.max_pool2d if kind == "max" else F.avg_pool2d
+        oshape = tuple(f(t64(x), kernel, s, pad).shape)
+        dy = randn(name + ".dy", oshape, dt)
+        sattr = f" strides = [{stride[0]}, {stride[1]}]" if stride else ""
+        attrs = f"kernel = [{kernel[0]}, {kernel[1]}]{sattr} padding = [{pad[0]}, {pad[1]}]"
+        cases.append(Case(f"{kind}_pool2d_{name}", [x],
+                          f"%r = ds.{kind}_pool2d %a0 {attrs} : {TA(x)} -> {T(oshape, dt)}",
+                          [("%r", oshape, dt)], lambda v: [f(t64(v), kernel, s, pad).numpy()]))
+
+        def grad(v, d):
+            t = t64(v).requires_grad_()
+            f(t, kernel, s, pad).backward(t64(d))
+            return [t.grad.numpy()]
+        cases.append(Case(f"{kind}_pool2d_grad_{name}", [x, dy],
+                          f"%r = ds.{kind}_pool2d_grad %a0, %a1 {attrs} : {TA(x)}, {TA(dy)}",
+                          [("%r", x.shape, dt)], grad))
+
+    pool("k3s2p1", "max", (2, 3, 7, 6), (3, 3), (2, 2), (1, 1))
+    pool("k3s1p1_f32", "max", (1, 2, 5, 5), (3, 3), (1, 1), (1, 1), dt=F32)
+    pool("k2_default", "max", (2, 3, 5, 7), (2, 2))
+    pool("k3x2s2x1p1", "avg", (2, 3, 7, 6), (3, 2), (2, 1), (1, 1))
+    pool("k2_default", "avg", (2, 2, 4, 5), (2, 2), dt=F32)
+
+    # Embedding and its gradient: repeated and out-of-range indices.
+    for dt in (F32, F64):
+        table = randn("emb.table", (11, 4), dt)
+        idx = np.array([[0, 3, 3, 10, -2], [11, 100, 3, 5, 0], [7, 7, 7, -100, 1]], dtype=I64)
+        cases.append(Case(f"embedding_{MLIR_ELEM[dt]}", [table, idx],
+                          f"%r = ds.embedding %a0, %a1 : {TA(table)}, {TA(idx)} -> {T((3, 5, 4), dt)}",
+                          [("%r", (3, 5, 4), dt)], lambda t, i: [t[np.clip(i, 0, 10)]]))
+        g = randn("emb.grad", (3, 5, 4), dt)
+
+        def emb_grad_ref(g, i):
+            out = np.zeros((11, 4))
+            np.add.at(out, np.clip(i, 0, 10).ravel(), g.reshape(-1, 4).astype(F64))
+            return [out]
+        cases.append(Case(f"embedding_grad_{MLIR_ELEM[dt]}", [g, idx],
+                          f"%r = ds.embedding_grad %a0, %a1 : {TA(g)}, {TA(idx)} -> {T((11, 4), dt)}",
+                          [("%r", (11, 4), dt)], emb_grad_ref))
+    i32 = np.array([2, 9, -1, 2], dtype=I32)
+    t2 = randn("emb.t2", (5, 3))
+    cases.append(Case("embedding_i32_idx", [t2, i32],
+                      f"%r = ds.embedding %a0, %a1 : {TA(t2)}, {TA(i32)} -> {T((4, 3), F32)}",
+                      [("%r", (4, 3), F32)], lambda t, i: [t[np.clip(i, 0, 4)]]))
+
+    # Dropout: bit-exact keep mask against NumPy Philox; the counter
+    # crosses a 32-bit boundary and the key uses both words.
+    check_philox_kat()
+    for name, shape, dt, p, rng in [
+            ("dropout_f32", (3, 5, 7), F32, 0.3, [0x0123456789ABCDEF, 0xFFFFFFF0]),
+            ("dropout_f64", (4, 33), F64, 0.5, [-7, 2**40 + 5]),
+            ("dropout_p0", (2, 3), F32, 0.0, [1, 2])]:
+        x = randn(name, shape, dt)
+        rng = np.array(rng, dtype=np.uint64).view(np.int64) if rng[0] >= 0 else \
+            np.array(rng, dtype=np.int64)
+        body = (f"%y, %s = ds.dropout %a0, %a1 p = {p:e} : {TA(x)}, tensor<2xi64>")
+        cases.append(Case(name, [x, rng], body, [("%y", shape, dt), ("%s", (2,), I64)],
+                          lambda v, r, p=p: list(dropout_ref(v, r, p)), rtol=0, atol=0))
+    return cases
+
+
+GROUPS = {
+    "elementwise": elementwise_cases,
+    "matmul-shape": lambda: matmul_cases() + shape_cases(),
+    "reductions": reduction_cases,
+    "nn": nn_cases,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ds-opt", required=True)
+    ap.add_argument("--mlir-runner", default=shutil.which("mlir-runner") or
+                    "/usr/lib/llvm-22/bin/mlir-runner")
+    ap.add_argument("--lib-dir", default=None,
+                    help="directory of libmlir_(c_)runner_utils.so")
+    ap.add_argument("--group", action="append", choices=sorted(GROUPS))
+    ap.add_argument("--pipeline", action="append", choices=sorted(PIPELINES),
+                    help="default: all")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--keep", help="keep the generated modules in this directory")
+    args = ap.parse_args()
+    if args.lib_dir is None:
+        args.lib_dir = os.path.join(os.path.dirname(os.path.realpath(args.mlir_runner)),
+                                    "..", "lib")
+    groups = args.group or sorted(GROUPS)
+    start = time.time()
+    work = {g: GROUPS[g]() for g in groups}
+    if args.list:
+        for g, cases in work.items():
+            for c in cases:
+                print(f"{g}: {c.name}")
+        return 0
+    pipelines = args.pipeline or sorted(PIPELINES)
+    failures = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(check_group, g, cases, args, p)
+                   for g, cases in work.items() for p in pipelines]
+        for fut in futures:
+            failures += fut.result()
+    total = sum(len(c) for c in work.values())
+    if failures:
+        width = max(len(n) for n, _ in failures)
+        print(f"FAILED: {len(failures)} mismatch(es) in {total} cases")
+        print(f"{'case'.ljust(width)}  problem")
+        for n, msg in failures:
+            print(f"{n.ljust(width)}  {msg}")
+        return 1
+    print(f"PASSED: {total} cases ({', '.join(groups)}; pipelines "
+          f"{', '.join(pipelines)}) in {time.time() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

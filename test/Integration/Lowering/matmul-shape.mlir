@@ -1,0 +1,7 @@
+// Executes --convert-ds-to-linalg output for ds.matmul in every form (transposes, batches, shared rhs, mixed precision) and the shape ops
+// and compares with NumPy / PyTorch; the cases are the "matmul-shape" group of
+// check_ops.py, run through both the plain and the fused CPU pipeline.
+//
+// REQUIRES: python-venv
+// RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group matmul-shape | FileCheck %s
+// CHECK: PASSED

@@ -1,0 +1,238 @@
+//===- ds-run.cpp - Compile and run training steps ------------------------===//
+//
+// A thin command line over lib/Runner: parse a module at any level, bring it
+// to a compiled training step (Session), and run it (Trainer). Everything it
+// needs to know about the step comes from the training-step contract.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runner/Report.h"
+#include "ds/Runner/Session.h"
+#include "ds/Runner/Trainer.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace ds::runner;
+
+namespace {
+cl::OptionCategory runCat("Running");
+cl::OptionCategory
+    optCat("Optimizer (for forward + loss and gradient modules)");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<module.mlir>"),
+                               cl::Required);
+cl::opt<int64_t> steps("steps", cl::desc("Total number of steps (default 100)"),
+                       cl::init(100), cl::cat(runCat));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of initialisation and data"),
+                       cl::init(0), cl::cat(runCat));
+cl::opt<std::string> paramsDir("params",
+                               cl::desc("Load parameters from DIR/<name>.npy"),
+                               cl::value_desc("DIR"), cl::cat(runCat));
+cl::list<std::string> dataFiles("data",
+                                cl::desc("Feed input NAME from a data set "
+                                         ".npy [S, ...] (repeatable)"),
+                                cl::value_desc("NAME=FILE"), cl::cat(runCat));
+cl::list<std::string> evalFiles("eval-data",
+                                cl::desc("Held-out data set for input NAME"),
+                                cl::value_desc("NAME=FILE"), cl::cat(runCat));
+cl::opt<int64_t> evalEvery("eval-every",
+                           cl::desc("Report held-out loss every K steps"),
+                           cl::init(0), cl::cat(runCat));
+cl::opt<int64_t> evalBatches("eval-batches",
+                             cl::desc("Held-out batches per evaluation"),
+                             cl::init(8), cl::cat(runCat));
+cl::opt<int64_t> printEvery("print-every",
+                            cl::desc("Progress line every K steps"),
+                            cl::init(1), cl::cat(runCat));
+cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
+                    cl::cat(runCat));
+cl::opt<std::string> reportPath("report", cl::desc("Write a JSON report"),
+                                cl::value_desc("FILE.json"), cl::cat(runCat));
+cl::opt<std::string> checkpointDir("checkpoint",
+                                   cl::desc("Save all state to DIR at the end"),
+                                   cl::value_desc("DIR"), cl::cat(runCat));
+cl::opt<int64_t> checkpointEvery("checkpoint-every",
+                                 cl::desc("Also save every K steps"),
+                                 cl::init(0), cl::cat(runCat));
+cl::opt<std::string> resumeDir("resume", cl::desc("Resume from a checkpoint"),
+                               cl::value_desc("DIR"), cl::cat(runCat));
+cl::opt<std::string>
+    saveResults("save-results",
+                cl::desc("Write every result of the last step as .npy"),
+                cl::value_desc("DIR"), cl::cat(runCat));
+cl::opt<std::string> entry("entry", cl::desc("Step function to run"),
+                           cl::cat(runCat));
+cl::opt<bool> asIs("as-is",
+                   cl::desc("Do not add autodiff or an optimizer; run the "
+                            "module's function as it is"),
+                   cl::init(false), cl::cat(runCat));
+
+cl::opt<std::string> optKind("optimizer",
+                             cl::desc("sgd, momentum, adam or adamw"),
+                             cl::init("adamw"), cl::cat(optCat));
+cl::opt<double> lr("lr", cl::desc("Learning rate"), cl::init(1e-3),
+                   cl::cat(optCat));
+cl::opt<double> momentum("momentum", cl::desc("SGD momentum (-1: default)"),
+                         cl::init(-1.0), cl::cat(optCat));
+cl::opt<double> weightDecay("weight-decay",
+                            cl::desc("Weight decay (-1: optimizer default)"),
+                            cl::init(-1.0), cl::cat(optCat));
+cl::opt<double> beta1("beta1", cl::init(0.9), cl::cat(optCat));
+cl::opt<double> beta2("beta2", cl::init(0.999), cl::cat(optCat));
+cl::opt<double> eps("eps", cl::init(1e-8), cl::cat(optCat));
+cl::opt<std::string> schedule("schedule", cl::desc("constant or warmup-cosine"),
+                              cl::init("constant"), cl::cat(optCat));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::init(0), cl::cat(optCat));
+cl::opt<int64_t> totalSteps("total-steps",
+                            cl::desc("Cosine length (default: --steps)"),
+                            cl::init(0), cl::cat(optCat));
+
+/// `--threads N`: LLVM's own libraries already register a global option
+/// named "threads", so ds-run takes this one out of argv before the
+/// command-line parser sees it. Returns false on a malformed value.
+bool extractThreads(int &argc, char **argv, int &threads) {
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    StringRef arg(argv[i]);
+    StringRef value;
+    if (arg == "--threads" || arg == "-threads") {
+      if (i + 1 >= argc)
+        return false;
+      value = argv[++i];
+    } else if (arg.consume_front("--threads=") ||
+               arg.consume_front("-threads=")) {
+      value = arg;
+    } else {
+      argv[out++] = argv[i];
+      continue;
+    }
+    if (value.getAsInteger(10, threads) || threads < 0)
+      return false;
+  }
+  argc = out;
+  return true;
+}
+
+/// Parses NAME=FILE options into a map.
+bool parseAssignments(const cl::list<std::string> &list, StringRef flag,
+                      StringMap<std::string> &out) {
+  for (const std::string &item : list) {
+    auto [name, file] = StringRef(item).split('=');
+    if (name.empty() || file.empty()) {
+      errs() << "ds-run: error: --" << flag << " expects NAME=FILE, got '"
+             << item << "'\n";
+      return false;
+    }
+    out[name] = file.str();
+  }
+  return true;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  int threads = 0;
+  if (!extractThreads(argc, argv, threads)) {
+    errs() << "ds-run: error: --threads expects a non-negative integer\n";
+    return 1;
+  }
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "ds-run: compile a ds training step and run it on the CPU\n\n"
+      "The module may be a forward + loss (autodiff and an optimizer are "
+      "added), a gradient step (an optimizer is added), a training step, or "
+      "an already lowered module.\n\n"
+      "  --threads=<N>  Runtime threads (GEMMs); 0 = all cores (default)\n");
+
+  std::string error;
+  std::unique_ptr<MemoryBuffer> file = mlir::openInputFile(inputFile, &error);
+  if (!file) {
+    errs() << "ds-run: error: " << error << "\n";
+    return 1;
+  }
+  std::string moduleHash = formatHash(hashBytes(file->getBuffer()));
+
+  mlir::DialectRegistry registry;
+  registerSessionDialects(registry);
+  mlir::MLIRContext context(registry);
+  SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  mlir::SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  PrepareOptions prepare;
+  prepare.asIs = asIs;
+  prepare.entry = entry;
+  int64_t cosineSteps = totalSteps ? totalSteps : steps;
+  FailureOr<mlir::ds::OptimizerConfig> config = mlir::ds::OptimizerConfig::get(
+      optKind, schedule, lr, momentum, /*dampening=*/0.0, /*nesterov=*/false,
+      beta1, beta2, eps, weightDecay, warmupSteps, cosineSteps,
+      /*warmupStartFactor=*/1e-3, /*minLrFactor=*/0.0, error);
+  if (failed(config)) {
+    errs() << "ds-run: error: " << error << "\n";
+    return 1;
+  }
+  prepare.optimizer = *config;
+  prepare.optimizerSpelling = "kind=" + optKind + " lr=" + std::to_string(lr);
+  if (schedule != "constant")
+    prepare.optimizerSpelling += " schedule=" + schedule;
+
+  auto log = [](const std::string &line) { outs() << line << "\n"; };
+  Expected<std::unique_ptr<StepProgram>> program = StepProgram::compile(
+      *module, prepare,
+      quiet ? [](const std::string &) {} : std::function(log));
+  if (!program) {
+    errs() << "ds-run: error: " << toString(program.takeError()) << "\n";
+    return 1;
+  }
+  if (!quiet)
+    outs() << format("ds-run: compiled '%s' in %.2f s (MLIR %.2f s, LLVM "
+                     "%.2f s)\n",
+                     (*program)->contract().funcName.c_str(),
+                     (*program)->times().mlir + (*program)->times().llvm,
+                     (*program)->times().mlir, (*program)->times().llvm);
+
+  TrainOptions options;
+  options.steps = steps;
+  options.seed = seed;
+  options.threads = threads;
+  options.evalEvery = evalEvery;
+  options.evalBatches = evalBatches;
+  options.printEvery = printEvery;
+  options.quiet = quiet;
+  options.paramsDir = paramsDir;
+  options.reportPath = reportPath;
+  options.checkpointDir = checkpointDir;
+  options.checkpointEvery = checkpointEvery;
+  options.resumeDir = resumeDir;
+  options.saveResultsDir = saveResults;
+  options.moduleHash = moduleHash;
+  options.modulePath = inputFile;
+  if (!parseAssignments(dataFiles, "data", options.dataFiles) ||
+      !parseAssignments(evalFiles, "eval-data", options.evalFiles))
+    return 1;
+
+  Expected<std::unique_ptr<Trainer>> trainer =
+      Trainer::create(**program, options, outs());
+  if (!trainer) {
+    errs() << "ds-run: error: " << toString(trainer.takeError()) << "\n";
+    return 1;
+  }
+  if (Error e = (*trainer)->run()) {
+    outs().flush();
+    errs() << "ds-run: error: " << toString(std::move(e)) << "\n";
+    return 1;
+  }
+  return 0;
+}
