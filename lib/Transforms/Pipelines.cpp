@@ -31,10 +31,14 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm,
   pm.addPass(createExportContractPass());
   pm.addPass(createPrepareStepABIPass());
   // 2. ds -> linalg/tensor on tensors, then fuse elementwise chains while
-  //    they are still values (one loop nest per chain, no temporaries).
+  //    they are still values (one loop nest per chain, no temporaries),
+  //    leaving matmuls named for the library GEMM of step 4.
   pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass());
-  addTextual(pm, "func.func(canonicalize,cse,linalg-fuse-elementwise-ops,"
-                 "canonicalize,cse)");
+  addTextual(pm, "func.func(canonicalize,cse)");
+  pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
+  addTextual(pm, "func.func(canonicalize,cse)");
+  if (options.libraryGemm)
+    pm.addNestedPass<func::FuncOp>(createPrepareLibraryGemmsPass());
   // 3. Tensors -> buffers. Results become out-parameters that the runner
   //    allocates; static allocations of results are written in place.
   addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
@@ -46,6 +50,9 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm,
   //    recognisable linalg ops on buffers; everything else becomes loops.
   if (options.libraryGemm)
     pm.addPass(createConvertLinalgToDSRuntimePass());
+  // 5. f32 transcendentals as inline polynomials (vectorisable), then loops
+  //    and LLVM.
+  pm.addNestedPass<func::FuncOp>(createApproximateMathPass());
   addTextual(pm, "buffer-deallocation-pipeline,"
                  "func.func(convert-linalg-to-loops),"
                  "expand-strided-metadata,lower-affine,convert-scf-to-cf,"

@@ -30,20 +30,37 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
   ];
 }
 
+def PrepareLibraryGemmsPass : Pass<"ds-prepare-library-gemms"> {
+  let summary = "Detach tensor-level matmuls from their zero fills";
+  let description = [{
+    Runs before bufferization. A `linalg.matmul` / `linalg.batch_matmul`
+    whose accumulator is a zero `linalg.fill` gets a fresh `tensor.empty`
+    accumulator instead and the unit attribute `ds.gemm_overwrite`, meaning
+    "the result is the product; the accumulator's contents are not read".
+    This keeps CSE'd zero fills from turning into buffer copies, and lets
+    convert-linalg-to-ds-runtime call the library GEMM (which overwrites its
+    output) for the op after bufferization. The attribute is only valid for
+    that lowering, which must follow.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def ConvertLinalgToDSRuntimePass
     : Pass<"convert-linalg-to-ds-runtime", "::mlir::ModuleOp"> {
   let summary = "Run buffer-level matmuls through the runtime's library GEMM";
   let description = [{
     After bufferization, replaces every `linalg.matmul` and
-    `linalg.batch_matmul` on f32 or f64 memrefs whose output was just
-    zero-filled (the form convert-ds-to-linalg produces) by a call to the
+    `linalg.batch_matmul` on f32 or f64 memrefs that overwrites its output
+    (marked `ds.gemm_overwrite` by ds-prepare-library-gemms, or right after
+    a zero `linalg.fill` of the output) by a call to the
     runtime's `dsrt_matmul_f32` / `dsrt_matmul_f64` (include/ds/Runtime/
     ds_runtime.h): oneDNN's GEMM for f32, a blocked loop for f64. Operands
     are passed as rank-3 strided memrefs; transposes and a right-hand side
     shared by every batch, read off the ops' indexing maps, become flags
     and a batch of size 1. The zero fill is dropped (the call overwrites
     the output). Matmuls in any other form stay as they are and are lowered
-    to loops.
+    to loops; a marked matmul that cannot be called is given back its zero
+    fill, so the loops compute the right thing.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::memref::MemRefDialect",

@@ -134,4 +134,32 @@ def PrepareStepABIPass : Pass<"ds-prepare-step-abi", "::mlir::ModuleOp"> {
   }];
 }
 
+def FuseElementwisePass : Pass<"ds-fuse-elementwise"> {
+  let summary = "Fuse elementwise linalg chains, keeping contractions intact";
+  let description = [{
+    Upstream's elementwise fusion (linalg-fuse-elementwise-ops) with one
+    restriction: nothing is fused into a `linalg.matmul` or
+    `linalg.batch_matmul`. Fusing a producer into a contraction turns it into
+    a `linalg.generic` that the library-GEMM lowering
+    (convert-linalg-to-ds-runtime) no longer recognises, trading a GEMM at
+    library speed for a loop nest; the producer is better computed once.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def ApproximateMathPass : Pass<"ds-approximate-math"> {
+  let summary = "Replace f32 transcendental calls by inline polynomials";
+  let description = [{
+    Rewrites f32 `math.tanh`, `math.erf`, `math.exp`, `math.expm1`,
+    `math.log`, `math.log1p` and friends into upstream MLIR's polynomial
+    approximations (accurate to a few ulp in f32): inline arithmetic that the
+    compiler vectorises, instead of one libm call per element. On these CPUs
+    libm's tanhf alone took a fifth of a GPT step. f64 and other types keep
+    the library calls, so f64 gradient and parity checks are unaffected.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // DS_TRANSFORMS_PASSES_TD

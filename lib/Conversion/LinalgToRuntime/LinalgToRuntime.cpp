@@ -15,12 +15,14 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
 
 namespace mlir::ds {
+#define GEN_PASS_DEF_PREPARELIBRARYGEMMSPASS
 #define GEN_PASS_DEF_CONVERTLINALGTODSRUNTIMEPASS
 #include "ds/Conversion/Passes.h.inc"
 } // namespace mlir::ds
@@ -29,6 +31,8 @@ using namespace mlir;
 using namespace mlir::ds;
 
 namespace {
+
+constexpr llvm::StringLiteral kOverwrite = "ds.gemm_overwrite";
 
 /// How one matmul operand is stored: which map dimension is its row and
 /// column, and whether it has a batch dimension.
@@ -121,7 +125,8 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
       cast<MemRefType>(bv.getType()).getElementType() != et)
     return failure();
   linalg::FillOp fill = findZeroFill(op, c);
-  if (!fill)
+  bool overwrite = op->hasAttr(kOverwrite);
+  if (!fill && !overwrite)
     return failure();
 
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
@@ -155,9 +160,42 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
                                   asRank3(b, loc, bv, m3),
                                   asRank3(b, loc, c, m3), ta, tb});
   op->erase();
-  fill->erase();
+  if (fill)
+    fill->erase();
   return success();
 }
+
+/// A marked matmul that stays a loop nest must see a zero accumulator.
+void restoreZeroFill(linalg::LinalgOp op) {
+  op->removeAttr(kOverwrite);
+  OpBuilder b(op);
+  Value c = op.getDpsInitOperand(0)->get();
+  Type et = cast<MemRefType>(c.getType()).getElementType();
+  Value zero = arith::ConstantOp::create(b, op.getLoc(), b.getZeroAttr(et));
+  linalg::FillOp::create(b, op.getLoc(), ValueRange{zero}, ValueRange{c});
+}
+
+struct PrepareLibraryGemmsPass
+    : public mlir::ds::impl::PrepareLibraryGemmsPassBase<
+          PrepareLibraryGemmsPass> {
+  void runOnOperation() override {
+    getOperation()->walk([](linalg::LinalgOp op) {
+      if (!isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op) ||
+          !op.hasPureTensorSemantics())
+        return;
+      OpOperand *init = op.getDpsInitOperand(0);
+      auto fill = init->get().getDefiningOp<linalg::FillOp>();
+      if (!fill || !matchPattern(fill.getInputs().front(), m_AnyZeroFloat()))
+        return;
+      auto type = cast<RankedTensorType>(init->get().getType());
+      OpBuilder b(op);
+      Value empty = tensor::EmptyOp::create(b, op.getLoc(), type.getShape(),
+                                            type.getElementType());
+      init->set(empty);
+      op->setAttr(kOverwrite, b.getUnitAttr());
+    });
+  }
+};
 
 struct ConvertLinalgToDSRuntimePass
     : public mlir::ds::impl::ConvertLinalgToDSRuntimePassBase<
@@ -170,7 +208,8 @@ struct ConvertLinalgToDSRuntimePass
         candidates.push_back(op);
     });
     for (linalg::LinalgOp op : candidates)
-      (void)rewriteMatmul(module, op); // Others stay linalg and become loops.
+      if (failed(rewriteMatmul(module, op)) && op->hasAttr(kOverwrite))
+        restoreZeroFill(op); // Stays linalg and becomes loops.
   }
 };
 

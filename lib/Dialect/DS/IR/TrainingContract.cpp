@@ -49,8 +49,7 @@ StringRef mlir::ds::stringifyResultRole(ResultRole role) {
 static int64_t inferIndexRange(Value v) {
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();
-    if (auto e = dyn_cast<EmbeddingOp>(user);
-        e && use.getOperandNumber() == 1)
+    if (auto e = dyn_cast<EmbeddingOp>(user); e && use.getOperandNumber() == 1)
       return e.getTable().getType().getDimSize(0);
     if (auto e = dyn_cast<EmbeddingGradOp>(user);
         e && use.getOperandNumber() == 1)
