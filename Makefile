@@ -6,6 +6,8 @@
 #   make build   configure once, build into build/ (tools in build/bin/)
 #   make check   deps + build + every test (lit and ctest)
 #   make docs    regenerate the dialect and pass docs under docs/
+#   make demo    train a small GPT-style character LM with ds-run (CPU)
+#   make bench   ds-run vs PyTorch eager on a GPT-style training step
 
 LLVM_PREFIX  ?= /usr/lib/llvm-22
 BUILD_DIR    ?= build
@@ -17,7 +19,7 @@ DEB_PACKAGES := cmake ninja-build clang-22 lld-22 llvm-22-dev llvm-22-tools \
                 libmlir-22-dev mlir-22-tools libgtest-dev libbenchmark-dev \
                 libdnnl-dev python3 python3-venv
 
-.PHONY: all deps build check check-lit check-unit docs clean
+.PHONY: all deps build check docs demo bench clean
 
 all: build
 
@@ -44,6 +46,13 @@ check: build
 docs: build
 	ninja -C $(BUILD_DIR) ds-docs
 	./scripts/update-docs.sh $(BUILD_DIR)
+
+demo: build
+	@./scripts/install-deps.sh fortunes
+	./demo/run_demo.sh
+
+bench: build
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run
 
 clean:
 	rm -rf $(BUILD_DIR)
