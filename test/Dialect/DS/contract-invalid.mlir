@@ -442,3 +442,11 @@ func.func @negative_seed_value(%x: tensor<f32>) {
   %0 = ds.neg %x {ds.seed = 1 : i64} : tensor<f32>
   return
 }
+
+// -----
+
+func.func @negative_gemm_overwrite_value(%x: tensor<f32>) {
+  // expected-error@+1 {{attribute 'ds.gemm_overwrite' is a unit attribute}}
+  %0 = ds.neg %x {ds.gemm_overwrite = "yes"} : tensor<f32>
+  return
+}

@@ -39,17 +39,12 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
   }
   // The backward seed (the cotangent of the loss) that ds-autodiff creates
   // and loss scaling multiplies.
-  // A tensor-level matmul whose accumulator is not read (see
-  // ds-prepare-library-gemms).
-  if (name == "ds.gemm_overwrite") {
+  // Unit markers: the backward seed (the cotangent of the loss) that
+  // ds-autodiff creates and loss scaling multiplies, and a tensor-level
+  // matmul whose accumulator is not read (ds-prepare-library-gemms).
+  if (name == "ds.seed" || name == "ds.gemm_overwrite") {
     if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitOpError(
-          "attribute 'ds.gemm_overwrite' is a unit attribute");
-    return success();
-  }
-  if (name == "ds.seed") {
-    if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitOpError("attribute 'ds.seed' is a unit attribute");
+      return op->emitOpError("attribute '") << name << "' is a unit attribute";
     return success();
   }
   return op->emitOpError("unknown ds attribute '") << name << "'";
