@@ -39,6 +39,11 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm,
   addTextual(pm, "func.func(canonicalize,cse)");
   if (options.libraryGemm)
     pm.addNestedPass<func::FuncOp>(createPrepareLibraryGemmsPass());
+  // 2b. Everything but the GEMMs is tiled and vectorised while it is still
+  //     on tensors: tiles become slices that bufferization writes in place,
+  //     and the vector reads/writes fold onto the whole tensors.
+  pm.addNestedPass<func::FuncOp>(createVectorizeCPUPass());
+  addTextual(pm, "func.func(canonicalize,cse)");
   // 3. Tensors -> buffers. Results become out-parameters that the runner
   //    allocates; static allocations of results are written in place.
   addTextual(pm, "one-shot-bufferize{bufferize-function-boundaries "
@@ -50,12 +55,17 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm,
   //    recognisable linalg ops on buffers; everything else becomes loops.
   if (options.libraryGemm)
     pm.addPass(createConvertLinalgToDSRuntimePass());
-  // 5. f32 transcendentals as inline polynomials (vectorisable), then loops
-  //    and LLVM.
+  // 5. f32 transcendentals as inline polynomials (on the vectors of step
+  //    2b too), then loops for what was not vectorised, the vector ops
+  //    lowered to 1-D vectors (reductions may be reassociated), and LLVM.
   pm.addNestedPass<func::FuncOp>(createApproximateMathPass());
   addTextual(pm, "buffer-deallocation-pipeline,"
                  "func.func(convert-linalg-to-loops),"
+                 "func.func(lower-vector-multi-reduction{"
+                 "lowering-strategy=inner-reduction},"
+                 "convert-vector-to-scf{full-unroll=true}),"
                  "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+                 "convert-vector-to-llvm{reassociate-fp-reductions=true},"
                  "convert-math-to-llvm,convert-math-to-libm,"
                  "convert-to-llvm,reconcile-unrealized-casts");
 }

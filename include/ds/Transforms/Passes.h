@@ -15,6 +15,13 @@
 
 #include <string>
 
+namespace mlir {
+class RewriterBase;
+namespace linalg {
+class LinalgOp;
+} // namespace linalg
+} // namespace mlir
+
 namespace mlir::ds {
 
 #define GEN_PASS_DECL
@@ -60,6 +67,13 @@ LogicalResult insertOptimizer(FunctionOpInterface func,
 /// Marks every step of the module's `ds.contract` table for the C calling
 /// convention with read-only arguments (see ds-prepare-step-abi).
 LogicalResult prepareStepABI(ModuleOp module);
+
+/// Tiles `op` to 1 x ... x 1 x V tiles along its innermost loop and
+/// vectorises the tile (see ds-vectorize-cpu). Fails, leaving `op` as it was,
+/// when `op` is not a candidate (library GEMMs, dynamic shapes, ops the
+/// vectoriser rejects); if vectorising the tile fails, the tiled op stays.
+LogicalResult vectorizeLinalgOpForCPU(RewriterBase &rewriter,
+                                      linalg::LinalgOp op);
 
 /// Options of ds-cpu-pipeline.
 struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {

@@ -162,4 +162,41 @@ def ApproximateMathPass : Pass<"ds-approximate-math"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def VectorizeCPUPass : Pass<"ds-vectorize-cpu"> {
+  let summary = "Tile and vectorise the non-GEMM linalg ops on tensors";
+  let description = [{
+    Runs on tensors, after ds-prepare-library-gemms and before
+    bufferization. Every linalg op other than `linalg.matmul` and
+    `linalg.batch_matmul` (those go to the library GEMM) with static shapes
+    and projected-permutation indexing maps is tiled with `scf.for` loops so
+    that a tile is `1 x ... x 1 x V` along the innermost loop, which is the
+    contiguous dimension of the ops convert-ds-to-linalg produces; V is the
+    largest divisor of that dimension not above 512 bits worth of the op's
+    widest element type (16 f32, 8 f64), so tiles are static and need no
+    masks. An innermost reduction of up to 1024 elements is kept whole (one
+    vector per row). The tile is then vectorised with `linalg::vectorize`
+    and leading unit dimensions are cast away, so the vectors are 1-D.
+    Data-dependent `tensor.extract`s (embedding gathers fused into
+    elementwise ops) are vectorised too: a contiguous load where the
+    innermost index is the vectorised loop's, a `vector.gather` otherwise.
+
+    Ops that upstream's vectoriser rejects (checked before tiling) are left
+    untouched and become scalar loops, so the pass changes speed, not
+    results. The vector ops are lowered by ds-cpu-pipeline after
+    bufferization (lower-vector-multi-reduction, convert-vector-to-scf,
+    convert-vector-to-llvm); the pipeline lets LLVM reassociate the row
+    reductions, so sums differ from the scalar loops' in the last bits.
+
+    ```mlir
+    // 128x256 f32 add: one scf.for over rows, one over 16 columns,
+    // vector.transfer_read/arith.addf/vector.transfer_write on vector<16xf32>.
+    ```
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // DS_TRANSFORMS_PASSES_TD
