@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::ds {
@@ -31,7 +32,17 @@ struct FuseElementwisePass
       auto isGemm = [](Operation *op) {
         return isa_and_nonnull<linalg::MatmulOp, linalg::BatchMatmulOp>(op);
       };
-      return !isGemm(consumer) && !isGemm(producer);
+      if (isGemm(consumer) || isGemm(producer))
+        return false;
+      // Fusing a producer with several users copies its computation into
+      // each of them. For arithmetic that is cheaper than a round trip
+      // through memory, but not for gathers (an embedding lookup ended up in
+      // 26 consumers of a GPT step): those are computed once.
+      if (fused->get().hasOneUse())
+        return true;
+      bool gathers = false;
+      producer->walk([&](tensor::ExtractOp) { gathers = true; });
+      return !gathers;
     };
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);
     affine::AffineApplyOp::getCanonicalizationPatterns(patterns, &getContext());
