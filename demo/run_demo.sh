@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 out=$build/demo
 py=${DS_PYTHON:-$HOME/.cache/ds-mlir/venv/bin/python}
-steps=${DEMO_STEPS:-400}
+steps=${DEMO_STEPS:-1000}
 mkdir -p "$out"
 
 echo "== preparing data"
@@ -19,11 +19,11 @@ echo "== writing the model (examples/gen_examples.py gpt, d_model 128)"
 
 echo "== training with ds-run ($steps steps, AdamW, warm-up + cosine)"
 "$build/bin/ds-run" "$out/gpt_char.mlir" --steps "$steps" --threads 2 \
-  --lr 1e-3 --schedule warmup-cosine --warmup-steps 20 \
+  --lr 2e-3 --schedule warmup-cosine --warmup-steps 50 \
   --data tokens="$out/tokens.npy" --data targets="$out/targets.npy" \
   --eval-data tokens="$out/eval_tokens.npy" \
   --eval-data targets="$out/eval_targets.npy" \
-  --eval-every 50 --eval-batches 8 --print-every 10 \
+  --eval-every 100 --eval-batches 8 --print-every 20 \
   --report "$out/report.json" --checkpoint "$out/checkpoint"
 
 echo "== summary"
