@@ -16,10 +16,12 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
     reductions into `linalg.generic` (broadcasts as affine maps), matmuls
     into `linalg.matmul` / `linalg.batch_matmul` with transposes and the
     shared right-hand side expressed as indexing maps, shape ops into
-    `tensor` ops, and the rest (convolutions, pooling, embedding, dropout's
+    `tensor` ops, convolutions and pooling into linalg's named convolution
+    and pooling ops over padded inputs, and the rest (embedding, dropout's
     Philox generator, the backward kernels) into `linalg.generic`, `scf`
     and `tensor` ops. The result is ready for elementwise fusion and
-    one-shot bufferization.
+    one-shot bufferization. A ds op that cannot be lowered is a located
+    error naming it.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
