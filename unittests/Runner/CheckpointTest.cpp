@@ -9,6 +9,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "TempDir.h"
 #include "gtest/gtest.h"
 
 #include <sys/stat.h>
@@ -19,34 +20,7 @@ namespace fs = llvm::sys::fs;
 
 namespace {
 
-struct TempDir {
-  llvm::SmallString<128> path;
-  TempDir() {
-    std::error_code ec = fs::createUniqueDirectory("ds-runner-ckpt", path);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-  ~TempDir() {
-    ::chmod(path.c_str(), 0755);
-    fs::remove_directories(path);
-  }
-  std::string file(llvm::StringRef name) const {
-    llvm::SmallString<128> p(path);
-    llvm::sys::path::append(p, name);
-    return std::string(p);
-  }
-  /// Names of the entries directly inside the directory, sorted.
-  std::vector<std::string> entries(llvm::StringRef sub = "") const {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (fs::directory_iterator
-             it(sub.empty() ? std::string(path) : file(sub), ec),
-         end;
-         !ec && it != end; it.increment(ec))
-      names.push_back(llvm::sys::path::filename(it->path()).str());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
+using ds::runner::testing::TempDir;
 
 std::string message(llvm::Error err) {
   return err ? llvm::toString(std::move(err)) : std::string();

@@ -7,6 +7,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include "TempDir.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -16,20 +17,7 @@ using namespace ds::runner;
 
 namespace {
 
-struct TempDir {
-  llvm::SmallString<128> path;
-  TempDir() {
-    std::error_code ec =
-        llvm::sys::fs::createUniqueDirectory("ds-runner-feed", path);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string file(llvm::StringRef name) const {
-    llvm::SmallString<128> p(path);
-    llvm::sys::path::append(p, name);
-    return std::string(p);
-  }
-};
+using ds::runner::testing::TempDir;
 
 std::string message(llvm::Error err) {
   return err ? llvm::toString(std::move(err)) : std::string();

@@ -7,6 +7,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "TempDir.h"
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -16,21 +17,7 @@ using namespace ds::runner;
 
 namespace {
 
-/// A fresh directory, removed with everything in it at scope exit.
-struct TempDir {
-  llvm::SmallString<128> path;
-  TempDir() {
-    std::error_code ec =
-        llvm::sys::fs::createUniqueDirectory("ds-runner-npy", path);
-    EXPECT_FALSE(ec) << ec.message();
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path); }
-  std::string file(llvm::StringRef name) const {
-    llvm::SmallString<128> p(path);
-    llvm::sys::path::append(p, name);
-    return std::string(p);
-  }
-};
+using ds::runner::testing::TempDir;
 
 void writeBytes(const std::string &path, llvm::StringRef bytes) {
   std::error_code ec;
