@@ -6,7 +6,9 @@ position embedding, pre-LayerNorm, causal multi-head attention with separate
 q/k/v projections, tanh-GELU MLP, LM head, cross-entropy) with AdamW, at the
 same size and thread count, each in its own process (one OpenMP runtime per
 process). Printed side by side: mean step time (warm-up steps skipped), peak
-RSS and cold compile time, then the ratios. Run it through `make bench`, or:
+RSS and cold compile time, then the ratios. The two sides run alternately
+`--repeats` times and the medians are reported, since a 2-core machine
+shared with other work is noisy. Run it through `make bench`, or:
 
     benchmarks/gpt_step.py --ds-run build/bin/ds-run [--d-model 256 ...]
 """
@@ -88,6 +90,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=25)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
@@ -95,27 +98,37 @@ def main():
 
     size = ["--d-model", str(a.d_model), "--heads", str(a.heads), "--seq",
             str(a.seq), "--batch", str(a.batch), "--vocab", str(a.vocab)]
+    def median(xs):
+        xs = sorted(xs)
+        return xs[len(xs) // 2]
+
+    runs_ds, runs_pt = [], []
     with tempfile.TemporaryDirectory() as work:
         module = os.path.join(work, "gpt.mlir")
         subprocess.run([sys.executable, GEN, "gpt", "-o", module] + size, check=True)
         report = os.path.join(work, "report.json")
-        subprocess.run([a.ds_run, module, "--steps", str(a.steps), "--threads",
-                        str(a.threads), "--quiet", "--report", report], check=True)
-        s = json.load(open(report))["summary"]
-        ds = {"mean_step_ms": s["mean_step_ms"], "peak_rss_bytes": s["peak_rss_bytes"],
-              "compile_s": s["compile_time_s"]["total"],
-              "compile_mlir_s": s["compile_time_s"]["mlir"],
-              "compile_llvm_s": s["compile_time_s"]["llvm"]}
         env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-        out = subprocess.run([sys.executable, __file__, "--torch-child"] + size +
-                             ["--threads", str(a.threads), "--steps", str(a.steps),
-                              "--warmup", str(a.warmup)],
-                             check=True, capture_output=True, text=True, env=env)
-        pt = json.loads(out.stdout.strip().splitlines()[-1])
+        for _ in range(a.repeats):
+            subprocess.run([a.ds_run, module, "--steps", str(a.steps), "--threads",
+                            str(a.threads), "--quiet", "--report", report], check=True)
+            s = json.load(open(report))["summary"]
+            runs_ds.append({"mean_step_ms": s["mean_step_ms"],
+                            "peak_rss_bytes": s["peak_rss_bytes"],
+                            "compile_s": s["compile_time_s"]["total"],
+                            "compile_mlir_s": s["compile_time_s"]["mlir"],
+                            "compile_llvm_s": s["compile_time_s"]["llvm"]})
+            out = subprocess.run([sys.executable, __file__, "--torch-child"] + size +
+                                 ["--threads", str(a.threads), "--steps", str(a.steps),
+                                  "--warmup", str(a.warmup)],
+                                 check=True, capture_output=True, text=True, env=env)
+            runs_pt.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    ds = {k: median([r[k] for r in runs_ds]) for k in runs_ds[0]}
+    pt = {k: median([r[k] for r in runs_pt]) for k in runs_pt[0]}
 
     print("GPT block d_model=%d heads=%d seq=%d batch=%d vocab=%d, %d threads, "
-          "%d steps (%d warm-up skipped), AdamW"
-          % (a.d_model, a.heads, a.seq, a.batch, a.vocab, a.threads, a.steps, a.warmup))
+          "%d steps (%d warm-up skipped), AdamW, median of %d alternating runs"
+          % (a.d_model, a.heads, a.seq, a.batch, a.vocab, a.threads, a.steps,
+             a.warmup, a.repeats))
     print("%-22s %14s %14s %10s" % ("", "ds-run", "PyTorch eager", "ratio"))
     print("%-22s %14.1f %14.1f %10.2f" % ("mean step [ms]", ds["mean_step_ms"],
                                           pt["mean_step_ms"],
@@ -126,6 +139,8 @@ def main():
     print("%-22s %14.2f %14s" % ("cold compile [s]", ds["compile_s"], "-"))
     print("%-22s %14.2f %14s" % ("  of which MLIR [s]", ds["compile_mlir_s"], "-"))
     print("%-22s %14.2f %14s" % ("  of which LLVM [s]", ds["compile_llvm_s"], "-"))
+    print("per-run step ratios: %s" % ", ".join(
+        "%.2f" % (d["mean_step_ms"] / p["mean_step_ms"]) for d, p in zip(runs_ds, runs_pt)))
 
 
 if __name__ == "__main__":
