@@ -14,8 +14,10 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -167,6 +169,22 @@ int main(int argc, char **argv) {
       "added), a gradient step (an optimizer is added), a training step, or "
       "an already lowered module.\n\n"
       "  --threads=<N>  Runtime threads (GEMMs); 0 = all cores (default)\n");
+
+  auto badOption = [](StringRef msg) {
+    errs() << "ds-run: error: " << msg << "\n";
+    return 1;
+  };
+  if (steps < 0)
+    return badOption("--steps must be >= 0");
+  if (evalEvery < 0 || evalBatches < 1 || printEvery < 1 || checkpointEvery < 0)
+    return badOption("--eval-every and --checkpoint-every must be >= 0, "
+                     "--eval-batches and --print-every >= 1");
+  if (!reportPath.empty()) {
+    StringRef parent = sys::path::parent_path(reportPath);
+    if (!parent.empty() && !sys::fs::is_directory(parent))
+      return badOption(
+          ("--report: directory '" + parent + "' does not exist").str());
+  }
 
   std::string error;
   std::unique_ptr<MemoryBuffer> file = mlir::openInputFile(inputFile, &error);
