@@ -178,6 +178,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   FunctionOpInterface step = level->second;
 
   double start = nowSeconds();
+  std::string stepName = step ? step.getName().str() : options.entry;
+  std::string evalName;
   if (program->level != ModuleLevel::Lowered) {
     // Keep only the chosen step: others would be compiled for nothing.
     for (auto func :
@@ -187,6 +189,14 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
         func->erase();
     bool needGrad = program->level == ModuleLevel::ForwardLoss;
     bool needOpt = program->level != ModuleLevel::TrainingStep;
+    // A forward-only copy for evaluation, compiled beside the step. The
+    // passes append arguments, so its arguments are a prefix of the step's.
+    if (needGrad && !options.asIs && options.forwardForEval) {
+      auto copy = cast<FunctionOpInterface>(step->clone());
+      SymbolTable(module).insert(copy, Block::iterator(step->getNextNode()));
+      SymbolTable::setSymbolName(copy, (step.getName() + "_eval").str());
+      evalName = SymbolTable::getSymbolName(copy).str();
+    }
     if (options.asIs) {
       log("ds-run: running the " + stringifyModuleLevel(program->level).str() +
           " as it is; applying ds-cpu-pipeline");
@@ -197,7 +207,9 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       if (needOpt)
         steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}, ";
       log("ds-run: " + stringifyModuleLevel(program->level).str() +
-          " module; applying " + steps + "ds-cpu-pipeline");
+          " module; applying " + steps + "ds-cpu-pipeline" +
+          (evalName.empty() ? ""
+                            : " (and a forward-only copy for evaluation)"));
       if (needGrad && failed(mlir::ds::differentiateTrainingStep(step)))
         return diags.error("ds-autodiff failed");
       if (needOpt && failed(mlir::ds::insertOptimizer(step, options.optimizer)))
@@ -216,16 +228,16 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       mlir::ds::readContracts(module);
   if (failed(contracts) || contracts->empty())
     return diags.error("the lowered module has no usable 'ds.contract' table");
-  const mlir::ds::TrainingContract *chosen = &contracts->front();
-  if (!options.entry.empty()) {
-    chosen = nullptr;
-    for (const auto &c : *contracts)
-      if (c.funcName == options.entry)
-        chosen = &c;
-    if (!chosen)
-      return diags.error("no step named '" + options.entry +
-                         "' in the 'ds.contract' table");
+  const mlir::ds::TrainingContract *chosen = nullptr;
+  for (const auto &c : *contracts) {
+    if (c.funcName == evalName)
+      program->evalStep = c;
+    else if (stepName.empty() ? !chosen : c.funcName == stepName)
+      chosen = &c;
   }
+  if (!chosen)
+    return diags.error("no step named '" + stepName +
+                       "' in the 'ds.contract' table");
   program->stepContract = *chosen;
 
   start = nowSeconds();
@@ -276,9 +288,9 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   return program;
 }
 
-Error StepProgram::run(llvm::ArrayRef<HostTensor *> args,
-                       llvm::MutableArrayRef<HostTensor> results) {
-  const auto &c = stepContract;
+Error StepProgram::call(const mlir::ds::TrainingContract &c,
+                        llvm::ArrayRef<HostTensor *> args,
+                        llvm::MutableArrayRef<HostTensor> results) {
   if (args.size() != c.args.size() || results.size() != c.results.size())
     return llvm::createStringError("step called with the wrong number of "
                                    "tensors");

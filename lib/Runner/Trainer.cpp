@@ -237,22 +237,37 @@ Error Trainer::feed(uint64_t batch, bool heldOut) {
 }
 
 Expected<double> Trainer::evaluate() {
-  // The step's loss is computed before its update; running it on held-out
-  // batches and discarding the results measures the current parameters.
+  // With a forward-only copy of the step, evaluation runs just the forward
+  // on the leading arguments. Otherwise the step's loss (computed before
+  // its update) is taken and the update discarded.
+  const mlir::ds::TrainingContract *eval = program.evalContract();
+  if (eval && evalResults.empty())
+    for (const auto &res : eval->results) {
+      Expected<HostTensor> t = makeTensor(res.type);
+      if (!t)
+        return t.takeError();
+      evalResults.push_back(std::move(*t));
+    }
   double sum = 0;
   std::vector<HostTensor> saved;
   for (unsigned i : inputArgs)
     saved.push_back(args[i]);
-  unsigned lossIndex = program.contract().getLossIndex();
   for (int64_t b = 0; b < options.evalBatches; ++b) {
     if (Error e = feed(static_cast<uint64_t>(b), /*heldOut=*/true))
       return std::move(e);
     std::vector<HostTensor *> ptrs;
     for (HostTensor &t : args)
       ptrs.push_back(&t);
-    if (Error e = program.run(ptrs, results))
-      return std::move(e);
-    sum += scalarOf(results[lossIndex]);
+    if (eval) {
+      ptrs.resize(eval->args.size());
+      if (Error e = program.runEval(ptrs, evalResults))
+        return std::move(e);
+      sum += scalarOf(evalResults[eval->getLossIndex()]);
+    } else {
+      if (Error e = program.run(ptrs, results))
+        return std::move(e);
+      sum += scalarOf(results[program.contract().getLossIndex()]);
+    }
   }
   for (auto [k, i] : llvm::enumerate(inputArgs))
     args[i] = std::move(saved[k]);

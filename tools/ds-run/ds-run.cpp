@@ -208,6 +208,7 @@ int main(int argc, char **argv) {
   PrepareOptions prepare;
   prepare.asIs = asIs;
   prepare.entry = entry;
+  prepare.forwardForEval = evalEvery > 0;
   int64_t cosineSteps = totalSteps ? totalSteps : steps;
   FailureOr<mlir::ds::OptimizerConfig> config = mlir::ds::OptimizerConfig::get(
       optKind, schedule, lr, momentum, /*dampening=*/0.0, /*nesterov=*/false,

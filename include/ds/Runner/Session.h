@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace ds::runner {
@@ -45,6 +46,9 @@ struct PrepareOptions {
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).
   std::string entry;
+  /// For forward + loss modules: also compile the forward alone, so that
+  /// held-out evaluation does not run the backward and the update.
+  bool forwardForEval = false;
 };
 
 /// Timings of compilation, in seconds.
@@ -64,6 +68,11 @@ public:
           const std::function<void(const std::string &)> &log);
 
   const mlir::ds::TrainingContract &contract() const { return stepContract; }
+  /// The forward-only copy of the step (see PrepareOptions::forwardForEval),
+  /// or null. Its arguments are the first arguments of the step.
+  const mlir::ds::TrainingContract *evalContract() const {
+    return evalStep ? &*evalStep : nullptr;
+  }
   ModuleLevel inputLevel() const { return level; }
   const CompileTimes &times() const { return compileTimes; }
 
@@ -72,11 +81,24 @@ public:
   /// contract's result types, see makeTensor). Fails on a runtime error
   /// reported by the runtime library.
   llvm::Error run(llvm::ArrayRef<HostTensor *> args,
-                  llvm::MutableArrayRef<HostTensor> results);
+                  llvm::MutableArrayRef<HostTensor> results) {
+    return call(stepContract, args, results);
+  }
+
+  /// Calls the forward-only copy (evalContract() must be set) with the
+  /// leading arguments of the step.
+  llvm::Error runEval(llvm::ArrayRef<HostTensor *> args,
+                      llvm::MutableArrayRef<HostTensor> results) {
+    return call(*evalStep, args, results);
+  }
 
 private:
+  llvm::Error call(const mlir::ds::TrainingContract &contract,
+                   llvm::ArrayRef<HostTensor *> args,
+                   llvm::MutableArrayRef<HostTensor> results);
   StepProgram() = default;
   mlir::ds::TrainingContract stepContract;
+  std::optional<mlir::ds::TrainingContract> evalStep;
   ModuleLevel level = ModuleLevel::Lowered;
   CompileTimes compileTimes;
   std::unique_ptr<mlir::ExecutionEngine> engine;

@@ -81,6 +81,8 @@ private:
   llvm::raw_ostream &out;
   std::unique_ptr<DataFeed> data;
   std::vector<HostTensor> args, results;
+  std::vector<HostTensor> evalResults; ///< of the forward-only copy
+
   std::vector<unsigned> inputArgs; ///< argument index of each feed input
   int64_t step = 0;
   llvm::json::Array stepLog, evalLog;
