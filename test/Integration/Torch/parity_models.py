@@ -31,7 +31,9 @@ class Attention(nn.Module):
         super().__init__()
         self.heads, self.sdpa = heads, sdpa
         self.q_proj = nn.Linear(d, d)
-        self.k_proj = nn.Linear(d, d)
+        # No key bias: softmax is invariant to it, so its gradient is zero
+        # up to rounding and its trajectory is pure noise to compare.
+        self.k_proj = nn.Linear(d, d, bias=False)
         self.v_proj = nn.Linear(d, d)
         self.out_proj = nn.Linear(d, d)
 
@@ -70,6 +72,7 @@ class GPTBlock(nn.Module):
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
         self.head.weight = self.tok.weight
+        nn.init.normal_(self.tok.weight, std=0.02)
 
     def forward(self, tokens):
         x = self.tok(tokens) + self.pos
@@ -81,9 +84,11 @@ class GPTBlock(nn.Module):
 class CNN(nn.Module):
     def __init__(self, classes=10):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        # No conv biases: BatchNorm subtracts them again, so their gradient is
+        # zero up to rounding (noise to compare, as for the key bias above).
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(4)
-        self.conv2 = nn.Conv2d(4, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 8, 3, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(8)
         self.fc = nn.Linear(8 * 2 * 2, classes)
 
