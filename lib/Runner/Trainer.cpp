@@ -113,7 +113,11 @@ Error Trainer::initState() {
     HostTensor &t = args[i];
     std::string what =
         (mlir::ds::stringifyArgRole(arg.role) + " '" + arg.name + "'").str();
-    if (arg.role == ArgRole::Param && !options.paramsDir.empty()) {
+    // Parameters, and state whose initial value must come from a file
+    // (imported BatchNorm running statistics), load from --params.
+    bool fromFile = arg.role == ArgRole::Param ||
+                    arg.init.getKind() == InitKind::file;
+    if (fromFile && !options.paramsDir.empty()) {
       llvm::SmallString<256> path(options.paramsDir);
       llvm::sys::path::append(path, arg.name + ".npy");
       Expected<HostTensor> loaded = readNpy(path, t.dtype);
