@@ -38,6 +38,86 @@ def ExportContractPass : Pass<"ds-export-contract", "::mlir::ModuleOp"> {
   ];
 }
 
+def ImportLinalgPass : Pass<"ds-import-linalg", "::mlir::ModuleOp"> {
+  let summary = "Raise torch-mlir's linalg-on-tensors output into ds ops";
+  let description = [{
+    Accepts the `linalg-on-tensors` output of torch-mlir (generic form,
+    weights as function arguments; `python/ds_torch/linalg_export.py`
+    writes it together with the options below) and raises what it
+    recognises into ds ops, so that ds-autodiff, ds-insert-optimizer and
+    ds-cpu-pipeline (or `ds-run`) train it. Raising is per op:
+
+    - `linalg.generic`: every input is moved into the iteration space
+      (projected-permutation maps, constant-0 dimensions) with
+      `ds.reshape` / `ds.transpose`, size-1 dimensions broadcasting; the
+      body is translated op by op: `arith.addf/subf/mulf/divf/negf`,
+      `maximumf/maxnumf/minimumf/minnumf`, integer `addi/subi/muli`,
+      `math.exp/log/tanh/sqrt/rsqrt/absf`, `cmpf/cmpi` + `select` ->
+      `ds.compare` / `ds.select` (unordered predicates as negated ordered
+      ones), casts -> `ds.cast`, captured scalar constants -> rank-0
+      tensors, the exact GELU body (`x * (erf(x / sqrt 2) + 1) * 0.5`) ->
+      `ds.gelu`. Reductions (`addf` / `maximumf` into the output) become
+      `ds.reduce_sum` / `ds.reduce_max` (an initial value other than a fill
+      of 0 / -inf is added / maxed in); a multi-result generic whose other
+      results are unused (the argmax of `max(dim)`) keeps the used ones.
+      Gathers (`tensor.extract` at an index read from an integer operand):
+      row lookups of a 2-D table -> `ds.embedding`, others (the target
+      logit of `nll_loss`) -> a one-hot `ds.compare` / `ds.select` /
+      `ds.reduce_sum`.
+    - `linalg.matmul`, `linalg.batch_matmul` -> `ds.matmul` (a transpose of
+      the two inner dimensions of an operand becomes a transpose flag, a
+      non-zero accumulator an add); `linalg.transpose`, `linalg.broadcast`,
+      `tensor.expand_shape` / `collapse_shape`, `tensor.extract_slice`,
+      `tensor.concat` -> their ds counterparts; `linalg.conv_2d_nchw_fchw`
+      (with its zero `tensor.pad` as padding and a per-channel broadcast
+      accumulator as bias) -> `ds.conv2d`; `linalg.pooling_nchw_max` (with
+      a -inf pad) -> `ds.max_pool2d`; a constant `tensor.pad` no
+      convolution absorbed -> `ds.insert_slice` into a constant.
+
+    Everything else stays as it is; dead upstream ops are removed.
+    Integer computations on labels and masks typically stay: ds-autodiff
+    never differentiates them and the lowering accepts them. The
+    `cf.assert`s torch-mlir wraps around gathers (index range checks)
+    disappear with the gathers they guard.
+
+    Options attach the training-step contract to the function `func`
+    (which must have none): `args` gives one role per argument, in order
+    (`param:<name>` and `state:<kind>` get `ds.init = #ds.init<file>`,
+    `input:<name>`), `results` one per result (`loss`,
+    `update:<param or state kind>`, `metric:<name>`). Wrong counts, unknown
+    roles and updates of unknown arguments are located errors.
+
+    On a training step, an upstream op left between the parameters (or
+    state) and the loss blocks differentiation: the import fails with a
+    located error naming it. A `tm_tensor` op is an error too. With
+    `report` (the default) each function gets a remark with the fraction of
+    its ops raised and the upstream ops left, by name:
+
+    ```
+    remark: ds-import-linalg: raised 117 of 124 ops (94.4%) into ds; left
+            as upstream ops: 5 linalg.generic, 2 tensor.empty
+    ```
+
+    ```sh
+    ds-opt --allow-unregistered-dialect step.mlir --ds-import-linalg="func=step \
+        args=param:fc.weight,param:fc.bias,input:x,input:labels results=loss"
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::ds::DSDialect"];
+  let options = [
+    Option<"funcName", "func", "std::string", /*default=*/"\"step\"",
+           "The function the contract options apply to">,
+    ListOption<"args", "args", "std::string",
+               "One role per argument: param:<name>, state:<kind> or "
+               "input:<name>">,
+    ListOption<"results", "results", "std::string",
+               "One role per result: loss, update:<name> or metric:<name>">,
+    Option<"reportFraction", "report", "bool", /*default=*/"true",
+           "Emit a remark with the fraction of ops raised">
+  ];
+}
+
 def AutodiffPass : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
   let summary = "Append the backward pass: gradients of the loss w.r.t. "
                 "every parameter";
