@@ -102,10 +102,13 @@ FailureOr<Value> raise::placeInLoops(OpBuilder &b, Location loc, Value v,
     kept.push_back(d);
     keptShape.push_back(t.getDimSize(k));
   }
-  v = reshapeTo(b, loc, v, keptShape);
-  // 2. Loop dimensions in increasing order.
+  // 2. Loop dimensions in increasing order (when they are, one reshape
+  // does steps 1 and 3).
   SmallVector<int64_t> perm = sortingPermutation(kept);
-  v = transposeBy(b, loc, v, perm);
+  if (!llvm::is_sorted(kept)) {
+    v = reshapeTo(b, loc, v, keptShape);
+    v = transposeBy(b, loc, v, perm);
+  }
   // 3. Full rank, size 1 where the operand does not vary.
   SmallVector<int64_t> target(loops.size(), 1);
   for (int64_t d : kept)
@@ -144,6 +147,8 @@ FailureOr<Value> raise::extractFromLoops(OpBuilder &b, Location loc, Value w,
   for (int64_t d = 0; d < n; ++d)
     if (!llvm::is_contained(kept, d) && shape[d] != 1)
       return failure();
+  if (llvm::is_sorted(kept))
+    return reshapeTo(b, loc, w, resultType.getShape());
   for (int64_t d : sorted)
     sortedShape.push_back(loops[d]);
   w = reshapeTo(b, loc, w, sortedShape);
