@@ -113,8 +113,9 @@ Error Trainer::initState() {
     HostTensor &t = args[i];
     std::string what =
         (mlir::ds::stringifyArgRole(arg.role) + " '" + arg.name + "'").str();
-    // Parameters, and state whose initial value must come from a file
-    // (imported BatchNorm running statistics), load from --params.
+    // Parameters, and state initialised from a file (e.g. batch-norm
+    // running statistics from a front end), load from --params DIR by name
+    // or state key.
     bool fromFile = arg.role == ArgRole::Param ||
                     arg.init.getKind() == InitKind::file;
     if (fromFile && !options.paramsDir.empty()) {

@@ -26,7 +26,8 @@ static void stripContract(FunctionOpInterface func) {
   func->removeAttr(DSDialect::kTrainStepAttrName);
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
     for (StringRef name : {DSDialect::kParamAttrName, DSDialect::kInputAttrName,
-                           DSDialect::kStateAttrName, DSDialect::kInitAttrName})
+                           DSDialect::kStateAttrName, DSDialect::kInitAttrName,
+                           DSDialect::kOptimAttrName})
       func.removeArgAttr(i, name);
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     for (StringRef name :

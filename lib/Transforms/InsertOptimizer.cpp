@@ -85,22 +85,27 @@ FailureOr<OptimizerConfig> OptimizerConfig::get(
   c.totalSteps = totalSteps;
   c.warmupStartFactor = warmupStartFactor;
   c.minLrFactor = minLrFactor;
+  if (failed(c.validate(error)))
+    return failure();
+  return c;
+}
+
+LogicalResult OptimizerConfig::validate(std::string &error) const {
   auto fail = [&](const Twine &msg) {
     error = msg.str();
     return failure();
   };
   if (!(lr > 0))
     return fail("lr must be positive, got " + std::to_string(lr));
-  if (c.momentum < 0 || c.momentum >= 1)
-    return fail("momentum must be in [0, 1), got " +
-                std::to_string(c.momentum));
-  if (c.nesterov && (c.momentum <= 0 || c.dampening != 0))
+  if (momentum < 0 || momentum >= 1)
+    return fail("momentum must be in [0, 1), got " + std::to_string(momentum));
+  if (nesterov && (momentum <= 0 || dampening != 0))
     return fail("nesterov needs momentum > 0 and dampening = 0");
   if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
     return fail("beta1 and beta2 must be in [0, 1)");
-  if (!(eps >= 0) || c.weightDecay < 0)
+  if (!(eps >= 0) || weightDecay < 0)
     return fail("eps and weight-decay must be non-negative");
-  if (c.schedule == Schedule::WarmupCosine) {
+  if (schedule == Schedule::WarmupCosine) {
     if (totalSteps <= 0 || warmupSteps < 0 || warmupSteps >= totalSteps)
       return fail("schedule warmup-cosine needs 0 <= warmup-steps < "
                   "total-steps, got warmup-steps=" +
@@ -110,6 +115,50 @@ FailureOr<OptimizerConfig> OptimizerConfig::get(
     if (!(minLrFactor >= 0 && minLrFactor <= 1))
       return fail("min-lr-factor must be in [0, 1]");
   }
+  return success();
+}
+
+FailureOr<OptimizerConfig>
+OptimizerConfig::withOverrides(DictionaryAttr overrides,
+                               std::string &error) const {
+  OptimizerConfig c = *this;
+  if (!overrides)
+    return c;
+  auto number = [&](StringRef key, double &field) {
+    Attribute v = overrides.get(key);
+    if (auto f = dyn_cast_or_null<FloatAttr>(v))
+      field = f.getValueAsDouble();
+    else if (auto i = dyn_cast_or_null<IntegerAttr>(v))
+      field = static_cast<double>(i.getInt());
+  };
+  // A kind switches the kind's defaults too, as the pass option does.
+  if (auto kind = overrides.getAs<StringAttr>("kind")) {
+    StringRef k = kind.getValue();
+    if (k == "sgd")
+      c.kind = Kind::Sgd, c.momentum = 0.0, c.weightDecay = 0.0;
+    else if (k == "momentum")
+      c.kind = Kind::Sgd, c.momentum = 0.9, c.weightDecay = 0.0;
+    else if (k == "adam")
+      c.kind = Kind::Adam, c.weightDecay = 0.0;
+    else if (k == "adamw")
+      c.kind = Kind::AdamW, c.weightDecay = 0.01;
+    else {
+      error = "unknown optimizer kind '" + k.str() +
+              "'; expected sgd, momentum, adam or adamw";
+      return failure();
+    }
+  }
+  number("lr", c.lr);
+  number("momentum", c.momentum);
+  number("dampening", c.dampening);
+  number("beta1", c.beta1);
+  number("beta2", c.beta2);
+  number("eps", c.eps);
+  number("weight_decay", c.weightDecay);
+  if (auto nesterov = overrides.getAs<BoolAttr>("nesterov"))
+    c.nesterov = nesterov.getValue();
+  if (failed(c.validate(error)))
+    return failure();
   return c;
 }
 
@@ -235,25 +284,39 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
   // Scalars shared by every parameter.
   Value stepInt = tensor::ExtractOp::create(b, loc, step, ValueRange{});
   Value t = arith::SIToFPOp::create(b, loc, b.getF64Type(), stepInt);
-  Value lrT = s.mul(s.f(config.lr), scheduleFactor(s, config, t));
+  Value factor = scheduleFactor(s, config, t);
   Value t1 = s.add(t, s.f(1.0));
   Value isFirst = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::eq, stepInt,
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
-  Value bc1, bc2Sqrt;
-  bool adam = config.kind != OptimizerConfig::Kind::Sgd;
-  if (adam) {
-    bc1 = s.sub(s.f(1.0), s.pow(s.f(config.beta1), t1));
-    bc2Sqrt = s.sqrt(s.sub(s.f(1.0), s.pow(s.f(config.beta2), t1)));
-  }
+  // The `lr` metric: the learning rate of the first trained parameter.
+  Value lrMetricF64;
 
-  // Per parameter.
+  // Per parameter, with its `ds.optim` overrides (a front end's
+  // param_groups) on top of the pass options.
   SmallVector<std::pair<unsigned, Value>> paramUpdates; // arg index, value
   for (unsigned argIndex : contract->getArgIndices(ArgRole::Param)) {
     std::optional<unsigned> gradIndex = contract->findGradOf(argIndex);
     if (!gradIndex)
       continue; // Not trained: keeps its value.
     const std::string &name = contract->args[argIndex].name;
+    std::string error;
+    FailureOr<OptimizerConfig> paramConfig = config.withOverrides(
+        func.getArgAttrOfType<DictionaryAttr>(argIndex,
+                                              DSDialect::kOptimAttrName),
+        error);
+    if (failed(paramConfig))
+      return func->emitOpError("ds-insert-optimizer: 'ds.optim' of parameter '")
+             << name << "': " << error;
+    const OptimizerConfig &pc = *paramConfig;
+    Value lrT = s.mul(s.f(pc.lr), factor);
+    if (!lrMetricF64)
+      lrMetricF64 = lrT;
+    Value bc1, bc2Sqrt;
+    if (pc.kind != OptimizerConfig::Kind::Sgd) {
+      bc1 = s.sub(s.f(1.0), s.pow(s.f(pc.beta1), t1));
+      bc2Sqrt = s.sqrt(s.sub(s.f(1.0), s.pow(s.f(pc.beta2), t1)));
+    }
     Value p = body.getArgument(argIndex);
     Value g = terminator->getOperand(*gradIndex);
     auto type = cast<RankedTensorType>(p.getType());
@@ -275,22 +338,22 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
     auto constT = [&](double v) { return s.tensor(s.f(v), et); };
 
     Value newP;
-    if (config.kind == OptimizerConfig::Kind::Sgd) {
-      if (config.weightDecay != 0)
-        g = add(g, mul(p, constT(config.weightDecay)));
-      if (config.momentum != 0) {
+    if (pc.kind == OptimizerConfig::Kind::Sgd) {
+      if (pc.weightDecay != 0)
+        g = add(g, mul(p, constT(pc.weightDecay)));
+      if (pc.momentum != 0) {
         FailureOr<Value> buf =
             addState("momentum_buffer", name, type, InitKind::zeros);
         if (failed(buf))
           return failure();
-        Value next = add(mul(*buf, constT(config.momentum)),
-                         mul(g, constT(1.0 - config.dampening)));
+        Value next = add(mul(*buf, constT(pc.momentum)),
+                         mul(g, constT(1.0 - pc.dampening)));
         Value cond = tensor::FromElementsOp::create(
             b, loc, RankedTensorType::get({}, b.getI1Type()),
             ValueRange{isFirst});
         Value newBuf = SelectOp::create(b, ploc, cond, g, next);
         newStates.push_back({"momentum_buffer", name, newBuf, type});
-        g = config.nesterov ? add(g, mul(newBuf, constT(config.momentum)))
+        g = pc.nesterov ? add(g, mul(newBuf, constT(pc.momentum)))
                             : newBuf;
       }
       newP = sub(p, mul(g, scalarT(lrT)));
@@ -301,17 +364,17 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
       FailureOr<Value> v = addState("adam.v", name, type, InitKind::zeros);
       if (failed(v))
         return failure();
-      if (config.kind == OptimizerConfig::Kind::Adam && config.weightDecay != 0)
-        g = add(g, mul(p, constT(config.weightDecay)));
-      if (config.kind == OptimizerConfig::Kind::AdamW &&
-          config.weightDecay != 0)
+      if (pc.kind == OptimizerConfig::Kind::Adam && pc.weightDecay != 0)
+        g = add(g, mul(p, constT(pc.weightDecay)));
+      if (pc.kind == OptimizerConfig::Kind::AdamW &&
+          pc.weightDecay != 0)
         p = mul(p,
-                scalarT(s.sub(s.f(1.0), s.mul(lrT, s.f(config.weightDecay)))));
-      Value m1 = add(*m, mul(sub(g, *m), constT(1.0 - config.beta1)));
-      Value v1 = add(mul(*v, constT(config.beta2)),
-                     mul(mul(g, g), constT(1.0 - config.beta2)));
+                scalarT(s.sub(s.f(1.0), s.mul(lrT, s.f(pc.weightDecay)))));
+      Value m1 = add(*m, mul(sub(g, *m), constT(1.0 - pc.beta1)));
+      Value v1 = add(mul(*v, constT(pc.beta2)),
+                     mul(mul(g, g), constT(1.0 - pc.beta2)));
       Value denom = add(div(SqrtOp::create(b, ploc, v1), scalarT(bc2Sqrt)),
-                        constT(config.eps));
+                        constT(pc.eps));
       Value stepSize = scalarT(s.sub(s.f(0.0), s.div(lrT, bc1)));
       newP = add(p, mul(stepSize, div(m1, denom)));
       newStates.push_back({"adam.m", name, m1, type});
@@ -324,7 +387,9 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
       b, loc, step,
       arith::ConstantOp::create(
           b, loc, i64, DenseElementsAttr::get(i64, b.getI64IntegerAttr(1))));
-  Value lrMetric = s.tensor(lrT, b.getF64Type());
+  Value lrMetric = s.tensor(
+      lrMetricF64 ? lrMetricF64 : s.mul(s.f(config.lr), factor),
+      b.getF64Type());
 
   // Rebuild the results: drop the gradients, append the updates.
   SmallVector<Value> results;

@@ -35,3 +35,21 @@ func.func @negative_step_updated(%w: tensor<4xf32> {ds.param = "w", ds.init = #d
   %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
   return %l, %w, %s : tensor<f32>, tensor<4xf32>, tensor<i64>
 }
+
+// -----
+
+// expected-error@+1 {{ds-insert-optimizer: 'ds.optim' of parameter 'w': momentum must be in [0, 1), got 1.500000}}
+func.func @negative_optim_momentum(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>, ds.optim = {kind = "sgd", momentum = 1.5}})
+    -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.grad = 0 : i64}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{ds-insert-optimizer: 'ds.optim' of parameter 'w': unknown optimizer kind 'lamb'; expected sgd, momentum, adam or adamw}}
+func.func @negative_optim_kind(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>, ds.optim = {kind = "lamb"}})
+    -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.grad = 0 : i64}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
+}

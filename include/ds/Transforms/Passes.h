@@ -57,6 +57,17 @@ struct OptimizerConfig {
       double dampening, bool nesterov, double beta1, double beta2, double eps,
       double weightDecay, int64_t warmupSteps, int64_t totalSteps,
       double warmupStartFactor, double minLrFactor, std::string &error);
+
+  /// This configuration with the per-parameter overrides of a `ds.optim`
+  /// dictionary applied (`kind`, `lr`, `momentum`, `dampening`, `nesterov`,
+  /// `beta1`, `beta2`, `eps`, `weight_decay`), validated like the options.
+  /// The schedule stays the step's. Fails with a message in `error`.
+  FailureOr<OptimizerConfig> withOverrides(DictionaryAttr overrides,
+                                           std::string &error) const;
+
+private:
+  /// Checks the hyperparameters; fails with a message in `error`.
+  LogicalResult validate(std::string &error) const;
 };
 
 /// Replaces the `ds.grad` results of `func` by parameter updates, adding the

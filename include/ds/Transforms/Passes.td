@@ -166,6 +166,14 @@ def InsertOptimizerPass : Pass<"ds-insert-optimizer", "::mlir::ModuleOp"> {
     `warmup-start-factor * lr` over `warmup-steps` steps, then follows a
     cosine to `min-lr-factor * lr` at `total-steps` (torch's
     SequentialLR(LinearLR, CosineAnnealingLR)).
+
+    Per-parameter hyperparameters (torch.optim's `param_groups`, written by
+    the PyTorch front end) come as a `ds.optim` dictionary on a parameter
+    argument: `{kind = "adamw", lr = 1.0e-03, beta1 = 0.9, beta2 = 0.999,
+    eps = 1.0e-08, weight_decay = 0.01}` (also `momentum`, `dampening`,
+    `nesterov`). Its entries override the pass options for that parameter;
+    a `kind` brings that kind's defaults as the option does. The schedule is
+    the step's. The `lr` metric is the rate of the first trained parameter.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",

@@ -217,9 +217,41 @@ func.func @negative_init_string(%w: tensor<4xf32> {ds.param = "w", ds.init = "ze
 
 // -----
 
-// expected-error@+1 {{argument #0: unknown ds argument attribute 'ds.parameter'; expected ds.param, ds.input, ds.state or ds.init}}
+// expected-error@+1 {{argument #0: unknown ds argument attribute 'ds.parameter'; expected ds.param, ds.input, ds.state, ds.init or ds.optim}}
 func.func @negative_arg_typo(%w: tensor<4xf32> {ds.parameter = "w"}) -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
   %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'ds.optim' must be a dictionary of optimizer hyperparameters, got 1.000000e-01 : f64}}
+func.func @negative_optim_not_dict(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>, ds.optim = 0.1 : f64}) -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: unknown 'ds.optim' key 'betas'; expected kind, lr, momentum, dampening, nesterov, beta1, beta2, eps or weight_decay}}
+func.func @negative_optim_key(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>, ds.optim = {betas = 0.9}}) -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'ds.optim' key 'lr' must be a number, got "fast"}}
+func.func @negative_optim_value(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>, ds.optim = {lr = "fast"}}) -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{argument #1: 'ds.optim' applies to parameters only}}
+func.func @negative_optim_on_input(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>}, %x: tensor<4xf32> {ds.input = "x", ds.optim = {lr = 0.1}}) -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %x : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
 

@@ -70,6 +70,11 @@ static int64_t inferIndexRange(Value v) {
 /// The value of an argument-index attribute: a signless integer or index of
 /// at most 64 bits. Anything else (ui8, i128, floats) is rejected rather than
 /// truncated.
+/// The numeric keys of `ds.optim` (ds-insert-optimizer's option names, with
+/// `weight_decay` spelled as torch.optim does).
+static constexpr StringLiteral kOptimNumericKeys[] = {
+    "lr", "momentum", "dampening", "beta1", "beta2", "eps", "weight_decay"};
+
 static std::optional<int64_t> getArgIndex(Attribute attr) {
   auto i = dyn_cast_or_null<IntegerAttr>(attr);
   if (!i)
@@ -104,10 +109,37 @@ LogicalResult mlir::ds::verifyContractArgAttr(Operation *op, unsigned argIndex,
   } else if (name == DSDialect::kInitAttrName) {
     if (!isa<InitAttr>(value))
       return fail("a #ds.init attribute");
+  } else if (name == DSDialect::kOptimAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(value);
+    if (!dict)
+      return fail("a dictionary of optimizer hyperparameters");
+    for (NamedAttribute entry : dict) {
+      StringRef key = entry.getName().strref();
+      Attribute v = entry.getValue();
+      bool ok;
+      if (key == "kind")
+        ok = isa<StringAttr>(v);
+      else if (key == "nesterov")
+        ok = isa<BoolAttr>(v);
+      else if (llvm::is_contained(kOptimNumericKeys, key))
+        ok = isa<FloatAttr, IntegerAttr>(v) && !isa<BoolAttr>(v);
+      else
+        return op->emitOpError("argument #")
+               << argIndex << ": unknown 'ds.optim' key '" << key
+               << "'; expected kind, lr, momentum, dampening, nesterov, "
+                  "beta1, beta2, eps or weight_decay";
+      if (!ok)
+        return op->emitOpError("argument #")
+               << argIndex << ": 'ds.optim' key '" << key << "' must be "
+               << (key == "kind"       ? "a string"
+                   : key == "nesterov" ? "a boolean"
+                                       : "a number")
+               << ", got " << v;
+    }
   } else {
     return op->emitOpError("argument #")
            << argIndex << ": unknown ds argument attribute '" << name
-           << "'; expected ds.param, ds.input, ds.state or ds.init";
+           << "'; expected ds.param, ds.input, ds.state, ds.init or ds.optim";
   }
   return success();
 }
@@ -318,6 +350,7 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
         func.getArgAttrOfType<StringAttr>(i, DSDialect::kInputAttrName);
     auto state = func.getArgAttrOfType<StateAttr>(i, DSDialect::kStateAttrName);
     auto init = func.getArgAttrOfType<InitAttr>(i, DSDialect::kInitAttrName);
+    bool optim = func.getArgAttr(i, DSDialect::kOptimAttrName) != nullptr;
     int roles = !!param + !!input + !!state;
     if (roles == 0)
       return bail(
@@ -326,6 +359,10 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
     if (roles > 1)
       return bail(checker.argError(i)
                   << "has more than one of 'ds.param', 'ds.input', 'ds.state'");
+
+    if (optim && !param)
+      return bail(checker.argError(i)
+                  << "'ds.optim' applies to parameters only");
 
     ContractArg arg;
     arg.role = param ? ArgRole::Param : input ? ArgRole::Input : ArgRole::State;

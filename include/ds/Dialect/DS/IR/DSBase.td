@@ -41,6 +41,8 @@ def DS_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kInputAttrName = "ds.input";
     static constexpr ::llvm::StringLiteral kStateAttrName = "ds.state";
     static constexpr ::llvm::StringLiteral kInitAttrName = "ds.init";
+    /// Per-parameter optimizer hyperparameters (a front end's param_groups).
+    static constexpr ::llvm::StringLiteral kOptimAttrName = "ds.optim";
     static constexpr ::llvm::StringLiteral kLossAttrName = "ds.loss";
     static constexpr ::llvm::StringLiteral kUpdateAttrName = "ds.update";
     static constexpr ::llvm::StringLiteral kGradAttrName = "ds.grad";
