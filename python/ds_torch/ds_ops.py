@@ -1,0 +1,218 @@
+"""Typed builders for ds ops on top of FunctionBuilder.
+
+Each function takes `Value`s, computes the result type the way the ds
+verifier does, and emits the op in its custom assembly form. The aten
+rules (aten_rules.py) are written against these, never against raw text.
+"""
+
+import torch
+
+from .mlir_text import ExportError, Value, float_literal, i64_array
+
+
+def _broadcast_shapes(a, b):
+    if len(a) == 0:
+        return tuple(b)
+    if len(b) == 0:
+        return tuple(a)
+    if len(a) != len(b):
+        raise ExportError("internal: ds broadcast needs equal ranks, got %s and %s"
+                          % (a, b))
+    out = []
+    for x, y in zip(a, b):
+        if x != y and x != 1 and y != 1:
+            raise ExportError("shapes %s and %s do not broadcast" % (a, b))
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+class DS:
+    def __init__(self, fb):
+        self.fb = fb
+
+    # -- shapes ------------------------------------------------------------
+    def reshape(self, x, shape):
+        shape = tuple(shape)
+        if shape == x.shape:
+            return x
+        (r,) = self.fb.op("ds.reshape %s" % x.name, [shape], [x.dtype],
+                          trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
+        return r
+
+    def transpose(self, x, perm):
+        perm = [int(p) for p in perm]
+        if perm == list(range(x.rank)):
+            return x
+        shape = tuple(x.shape[p] for p in perm)
+        (r,) = self.fb.op("ds.transpose %s %s" % (x.name, i64_array(perm)),
+                          [shape], [x.dtype],
+                          trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
+        return r
+
+    def broadcast(self, x, shape, dims):
+        shape = tuple(shape)
+        if shape == x.shape:
+            return x
+        (r,) = self.fb.op("ds.broadcast %s dims = %s" % (x.name, i64_array(dims)),
+                          [shape], [x.dtype],
+                          trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
+        return r
+
+    def expand(self, x, shape):
+        """numpy-style broadcast of `x` to `shape` (leading dims new)."""
+        shape = tuple(shape)
+        lead = len(shape) - x.rank
+        return self.broadcast(x, shape, list(range(lead, len(shape))))
+
+    def slice(self, x, offsets, shape, strides=None):
+        shape = tuple(shape)
+        if shape == x.shape and not any(offsets):
+            return x
+        text = "ds.slice %s offsets %s" % (x.name, i64_array(offsets))
+        if strides and any(s != 1 for s in strides):
+            text += " strides %s" % i64_array(strides)
+        (r,) = self.fb.op(text, [shape], [x.dtype],
+                          trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
+        return r
+
+    def concat(self, xs, axis):
+        shape = list(xs[0].shape)
+        shape[axis] = sum(x.shape[axis] for x in xs)
+        (r,) = self.fb.op("ds.concat %s axis = %d" % (", ".join(x.name for x in xs), axis),
+                          [shape], [xs[0].dtype],
+                          trailer="%s -> %s" % (", ".join(x.type for x in xs),
+                                                Value("", shape, xs[0].dtype).type))
+        return r
+
+    def cast(self, x, dtype):
+        if x.dtype == dtype:
+            return x
+        (r,) = self.fb.op("ds.cast %s" % x.name, [x.shape], [dtype],
+                          trailer="%s -> %s" % (x.type, Value("", x.shape, dtype).type))
+        return r
+
+    # -- elementwise -------------------------------------------------------
+    def align(self, a, b):
+        """Gives `a` and `b` equal ranks (numpy alignment) unless one is a
+        scalar, which ds broadcasts as it is."""
+        if a.rank == b.rank or a.rank == 0 or b.rank == 0:
+            return a, b
+        if a.rank < b.rank:
+            return self.reshape(a, (1,) * (b.rank - a.rank) + a.shape), b
+        return a, self.reshape(b, (1,) * (a.rank - b.rank) + b.shape)
+
+    def binary(self, name, a, b):
+        a, b = self.align(a, b)
+        shape = _broadcast_shapes(a.shape, b.shape)
+        (r,) = self.fb.op("ds.%s %s, %s" % (name, a.name, b.name), [shape], [a.dtype],
+                          trailer="%s, %s -> %s" % (a.type, b.type,
+                                                    Value("", shape, a.dtype).type))
+        return r
+
+    def compare(self, pred, a, b):
+        a, b = self.align(a, b)
+        shape = _broadcast_shapes(a.shape, b.shape)
+        (r,) = self.fb.op("ds.compare %s, %s, %s" % (pred, a.name, b.name), [shape],
+                          [torch.bool],
+                          trailer="%s, %s -> %s" % (a.type, b.type,
+                                                    Value("", shape, torch.bool).type))
+        return r
+
+    def select(self, cond, t, f):
+        rank = max(cond.rank, t.rank, f.rank)
+
+        def lift(v):
+            if v.rank in (0, rank):
+                return v
+            return self.reshape(v, (1,) * (rank - v.rank) + v.shape)
+        cond, t, f = lift(cond), lift(t), lift(f)
+        shape = _broadcast_shapes(_broadcast_shapes(cond.shape, t.shape), f.shape)
+        (r,) = self.fb.op("ds.select %s, %s, %s" % (cond.name, t.name, f.name), [shape],
+                          [t.dtype],
+                          trailer="%s, %s, %s -> %s" % (cond.type, t.type, f.type,
+                                                        Value("", shape, t.dtype).type))
+        return r
+
+    def unary(self, name, x, props=""):
+        (r,) = self.fb.op("ds.%s %s%s" % (name, x.name, props), [x.shape], [x.dtype],
+                          trailer=x.type)
+        return r
+
+    # -- reductions --------------------------------------------------------
+    def reduce(self, name, x, dims, keep_dims=False):
+        dims = sorted(set(d % x.rank for d in dims)) if x.rank else []
+        if not dims:
+            return x
+        shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape)) if keep_dims \
+            else tuple(s for i, s in enumerate(x.shape) if i not in dims)
+        (r,) = self.fb.op("ds.%s %s %s%s" % (name, x.name, i64_array(dims),
+                                             " keep_dims" if keep_dims else ""),
+                          [shape], [x.dtype],
+                          trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
+        return r
+
+    # -- linear algebra and nn ---------------------------------------------
+    def matmul(self, a, b, ta=False, tb=False):
+        m = a.shape[-1] if ta else a.shape[-2]
+        n = b.shape[-2] if tb else b.shape[-1]
+        shape = tuple(a.shape[:-2]) + (m, n)
+        flags = (" transpose_lhs" if ta else "") + (" transpose_rhs" if tb else "")
+        (r,) = self.fb.op("ds.matmul %s, %s%s" % (a.name, b.name, flags), [shape],
+                          [a.dtype],
+                          trailer="%s, %s -> %s" % (a.type, b.type,
+                                                    Value("", shape, a.dtype).type))
+        return r
+
+    def softmax(self, name, x, axis):
+        return self.unary(name, x, " axis = %d" % (axis % x.rank))
+
+    def layer_norm(self, x, w, b, eps):
+        (r,) = self.fb.op("ds.layer_norm %s, %s, %s eps = %s" % (
+            x.name, w.name, b.name, float_literal(eps, torch.float64)),
+            [x.shape], [x.dtype], trailer="%s, %s, %s" % (x.type, w.type, b.type))
+        return r
+
+    def batch_norm(self, x, w, b, mean, var, momentum, eps):
+        c = (x.shape[1],)
+        return self.fb.op("ds.batch_norm %s, %s, %s, %s, %s momentum = %s eps = %s" % (
+            x.name, w.name, b.name, mean.name, var.name,
+            float_literal(momentum, torch.float64), float_literal(eps, torch.float64)),
+            [x.shape, c, c], [x.dtype] * 3, trailer="%s, %s" % (x.type, w.type))
+
+    def embedding(self, table, idx):
+        shape = idx.shape + (table.shape[1],)
+        (r,) = self.fb.op("ds.embedding %s, %s" % (table.name, idx.name), [shape],
+                          [table.dtype],
+                          trailer="%s, %s -> %s" % (table.type, idx.type,
+                                                    Value("", shape, table.dtype).type))
+        return r
+
+    def conv2d(self, x, w, b, shape, strides, padding, dilation, groups):
+        operands = [x, w] + ([b] if b is not None else [])
+        text = "ds.conv2d %s strides = %s padding = %s dilation = %s groups = %d" % (
+            ", ".join(v.name for v in operands), i64_array(strides), i64_array(padding),
+            i64_array(dilation), groups)
+        (r,) = self.fb.op(text, [shape], [x.dtype],
+                          trailer="%s -> %s" % (", ".join(v.type for v in operands),
+                                                Value("", shape, x.dtype).type))
+        return r
+
+    def pool2d(self, name, x, shape, kernel, strides, padding):
+        text = "ds.%s %s kernel = %s strides = %s padding = %s" % (
+            name, x.name, i64_array(kernel), i64_array(strides), i64_array(padding))
+        (r,) = self.fb.op(text, [shape], [x.dtype],
+                          trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
+        return r
+
+    def loss(self, name, a, b):
+        shape = ()
+        if name == "mse_loss":
+            trailer = "%s -> %s" % (a.type, Value("", shape, a.dtype).type)
+        else:
+            trailer = "%s, %s -> %s" % (a.type, b.type, Value("", shape, a.dtype).type)
+        (r,) = self.fb.op("ds.%s %s, %s" % (name, a.name, b.name), [shape], [a.dtype],
+                          trailer=trailer)
+        return r
+
+    def causal_mask(self, x):
+        return self.unary("causal_mask", x)

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Training parity with PyTorch through the ds_torch front end.
+
+For each parity model (parity_models.py), optimizer (torch.optim.SGD with
+momentum, AdamW with two param groups: no weight decay on biases and
+norms) and dtype (f64, f32): the model is exported with
+ds_torch.export_training_step, trained by ds-run for STEPS steps, and
+trained by PyTorch eager from the same initial weights on the same
+batches. Compared: the loss of every step, every parameter and every
+buffer (BatchNorm running statistics and batch counters) at the end.
+
+  f64: every loss and every element within 1e-8 relative + 1e-10 absolute;
+  f32: every loss within 1e-4 relative; per tensor
+       ||p_ds - p_torch|| <= 1e-3 ||p_torch - p_0|| (buffers: 1e-4 relative).
+
+Usage: check_parity.py [--joint] [--only NAME] with DS_RUN set. --joint
+imports PyTorch's backward (export_training_step(joint=True)) instead of
+ds-autodiff's.
+"""
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import ds_torch  # noqa: E402
+from parity_models import MODELS  # noqa: E402
+
+DS_RUN = os.environ.get("DS_RUN", "ds-run")
+STEPS = 20
+
+
+def make_optimizer(kind, model):
+    if kind == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.dim() < 2 else decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=5e-3, betas=(0.9, 0.98))
+
+
+def batches(make_batch, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [make_batch(g, dtype) for _ in range(STEPS)]
+
+
+def train_torch(model, loss_fn, opt, data):
+    losses = []
+    for batch in data:
+        opt.zero_grad()
+        loss = loss_fn(model(*batch[:-1]), batch[-1])
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    return losses
+
+
+def run_ds(step, work, data):
+    mlir = os.path.join(work, "model.mlir")
+    params = os.path.join(work, "init")
+    step.save(mlir, params)
+    cmd = [DS_RUN, mlir, "--steps", str(STEPS), "--quiet", "--params", params,
+           "--report", os.path.join(work, "report.json"),
+           "--checkpoint", os.path.join(work, "ckpt"), "--threads", "1"]
+    for i, name in enumerate(step.inputs):
+        path = os.path.join(work, name + ".npy")
+        np.save(path, torch.cat([b[i] for b in data]).numpy())
+        cmd += ["--data", "%s=%s" % (name, path), "--eval-data", "%s=%s" % (name, path)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError("ds-run failed:\n%s%s" % (r.stdout, r.stderr))
+    report = json.load(open(os.path.join(work, "report.json")))
+    return [s["loss"] for s in report["steps"]], os.path.join(work, "ckpt")
+
+
+def rel_err(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300))) if a.size else 0.0
+
+
+def compare(name, dtype, ds_losses, losses, ckpt, model, initial):
+    """Returns (ok, summary, details)."""
+    bad, worst_loss, worst_param = [], 0.0, 0.0
+    ds_losses, losses = np.array(ds_losses), np.array(losses)
+    if dtype == torch.float64:
+        ok = np.abs(ds_losses - losses) <= 1e-8 * np.abs(losses) + 1e-10
+    else:
+        ok = np.abs(ds_losses - losses) <= 1e-4 * np.abs(losses)
+    worst_loss = rel_err(ds_losses, losses)
+    if not ok.all():
+        bad.append("losses: worst rel err %.2e at step %d" % (
+            worst_loss, int(np.argmax(~ok))))
+    tensors = dict(model.named_parameters())
+    tensors.update(dict(model.named_buffers()))
+    params = dict(model.named_parameters())
+    for key, ref in tensors.items():
+        ref = ref.detach().numpy()
+        got = np.load(os.path.join(ckpt, key + ".npy"))
+        if ref.dtype.kind != "f":  # batch counters
+            measure = float(np.max(np.abs(got.astype(np.int64) - ref)))
+            fine = measure == 0
+        elif dtype == torch.float64:
+            measure = rel_err(got, ref)
+            fine = bool((np.abs(got - ref) <= 1e-8 * np.abs(ref) + 1e-10).all())
+        elif key in params:
+            ref = ref.astype(np.float64)
+            moved = np.linalg.norm(ref - initial[key])
+            measure = np.linalg.norm(got - ref) / max(moved, 1e-30)
+            fine = measure <= 1e-3
+        else:  # f32 running statistics
+            ref = ref.astype(np.float64)
+            measure = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
+            fine = measure <= 1e-4
+        worst_param = max(worst_param, measure)
+        if not fine:
+            bad.append("%s: deviation %.2e" % (key, measure))
+    return not bad, worst_loss, worst_param, bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--joint", action="store_true")
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--sdpa", action="store_true",
+                    help="also run the GPT block with F.scaled_dot_product_attention")
+    args = ap.parse_args()
+    models = dict(MODELS)
+    if args.sdpa:
+        gpt, loss_fn, mk = MODELS["gpt"]
+        models["gpt_sdpa"] = (lambda: gpt(sdpa=True), loss_fn, mk)
+    passed = failed = 0
+    for name, (factory, loss_fn, make_batch) in models.items():
+        if args.only and name != args.only:
+            continue
+        for kind in ("sgd", "adamw"):
+            for dtype in (torch.float64, torch.float32):
+                torch.manual_seed(1234)
+                model = factory().to(dtype)
+                twin = copy.deepcopy(model)
+                initial = {k: v.detach().numpy().astype(np.float64).copy()
+                           for k, v in model.named_parameters()}
+                data = batches(make_batch, dtype, seed=99)
+                label = "%-8s %-5s %-4s%s" % (name, kind, str(dtype)[6:],
+                                               " joint" if args.joint else "")
+                try:
+                    step = ds_torch.export_training_step(
+                        twin, loss_fn, data[0], make_optimizer(kind, twin),
+                        joint=args.joint)
+                    losses = train_torch(model, loss_fn, make_optimizer(kind, model), data)
+                    with tempfile.TemporaryDirectory() as work:
+                        ds_losses, ckpt = run_ds(step, work, data)
+                        ok, wl, wp, bad = compare(name, dtype, ds_losses, losses, ckpt,
+                                                  model, initial)
+                except Exception as e:  # report and go on with the next case
+                    print("FAIL %s: %s: %s" % (label, type(e).__name__, e))
+                    failed += 1
+                    continue
+                print("%s %s loss %.4f -> %.4f; worst loss rel err %.1e, worst "
+                      "tensor deviation %.1e%s" % (
+                          "ok  " if ok else "FAIL", label, losses[0], losses[-1], wl, wp,
+                          "".join("\n       " + b for b in bad)))
+                passed += ok
+                failed += not ok
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
