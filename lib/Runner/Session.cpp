@@ -98,6 +98,14 @@ auto ::ds::runner::makeTensor(RankedTensorType type) -> Expected<HostTensor> {
 
 namespace {
 
+/// Whether a parameter of `step` carries per-parameter optimizer settings.
+bool hasOptimAttrs(FunctionOpInterface step) {
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
+    if (step.getArgAttr(i, mlir::ds::DSDialect::kOptimAttrName))
+      return true;
+  return false;
+}
+
 /// LLVM optimisation level of the JIT: DS_RUN_OPT_LEVEL (0-3), default 3.
 unsigned optLevel() {
   if (const char *v = std::getenv("DS_RUN_OPT_LEVEL"))
@@ -205,7 +213,11 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       if (needGrad)
         steps += "ds-autodiff, ";
       if (needOpt)
-        steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}, ";
+        steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}" +
+                 (hasOptimAttrs(step) ? " (overridden per parameter by the "
+                                        "module's ds.optim attributes)"
+                                      : "") +
+                 ", ";
       log("ds-run: " + stringifyModuleLevel(program->level).str() +
           " module; applying " + steps + "ds-cpu-pipeline" +
           (evalName.empty() ? ""

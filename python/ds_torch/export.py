@@ -157,13 +157,18 @@ class _Converter:
         return frame or self.fallback_loc
 
     def unsupported(self, node, what=None):
+        """An ExportError located at `node`'s source line: `what` is not
+        supported, or, without `what`, the op has no mapping."""
         frame = self.location_of(node)
         where = "%s:%d: " % (frame[0], frame[1]) if frame else ""
         code = "\n    %s" % frame[2] if frame and frame[2] else ""
-        what = what or "aten op %s has no ds mapping" % node.target
-        return ExportError("%serror: %s is not supported by the ds_torch front end: "
-                           "%s%s\n(mapped ops: docs/TorchOpCoverage.md)"
-                           % (where, node.target, what, code))
+        if what is None:
+            message = "%s has no ds mapping in the ds_torch front end" % node.target
+        else:
+            message = "%s: %s is not supported by the ds_torch front end" % (
+                node.target, what)
+        return ExportError("%serror: %s%s\n(the mapped aten ops are listed in "
+                           "docs/TorchOpCoverage.md)" % (where, message, code))
 
     def scalar(self, v, dtype):
         return self.fb.scalar(v, dtype)
