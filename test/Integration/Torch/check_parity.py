@@ -13,9 +13,12 @@ buffer (BatchNorm running statistics and batch counters) at the end.
   f32: every loss within 1e-4 relative; per tensor
        ||p_ds - p_torch|| <= 1e-3 ||p_torch - p_0|| (buffers: 1e-4 relative).
 
-Usage: check_parity.py [--joint] [--only NAME] with DS_RUN set. --joint
-imports PyTorch's backward (export_training_step(joint=True)) instead of
-ds-autodiff's.
+Usage: check_parity.py [--path make-fx|torch-mlir] [--joint] [--sdpa]
+[--only NAME] with DS_RUN (and, for torch-mlir, DS_OPT) set. The
+make-fx path is ds_torch.export_training_step; --joint imports PyTorch's
+backward instead of ds-autodiff's. The torch-mlir path is
+ds_torch.torch_mlir_import (torch-mlir's linalg-on-tensors raised by
+ds-opt --ds-import-linalg); it does not carry BatchNorm's batch counters.
 """
 
 import argparse
@@ -31,6 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import ds_torch  # noqa: E402
+from ds_torch.torch_mlir_import import import_via_torch_mlir  # noqa: E402
 from parity_models import MODELS  # noqa: E402
 
 DS_RUN = os.environ.get("DS_RUN", "ds-run")
@@ -87,7 +91,7 @@ def rel_err(a, b):
     return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300))) if a.size else 0.0
 
 
-def compare(name, dtype, ds_losses, losses, ckpt, model, initial):
+def compare(name, dtype, ds_losses, losses, ckpt, model, initial, step):
     """Returns (ok, summary, details)."""
     bad, worst_loss, worst_param = [], 0.0, 0.0
     ds_losses, losses = np.array(ds_losses), np.array(losses)
@@ -103,6 +107,8 @@ def compare(name, dtype, ds_losses, losses, ckpt, model, initial):
     tensors.update(dict(model.named_buffers()))
     params = dict(model.named_parameters())
     for key, ref in tensors.items():
+        if key not in step.params and key not in step.states:
+            continue  # not part of the step (torch-mlir: batch counters)
         ref = ref.detach().numpy()
         got = np.load(os.path.join(ckpt, key + ".npy"))
         if ref.dtype.kind != "f":  # batch counters
@@ -128,6 +134,7 @@ def compare(name, dtype, ds_losses, losses, ckpt, model, initial):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--path", choices=["make-fx", "torch-mlir"], default="make-fx")
     ap.add_argument("--joint", action="store_true")
     ap.add_argument("--only", default=None)
     ap.add_argument("--sdpa", action="store_true",
@@ -149,25 +156,31 @@ def main():
                 initial = {k: v.detach().numpy().astype(np.float64).copy()
                            for k, v in model.named_parameters()}
                 data = batches(make_batch, dtype, seed=99)
-                label = "%-8s %-5s %-4s%s" % (name, kind, str(dtype)[6:],
-                                               " joint" if args.joint else "")
+                label = "%-8s %-5s %-7s %s%s" % (name, kind, str(dtype)[6:], args.path,
+                                                  " joint" if args.joint else "")
                 try:
-                    step = ds_torch.export_training_step(
-                        twin, loss_fn, data[0], make_optimizer(kind, twin),
-                        joint=args.joint)
+                    if args.path == "torch-mlir":
+                        step = import_via_torch_mlir(twin, loss_fn, data[0],
+                                                     make_optimizer(kind, twin))
+                    else:
+                        step = ds_torch.export_training_step(
+                            twin, loss_fn, data[0], make_optimizer(kind, twin),
+                            joint=args.joint)
                     losses = train_torch(model, loss_fn, make_optimizer(kind, model), data)
                     with tempfile.TemporaryDirectory() as work:
                         ds_losses, ckpt = run_ds(step, work, data)
                         ok, wl, wp, bad = compare(name, dtype, ds_losses, losses, ckpt,
-                                                  model, initial)
+                                                  model, initial, step)
                 except Exception as e:  # report and go on with the next case
                     print("FAIL %s: %s: %s" % (label, type(e).__name__, e))
                     failed += 1
                     continue
                 print("%s %s loss %.4f -> %.4f; worst loss rel err %.1e, worst "
-                      "tensor deviation %.1e%s" % (
+                      "tensor deviation %.1e%s%s" % (
                           "ok  " if ok else "FAIL", label, losses[0], losses[-1], wl, wp,
-                          "".join("\n       " + b for b in bad)))
+                          "".join("\n       " + b for b in bad),
+                          "\n       " + step.import_report
+                          if getattr(step, "import_report", None) else ""))
                 passed += ok
                 failed += not ok
     print("%d passed, %d failed" % (passed, failed))
