@@ -16,9 +16,10 @@
 //     Cotangents of values with several uses are summed (fan-out).
 //  4. Each parameter's cotangent (zeros when the loss does not depend on
 //     it) becomes a result marked `ds.grad = <argument index>`.
-// Every op the backward creates carries `ds.vjp_of` (the forward op's name)
-// and the forward op's `ds.module` / `ds.role`, so later passes can treat a
-// gradient GEMM according to the layer it belongs to.
+// Every op the backward creates carries `ds.vjp_of` (the forward op's name),
+// `ds.op_id` (a number it shares with the forward op) and the forward op's
+// `ds.module` / `ds.role`, so later passes can treat a gradient GEMM
+// according to the layer and the op it belongs to.
 //
 //===----------------------------------------------------------------------===//
 
@@ -122,6 +123,7 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
   CreatedOps created;
   b.setListener(&created);
   llvm::DenseMap<Value, Value> grads;
+  int64_t nextOpId = 0;
   auto accumulate = [&](Value v, Value g) {
     auto [it, inserted] = grads.try_emplace(v, g);
     if (!inserted)
@@ -164,10 +166,14 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
     for (auto [operand, g] : llvm::zip_equal(op->getOperands(), operandGrads))
       if (g && active.contains(operand))
         accumulate(operand, g);
-    // Tag what this rule (and the accumulations) created.
+    // Tag what this rule (and the accumulations) created, and link it to
+    // the forward op by a shared number.
     StringAttr vjpOf = b.getStringAttr(op->getName().getStringRef());
+    IntegerAttr opId = b.getI64IntegerAttr(nextOpId++);
+    op->setAttr("ds.op_id", opId);
     for (Operation *newOp : ArrayRef(created.ops).drop_front(firstCreated)) {
       newOp->setAttr("ds.vjp_of", vjpOf);
+      newOp->setAttr("ds.op_id", opId);
       for (StringRef name : {"ds.module", "ds.role"})
         if (Attribute a = op->getAttr(name))
           newOp->setAttr(name, a);

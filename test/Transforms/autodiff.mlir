@@ -5,11 +5,15 @@
 
 // CHECK-LABEL: func.func @linear_tanh
 // CHECK-SAME: -> (tensor<f32> {ds.loss}, tensor<4x3xf32> {ds.grad = 0 : i64}, tensor<4xf32> {ds.grad = 1 : i64})
+// Each differentiated forward op gets a number its backward ops share.
+// CHECK: ds.matmul %arg2, %arg0 transpose_rhs {ds.module = "fc", ds.op_id = 3 : i64}
+// CHECK: ds.tanh %{{.*}} {ds.op_id = 2 : i64}
 // CHECK: %[[SEED:.*]] = arith.constant {ds.seed} dense<1.000000e+00> : tensor<f32>
 // The fan-out of %p (into tanh and mul) is summed.
-// CHECK: %[[ACC:.*]] = ds.add %{{.*}}, %{{.*}} {ds.vjp_of = "ds.tanh"}
-// The weight gradient is a transposed matmul of the cotangent and the input.
-// CHECK: %[[GW:.*]] = ds.matmul %[[ACC]], %{{.*}} transpose_lhs {ds.module = "fc", ds.vjp_of = "ds.matmul"}
+// CHECK: %[[ACC:.*]] = ds.add %{{.*}}, %{{.*}} {ds.op_id = 2 : i64, ds.vjp_of = "ds.tanh"}
+// The weight gradient is a transposed matmul of the cotangent and the input,
+// numbered like the forward matmul.
+// CHECK: %[[GW:.*]] = ds.matmul %[[ACC]], %{{.*}} transpose_lhs {ds.module = "fc", ds.op_id = 3 : i64, ds.vjp_of = "ds.matmul"}
 // The input's gradient is not needed and not computed.
 // CHECK-NOT: ds.matmul %[[ACC]], %arg0
 // An unused parameter gets zeros.
@@ -32,7 +36,7 @@ func.func @linear_tanh(%w: tensor<4x3xf32> {ds.param = "w", ds.init = #ds.init<n
 // operands (labels) get none.
 // CHECK-LABEL: func.func @bias_broadcast
 // CHECK: %[[DL:.*]] = ds.cross_entropy_grad
-// CHECK: ds.reduce_sum %[[DL]] [0] keep_dims {ds.vjp_of = "ds.add"} : tensor<8x5xf32> -> tensor<1x5xf32>
+// CHECK: ds.reduce_sum %[[DL]] [0] keep_dims {ds.op_id = 1 : i64, ds.vjp_of = "ds.add"} : tensor<8x5xf32> -> tensor<1x5xf32>
 func.func @bias_broadcast(%b: tensor<1x5xf32> {ds.param = "b", ds.init = #ds.init<zeros>},
                           %x: tensor<8x5xf32> {ds.input = "x"}, %y: tensor<8xi64> {ds.input = "y"})
     -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {

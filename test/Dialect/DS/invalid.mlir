@@ -659,6 +659,14 @@ func.func @negative_annotation_type(%x: tensor<8xf32>) {
 
 // -----
 
+func.func @negative_op_id_type(%x: tensor<8xf32>) {
+  // expected-error@+1 {{'ds.relu' op attribute 'ds.op_id' must be an integer}}
+  %0 = ds.relu %x {ds.op_id = "q"} : tensor<8xf32>
+  return
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Comparison, selection, insert_slice and backward kernels
 //===----------------------------------------------------------------------===//

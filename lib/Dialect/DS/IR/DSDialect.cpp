@@ -37,8 +37,15 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
       return op->emitOpError("attribute '") << name << "' must be a string";
     return success();
   }
-  // The backward seed (the cotangent of the loss) that ds-autodiff creates
-  // and loss scaling multiplies.
+  // The forward op an op is, or differentiates: ds-autodiff numbers each
+  // differentiated forward op and gives its backward ops the same number,
+  // so passes after it (precision assignment) treat a gradient GEMM
+  // according to the forward op it belongs to.
+  if (name == "ds.op_id") {
+    if (!isa<IntegerAttr>(attr.getValue()))
+      return op->emitOpError("attribute 'ds.op_id' must be an integer");
+    return success();
+  }
   // Unit markers: the backward seed (the cotangent of the loss) that
   // ds-autodiff creates and loss scaling multiplies, and a tensor-level
   // matmul whose accumulator is not read (ds-prepare-library-gemms).
