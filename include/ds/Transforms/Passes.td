@@ -208,6 +208,57 @@ def InsertOptimizerPass : Pass<"ds-insert-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def AssignPrecisionPass : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
+  let summary = "Assign per-op precisions (module, channel and time levels) "
+                "and materialise casts and FP8 scaling";
+  let description = [{
+    Multi-granularity precision mapping over the whole differentiated step,
+    forward and backward. Runs after `ds-autodiff` and before
+    `ds-insert-optimizer` (a located error otherwise).
+
+    *Roles.* A graph analysis (RoleAnalysis.h) gives forward ops a
+    `ds.role` from the structure alone, names stripped: attention q/k/v
+    projections (separate or one fused QKV projection split by slices),
+    scores, context and output projection; FFN up, gate (SwiGLU),
+    activation and down; norm, softmax, loss, embedding, head (the
+    projection feeding the loss), reduction, conv and plain `linear`.
+    Module paths from the front end (`ds.module = "...q_proj"`) name
+    projections the structure left `linear`. Backward ops inherit their
+    forward op's role (`ds.op_id`).
+
+    *Module level.* A policy (`policy=FILE`, YAML or JSON; default: the
+    seeds' mapping, docs/PrecisionPolicy.md) maps ops by `op`, `role`,
+    `param` (glob over the parameters the op consumes) and `module` (glob
+    over `ds.module`), first match wins, to `compute` (the type its
+    operands are cast to; matmuls accumulate in FP32), `storage` (the type
+    its result is kept in, for its consumers and the backward) and `grad`
+    (the type of the cotangent operand of its gradient GEMMs; their other
+    operand keeps the forward's compute type). Reductions, norms, softmax
+    and losses never go to FP8 (a located error at the rule's line).
+
+    *FP8 scaling.* Every FP8 tensor gets a scale: `scaling: delayed`
+    (Transformer Engine: `scale = max / amax / 2^margin` from an amax
+    history of `amax-history-len` steps, state `fp8.amax_history.<op>.<operand>`,
+    non-finite amaxes not recorded), `current` (this step's amax) or `block`
+    (DeepSeek-V3: one scale per 1 x B activation tile along the contraction
+    and per B x B weight block). Scaled values are cast with `saturate`;
+    per-tensor FP8 GEMMs take FP8 operands and are descaled after FP32
+    accumulation, block-scaled operands are dequantised before an FP32
+    GEMM.
+
+    The decisions are recorded in the module attribute `ds.precision_map`
+    (per step function: each op's compute/storage/grad type, scaling and
+    the rule that chose it), which ds-run copies into its report.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "Policy file (YAML or JSON); empty: the default policy">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "Training length, for the policy's time-level schedule">,
+  ];
+}
+
 def PrepareStepABIPass : Pass<"ds-prepare-step-abi", "::mlir::ModuleOp"> {
   let summary = "Make every step of the ds.contract table callable by the "
                 "runner";

@@ -87,6 +87,15 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  // ds-assign-precision's record of its decisions (per step function, a
+  // list of dictionaries) and the time-level schedule the runner follows.
+  if (name == "ds.precision_map" || name == "ds.precision_schedule") {
+    if (!isa<ModuleOp>(op))
+      return op->emitOpError("'") << name << "' may only be attached to a module";
+    if (!isa<DictionaryAttr>(attr.getValue()))
+      return op->emitOpError("'") << name << "' must be a dictionary";
+    return success();
+  }
   return verifyOpAnnotation(op, attr);
 }
 

@@ -148,7 +148,14 @@ void MatMulOp::build(OpBuilder &builder, OperationState &state, Value lhs,
 }
 
 LogicalResult MatMulOp::verify() {
-  if (failed(checkSameElementType(*this, getLhs(), "lhs", getRhs(), "rhs")))
+  // Two FP8 formats may meet (E5M2 gradients times E4M3 weights), as in
+  // Hopper's FP8 GEMMs.
+  bool fp8Pair = isa<Float8E4M3FNType, Float8E5M2Type>(
+                     getLhs().getType().getElementType()) &&
+                 isa<Float8E4M3FNType, Float8E5M2Type>(
+                     getRhs().getType().getElementType());
+  if (!fp8Pair &&
+      failed(checkSameElementType(*this, getLhs(), "lhs", getRhs(), "rhs")))
     return failure();
   std::string error;
   FailureOr<SmallVector<int64_t>> shape = inferResultShape(

@@ -30,9 +30,10 @@ def DS_MatMulOp : DS_Op<"matmul", [Pure, DeclareOpInterfaceMethods<DS_Differenti
     Both operands have rank >= 2. Either they have the same rank and equal
     batch (leading) dimensions, or `rhs` has rank 2 and is shared by every
     batch of `lhs` (a linear layer applied to a `[B, T, D]` activation). The
-    operands share an element type; the result element type may differ
-    (e.g. FP8 operands with an FP32 result), accumulation is in at least the
-    result's precision.
+    operands share an element type, or are two FP8 formats (E5M2 gradients
+    times E4M3 weights, as Hopper's FP8 GEMMs); the result element type may
+    differ (e.g. FP8 operands with an FP32 result), accumulation is in at
+    least the result's precision.
 
     Gradient (for the untransposed form, `C = A B`):
     `dA = dC B^T`, `dB = A^T dC`; when `rhs` is shared across batches its

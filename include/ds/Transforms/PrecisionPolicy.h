@@ -1,0 +1,112 @@
+//===- PrecisionPolicy.h - Precision policies for ds-assign-precision -*- C++ -*-===//
+//
+// A precision policy maps ops (by kind, role, parameter or module name) to
+// a compute type, a storage type and a gradient type, with the FP8 scaling
+// recipe; plus the channel- and time-level settings. Policies are YAML
+// files (JSON is YAML too); every error points at the line of the file.
+// See docs/PrecisionPolicy.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_TRANSFORMS_PRECISIONPOLICY_H
+#define DS_TRANSFORMS_PRECISIONPOLICY_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Location.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Types.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::ds {
+
+/// How an FP8 tensor gets its scale.
+enum class FP8Scaling {
+  /// Transformer Engine's DelayedScaling: from an amax history (state).
+  Delayed,
+  /// The amax of this step.
+  Current,
+  /// DeepSeek-V3: one scale per 1 x B activation tile and B x B weight
+  /// block, from this step's values.
+  Block,
+};
+
+llvm::StringRef stringifyFP8Scaling(FP8Scaling s);
+
+/// One rule: what it matches and what it assigns. Unset fields assign
+/// nothing (the op keeps f32 there).
+struct PrecisionRule {
+  llvm::SmallVector<std::string> ops;   ///< op names, e.g. "ds.matmul"
+  llvm::SmallVector<std::string> roles; ///< roles, e.g. "attn.q"
+  std::string param;                    ///< glob over consumed parameter names
+  std::string module;                   ///< glob over `ds.module`
+  Type compute, storage, grad;
+  FP8Scaling scaling = FP8Scaling::Delayed;
+  /// Where the rule is written (file:line:col), and a short description.
+  LocationAttr loc;
+  std::string label;
+};
+
+struct FP8Settings {
+  int64_t amaxHistoryLen = 1024; ///< TE's amax_history_len
+  int64_t margin = 0;            ///< scale = max / amax / 2^margin
+  int64_t activationBlock = 128; ///< 1 x 128 activation tiles
+  int64_t weightBlock = 128;     ///< 128 x 128 weight blocks
+};
+
+/// Channel level: output channels of the matched layers whose gradient
+/// variance (running estimate) exceeds `threshold` keep `high` precision.
+struct ChannelSettings {
+  bool enabled = false;
+  llvm::SmallVector<std::string> roles;
+  double threshold = 0.0;
+  double momentum = 0.9; ///< v <- momentum v + (1 - momentum) var
+  Type high;
+  LocationAttr loc;
+};
+
+/// Time level: high precision for the first `warmup` and the last
+/// `finetune` fraction of `total-steps`, the policy in between.
+struct ScheduleSettings {
+  bool enabled = false;
+  double warmup = 0.1, finetune = 0.1;
+  LocationAttr loc;
+};
+
+class PrecisionPolicy {
+public:
+  /// Parses a policy; errors are emitted at locations in `bufferName`.
+  static FailureOr<PrecisionPolicy> parse(llvm::StringRef text,
+                                          llvm::StringRef bufferName,
+                                          MLIRContext *ctx);
+  /// Reads and parses a file.
+  static FailureOr<PrecisionPolicy> load(llvm::StringRef path, Location errLoc);
+  /// The seeds' mapping (docs/PrecisionPolicy.md): q/k/v projections in FP8
+  /// (E4M3 forward, E5M2 gradients, delayed scaling), FFN intermediate
+  /// activations BF16, everything else FP32.
+  static PrecisionPolicy getDefault(MLIRContext *ctx);
+  /// The default policy's text.
+  static llvm::StringRef defaultText();
+
+  /// The first rule matching `op` (with role `role`, consuming parameters
+  /// `params`), or null.
+  const PrecisionRule *match(Operation *op, llvm::StringRef role,
+                             llvm::ArrayRef<llvm::StringRef> params) const;
+
+  llvm::SmallVector<PrecisionRule> rules;
+  FP8Settings fp8;
+  ChannelSettings channel;
+  ScheduleSettings schedule;
+};
+
+/// Whether `t` is one of the FP8 types.
+bool isFP8(Type t);
+/// The largest finite value of a float type (448 for E4M3FN).
+double largestFinite(Type t);
+
+} // namespace mlir::ds
+
+#endif // DS_TRANSFORMS_PRECISIONPOLICY_H
