@@ -209,9 +209,18 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       log("ds-run: running the " + stringifyModuleLevel(program->level).str() +
           " as it is; applying ds-cpu-pipeline");
     } else {
+      if ((options.lossScaling || options.clip) && !needOpt)
+        return diags.error("loss scaling and gradient clipping apply to "
+                           "forward + loss and gradient modules; this module "
+                           "already is a training step");
       std::string steps;
       if (needGrad)
         steps += "ds-autodiff, ";
+      if (options.lossScaling)
+        steps += "ds-insert-loss-scaling{" + options.lossScalingSpelling +
+                 "}, ";
+      if (options.clip)
+        steps += "ds-clip-gradients{" + options.clipSpelling + "}, ";
       if (needOpt)
         steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}" +
                  (hasOptimAttrs(step) ? " (overridden per parameter by the "
@@ -224,6 +233,11 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                             : " (and a forward-only copy for evaluation)"));
       if (needGrad && failed(mlir::ds::differentiateTrainingStep(step)))
         return diags.error("ds-autodiff failed");
+      if (options.lossScaling &&
+          failed(mlir::ds::insertLossScaling(step, *options.lossScaling)))
+        return diags.error("ds-insert-loss-scaling failed");
+      if (options.clip && failed(mlir::ds::clipGradients(step, *options.clip)))
+        return diags.error("ds-clip-gradients failed");
       if (needOpt && failed(mlir::ds::insertOptimizer(step, options.optimizer)))
         return diags.error("ds-insert-optimizer failed");
     }

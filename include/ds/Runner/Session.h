@@ -42,6 +42,12 @@ struct PrepareOptions {
   mlir::ds::OptimizerConfig optimizer;
   /// Textual form of the optimizer options, for messages.
   std::string optimizerSpelling = "kind=adamw";
+  /// Loss scaling and gradient clipping, applied after autodiff and before
+  /// the optimizer (forward + loss and gradient modules only), with the
+  /// textual options for messages.
+  std::optional<mlir::ds::LossScalingConfig> lossScaling;
+  std::optional<mlir::ds::ClipConfig> clip;
+  std::string lossScalingSpelling, clipSpelling;
   /// Run the module as it is (no autodiff / optimizer): for gradient checks.
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).
