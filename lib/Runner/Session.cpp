@@ -14,6 +14,7 @@
 #include "ds/InitDS.h"
 #include "ds/Runner/Report.h"
 #include "ds/Runtime/ds_runtime.h"
+#include "ds/Transforms/PrecisionPolicy.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -209,9 +210,25 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       log("ds-run: running the " + stringifyModuleLevel(program->level).str() +
           " as it is; applying ds-cpu-pipeline");
     } else {
+      if ((options.lossScaling || options.clip || options.precisionPolicy) &&
+          !needOpt)
+        return diags.error("loss scaling and gradient clipping apply to "
+                           "forward + loss and gradient modules; this module "
+                           "already is a training step");
       std::string steps;
       if (needGrad)
         steps += "ds-autodiff, ";
+      if (options.precisionPolicy)
+        steps += "ds-assign-precision{" +
+                 (options.precisionPolicy->empty()
+                      ? std::string("default policy")
+                      : "policy=" + *options.precisionPolicy) +
+                 "}, ";
+      if (options.lossScaling)
+        steps += "ds-insert-loss-scaling{" + options.lossScalingSpelling +
+                 "}, ";
+      if (options.clip)
+        steps += "ds-clip-gradients{" + options.clipSpelling + "}, ";
       if (needOpt)
         steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}" +
                  (hasOptimAttrs(step) ? " (overridden per parameter by the "
@@ -224,9 +241,35 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                             : " (and a forward-only copy for evaluation)"));
       if (needGrad && failed(mlir::ds::differentiateTrainingStep(step)))
         return diags.error("ds-autodiff failed");
+      if (options.precisionPolicy) {
+        FailureOr<mlir::ds::PrecisionPolicy> policy =
+            options.precisionPolicy->empty()
+                ? FailureOr<mlir::ds::PrecisionPolicy>(
+                      mlir::ds::PrecisionPolicy::getDefault(ctx))
+                : mlir::ds::PrecisionPolicy::load(*options.precisionPolicy,
+                                                  step.getLoc());
+        if (failed(policy) || failed(mlir::ds::assignPrecision(step, *policy)))
+          return diags.error("ds-assign-precision failed");
+      }
+      if (options.lossScaling &&
+          failed(mlir::ds::insertLossScaling(step, *options.lossScaling)))
+        return diags.error("ds-insert-loss-scaling failed");
+      if (options.clip && failed(mlir::ds::clipGradients(step, *options.clip)))
+        return diags.error("ds-clip-gradients failed");
       if (needOpt && failed(mlir::ds::insertOptimizer(step, options.optimizer)))
         return diags.error("ds-insert-optimizer failed");
     }
+    // The precision decisions, for the report (before lowering, which
+    // keeps module attributes but is no place to depend on that).
+    if (auto maps = module->getAttrOfType<DictionaryAttr>("ds.precision_map"))
+      if (auto entries = maps.getAs<ArrayAttr>(step.getName()))
+        for (Attribute e : entries) {
+          llvm::json::Object obj;
+          for (NamedAttribute f : cast<DictionaryAttr>(e))
+            if (auto s = dyn_cast<StringAttr>(f.getValue()))
+              obj[f.getName().str()] = s.getValue().str();
+          program->precision.push_back(std::move(obj));
+        }
     PassManager pm(ctx);
     mlir::ds::buildCPUPipeline(pm, mlir::ds::CPUPipelineOptions());
     if (failed(pm.run(module)))

@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <limits>
 
 using namespace ds::runner;
 using llvm::Error;
@@ -33,6 +35,17 @@ using mlir::ds::ResultRole;
 static Error errorf(const llvm::Twine &msg) {
   return llvm::createStringError(msg.str());
 }
+
+/// JSON has no inf or NaN: a non-finite number (the loss of a poisoned
+/// step, say) is written as null.
+static llvm::json::Value jsonNumber(double v) {
+  if (std::isfinite(v))
+    return v;
+  return nullptr;
+}
+
+/// The name of the fault-injection input ds-insert-loss-scaling adds.
+static constexpr llvm::StringLiteral kInjectInput = "inject_nonfinite";
 
 std::string Trainer::tensorKey(unsigned argIndex) const {
   return program.contract().args[argIndex].name;
@@ -66,8 +79,16 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
   // Data: one feed input per ds.input argument.
   std::vector<InputSpec> specs;
   for (auto [i, arg] : llvm::enumerate(c.args)) {
+    if (arg.role == ArgRole::State && arg.state.getKind() == "loss_scale" &&
+        arg.state.getOf().empty())
+      t->lossScaleArg = i;
     if (arg.role != ArgRole::Input)
       continue;
+    // The fault-injection flag is fed by the runner, not the data.
+    if (arg.name == kInjectInput && arg.type.getRank() == 0) {
+      t->injectArg = i;
+      continue;
+    }
     Expected<DType> dtype = dtypeOf(arg.type);
     if (!dtype)
       return dtype.takeError();
@@ -89,6 +110,12 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
       return feed.takeError();
     t->data = std::move(*feed);
   }
+
+  if (!options.injectSteps.empty() && !t->injectArg)
+    return errorf("--inject-nonfinite: the step has no 'inject_nonfinite' "
+                  "input; add loss scaling with fault injection "
+                  "(--loss-scaling, or ds-insert-loss-scaling{"
+                  "inject-nonfinite=1})");
 
   dsrt_set_num_threads(options.threads);
   if (Error e = t->initState())
@@ -132,10 +159,15 @@ Error Trainer::initState() {
     }
     // The dropout generator's key comes from the seed, so that different
     // seeds give different masks; its counter starts at 0.
-    if (arg.role == ArgRole::State && arg.state.getKind() == "rng" &&
-        t.dtype == DType::I64 && t.numElements() == 2) {
-      t.setInt(0, static_cast<int64_t>(
-                      hashBytes("rng-key:" + std::to_string(options.seed))));
+    // Other generators (`clip.rng`, ...) get keys of their own.
+    llvm::StringRef kind =
+        arg.role == ArgRole::State ? arg.state.getKind() : "";
+    if ((kind == "rng" || kind.ends_with(".rng")) && t.dtype == DType::I64 &&
+        t.numElements() == 2) {
+      std::string tag = "rng-key:" + std::to_string(options.seed);
+      if (kind != "rng")
+        tag += ":" + arg.name;
+      t.setInt(0, static_cast<int64_t>(hashBytes(tag)));
       t.setInt(1, 0);
       continue;
     }
@@ -295,6 +327,12 @@ Error Trainer::run() {
       return e;
     if (data)
       data->setCursor(batch + 1);
+    bool injected = std::binary_search(options.injectSteps.begin(),
+                                       options.injectSteps.end(), step + 1);
+    if (injectArg)
+      args[*injectArg].setDouble(0, injected ? 1.0 : 0.0);
+    double scaleBefore =
+        lossScaleArg ? scalarOf(args[*lossScaleArg]) : 0.0;
     ptrs.clear();
     for (HostTensor &t : args)
       ptrs.push_back(&t);
@@ -311,11 +349,46 @@ Error Trainer::run() {
       if (res.role == ResultRole::Update)
         std::swap(args[res.argIndex], results[i]);
       else if (res.role == ResultRole::Metric && results[i].numElements() == 1)
-        metrics[res.name] = scalarOf(results[i]);
+        metrics[res.name] = jsonNumber(scalarOf(results[i]));
     }
     ++step;
     stepMs.push_back(ms);
-    llvm::json::Object entry{{"step", step}, {"loss", loss}, {"time_ms", ms}};
+    llvm::json::Object entry{
+        {"step", step}, {"loss", jsonNumber(loss)}, {"time_ms", ms}};
+    // Loss scaling: the skip decision and the scale, logged as events.
+    auto metric = [&](llvm::StringRef name) -> std::optional<double> {
+      if (const llvm::json::Value *v = metrics.get(name))
+        return v->getAsNumber() ? *v->getAsNumber()
+                                : std::numeric_limits<double>::quiet_NaN();
+      return std::nullopt;
+    };
+    if (std::optional<double> found = metric("found_inf")) {
+      bool skipped = *found > 0.5;
+      entry["skipped"] = skipped;
+      if (std::optional<double> used = metric("loss_scale"))
+        entry["loss_scale"] = *used;
+      if (skipped) {
+        skippedSteps.push_back(step);
+        double after =
+            lossScaleArg ? scalarOf(args[*lossScaleArg]) : scaleBefore;
+        out << llvm::format("step %lld: non-finite gradients, skipped; loss "
+                            "scale %.10g -> %.10g%s\n",
+                            static_cast<long long>(step),
+                            metric("loss_scale").value_or(scaleBefore), after,
+                            injected ? " (injected)" : "");
+      }
+    }
+    if (injected)
+      entry["injected_nonfinite"] = true;
+    if (std::optional<double> anomaly = metric("anomaly");
+        anomaly && *anomaly > 0.5) {
+      anomalySteps.push_back(step);
+      entry["anomaly"] = true;
+      out << llvm::format("step %lld: gradient anomaly: the gradient norm "
+                          "grew on consecutive steps (grad norm %.6g)\n",
+                          static_cast<long long>(step),
+                          metric("grad_norm").value_or(0.0));
+    }
     if (!metrics.empty())
       entry["metrics"] = std::move(metrics);
     stepLog.push_back(std::move(entry));
@@ -419,10 +492,41 @@ Error Trainer::writeReport() {
       {"seed", static_cast<int64_t>(options.seed)},
   };
   if (!stepLog.empty())
-    summary["final_loss"] = *stepLog.back().getAsObject()->getNumber("loss");
+    summary["final_loss"] = *stepLog.back().getAsObject()->get("loss");
+  auto toArray = [](const std::vector<int64_t> &v) {
+    llvm::json::Array a;
+    for (int64_t x : v)
+      a.push_back(x);
+    return a;
+  };
+  if (lossScaleArg || !skippedSteps.empty()) {
+    summary["skipped_steps"] = static_cast<int64_t>(skippedSteps.size());
+    summary["skipped_step_list"] = toArray(skippedSteps);
+    if (lossScaleArg)
+      summary["final_loss_scale"] = scalarOf(args[*lossScaleArg]);
+  }
+  if (program.contract().findArg(ArgRole::State, "anomaly.run_length") ||
+      !anomalySteps.empty()) {
+    summary["anomaly_events"] = static_cast<int64_t>(anomalySteps.size());
+    summary["anomaly_step_list"] = toArray(anomalySteps);
+  }
+  if (injectArg)
+    summary["injected_nonfinite_steps"] = toArray(options.injectSteps);
   llvm::json::Object report{{"summary", std::move(summary)},
                             {"steps", llvm::json::Array(stepLog)},
                             {"eval", llvm::json::Array(evalLog)}};
+  if (!program.precisionMap().empty()) {
+    // How many ops compute in each type, then every op's decision.
+    std::map<std::string, int64_t> byType;
+    for (const llvm::json::Value &e : program.precisionMap())
+      if (auto c = e.getAsObject()->getString("compute"))
+        ++byType[c->str()];
+    llvm::json::Object counts;
+    for (auto &[t, n] : byType)
+      counts[t] = n;
+    report["summary"].getAsObject()->insert({"ops_by_compute_type", std::move(counts)});
+    report["precision_map"] = llvm::json::Array(program.precisionMap());
+  }
   return writeJsonAtomic(options.reportPath,
                          llvm::json::Value(std::move(report)));
 }

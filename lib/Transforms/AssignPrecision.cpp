@@ -305,9 +305,9 @@ bool isRetypable(Operation *op) {
 } // namespace
 
 /// Applies `policy` to `func`; appends map entries to `map`.
-static LogicalResult assignPrecision(FunctionOpInterface func,
-                                     const PrecisionPolicy &policy,
-                                     SmallVectorImpl<Attribute> &map) {
+static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
+                                         const PrecisionPolicy &policy,
+                                         SmallVectorImpl<Attribute> &map) {
   MLIRContext *ctx = func->getContext();
   FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
   if (failed(contract))
@@ -557,6 +557,24 @@ static LogicalResult assignPrecision(FunctionOpInterface func,
   return success();
 }
 
+LogicalResult mlir::ds::assignPrecision(FunctionOpInterface func,
+                                       const PrecisionPolicy &policy) {
+  MLIRContext *ctx = func->getContext();
+  ctx->loadDialect<arith::ArithDialect, DSDialect>();
+  SmallVector<Attribute> map;
+  if (failed(assignPrecisionImpl(func, policy, map)))
+    return failure();
+  auto module = func->getParentOfType<ModuleOp>();
+  if (!module)
+    return success();
+  NamedAttrList maps;
+  if (auto old = module->getAttrOfType<DictionaryAttr>("ds.precision_map"))
+    maps.append(old.getValue());
+  maps.set(SymbolTable::getSymbolName(func), ArrayAttr::get(ctx, map));
+  module->setAttr("ds.precision_map", maps.getDictionary(ctx));
+  return success();
+}
+
 namespace {
 struct AssignPrecisionPass
     : public mlir::ds::impl::AssignPrecisionPassBase<AssignPrecisionPass> {
@@ -569,25 +587,19 @@ struct AssignPrecisionPass
                        : PrecisionPolicy::load(policy, module.getLoc());
     if (failed(loaded))
       return signalPassFailure();
-    SmallVector<NamedAttribute> maps;
     bool any = false;
     for (auto func : llvm::to_vector(module.getOps<FunctionOpInterface>())) {
       if (!func->hasAttr(DSDialect::kTrainStepAttrName))
         continue;
       any = true;
-      SmallVector<Attribute> map;
-      if (failed(assignPrecision(func, *loaded, map)))
+      if (failed(assignPrecision(func, *loaded)))
         return signalPassFailure();
-      maps.push_back(NamedAttribute(
-          StringAttr::get(ctx, SymbolTable::getSymbolName(func).getValue()),
-          ArrayAttr::get(ctx, map)));
     }
     if (!any) {
       module.emitError("ds-assign-precision: no function is marked "
                        "'ds.train_step'");
       return signalPassFailure();
     }
-    module->setAttr("ds.precision_map", DictionaryAttr::get(ctx, maps));
   }
 };
 } // namespace

@@ -292,6 +292,24 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
   // The `lr` metric: the learning rate of the first trained parameter.
   Value lrMetricF64;
 
+  // A step with a `found_inf` metric (ds-insert-loss-scaling) is skipped
+  // when it is set: every update selects the old value, on the device.
+  Value skip;
+  for (auto [i, res] : llvm::enumerate(contract->results))
+    if (res.role == ResultRole::Metric && res.name == "found_inf") {
+      Value found = terminator->getOperand(i);
+      auto ft = cast<RankedTensorType>(found.getType());
+      Value half = arith::ConstantOp::create(
+          b, loc, ft,
+          DenseElementsAttr::get(
+              ft, FloatAttr::get(cast<FloatType>(ft.getElementType()), 0.5)));
+      skip = CompareOp::create(b, loc, ComparePredicate::gt, found, half);
+    }
+  auto guard = [&](Value old, Value updated) -> Value {
+    return skip ? SelectOp::create(b, updated.getLoc(), skip, old, updated)
+                : updated;
+  };
+
   // Per parameter, with its `ds.optim` overrides (a front end's
   // param_groups) on top of the pass options.
   SmallVector<std::pair<unsigned, Value>> paramUpdates; // arg index, value
@@ -318,6 +336,7 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
       bc2Sqrt = s.sqrt(s.sub(s.f(1.0), s.pow(s.f(pc.beta2), t1)));
     }
     Value p = body.getArgument(argIndex);
+    Value p0 = p;
     Value g = terminator->getOperand(*gradIndex);
     auto type = cast<RankedTensorType>(p.getType());
     Type et = type.getElementType();
@@ -352,7 +371,8 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
             b, loc, RankedTensorType::get({}, b.getI1Type()),
             ValueRange{isFirst});
         Value newBuf = SelectOp::create(b, ploc, cond, g, next);
-        newStates.push_back({"momentum_buffer", name, newBuf, type});
+        newStates.push_back(
+            {"momentum_buffer", name, guard(*buf, newBuf), type});
         g = pc.nesterov ? add(g, mul(newBuf, constT(pc.momentum)))
                             : newBuf;
       }
@@ -377,16 +397,18 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
                         constT(pc.eps));
       Value stepSize = scalarT(s.sub(s.f(0.0), s.div(lrT, bc1)));
       newP = add(p, mul(stepSize, div(m1, denom)));
-      newStates.push_back({"adam.m", name, m1, type});
-      newStates.push_back({"adam.v", name, v1, type});
+      newStates.push_back({"adam.m", name, guard(*m, m1), type});
+      newStates.push_back({"adam.v", name, guard(*v, v1), type});
     }
-    paramUpdates.push_back({argIndex, newP});
+    paramUpdates.push_back({argIndex, guard(p0, newP)});
   }
 
-  Value newStep = AddOp::create(
-      b, loc, step,
-      arith::ConstantOp::create(
-          b, loc, i64, DenseElementsAttr::get(i64, b.getI64IntegerAttr(1))));
+  Value newStep = guard(
+      step, AddOp::create(b, loc, step,
+                          arith::ConstantOp::create(
+                              b, loc, i64,
+                              DenseElementsAttr::get(
+                                  i64, b.getI64IntegerAttr(1)))));
   Value lrMetric = s.tensor(
       lrMetricF64 ? lrMetricF64 : s.mul(s.f(config.lr), factor),
       b.getF64Type());

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Runner/Random.h"
 #include "ds/Runner/Report.h"
 #include "ds/Runner/Session.h"
 #include "ds/Runner/Trainer.h"
@@ -81,6 +82,32 @@ cl::opt<bool> asIs("as-is",
                             "module's function as it is"),
                    cl::init(false), cl::cat(runCat));
 
+cl::OptionCategory
+    guardCat("Loss scaling, clipping and fault injection (for forward + loss "
+             "and gradient modules)");
+cl::opt<std::string> precision(
+    "precision", cl::ValueOptional,
+    cl::desc("Add ds-assign-precision after autodiff: the default policy "
+             "(the seeds' mixed FP8/BF16 mapping), or the policy file given"),
+    cl::value_desc("POLICY"), cl::cat(guardCat));
+cl::opt<std::string> lossScaling(
+    "loss-scaling", cl::ValueOptional,
+    cl::desc("Add ds-insert-loss-scaling (torch.amp.GradScaler's defaults); "
+             "a value gives its options, e.g. "
+             "--loss-scaling='growth-interval=3 hysteresis=2'"),
+    cl::value_desc("OPTIONS"), cl::cat(guardCat));
+cl::opt<std::string> clipGradients(
+    "clip-gradients", cl::ValueOptional,
+    cl::desc("Add ds-clip-gradients with these options, e.g. "
+             "--clip-gradients='mode=global max-norm=1.0' or 'mode=adaptive'"),
+    cl::value_desc("OPTIONS"), cl::cat(guardCat));
+cl::opt<std::string> injectNonfinite(
+    "inject-nonfinite",
+    cl::desc("Poison an activation inside the step on N random steps "
+             "(seeded by --seed), or on the listed steps (3,17,40 or at:17); "
+             "needs --loss-scaling"),
+    cl::value_desc("N|S1,S2,..."), cl::cat(guardCat));
+
 cl::opt<std::string> optKind("optimizer",
                              cl::desc("sgd, momentum, adam or adamw"),
                              cl::init("adamw"), cl::cat(optCat));
@@ -142,6 +169,44 @@ bool parseAssignments(const cl::list<std::string> &list, StringRef flag,
   return true;
 }
 } // namespace
+
+/// The 1-based steps `--inject-nonfinite` poisons: an explicit list
+/// ("3,17,40", "at:17") or N distinct random steps of [1, steps] drawn from
+/// the seeded stream. Returns false with a message on a malformed value.
+bool parseInjectSteps(StringRef value, int64_t steps, uint64_t seed,
+                      std::vector<int64_t> &out, std::string &error) {
+  bool isList = value.consume_front("at:") || value.contains(',');
+  if (isList) {
+    SmallVector<StringRef> parts;
+    value.split(parts, ',', -1, /*KeepEmpty=*/false);
+    for (StringRef p : parts) {
+      int64_t s;
+      if (p.trim().getAsInteger(10, s) || s < 1) {
+        error = "--inject-nonfinite: '" + p.str() + "' is not a step >= 1";
+        return false;
+      }
+      out.push_back(s);
+    }
+  } else {
+    int64_t n;
+    if (value.getAsInteger(10, n) || n < 0 || n > steps) {
+      error = "--inject-nonfinite: expected a count in [0, --steps] or a list "
+              "of steps, got '" + value.str() + "'";
+      return false;
+    }
+    // A partial Fisher-Yates shuffle of 1..steps.
+    RandomStream rng(seed, hashBytes("inject-nonfinite") >> 2);
+    std::vector<int64_t> all(steps);
+    for (int64_t i = 0; i < steps; ++i)
+      all[i] = i + 1;
+    for (int64_t i = 0; i < n; ++i)
+      std::swap(all[i], all[i + rng.uniformInt(steps - i)]);
+    out.assign(all.begin(), all.begin() + n);
+  }
+  llvm::sort(out);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return true;
+}
 
 /// A compiled step allocates and frees the same temporaries every step. With
 /// glibc's defaults, large blocks are mmap'ed and unmapped each time, so
@@ -219,6 +284,32 @@ int main(int argc, char **argv) {
     return 1;
   }
   prepare.optimizer = *config;
+  if (precision.getNumOccurrences())
+    prepare.precisionPolicy = precision.getValue();
+  if (lossScaling.getNumOccurrences()) {
+    std::string opts = lossScaling;
+    if (!injectNonfinite.empty() &&
+        StringRef(opts).find("inject-nonfinite") == StringRef::npos)
+      opts += " inject-nonfinite=1";
+    FailureOr<mlir::ds::LossScalingConfig> ls =
+        mlir::ds::parseLossScalingOptions(opts, error);
+    if (failed(ls))
+      return badOption("--loss-scaling: " + error);
+    prepare.lossScaling = *ls;
+    prepare.lossScalingSpelling = StringRef(opts).trim().str();
+  }
+  if (clipGradients.getNumOccurrences()) {
+    FailureOr<mlir::ds::ClipConfig> clip =
+        mlir::ds::parseClipOptions(clipGradients, error);
+    if (failed(clip))
+      return badOption("--clip-gradients: " + error);
+    prepare.clip = *clip;
+    prepare.clipSpelling = clipGradients;
+  }
+  std::vector<int64_t> injectSteps;
+  if (!injectNonfinite.empty() &&
+      !parseInjectSteps(injectNonfinite, steps, seed, injectSteps, error))
+    return badOption(error);
   prepare.optimizerSpelling = "kind=" + optKind + " lr=" + std::to_string(lr);
   if (schedule != "constant")
     prepare.optimizerSpelling += " schedule=" + schedule;
@@ -254,6 +345,7 @@ int main(int argc, char **argv) {
   options.saveResultsDir = saveResults;
   options.moduleHash = moduleHash;
   options.modulePath = inputFile;
+  options.injectSteps = injectSteps;
   if (!parseAssignments(dataFiles, "data", options.dataFiles) ||
       !parseAssignments(evalFiles, "eval-data", options.evalFiles))
     return 1;

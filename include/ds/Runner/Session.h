@@ -18,6 +18,7 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <functional>
 #include <memory>
@@ -42,6 +43,15 @@ struct PrepareOptions {
   mlir::ds::OptimizerConfig optimizer;
   /// Textual form of the optimizer options, for messages.
   std::string optimizerSpelling = "kind=adamw";
+  /// Loss scaling and gradient clipping, applied after autodiff and before
+  /// the optimizer (forward + loss and gradient modules only), with the
+  /// textual options for messages.
+  std::optional<mlir::ds::LossScalingConfig> lossScaling;
+  std::optional<mlir::ds::ClipConfig> clip;
+  std::string lossScalingSpelling, clipSpelling;
+  /// ds-assign-precision after autodiff: a policy file, "" for the
+  /// default policy; unset: none.
+  std::optional<std::string> precisionPolicy;
   /// Run the module as it is (no autodiff / optimizer): for gradient checks.
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).
@@ -75,6 +85,10 @@ public:
   }
   ModuleLevel inputLevel() const { return level; }
   const CompileTimes &times() const { return compileTimes; }
+  /// The step's entries of the module's `ds.precision_map` (one object per
+  /// op: compute, storage and gradient types and the rule); empty when the
+  /// module has none.
+  const llvm::json::Array &precisionMap() const { return precision; }
 
   /// Calls the step: `args` are the contract's arguments in order, and the
   /// results are written into `results` (which must already have the
@@ -101,6 +115,7 @@ private:
   std::optional<mlir::ds::TrainingContract> evalStep;
   ModuleLevel level = ModuleLevel::Lowered;
   CompileTimes compileTimes;
+  llvm::json::Array precision;
   std::unique_ptr<mlir::ExecutionEngine> engine;
 };
 

@@ -19,6 +19,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct TrainOptions {
   /// Identifies the module in checkpoints (a hash of its text).
   std::string moduleHash;
   std::string modulePath;
+  /// Steps (1-based) on which the `inject_nonfinite` input is set to 1
+  /// (fault injection, see ds-insert-loss-scaling); sorted.
+  std::vector<int64_t> injectSteps;
 };
 
 class Trainer {
@@ -84,6 +88,10 @@ private:
   std::vector<HostTensor> evalResults; ///< of the forward-only copy
 
   std::vector<unsigned> inputArgs; ///< argument index of each feed input
+  /// The `inject_nonfinite` input and the `loss_scale` state, if any.
+  std::optional<unsigned> injectArg, lossScaleArg;
+  /// Steps skipped for non-finite gradients, and anomaly events.
+  std::vector<int64_t> skippedSteps, anomalySteps;
   int64_t step = 0;
   llvm::json::Array stepLog, evalLog;
   std::vector<double> stepMs;

@@ -75,6 +75,76 @@ private:
 LogicalResult insertOptimizer(FunctionOpInterface func,
                               const OptimizerConfig &config);
 
+/// A checked loss-scaling configuration (see ds-insert-loss-scaling).
+struct LossScalingConfig {
+  double initScale = 65536.0, growthFactor = 2.0, backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+  /// Megatron: overflows before a back-off, and the back-off's floor.
+  int64_t hysteresis = 1;
+  double minScale = 0.0;
+  /// Activation-based cap min(gamma * max|a|, S_max); 0 = that term off.
+  double capGamma = 0.0, capMax = 0.0;
+  /// Gradient anomaly detector.
+  bool anomaly = true;
+  double anomalyEpsilon = 0.25;
+  int64_t anomalyCount = 3;
+  /// Add the `inject_nonfinite` fault-injection input.
+  bool injectNonfinite = false;
+
+  /// Checks the values; fails with a message in `error`.
+  LogicalResult validate(std::string &error) const;
+};
+
+/// Parses a ds-insert-loss-scaling option string ("growth-interval=3
+/// hysteresis=2") into a checked configuration; fails with a message.
+FailureOr<LossScalingConfig> parseLossScalingOptions(StringRef options,
+                                                     std::string &error);
+
+/// Adds dynamic loss scaling (and the anomaly detector) to the gradient
+/// step `func` (see ds-insert-loss-scaling). Emits a located error and
+/// fails when the step has no gradients, already updates its parameters or
+/// has no `ds.seed`.
+class PrecisionPolicy;
+/// Applies `policy` to the differentiated step `func` (see
+/// ds-assign-precision) and records the decisions under the function's
+/// name in the module's `ds.precision_map`.
+LogicalResult assignPrecision(FunctionOpInterface func,
+                              const PrecisionPolicy &policy);
+
+LogicalResult insertLossScaling(FunctionOpInterface func,
+                                const LossScalingConfig &config);
+
+/// A checked gradient-clipping configuration (see ds-clip-gradients).
+struct ClipConfig {
+  enum class Mode { Global, Adaptive };
+  Mode mode = Mode::Global;
+  double maxNorm = 1.0;
+  /// The global mode's norm: 2 or infinity.
+  bool infNorm = false;
+  int64_t history = 1000;
+  double noiseStd = 0.0;
+
+  /// Builds a configuration from pass options; fails with a message.
+  static FailureOr<ClipConfig> get(StringRef mode, double maxNorm,
+                                   StringRef normType, int64_t history,
+                                   double noiseStd, std::string &error);
+};
+
+/// Parses a ds-clip-gradients option string ("mode=global max-norm=1")
+/// into a checked configuration; fails with a message.
+FailureOr<ClipConfig> parseClipOptions(StringRef options, std::string &error);
+
+/// How ds-clip-gradients' adaptive mode measures a parameter's gradient.
+enum class ClipNormKind { L2, Inf };
+
+/// The norm the adaptive mode uses for parameter `name` whose uses carry
+/// the `ds.module` / `ds.role` strings `annotations`: L2 for attention,
+/// infinity for FFN, L2 otherwise.
+ClipNormKind classifyClipNorm(StringRef name, ArrayRef<StringRef> annotations);
+
+/// Clips the gradients of `func` (see ds-clip-gradients).
+LogicalResult clipGradients(FunctionOpInterface func, const ClipConfig &config);
+
 /// Marks every step of the module's `ds.contract` table for the C calling
 /// convention with read-only arguments (see ds-prepare-step-abi).
 LogicalResult prepareStepABI(ModuleOp module);

@@ -174,6 +174,14 @@ def InsertOptimizerPass : Pass<"ds-insert-optimizer", "::mlir::ModuleOp"> {
     `nesterov`). Its entries override the pass options for that parameter;
     a `kind` brings that kind's defaults as the option does. The schedule is
     the step's. The `lr` metric is the rate of the first trained parameter.
+
+    Skipped steps: when the step has a `found_inf` metric result (from
+    ds-insert-loss-scaling), every update the pass builds is guarded by it,
+    on the device: where `found_inf > 0.5` each parameter, each moment and
+    momentum buffer, and the `step` counter (hence Adam's bias corrections
+    and the schedule) select their old value, so a skipped step changes
+    nothing, exactly as GradScaler's `step` not calling `optimizer.step()`.
+    This is why ds-insert-optimizer runs after loss scaling.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
@@ -256,6 +264,161 @@ def AssignPrecisionPass : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
            "Policy file (YAML or JSON); empty: the default policy">,
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
            "Training length, for the policy's time-level schedule">,
+  ];
+}
+
+def InsertLossScalingPass : Pass<"ds-insert-loss-scaling", "::mlir::ModuleOp"> {
+  let summary = "Dynamic loss scaling with an on-device skip decision, and "
+                "the gradient anomaly detector";
+  let description = [{
+    Runs after ds-autodiff and before ds-clip-gradients and
+    ds-insert-optimizer (a located error says what must run first
+    otherwise). The scaler is torch.amp.GradScaler, exactly:
+
+    1. The backward seed (the `arith.constant {ds.seed}` of ds-autodiff) is
+       multiplied by the scale `s`, so every gradient is computed scaled.
+    2. `found_inf` is 1 when any element of any scaled gradient is inf or
+       NaN (checked before unscaling, as torch does), computed on the device
+       as the sum over `g - g` of every gradient (NaN iff some element is
+       not finite).
+    3. Every `ds.grad` result is unscaled: `g * inv`, `inv` the reciprocal
+       of `s` computed in f64 and rounded to f32 (torch's
+       `scale.double().reciprocal().float()`).
+    4. The scale and growth tracker are updated by `_amp_update_scale_`:
+       on overflow `s *= backoff-factor` and the tracker is reset; otherwise
+       the tracker counts up and after `growth-interval` clean steps in a
+       row `s *= growth-factor` (kept only if finite in f32) and the tracker
+       is reset. The decision is a select: no host round trip.
+
+    ds-insert-optimizer guards every update it builds with `found_inf`, so a
+    skipped step changes no parameter or optimizer state.
+
+    Megatron-LM extensions: with `hysteresis = H > 1` the scale backs off
+    only when the overflow count reaches H (a counter decremented on every
+    overflow and reset to H when the scale grows, as Megatron's
+    DynamicGradScaler); `min-scale` is a floor for the back-off.
+
+    Activation-based cap (the seeds' `scale <= min(gamma * max|a|, S_max)`):
+    with `activation-cap-gamma > 0` and/or `activation-cap-max > 0`, the
+    scale used in a step is `min(s, gamma * A, S_max)`, where `A` is the
+    largest `|a|` over the activation operands of the loss op (the last op
+    on the loss's path with a non-scalar float operand: the logits of
+    `ds.cross_entropy`, the prediction and target of `ds.mse_loss`) in the
+    previous non-skipped step, held in the state
+    `loss_scale.activation_max` (0 before the first step: no gamma cap).
+
+    Anomaly detector (`anomaly`, on by default): the global L2 norm of the
+    unscaled gradients `n_t` is an anomaly step when
+    `n_t > (1 + anomaly-epsilon) n_{t-1}` held on `anomaly-count`
+    consecutive non-skipped steps (this one included). Skipped steps do not
+    count and do not break a run.
+
+    State (all explicit): `loss_scale` (f32), `loss_scale.growth_tracker`
+    (i32), `loss_scale.hysteresis` (i32, with hysteresis > 1),
+    `loss_scale.activation_max` (f32, with a gamma cap),
+    `anomaly.prev_norm` (f64, -1 before the first step) and
+    `anomaly.run_length` (i32). Metrics: `found_inf` (f32 0/1),
+    `loss_scale` (f32, the scale used this step), `grad_norm` and `anomaly`
+    (f32 0/1) with the detector.
+
+    `inject-nonfinite` adds the input `ds.input = "inject_nonfinite"`
+    (tensor<f32>): when it is > 0.5 the loss op's first activation becomes
+    NaN, in the forward and in every backward use, and so does the scaled
+    seed (the loss's cotangent), so that every gradient is non-finite even
+    when the loss op's gradient rule reads no activation (fault injection;
+    ds-run `--inject-nonfinite` feeds it).
+
+    ```mlir
+    // after: (..., %s: tensor<f32> {ds.state = #ds.state<"loss_scale">, ...})
+    //   -> (..., tensor<4x3xf32> {ds.grad = 0 : i64},   // unscaled
+    //       tensor<f32> {ds.metric = "found_inf"}, ...)
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+  let options = [
+    Option<"initScale", "init-scale", "double", /*default=*/"65536.0",
+           "Initial scale (torch: 2^16)">,
+    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0",
+           "Scale factor after growth-interval clean steps (> 1)">,
+    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5",
+           "Scale factor on overflow (in (0, 1))">,
+    Option<"growthInterval", "growth-interval", "int64_t",
+           /*default=*/"2000", "Clean steps in a row before growing">,
+    Option<"hysteresis", "hysteresis", "int64_t", /*default=*/"1",
+           "Overflows before backing off (Megatron); 1 = torch">,
+    Option<"minScale", "min-scale", "double", /*default=*/"0.0",
+           "Floor of the backed-off scale (Megatron); 0 = none">,
+    Option<"capGamma", "activation-cap-gamma", "double", /*default=*/"0.0",
+           "Cap the scale at gamma * max|activation| of the previous step; "
+           "0 = off">,
+    Option<"capMax", "activation-cap-max", "double", /*default=*/"0.0",
+           "Cap the scale at S_max; 0 = off">,
+    Option<"anomaly", "anomaly", "bool", /*default=*/"true",
+           "Add the gradient anomaly detector">,
+    Option<"anomalyEpsilon", "anomaly-epsilon", "double", /*default=*/"0.25",
+           "Relative growth of the gradient norm that counts">,
+    Option<"anomalyCount", "anomaly-count", "int64_t", /*default=*/"3",
+           "Consecutive growing steps that make an anomaly">,
+    Option<"injectNonfinite", "inject-nonfinite", "bool", /*default=*/"false",
+           "Add the fault-injection input 'inject_nonfinite'">
+  ];
+}
+
+def ClipGradientsPass : Pass<"ds-clip-gradients", "::mlir::ModuleOp"> {
+  let summary = "Global (torch clip_grad_norm_) or adaptive per-tensor "
+                "gradient clipping";
+  let description = [{
+    Runs after ds-autodiff (and ds-insert-loss-scaling, so it sees unscaled
+    gradients) and before ds-insert-optimizer; rewrites the `ds.grad`
+    results.
+
+    `mode=global` is torch.nn.utils.clip_grad_norm_: the total norm `N` of
+    all gradients (`norm-type=2`: the L2 norm of the per-tensor L2 norms;
+    `inf`: the largest `|g|`), `coef = max-norm / (N + 1e-6)` clamped to 1,
+    and every gradient multiplied by it. Norms are computed in f64. Metrics
+    `clip_coef` (the clamped coefficient) and `clip_norm` (`N`).
+
+    `mode=adaptive` is the seeds' per-component variant. With `n_t` the
+    global L2 norm of this step's gradients and `H` the last `history`
+    (1000) global norms including `n_t`, the threshold is `t_1 = n_1`, then
+    `t = 0.9 t + 0.1 mean(H)`; each gradient becomes
+    `g * min(1, t / ||g||)`, where `||g||` is the L2 norm for attention
+    parameters, the infinity norm for FFN parameters and the L2 norm for
+    every other one. A parameter is attention when its name, or the
+    `ds.module` / `ds.role` of an op using it, contains `attn`,
+    `attention`, `q_proj`, `k_proj`, `v_proj`, `out_proj` or `qkv`; FFN when
+    a dotted component is `mlp`, `ffn`, `fc`, `up`, `down` or `gate`, or
+    starts with one of them followed by a digit or `_` (`fc1`, `up_proj`),
+    or ends with `_` and one of them (`c_fc`). The history is a ring buffer
+    `clip.history` (tensor<Hxf64>) with the count `clip.count` (i64) and
+    the threshold `clip.threshold` (tensor<1xf64>), all state. Metrics
+    `clip_threshold` and `clip_norm`.
+
+    `noise-std > 0` (adaptive or global) adds N(0, noise-std^2) to every
+    clipped gradient, drawn by `ds.random_normal` from the explicit
+    Philox key `clip.rng` (tensor<2xi64>, seeded by the runner).
+
+    When the step has a `found_inf` metric (ds-insert-loss-scaling), a
+    skipped step leaves the clipping state unchanged.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"global\"",
+           "global or adaptive">,
+    Option<"maxNorm", "max-norm", "double", /*default=*/"1.0",
+           "Largest total norm (global)">,
+    Option<"normType", "norm-type", "std::string", /*default=*/"\"2\"",
+           "Norm of the global mode: 2 or inf">,
+    Option<"history", "history", "int64_t", /*default=*/"1000",
+           "Global norms averaged by the adaptive threshold">,
+    Option<"noiseStd", "noise-std", "double", /*default=*/"0.0",
+           "Std of the Gaussian noise added to the gradients; 0 = none">
   ];
 }
 

@@ -12,9 +12,10 @@
 //   the full window, PyTorch's count_include_pad).
 // - embedding: a parallel `linalg.generic` over the output that gathers
 //   with `tensor.extract` at the clamped index.
-// - dropout: Philox4x32-10 evaluated inline per element (integer arith on
-//   i32 words, 32x32->64 multiplies in i64). The round keys depend only on
-//   the key, so they are computed once outside the loop nest.
+// - dropout, random_normal: Philox4x32-10 evaluated inline per element
+//   (integer arith on i32 words, 32x32->64 multiplies in i64; Box-Muller in
+//   f64 for random_normal). The round keys depend only on the key, so they
+//   are computed once outside the loop nest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,7 +23,10 @@
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <array>
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -208,6 +212,73 @@ std::pair<Value, Value> mulHiLo(OpBuilder &b, Location loc, uint32_t m,
   return {hi, lo};
 }
 
+/// The key and counter of a `tensor<2xi64>` RNG state and the ten Philox
+/// round keys (k0 + r W0, k1 + r W1), which depend only on the key and are
+/// computed once outside the loop nest.
+struct PhiloxKeys {
+  Value key, counter;
+  SmallVector<std::pair<Value, Value>> roundKeys;
+};
+
+PhiloxKeys philoxKeys(OpBuilder &b, Location loc, Value rng) {
+  PhiloxKeys k;
+  k.key = tensor::ExtractOp::create(b, loc, rng,
+                                    ValueRange{createIndex(b, loc, 0)});
+  k.counter = tensor::ExtractOp::create(b, loc, rng,
+                                        ValueRange{createIndex(b, loc, 1)});
+  Type i32 = b.getI32Type();
+  Value k0 = arith::TruncIOp::create(b, loc, i32, k.key);
+  Value k1 = arith::TruncIOp::create(
+      b, loc, i32, arith::ShRUIOp::create(b, loc, k.key, createI64(b, loc, 32)));
+  for (int r = 0; r < kPhiloxRounds; ++r) {
+    k.roundKeys.push_back({k0, k1});
+    k0 = arith::AddIOp::create(b, loc, k0, i32Const(b, loc, kPhiloxW0));
+    k1 = arith::AddIOp::create(b, loc, k1, i32Const(b, loc, kPhiloxW1));
+  }
+  return k;
+}
+
+/// Inside a linalg body over `shape`: the four output words of the Philox
+/// block of counter {lo32(c), hi32(c), 0, 0}, c = counter + the row-major
+/// linear index of the element.
+std::array<Value, 4> philoxWords(OpBuilder &b, Location l, const PhiloxKeys &k,
+                                 ArrayRef<int64_t> shape) {
+  Value linear = createIndex(b, l, 0);
+  for (int64_t d = 0, e = shape.size(); d < e; ++d) {
+    linear = arith::MulIOp::create(b, l, linear, createIndex(b, l, shape[d]));
+    linear = arith::AddIOp::create(b, l, linear, linalg::IndexOp::create(b, l, d));
+  }
+  Value c = arith::AddIOp::create(
+      b, l, k.counter,
+      arith::IndexCastOp::create(b, l, b.getI64Type(), linear));
+  Value c0 = arith::TruncIOp::create(b, l, b.getI32Type(), c);
+  Value c1 = arith::TruncIOp::create(
+      b, l, b.getI32Type(), arith::ShRUIOp::create(b, l, c, createI64(b, l, 32)));
+  Value c2 = i32Const(b, l, 0), c3 = i32Const(b, l, 0);
+  for (auto [ka, kb] : k.roundKeys) {
+    auto [hi0, lo0] = mulHiLo(b, l, kPhiloxM0, c0);
+    auto [hi1, lo1] = mulHiLo(b, l, kPhiloxM1, c2);
+    Value n0 =
+        arith::XOrIOp::create(b, l, arith::XOrIOp::create(b, l, hi1, c1), ka);
+    Value n2 =
+        arith::XOrIOp::create(b, l, arith::XOrIOp::create(b, l, hi0, c3), kb);
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+  }
+  return {c0, c1, c2, c3};
+}
+
+/// `[key, counter + n]`: the state after drawing n blocks.
+Value advanceRng(OpBuilder &b, Location loc, const PhiloxKeys &k,
+                 RankedTensorType type, int64_t n) {
+  Value newCounter =
+      arith::AddIOp::create(b, loc, k.counter, createI64(b, loc, n));
+  return tensor::FromElementsOp::create(b, loc, type,
+                                        ValueRange{k.key, newCounter});
+}
+
 struct DropoutLowering : OpConversionPattern<DropoutOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -221,63 +292,15 @@ struct DropoutLowering : OpConversionPattern<DropoutOp> {
     double p = op.getP().convertToDouble();
     if (!isa<FloatType>(elem))
       return rewriter.notifyMatchFailure(op, "expects a float tensor");
-
-    // The key and counter, and the ten round keys (k0 + r W0, k1 + r W1).
-    Value rng = adaptor.getRng();
-    Value key = tensor::ExtractOp::create(
-        rewriter, loc, rng, ValueRange{createIndex(rewriter, loc, 0)});
-    Value counter = tensor::ExtractOp::create(
-        rewriter, loc, rng, ValueRange{createIndex(rewriter, loc, 1)});
-    Type i32 = rewriter.getI32Type();
-    Value k0 = arith::TruncIOp::create(rewriter, loc, i32, key);
-    Value k1 = arith::TruncIOp::create(
-        rewriter, loc, i32,
-        arith::ShRUIOp::create(rewriter, loc, key,
-                               createI64(rewriter, loc, 32)));
-    SmallVector<std::pair<Value, Value>> roundKeys;
-    for (int r = 0; r < kPhiloxRounds; ++r) {
-      roundKeys.push_back({k0, k1});
-      k0 = arith::AddIOp::create(rewriter, loc, k0,
-                                 i32Const(rewriter, loc, kPhiloxW0));
-      k1 = arith::AddIOp::create(rewriter, loc, k1,
-                                 i32Const(rewriter, loc, kPhiloxW1));
-    }
-
+    PhiloxKeys keys = philoxKeys(rewriter, loc, adaptor.getRng());
     Value result = buildParallel(
         rewriter, loc, type, {adaptor.getInput()},
         {rewriter.getMultiDimIdentityMap(rank)},
         [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-          // Row-major linear index of the element, then ctr + index.
-          Value linear = createIndex(b, l, 0);
-          for (int64_t d = 0; d < rank; ++d) {
-            linear = arith::MulIOp::create(b, l, linear,
-                                           createIndex(b, l, shape[d]));
-            linear = arith::AddIOp::create(b, l, linear,
-                                           linalg::IndexOp::create(b, l, d));
-          }
-          Value c = arith::AddIOp::create(
-              b, l, counter,
-              arith::IndexCastOp::create(b, l, b.getI64Type(), linear));
-          Value c0 = arith::TruncIOp::create(b, l, b.getI32Type(), c);
-          Value c1 = arith::TruncIOp::create(
-              b, l, b.getI32Type(),
-              arith::ShRUIOp::create(b, l, c, createI64(b, l, 32)));
-          Value c2 = i32Const(b, l, 0), c3 = i32Const(b, l, 0);
-          for (auto [ka, kb] : roundKeys) {
-            auto [hi0, lo0] = mulHiLo(b, l, kPhiloxM0, c0);
-            auto [hi1, lo1] = mulHiLo(b, l, kPhiloxM1, c2);
-            Value n0 = arith::XOrIOp::create(
-                b, l, arith::XOrIOp::create(b, l, hi1, c1), ka);
-            Value n2 = arith::XOrIOp::create(
-                b, l, arith::XOrIOp::create(b, l, hi0, c3), kb);
-            c0 = n0;
-            c1 = lo1;
-            c2 = n2;
-            c3 = lo0;
-          }
+          Value w = philoxWords(b, l, keys, shape)[0];
           // keep iff w * 2^-32 >= p, evaluated exactly in f64.
           Value u = arith::MulFOp::create(
-              b, l, arith::UIToFPOp::create(b, l, b.getF64Type(), c0),
+              b, l, arith::UIToFPOp::create(b, l, b.getF64Type(), w),
               createScalar(b, l, b.getF64Type(), 0x1p-32));
           Value keep =
               arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGE, u,
@@ -287,13 +310,58 @@ struct DropoutLowering : OpConversionPattern<DropoutOp> {
           return arith::SelectOp::create(b, l, keep, scaled,
                                          createScalar(b, l, elem, 0.0));
         });
+    rewriter.replaceOp(op, {result, advanceRng(rewriter, loc, keys,
+                                               op.getNewRng().getType(),
+                                               type.getNumElements())});
+    return success();
+  }
+};
 
-    Value newCounter =
-        arith::AddIOp::create(rewriter, loc, counter,
-                              createI64(rewriter, loc, type.getNumElements()));
-    Value newRng = tensor::FromElementsOp::create(
-        rewriter, loc, op.getNewRng().getType(), ValueRange{key, newCounter});
-    rewriter.replaceOp(op, {result, newRng});
+/// ds.random_normal: Box-Muller (cosine branch) over the first two Philox
+/// words of each element, in f64.
+struct RandomNormalLowering : OpConversionPattern<RandomNormalOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(RandomNormalOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getResult().getType();
+    Type elem = type.getElementType();
+    ArrayRef<int64_t> shape = type.getShape();
+    double std = op.getStd().convertToDouble();
+    PhiloxKeys keys = philoxKeys(rewriter, loc, adaptor.getRng());
+    Value result = buildParallel(
+        rewriter, loc, type, {}, {},
+        [&](OpBuilder &b, Location l, ValueRange) -> Value {
+          std::array<Value, 4> w = philoxWords(b, l, keys, shape);
+          Type f64 = b.getF64Type();
+          Value scale = createScalar(b, l, f64, 0x1p-32);
+          Value u1 = arith::MulFOp::create(
+              b, l,
+              arith::AddFOp::create(b, l, arith::UIToFPOp::create(b, l, f64, w[0]),
+                                    createScalar(b, l, f64, 0.5)),
+              scale);
+          Value u2 = arith::MulFOp::create(
+              b, l, arith::UIToFPOp::create(b, l, f64, w[1]), scale);
+          Value radius = math::SqrtOp::create(
+              b, l,
+              arith::MulFOp::create(b, l, createScalar(b, l, f64, -2.0),
+                                    math::LogOp::create(b, l, u1)));
+          Value angle = math::CosOp::create(
+              b, l,
+              arith::MulFOp::create(
+                  b, l, createScalar(b, l, f64, 2.0 * 3.14159265358979323846),
+                  u2));
+          Value z = arith::MulFOp::create(
+              b, l, createScalar(b, l, f64, std),
+              arith::MulFOp::create(b, l, radius, angle));
+          if (elem != f64)
+            z = arith::TruncFOp::create(b, l, elem, z);
+          return z;
+        });
+    rewriter.replaceOp(op, {result, advanceRng(rewriter, loc, keys,
+                                               op.getNewRng().getType(),
+                                               type.getNumElements())});
     return success();
   }
 };
@@ -303,5 +371,5 @@ struct DropoutLowering : OpConversionPattern<DropoutOp> {
 void lowering::populateNNPatterns(RewritePatternSet &patterns) {
   patterns.add<Conv2DLowering, Pool2DLowering<MaxPool2DOp, true>,
                Pool2DLowering<AvgPool2DOp, false>, EmbeddingLowering,
-               DropoutLowering>(patterns.getContext());
+               DropoutLowering, RandomNormalLowering>(patterns.getContext());
 }

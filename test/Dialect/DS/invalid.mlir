@@ -791,3 +791,19 @@ func.func @negative_pool_grad_kernel(%x: tensor<8x16x28x28xf32>, %dy: tensor<8x1
   %0 = ds.avg_pool2d_grad %x, %dy kernel = [2] : tensor<8x16x28x28xf32>, tensor<8x16x14x14xf32>
   return
 }
+
+// -----
+
+func.func @random_normal_bad_rng(%r: tensor<3xi64>) -> tensor<4xf32> {
+  // expected-error@+1 {{rng state must be a tensor<2xi64> (key, counter), got 'tensor<3xi64>'}}
+  %n, %r1 = ds.random_normal %r std = 1.0 : tensor<3xi64> -> tensor<4xf32>
+  return %n : tensor<4xf32>
+}
+
+// -----
+
+func.func @random_normal_bad_std(%r: tensor<2xi64>) -> tensor<4xf32> {
+  // expected-error@+1 {{std must be finite and >= 0, got -1}}
+  %n, %r1 = ds.random_normal %r std = -1.0 : tensor<2xi64> -> tensor<4xf32>
+  return %n : tensor<4xf32>
+}

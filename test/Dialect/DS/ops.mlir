@@ -161,6 +161,8 @@ func.func @transformer(%wte: tensor<96x64xf32>, %tok: tensor<2x16xi64>,
   %2 = ds.causal_mask %s2 : tensor<8x12xf32>
   // CHECK: ds.dropout %{{.*}}, %{{.*}} p = 1.000000e-01 : tensor<2x16x64xf32>, tensor<2xi64>
   %3, %rng1 = ds.dropout %x, %rng p = 0.1 : tensor<2x16x64xf32>, tensor<2xi64>
+  // CHECK: ds.random_normal %{{.*}} std = 1.000000e-03 : tensor<2xi64> -> tensor<2x16x64xf32>
+  %4, %rng2 = ds.random_normal %rng1 std = 0.001 : tensor<2xi64> -> tensor<2x16x64xf32>
   return
 }
 

@@ -14,6 +14,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -542,6 +543,20 @@ LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0 && p < 1))
     return emitOpError() << "drop probability p must be in [0, 1), got " << p;
+  return success();
+}
+
+LogicalResult RandomNormalOp::verify() {
+  if (getRng().getType().getShape() != ArrayRef<int64_t>{2})
+    return emitOpError() << "rng state must be a tensor<2xi64> (key, "
+                            "counter), got "
+                         << getRng().getType();
+  double std = getStd().convertToDouble();
+  if (!(std >= 0) || !std::isfinite(std))
+    return emitOpError() << "std must be finite and >= 0, got " << std;
+  if (!getResult().getType().hasStaticShape())
+    return emitOpError() << "expects a static result shape, got "
+                         << getResult().getType();
   return success();
 }
 

@@ -559,6 +559,33 @@ def DS_DropoutOp : DS_Op<"dropout", [Pure, DeclareOpInterfaceMethods<DS_Differen
   let hasVerifier = 1;
 }
 
+def DS_RandomNormalOp : DS_Op<"random_normal", [Pure,
+    AllTypesMatch<["rng", "new_rng"]>]> {
+  let summary = "Gaussian samples from an explicit counter-based RNG";
+  let description = [{
+    `result[i] = std * z[i]` with `z[i]` standard normal, drawn by
+    Box-Muller from Philox4x32-10 (the generator of `ds.dropout`): element
+    `i` (row-major) uses counter `rng[1] + i` under key `rng[0]`; with the
+    first two 32-bit output words `w0`, `w1`,
+    `u1 = (w0 + 0.5) 2^-32` (in (0, 1)), `u2 = w1 2^-32` and
+    `z = sqrt(-2 ln u1) cos(2 pi u2)`, evaluated in f64 and rounded to the
+    result type. `new_rng` is `[rng[0], rng[1] + numel]`. Used for
+    gradient noise (ds-clip-gradients `noise-std`).
+
+    Not differentiable (it has no differentiable operand).
+
+    ```mlir
+    %n, %rng1 = ds.random_normal %rng0 std = 1.0e-03 : tensor<2xi64> -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins DS_RngState:$rng, F64Attr:$std);
+  let results = (outs DS_FloatTensor:$result, DS_RngState:$new_rng);
+  let assemblyFormat = [{
+    $rng `std` `=` $std attr-dict `:` type($rng) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution and pooling (NCHW)
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,427 @@
+//===- InsertLossScaling.cpp - Dynamic loss scaling -----------------------===//
+//
+// Implements ds-insert-loss-scaling: torch.amp.GradScaler compiled into the
+// training step, plus Megatron's hysteresis / min-scale, the seeds'
+// activation-based cap and the gradient anomaly detector. Everything the
+// scaler remembers is explicit state; the skip decision is a value
+// (`found_inf`) that ds-insert-optimizer turns into selects, so nothing goes
+// back to the host.
+//
+// The pass is analyse-then-mutate over one function:
+//  1. Find the `ds.seed` constant, the gradients and the loss op's
+//     activations (the cap statistic and the fault-injection point).
+//  2. Right after the seed: the scale used this step (state, capped) and
+//     `seed * scale`, which every backward op now reads.
+//  3. At the end: the non-finite probe, unscaling, the scale update
+//     (`_amp_update_scale_`, in f64 as torch's CPU kernel, stored as f32),
+//     the anomaly detector, and the new state and metric results.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StepUtils.h"
+
+#include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_INSERTLOSSSCALINGPASS
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::detail;
+
+LogicalResult LossScalingConfig::validate(std::string &error) const {
+  auto fail = [&](const Twine &msg) {
+    error = msg.str();
+    return failure();
+  };
+  if (!(initScale > 0) || !std::isfinite(initScale) ||
+      !std::isfinite(static_cast<float>(initScale)))
+    return fail("init-scale must be positive and finite in f32, got " +
+                std::to_string(initScale));
+  if (!(growthFactor > 1))
+    return fail("growth-factor must be > 1, got " +
+                std::to_string(growthFactor));
+  if (!(backoffFactor > 0 && backoffFactor < 1))
+    return fail("backoff-factor must be in (0, 1), got " +
+                std::to_string(backoffFactor));
+  if (growthInterval < 1 ||
+      growthInterval > std::numeric_limits<int32_t>::max())
+    return fail("growth-interval must be >= 1, got " + Twine(growthInterval));
+  if (hysteresis < 1 || hysteresis > std::numeric_limits<int32_t>::max())
+    return fail("hysteresis must be >= 1, got " + Twine(hysteresis));
+  if (!(minScale >= 0) || minScale > initScale)
+    return fail("min-scale must be in [0, init-scale], got " +
+                std::to_string(minScale));
+  if (!(capGamma >= 0) || !(capMax >= 0))
+    return fail("activation-cap-gamma and activation-cap-max must be >= 0");
+  if (!(anomalyEpsilon >= 0))
+    return fail("anomaly-epsilon must be >= 0, got " +
+                std::to_string(anomalyEpsilon));
+  if (anomalyCount < 1 || anomalyCount > std::numeric_limits<int32_t>::max())
+    return fail("anomaly-count must be >= 1, got " + Twine(anomalyCount));
+  return success();
+}
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+/// The activations of the loss op: starting at the op defining the loss,
+/// follow rank-0 float operands back until an op has non-scalar float
+/// operands (the loss reduction); those that are not block arguments, or
+/// all of them when every one is. Empty when there is none.
+SmallVector<Value> findLossActivations(Value loss) {
+  Operation *op = loss.getDefiningOp();
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (op && seen.insert(op).second) {
+    SmallVector<Value> wide, computed;
+    Operation *next = nullptr;
+    for (Value v : op->getOperands()) {
+      if (!isFloatTensor(v))
+        continue;
+      if (cast<RankedTensorType>(v.getType()).getRank() > 0) {
+        wide.push_back(v);
+        if (!isa<BlockArgument>(v))
+          computed.push_back(v);
+      } else if (!next && v.getDefiningOp() &&
+                 !v.getDefiningOp()
+                      ->hasTrait<::mlir::OpTrait::ConstantLike>()) {
+        next = v.getDefiningOp();
+      }
+    }
+    if (!wide.empty())
+      return computed.empty() ? wide : computed;
+    op = next;
+  }
+  return {};
+}
+
+} // namespace
+
+LogicalResult mlir::ds::insertLossScaling(FunctionOpInterface func,
+                                          const LossScalingConfig &config) {
+  MLIRContext *ctx = func->getContext();
+  ctx->loadDialect<arith::ArithDialect, math::MathDialect,
+                   tensor::TensorDialect, DSDialect>();
+  FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
+  if (failed(contract))
+    return failure();
+  if (contract->hasParamUpdates())
+    return func->emitOpError("ds-insert-loss-scaling: the step already "
+                             "updates its parameters; ds-insert-loss-scaling "
+                             "must run before ds-insert-optimizer");
+  if (!contract->hasGrads())
+    return func->emitOpError("ds-insert-loss-scaling: the step has no "
+                             "gradients; run ds-autodiff first");
+  if (hasStateWithPrefix(*contract, "loss_scale"))
+    return func->emitOpError("ds-insert-loss-scaling: the step already has "
+                             "loss scaling (a 'loss_scale' state)");
+  if (hasStateWithPrefix(*contract, "clip.") ||
+      findMetric(func, *contract, "clip_norm"))
+    return func->emitOpError("ds-insert-loss-scaling: the gradients are "
+                             "already clipped; ds-insert-loss-scaling must "
+                             "run before ds-clip-gradients");
+  for (StringRef m : {"found_inf", "loss_scale", "grad_norm", "anomaly"})
+    if (findMetric(func, *contract, m))
+      return func->emitOpError("ds-insert-loss-scaling: the step already "
+                               "has a '")
+             << m << "' metric";
+  if (config.injectNonfinite &&
+      contract->findArg(ArgRole::Input, "inject_nonfinite"))
+    return func->emitOpError("ds-insert-loss-scaling: the step already has "
+                             "an 'inject_nonfinite' input");
+
+  StepEditor ed(func);
+  Block &body = ed.body;
+  Operation *seed = nullptr;
+  for (Operation &op : body)
+    if (isa<arith::ConstantOp>(op) && op.hasAttr("ds.seed")) {
+      if (seed)
+        return op.emitOpError("ds-insert-loss-scaling: a second 'ds.seed' "
+                              "constant; expected exactly one");
+      seed = &op;
+    }
+  if (!seed)
+    return func->emitOpError("ds-insert-loss-scaling: no backward seed "
+                             "('arith.constant' marked 'ds.seed'); the "
+                             "gradients must come from ds-autodiff");
+  Value loss = ed.terminator->getOperand(contract->getLossIndex());
+  bool needActivations = config.capGamma > 0 || config.injectNonfinite;
+  SmallVector<Value> activations;
+  if (needActivations) {
+    activations = findLossActivations(loss);
+    if (activations.empty())
+      return func->emitOpError("ds-insert-loss-scaling: cannot find the "
+                               "loss op's activations (needed by "
+                               "activation-cap-gamma and inject-nonfinite)");
+  }
+
+  Location loc = func.getLoc();
+  auto f32T = RankedTensorType::get({}, Float32Type::get(ctx));
+  auto f64T = RankedTensorType::get({}, Float64Type::get(ctx));
+  auto i32T = RankedTensorType::get({}, IntegerType::get(ctx, 32));
+  Type f32 = Float32Type::get(ctx), f64 = Float64Type::get(ctx);
+
+  // State.
+  Value scaleState =
+      ed.addState("loss_scale", "", f32T, InitKind::constant, config.initScale);
+  Value trackerState =
+      ed.addState("loss_scale.growth_tracker", "", i32T, InitKind::zeros);
+  Value hystState;
+  if (config.hysteresis > 1)
+    hystState =
+        ed.addState("loss_scale.hysteresis", "", i32T, InitKind::constant,
+                    static_cast<double>(config.hysteresis));
+  Value actState;
+  if (config.capGamma > 0)
+    actState =
+        ed.addState("loss_scale.activation_max", "", f32T, InitKind::zeros);
+  Value prevNormState, runState;
+  if (config.anomaly) {
+    prevNormState =
+        ed.addState("anomaly.prev_norm", "", f64T, InitKind::constant, -1.0);
+    runState = ed.addState("anomaly.run_length", "", i32T, InitKind::zeros);
+  }
+  Value injectFlag, injectOn;
+  if (config.injectNonfinite)
+    injectFlag = ed.addInput("inject_nonfinite", f32T);
+
+  // Fault injection: the loss op's first activation becomes NaN in every
+  // use, forward and backward, when the flag is set.
+  if (injectFlag) {
+    Value act = activations.front();
+    OpBuilder b(ctx);
+    b.setInsertionPointAfterValue(act);
+    auto type = cast<RankedTensorType>(act.getType());
+    Type et = type.getElementType();
+    Value nan = arith::ConstantOp::create(
+        b, loc, RankedTensorType::get({}, et),
+        DenseElementsAttr::get(
+            RankedTensorType::get({}, et),
+            FloatAttr::get(et, std::numeric_limits<double>::quiet_NaN())));
+    Value half = arith::ConstantOp::create(b, loc, f32T,
+                                           DenseElementsAttr::get(f32T, 0.5f));
+    injectOn =
+        CompareOp::create(b, loc, ComparePredicate::gt, injectFlag, half);
+    Value poisoned = SelectOp::create(b, loc, injectOn, nan, act);
+    act.replaceAllUsesExcept(poisoned, poisoned.getDefiningOp());
+    activations.front() = poisoned;
+  }
+
+  // 2. The scale used this step, and the scaled seed.
+  OpBuilder b(seed->getBlock(), std::next(Block::iterator(seed)));
+  Scalars s(b, loc);
+  Value scale = s.extract(scaleState);
+  double inf = std::numeric_limits<double>::infinity();
+  if (config.capGamma > 0 || config.capMax > 0) {
+    Value cap = s.f64(config.capMax > 0 ? config.capMax : inf);
+    if (actState) {
+      Value a = s.extract(actState);
+      Value gammaCap = s.minf(cap, s.mul(s.f64(config.capGamma), a));
+      cap = s.select(s.cmpf(arith::CmpFPredicate::OGT, a, s.f64(0.0)), gammaCap,
+                     cap);
+    }
+    scale = s.minf(scale, cap);
+  }
+  // The f32 value of the scale, as the GradScaler's f32 tensor holds it.
+  scale = s.convert(s.convert(scale, f32), f64);
+  Value seedValue = seed->getResult(0);
+  Value scaleTensorF32 = s.tensor(scale, f32);
+  Value scaledSeed = scaleTensor(b, loc, seedValue, scaleTensorF32);
+  // An injected fault also poisons the loss's cotangent, so that every
+  // gradient is non-finite whichever values the loss op's VJP reads (the
+  // VJP of a plain sum reads none).
+  if (injectOn) {
+    auto st = cast<RankedTensorType>(seedValue.getType());
+    Value nan = arith::ConstantOp::create(
+        b, loc, st,
+        DenseElementsAttr::get(
+            st, FloatAttr::get(st.getElementType(),
+                               std::numeric_limits<double>::quiet_NaN())));
+    scaledSeed = SelectOp::create(b, loc, injectOn, nan, scaledSeed);
+  }
+  seedValue.replaceUsesWithIf(scaledSeed, [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    return user->getBlock() == seed->getBlock() &&
+           seed->isBeforeInBlock(user) &&
+           scaledSeed.getDefiningOp()->isBeforeInBlock(user);
+  });
+
+  // 3. At the end of the body.
+  b.setInsertionPoint(ed.terminator);
+  SmallVector<unsigned> gradResults;
+  for (auto [i, r] : llvm::enumerate(contract->results))
+    if (r.role == ResultRole::Grad)
+      gradResults.push_back(i);
+
+  // found_inf over the scaled gradients.
+  Value probe = s.f64(0.0);
+  for (unsigned i : gradResults)
+    probe = s.add(probe, nonFiniteProbe(b, loc, ed.terminator->getOperand(i)));
+  Value found = s.cmpf(arith::CmpFPredicate::UNO, probe, probe);
+
+  // Unscale by the f32 reciprocal computed in f64.
+  Value inv = s.tensor(s.div(s.f64(1.0), scale), f32);
+  SmallVector<Value> unscaled;
+  for (unsigned i : gradResults) {
+    Value g = scaleTensor(b, loc, ed.terminator->getOperand(i), inv);
+    ed.terminator->setOperand(i, g);
+    unscaled.push_back(g);
+  }
+
+  // _amp_update_scale_ (+ Megatron's hysteresis and min-scale).
+  Value tracker = s.extractRaw(trackerState);
+  Value backedOff = s.mul(scale, s.f64(config.backoffFactor));
+  if (config.minScale > 0)
+    backedOff = s.maxf(backedOff, s.f64(config.minScale));
+  Value scaleOnInf = backedOff, hystOnInf, hyst;
+  if (hystState) {
+    hyst = s.extractRaw(hystState);
+    hystOnInf = arith::SubIOp::create(b, loc, hyst, s.i32(1));
+    Value backOff = s.cmpi(arith::CmpIPredicate::sle, hystOnInf, s.i32(0));
+    scaleOnInf = s.select(backOff, backedOff, scale);
+  }
+  Value successful = s.add(tracker, s.i32(1));
+  Value grow = s.cmpi(arith::CmpIPredicate::sge, successful,
+                      s.i32(static_cast<int32_t>(config.growthInterval)));
+  Value grown = s.convert(s.mul(scale, s.f64(config.growthFactor)), f32);
+  Value grownOk = s.isFinite(s.convert(grown, f64));
+  Value scaleOnClean =
+      s.select(s.andi(grow, grownOk), s.convert(grown, f64), scale);
+  Value trackerOnClean = s.select(grow, s.i32(0), successful);
+  Value newScale = s.select(found, scaleOnInf, scaleOnClean);
+  Value newTracker = s.select(found, s.i32(0), trackerOnClean);
+  ed.addUpdate(scaleState, s.tensor(newScale, f32));
+  ed.addUpdate(trackerState, tensor::FromElementsOp::create(
+                                 b, loc, i32T, ValueRange{newTracker}));
+  if (hystState) {
+    Value hystOnClean =
+        s.select(grow, s.i32(static_cast<int32_t>(config.hysteresis)), hyst);
+    Value newHyst = s.select(found, hystOnInf, hystOnClean);
+    ed.addUpdate(hystState, tensor::FromElementsOp::create(
+                                b, loc, i32T, ValueRange{newHyst}));
+  }
+
+  // The activation statistic of this step, kept only from clean steps.
+  if (actState) {
+    Value amax;
+    for (Value a : activations) {
+      Value m =
+          s.extract(reduceAll(b, loc, AbsOp::create(b, loc, a), /*max=*/true));
+      amax = amax ? s.maxf(amax, m) : m;
+    }
+    Value keepOld = s.ori(found, s.noti(s.isFinite(amax)));
+    Value newAct = s.select(keepOld, s.extract(actState), amax);
+    ed.addUpdate(actState, s.tensor(newAct, f32));
+  }
+
+  Value zeroF = s.f64(0.0), oneF = s.f64(1.0);
+  ed.addMetric("found_inf", s.tensor(s.select(found, oneF, zeroF), f32));
+  ed.addMetric("loss_scale", scaleTensorF32);
+
+  // The anomaly detector on the global L2 norm of the unscaled gradients.
+  if (config.anomaly) {
+    Value sumSq = s.f64(0.0);
+    for (Value g : unscaled)
+      sumSq = s.add(sumSq,
+                    s.extract(reduceAll(b, loc, MulOp::create(b, loc, g, g))));
+    Value norm = s.sqrt(sumSq);
+    Value prev = s.extract(prevNormState);
+    Value run = s.extractRaw(runState);
+    Value grew =
+        s.andi(s.cmpf(arith::CmpFPredicate::OGE, prev, zeroF),
+               s.cmpf(arith::CmpFPredicate::OGT, norm,
+                      s.mul(s.f64(1.0 + config.anomalyEpsilon), prev)));
+    Value runNew = s.select(grew, s.add(run, s.i32(1)), s.i32(0));
+    Value isAnomaly =
+        s.andi(s.noti(found),
+               s.cmpi(arith::CmpIPredicate::sge, runNew,
+                      s.i32(static_cast<int32_t>(config.anomalyCount))));
+    ed.addUpdate(prevNormState, s.tensor(s.select(found, prev, norm), f64));
+    ed.addUpdate(runState,
+                 tensor::FromElementsOp::create(
+                     b, loc, i32T, ValueRange{s.select(found, run, runNew)}));
+    ed.addMetric("grad_norm", s.tensor(norm, f64));
+    ed.addMetric("anomaly", s.tensor(s.select(isAnomaly, oneF, zeroF), f32));
+  }
+  ed.finish();
+  return success();
+}
+
+namespace {
+struct InsertLossScalingPass
+    : public mlir::ds::impl::InsertLossScalingPassBase<InsertLossScalingPass> {
+  using Base::Base;
+  LossScalingConfig getConfig() const {
+    LossScalingConfig config;
+    config.initScale = initScale;
+    config.growthFactor = growthFactor;
+    config.backoffFactor = backoffFactor;
+    config.growthInterval = growthInterval;
+    config.hysteresis = hysteresis;
+    config.minScale = minScale;
+    config.capGamma = capGamma;
+    config.capMax = capMax;
+    config.anomaly = anomaly;
+    config.anomalyEpsilon = anomalyEpsilon;
+    config.anomalyCount = anomalyCount;
+    config.injectNonfinite = injectNonfinite;
+    return config;
+  }
+  void runOnOperation() override {
+    LossScalingConfig config = getConfig();
+    ModuleOp module = getOperation();
+    std::string error;
+    if (failed(config.validate(error))) {
+      module.emitError("ds-insert-loss-scaling: ") << error;
+      return signalPassFailure();
+    }
+    bool any = false;
+    for (auto func : module.getOps<FunctionOpInterface>()) {
+      if (!func->hasAttr(DSDialect::kTrainStepAttrName))
+        continue;
+      any = true;
+      if (failed(insertLossScaling(func, config)))
+        return signalPassFailure();
+    }
+    if (!any) {
+      module.emitError("ds-insert-loss-scaling: no function is marked "
+                       "'ds.train_step'");
+      signalPassFailure();
+    }
+  }
+};
+} // namespace
+
+FailureOr<LossScalingConfig>
+mlir::ds::parseLossScalingOptions(StringRef options, std::string &error) {
+  InsertLossScalingPass pass;
+  if (failed(pass.initializeOptions(options, [&](const Twine &msg) {
+        error = msg.str();
+        return failure();
+      }))) {
+    if (error.empty())
+      error = "cannot parse the options '" + options.str() + "'";
+    return failure();
+  }
+  LossScalingConfig config = pass.getConfig();
+  if (failed(config.validate(error)))
+    return failure();
+  return config;
+}

@@ -1,0 +1,40 @@
+// RUN: ds-opt %s --ds-clip-gradients -split-input-file -verify-diagnostics
+// RUN: not ds-opt %s --ds-clip-gradients="mode=layerwise" 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not ds-opt %s --ds-clip-gradients="norm-type=1" 2>&1 | FileCheck %s --check-prefix=NORM
+// RUN: not ds-opt %s --ds-clip-gradients="mode=adaptive norm-type=inf" 2>&1 | FileCheck %s --check-prefix=ADAPTNORM
+// RUN: not ds-opt %s --ds-clip-gradients="max-norm=0" 2>&1 | FileCheck %s --check-prefix=MAX
+// RUN: not ds-opt %s --ds-clip-gradients="mode=adaptive history=0" 2>&1 | FileCheck %s --check-prefix=HIST
+// RUN: not ds-opt %s --ds-clip-gradients="noise-std=-1" 2>&1 | FileCheck %s --check-prefix=NOISE
+
+// MODE: ds-clip-gradients: unknown mode 'layerwise'; expected global or adaptive
+// NORM: ds-clip-gradients: unsupported norm-type '1'; expected 2 or inf
+// ADAPTNORM: ds-clip-gradients: norm-type applies to mode=global
+// MAX: ds-clip-gradients: max-norm must be positive and finite
+// HIST: ds-clip-gradients: history must be in [1, 2^24], got 0
+// NOISE: ds-clip-gradients: noise-std must be finite and >= 0
+
+// expected-error@+1 {{ds-clip-gradients: the step has no gradients; run ds-autodiff first}}
+func.func @negative_no_grads(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>})
+    -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{ds-clip-gradients: the step already updates its parameters; ds-clip-gradients must run before ds-insert-optimizer}}
+func.func @negative_after_optimizer(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>})
+    -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.update = 0 : i64}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{ds-clip-gradients: the gradients are already clipped}}
+func.func @negative_twice(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>})
+    -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.grad = 0 : i64}, tensor<f64> {ds.metric = "clip_norm"}) attributes {ds.train_step} {
+  %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
+  %n = arith.constant dense<1.0> : tensor<f64>
+  return %l, %w, %n : tensor<f32>, tensor<4xf32>, tensor<f64>
+}
