@@ -1,5 +1,6 @@
 //===- Pipelines.cpp - ds pass pipelines ----------------------------------===//
 //
+// ds-training-pipeline: the technique passes in their canonical order.
 // ds-cpu-pipeline: a ds module down to the LLVM dialect for the CPU JIT.
 // Each step's position is explained where it is added. The upstream part is
 // written as a textual pipeline: it reads like the mlir-opt invocation a
@@ -18,10 +19,14 @@
 using namespace mlir;
 using namespace mlir::ds;
 
-/// Appends a textual pipeline; the strings are fixed, so failure is a bug.
-static void addTextual(OpPassManager &pm, StringRef pipeline) {
-  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-    llvm::report_fatal_error("ds-cpu-pipeline: bad built-in pipeline");
+/// Appends a textual pipeline. Built-in strings are fixed, so failure is a
+/// bug; a pipeline builder cannot fail, so options a user wrote wrong end
+/// the process with the parser's message and exit code 1 (no crash dump).
+static void addTextual(OpPassManager &pm, const Twine &pipeline,
+                       bool fromUser = false) {
+  if (failed(parsePassPipeline(pipeline.str(), pm, llvm::errs())))
+    llvm::report_fatal_error("ds pipeline: bad pipeline '" + pipeline + "'",
+                             /*gen_crash_diag=*/!fromUser);
 }
 
 void mlir::ds::buildCPUPipeline(OpPassManager &pm,
@@ -70,7 +75,38 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm,
                  "convert-to-llvm,reconcile-unrealized-casts");
 }
 
+void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
+                                     const TrainingPipelineOptions &options) {
+  // 1. The backward first: every technique below works on gradients.
+  pm.addPass(createAutodiffPass());
+  // 2. Precisions see forward and backward, so gradient GEMMs get their own
+  //    formats; loss scaling then scales what the low-precision backward
+  //    carries.
+  if (options.precision || !options.policy.empty())
+    addTextual(pm, options.policy.empty()
+                       ? std::string("ds-assign-precision")
+                       : "ds-assign-precision{policy=" + options.policy + "}",
+               /*fromUser=*/true);
+  // 3. Loss scaling multiplies the seed and unscales the gradients; the
+  //    clipping that follows sees true gradient norms.
+  if (options.lossScaling)
+    pm.addPass(createInsertLossScalingPass());
+  if (!options.clip.empty())
+    addTextual(pm, "ds-clip-gradients{" + options.clip + "}", /*fromUser=*/true);
+  // 4. The update last, guarded by found_inf when loss scaling ran.
+  addTextual(pm, "ds-insert-optimizer{" + options.optimizer + "}",
+             /*fromUser=*/true);
+  if (options.lower)
+    buildCPUPipeline(pm, CPUPipelineOptions());
+}
+
 void mlir::ds::registerDSPipelines() {
+  PassPipelineRegistration<TrainingPipelineOptions>(
+      "ds-training-pipeline",
+      "The training techniques in their canonical order: ds-autodiff, "
+      "ds-assign-precision, ds-insert-loss-scaling, ds-clip-gradients, "
+      "ds-insert-optimizer (and ds-cpu-pipeline with lower=true)",
+      buildTrainingPipeline);
   PassPipelineRegistration<CPUPipelineOptions>(
       "ds-cpu-pipeline",
       "Lower a ds module to the LLVM dialect for the CPU JIT (contract "

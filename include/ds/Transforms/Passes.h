@@ -165,11 +165,45 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
       llvm::cl::init(true)};
 };
 
+/// Options of ds-training-pipeline: which technique passes run, with their
+/// options as the passes spell them.
+struct TrainingPipelineOptions
+    : public PassPipelineOptions<TrainingPipelineOptions> {
+  PassOptions::Option<bool> precision{
+      *this, "precision",
+      llvm::cl::desc("Run ds-assign-precision"), llvm::cl::init(false)};
+  PassOptions::Option<std::string> policy{
+      *this, "policy",
+      llvm::cl::desc("ds-assign-precision's policy file (implies precision)"),
+      llvm::cl::init("")};
+  PassOptions::Option<bool> lossScaling{
+      *this, "loss-scaling",
+      llvm::cl::desc("Run ds-insert-loss-scaling with its defaults"),
+      llvm::cl::init(false)};
+  PassOptions::Option<std::string> clip{
+      *this, "clip",
+      llvm::cl::desc("Run ds-clip-gradients with these options (e.g. "
+                     "'mode=global max-norm=1'); empty: no clipping"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("ds-insert-optimizer's options"),
+      llvm::cl::init("kind=adamw")};
+  PassOptions::Option<bool> lower{
+      *this, "lower",
+      llvm::cl::desc("Append ds-cpu-pipeline"), llvm::cl::init(false)};
+};
+
+/// Builds ds-training-pipeline: the technique passes in the canonical order
+/// of DESIGN.md (autodiff, precision, loss scaling, clipping, optimizer).
+void buildTrainingPipeline(OpPassManager &pm,
+                           const TrainingPipelineOptions &options);
+
 /// Builds ds-cpu-pipeline: from a ds training step (or any ds module) to the
 /// LLVM dialect, ready for the JIT, with the contract in `ds.contract`.
 void buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptions &options);
 
-/// Registers the ds pass pipelines (ds-cpu-pipeline).
+/// Registers the ds pass pipelines (ds-cpu-pipeline, ds-training-pipeline).
 void registerDSPipelines();
 
 #define GEN_PASS_REGISTRATION

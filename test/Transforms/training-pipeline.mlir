@@ -1,0 +1,32 @@
+// RUN: ds-opt %s --ds-training-pipeline="precision loss-scaling clip='mode=global max-norm=1' optimizer='kind=sgd lr=0.1'" | FileCheck %s
+// RUN: ds-opt %s --ds-training-pipeline | FileCheck %s --check-prefix=PLAIN
+// RUN: ds-opt %s --ds-training-pipeline="precision lower" | FileCheck %s --check-prefix=LOWER
+// RUN: not ds-opt %s --ds-training-pipeline="optimizer='kind=sgd lr=x'" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// A role from a front end is kept. The canonical order: precision state (amax histories), loss-scaler state,
+// the optimizer's updates guarded by found_inf, clipping's metric.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: ds.state = #ds.state<"fp8.amax_history.attn.q#0.input">
+// CHECK-SAME: ds.state = #ds.state<"loss_scale">
+// CHECK-SAME: ds.metric = "found_inf"
+// CHECK: ds.cast {{.*}} saturate {{.*}} -> tensor<8x16xf8E4M3FN>
+// CHECK-NOT: ds.grad =
+
+// PLAIN-LABEL: func.func @step
+// PLAIN-NOT: fp8
+// PLAIN-SAME: ds.state = #ds.state<"adam.m", of = "attn.q_proj.weight">
+
+// LOWER: llvm.func @step
+
+// BAD: ds pipeline: bad pipeline 'ds-insert-optimizer{kind=sgd lr=x}'
+
+func.func @step(%x: tensor<8x16xf32> {ds.input = "x"}, %y: tensor<8xi64> {ds.input = "y"},
+    %wq: tensor<16x16xf32> {ds.param = "attn.q_proj.weight", ds.init = #ds.init<normal, 0.1>},
+    %wh: tensor<10x16xf32> {ds.param = "head.weight", ds.init = #ds.init<normal, 0.1>})
+    -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %q = ds.matmul %x, %wq transpose_rhs {ds.role = "attn.q"} : tensor<8x16xf32>, tensor<16x16xf32> -> tensor<8x16xf32>
+  %t = ds.tanh %q : tensor<8x16xf32>
+  %z = ds.matmul %t, %wh transpose_rhs : tensor<8x16xf32>, tensor<10x16xf32> -> tensor<8x10xf32>
+  %l = ds.cross_entropy %z, %y : tensor<8x10xf32>, tensor<8xi64> -> tensor<f32>
+  return %l : tensor<f32>
+}
