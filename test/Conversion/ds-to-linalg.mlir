@@ -205,19 +205,49 @@ func.func @cast_trunc(%x: tensor<4x8xf32>) -> tensor<4x8xbf16> {
   return %0 : tensor<4x8xbf16>
 }
 
+// f8E4M3FN has no inf: out-of-range values and infinities clamp to +-448,
+// with or without `saturate` (PyTorch's .to()).
 // CHECK-LABEL: func.func @cast_saturate(
 // CHECK:         linalg.generic
 // CHECK:           %[[MAX:.*]] = arith.constant 4.480000e+02 : f32
 // CHECK:           %[[ABS:.*]] = math.absf
 // CHECK:           %[[OVER:.*]] = arith.cmpf ogt, %[[ABS]], %[[MAX]]
-// CHECK:           %[[FIN:.*]] = arith.cmpf one, %[[ABS]]
-// CHECK:           arith.andi %[[OVER]], %[[FIN]]
 // CHECK:           %[[SIGNED:.*]] = arith.select
-// CHECK:           %[[C:.*]] = arith.select %{{.*}}, %[[SIGNED]], %{{.*}} : f32
+// CHECK:           %[[C:.*]] = arith.select %[[OVER]], %[[SIGNED]], %{{.*}} : f32
 // CHECK:           arith.truncf %[[C]] : f32 to f8E4M3FN
+// CHECK-LABEL: func.func @cast_e4m3_plain(
+// CHECK:           arith.cmpf ogt
+// CHECK:           arith.truncf %{{.*}} : f32 to f8E4M3FN
 func.func @cast_saturate(%x: tensor<4x8xf32>) -> tensor<4x8xf8E4M3FN> {
   %0 = ds.cast %x saturate : tensor<4x8xf32> -> tensor<4x8xf8E4M3FN>
   return %0 : tensor<4x8xf8E4M3FN>
+}
+func.func @cast_e4m3_plain(%x: tensor<4x8xf32>) -> tensor<4x8xf8E4M3FN> {
+  %0 = ds.cast %x : tensor<4x8xf32> -> tensor<4x8xf8E4M3FN>
+  return %0 : tensor<4x8xf8E4M3FN>
+}
+
+// With `saturate` and a target that has inf, only finite values clamp.
+// CHECK-LABEL: func.func @cast_saturate_e5m2(
+// CHECK:           %[[MAX:.*]] = arith.constant 5.734400e+04 : f32
+// CHECK:           %[[ABS:.*]] = math.absf
+// CHECK:           %[[OVER:.*]] = arith.cmpf ogt, %[[ABS]], %[[MAX]]
+// CHECK:           %[[FIN:.*]] = arith.cmpf one, %[[ABS]]
+// CHECK:           arith.andi %[[OVER]], %[[FIN]]
+// CHECK:           arith.truncf %{{.*}} : f32 to f8E5M2
+func.func @cast_saturate_e5m2(%x: tensor<4x8xf32>) -> tensor<4x8xf8E5M2> {
+  %0 = ds.cast %x saturate : tensor<4x8xf32> -> tensor<4x8xf8E5M2>
+  return %0 : tensor<4x8xf8E5M2>
+}
+
+// bf16 cannot hold f16's largest value (65504): the clamp happens in f32.
+// CHECK-LABEL: func.func @cast_saturate_bf16_f16(
+// CHECK:           %[[W:.*]] = arith.extf %{{.*}} : bf16 to f32
+// CHECK:           arith.constant 6.550400e+04 : f32
+// CHECK:           arith.truncf %{{.*}} : f32 to f16
+func.func @cast_saturate_bf16_f16(%x: tensor<4x8xbf16>) -> tensor<4x8xf16> {
+  %0 = ds.cast %x saturate : tensor<4x8xbf16> -> tensor<4x8xf16>
+  return %0 : tensor<4x8xf16>
 }
 
 // CHECK-LABEL: func.func @cast_int(
