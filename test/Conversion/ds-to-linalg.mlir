@@ -351,12 +351,16 @@ func.func @matmul_batched(%a: tensor<2x3x4x8xf32>, %b: tensor<2x3x16x8xf32>) -> 
   return %0 : tensor<2x3x4x16xf32>
 }
 
+// Narrow operands are extended to f32 first: the GEMM is an f32 one.
 // CHECK-LABEL: func.func @matmul_shared_rhs(
 // CHECK-SAME:    %[[A:.*]]: tensor<2x3x8xbf16>, %[[B:.*]]: tensor<16x8xbf16>
-// CHECK:         %[[FLAT:.*]] = tensor.collapse_shape %[[A]] {{\[\[}}0, 1], [2]] : tensor<2x3x8xbf16> into tensor<6x8xbf16>
+// CHECK:         %[[AW:.*]] = linalg.generic {{.*}} ins(%[[A]] : tensor<2x3x8xbf16>) outs(%{{.*}} : tensor<2x3x8xf32>)
+// CHECK:           arith.extf %{{.*}} : bf16 to f32
+// CHECK:         %[[BW:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<16x8xbf16>) outs(%{{.*}} : tensor<16x8xf32>)
+// CHECK:         %[[FLAT:.*]] = tensor.collapse_shape %[[AW]] {{\[\[}}0, 1], [2]] : tensor<2x3x8xf32> into tensor<6x8xf32>
 // CHECK:         %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<6x16xf32>)
 // CHECK:         %[[R:.*]] = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
-// CHECK-SAME:      ins(%[[FLAT]], %[[B]] : tensor<6x8xbf16>, tensor<16x8xbf16>) outs(%[[F]] : tensor<6x16xf32>)
+// CHECK-SAME:      ins(%[[FLAT]], %[[BW]] : tensor<6x8xf32>, tensor<16x8xf32>) outs(%[[F]] : tensor<6x16xf32>)
 // CHECK:         tensor.expand_shape %[[R]] {{\[\[}}0, 1], [2]] output_shape [2, 3, 16]
 func.func @matmul_shared_rhs(%a: tensor<2x3x8xbf16>, %b: tensor<16x8xbf16>) -> tensor<2x3x16xf32> {
   %0 = ds.matmul %a, %b transpose_rhs : tensor<2x3x8xbf16>, tensor<16x8xbf16> -> tensor<2x3x16xf32>
