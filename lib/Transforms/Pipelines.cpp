@@ -63,13 +63,25 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm,
   // 5. f32 transcendentals as inline polynomials (on the vectors of step
   //    2b too), then loops for what was not vectorised, the vector ops
   //    lowered to 1-D vectors (reductions may be reassociated), and LLVM.
+  //    Math on narrow floats is first extended to f32 (the patterns match
+  //    f32 only, and LLVM has no FP8 math).
+  addTextual(pm, "func.func(math-extend-to-supported-types{target-type=f32})");
   pm.addNestedPass<func::FuncOp>(createApproximateMathPass());
   addTextual(pm, "buffer-deallocation-pipeline,"
                  "func.func(convert-linalg-to-loops),"
                  "func.func(lower-vector-multi-reduction{"
                  "lowering-strategy=inner-reduction},"
-                 "convert-vector-to-scf{full-unroll=true}),"
-                 "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+                 "convert-vector-to-scf{full-unroll=true})");
+  // 6. Narrow floats, on the final scalars and 1-D vectors: arithmetic on
+  //    bf16/f16/FP8 becomes f32 arithmetic between extf/truncf (one rounding
+  //    per op, as PyTorch's CPU kernels do), and every extf/truncf of those
+  //    types becomes exact integer code (LLVM has no FP8 types, and its bf16
+  //    truncation is a libcall or a subnormal-flushing instruction). Storage
+  //    stays narrow: the LLVM lowering represents FP8 as i8.
+  addTextual(pm, "arith-emulate-unsupported-floats{"
+                 "source-types=bf16,f16,f8E4M3FN,f8E5M2 target-type=f32}");
+  pm.addPass(createEmulateNarrowFloatsPass());
+  addTextual(pm, "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
                  "convert-vector-to-llvm{reassociate-fp-reductions=true},"
                  "convert-math-to-llvm,convert-math-to-libm,"
                  "convert-to-llvm,reconcile-unrealized-casts");

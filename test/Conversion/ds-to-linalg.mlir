@@ -205,19 +205,49 @@ func.func @cast_trunc(%x: tensor<4x8xf32>) -> tensor<4x8xbf16> {
   return %0 : tensor<4x8xbf16>
 }
 
+// f8E4M3FN has no inf: out-of-range values and infinities clamp to +-448,
+// with or without `saturate` (PyTorch's .to()).
 // CHECK-LABEL: func.func @cast_saturate(
 // CHECK:         linalg.generic
 // CHECK:           %[[MAX:.*]] = arith.constant 4.480000e+02 : f32
 // CHECK:           %[[ABS:.*]] = math.absf
 // CHECK:           %[[OVER:.*]] = arith.cmpf ogt, %[[ABS]], %[[MAX]]
-// CHECK:           %[[FIN:.*]] = arith.cmpf one, %[[ABS]]
-// CHECK:           arith.andi %[[OVER]], %[[FIN]]
 // CHECK:           %[[SIGNED:.*]] = arith.select
-// CHECK:           %[[C:.*]] = arith.select %{{.*}}, %[[SIGNED]], %{{.*}} : f32
+// CHECK:           %[[C:.*]] = arith.select %[[OVER]], %[[SIGNED]], %{{.*}} : f32
 // CHECK:           arith.truncf %[[C]] : f32 to f8E4M3FN
+// CHECK-LABEL: func.func @cast_e4m3_plain(
+// CHECK:           arith.cmpf ogt
+// CHECK:           arith.truncf %{{.*}} : f32 to f8E4M3FN
 func.func @cast_saturate(%x: tensor<4x8xf32>) -> tensor<4x8xf8E4M3FN> {
   %0 = ds.cast %x saturate : tensor<4x8xf32> -> tensor<4x8xf8E4M3FN>
   return %0 : tensor<4x8xf8E4M3FN>
+}
+func.func @cast_e4m3_plain(%x: tensor<4x8xf32>) -> tensor<4x8xf8E4M3FN> {
+  %0 = ds.cast %x : tensor<4x8xf32> -> tensor<4x8xf8E4M3FN>
+  return %0 : tensor<4x8xf8E4M3FN>
+}
+
+// With `saturate` and a target that has inf, only finite values clamp.
+// CHECK-LABEL: func.func @cast_saturate_e5m2(
+// CHECK:           %[[MAX:.*]] = arith.constant 5.734400e+04 : f32
+// CHECK:           %[[ABS:.*]] = math.absf
+// CHECK:           %[[OVER:.*]] = arith.cmpf ogt, %[[ABS]], %[[MAX]]
+// CHECK:           %[[FIN:.*]] = arith.cmpf one, %[[ABS]]
+// CHECK:           arith.andi %[[OVER]], %[[FIN]]
+// CHECK:           arith.truncf %{{.*}} : f32 to f8E5M2
+func.func @cast_saturate_e5m2(%x: tensor<4x8xf32>) -> tensor<4x8xf8E5M2> {
+  %0 = ds.cast %x saturate : tensor<4x8xf32> -> tensor<4x8xf8E5M2>
+  return %0 : tensor<4x8xf8E5M2>
+}
+
+// bf16 cannot hold f16's largest value (65504): the clamp happens in f32.
+// CHECK-LABEL: func.func @cast_saturate_bf16_f16(
+// CHECK:           %[[W:.*]] = arith.extf %{{.*}} : bf16 to f32
+// CHECK:           arith.constant 6.550400e+04 : f32
+// CHECK:           arith.truncf %{{.*}} : f32 to f16
+func.func @cast_saturate_bf16_f16(%x: tensor<4x8xbf16>) -> tensor<4x8xf16> {
+  %0 = ds.cast %x saturate : tensor<4x8xbf16> -> tensor<4x8xf16>
+  return %0 : tensor<4x8xf16>
 }
 
 // CHECK-LABEL: func.func @cast_int(
@@ -321,12 +351,16 @@ func.func @matmul_batched(%a: tensor<2x3x4x8xf32>, %b: tensor<2x3x16x8xf32>) -> 
   return %0 : tensor<2x3x4x16xf32>
 }
 
+// Narrow operands are extended to f32 first: the GEMM is an f32 one.
 // CHECK-LABEL: func.func @matmul_shared_rhs(
 // CHECK-SAME:    %[[A:.*]]: tensor<2x3x8xbf16>, %[[B:.*]]: tensor<16x8xbf16>
-// CHECK:         %[[FLAT:.*]] = tensor.collapse_shape %[[A]] {{\[\[}}0, 1], [2]] : tensor<2x3x8xbf16> into tensor<6x8xbf16>
+// CHECK:         %[[AW:.*]] = linalg.generic {{.*}} ins(%[[A]] : tensor<2x3x8xbf16>) outs(%{{.*}} : tensor<2x3x8xf32>)
+// CHECK:           arith.extf %{{.*}} : bf16 to f32
+// CHECK:         %[[BW:.*]] = linalg.generic {{.*}} ins(%[[B]] : tensor<16x8xbf16>) outs(%{{.*}} : tensor<16x8xf32>)
+// CHECK:         %[[FLAT:.*]] = tensor.collapse_shape %[[AW]] {{\[\[}}0, 1], [2]] : tensor<2x3x8xf32> into tensor<6x8xf32>
 // CHECK:         %[[F:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<6x16xf32>)
 // CHECK:         %[[R:.*]] = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
-// CHECK-SAME:      ins(%[[FLAT]], %[[B]] : tensor<6x8xbf16>, tensor<16x8xbf16>) outs(%[[F]] : tensor<6x16xf32>)
+// CHECK-SAME:      ins(%[[FLAT]], %[[BW]] : tensor<6x8xf32>, tensor<16x8xf32>) outs(%[[F]] : tensor<6x16xf32>)
 // CHECK:         tensor.expand_shape %[[R]] {{\[\[}}0, 1], [2]] output_shape [2, 3, 16]
 func.func @matmul_shared_rhs(%a: tensor<2x3x8xbf16>, %b: tensor<16x8xbf16>) -> tensor<2x3x16xf32> {
   %0 = ds.matmul %a, %b transpose_rhs : tensor<2x3x8xbf16>, tensor<16x8xbf16> -> tensor<2x3x16xf32>

@@ -9,6 +9,7 @@
 #define DS_TRANSFORMS_PASSES_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
@@ -155,6 +156,21 @@ LogicalResult prepareStepABI(ModuleOp module);
 /// vectoriser rejects); if vectorising the tile fails, the tiled op stays.
 LogicalResult vectorizeLinalgOpForCPU(RewriterBase &rewriter,
                                       linalg::LinalgOp op);
+
+/// The narrow float types ds-emulate-narrow-floats can emulate: bf16, f16,
+/// f8E4M3FN and f8E5M2.
+SmallVector<Type> getDefaultNarrowFloatTypes(MLIRContext *ctx);
+
+/// Adds the patterns of ds-emulate-narrow-floats: `arith.truncf` into and
+/// `arith.extf` out of the float types `types` (a subset of
+/// getDefaultNarrowFloatTypes) become integer code on bitcasts, on scalars
+/// and vectors, exactly rounded (nearest, ties to even).
+void populateEmulateNarrowFloatsPatterns(RewritePatternSet &patterns,
+                                         ArrayRef<Type> types);
+
+/// Checks that every narrow-float cast under `root` can be emulated for
+/// `types` (see ds-emulate-narrow-floats); emits a located error otherwise.
+LogicalResult checkNarrowFloatCasts(Operation *root, ArrayRef<Type> types);
 
 /// Options of ds-cpu-pipeline.
 struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {

@@ -501,4 +501,44 @@ def VectorizeCPUPass : Pass<"ds-vectorize-cpu"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def EmulateNarrowFloatsPass : Pass<"ds-emulate-narrow-floats"> {
+  let summary = "Emulate casts to and from bf16, f16 and FP8 with integer code";
+  let description = [{
+    Rewrites `arith.truncf` into bf16, f16, f8E4M3FN and f8E5M2 (from f32
+    or f64; from f16/bf16 through an exact extension to f32) and
+    `arith.extf` out of them into integer code on `arith.bitcast`s: shifts,
+    adds, compares and selects on the operand's shape, so the vectors of
+    ds-vectorize-cpu stay vectors. The semantics are those of the arith ops
+    and of PyTorch's `.to()`, bit for bit: round to nearest, ties to even;
+    subnormals rounded, not flushed; overflow to inf, or to NaN for
+    f8E4M3FN, which has no inf; NaN stays (quiet) NaN. Extension is exact.
+    Everything else on these types is data movement, which the LLVM
+    lowering handles (FP8 values and constants become i8).
+
+    Runs after bufferization and after arith-emulate-unsupported-floats,
+    which turns arithmetic on the same types into f32 arithmetic between
+    `extf`/`truncf` pairs that this pass then expands. Saturating casts
+    (`ds.cast ... saturate`) arrive here already clamped in the wider type.
+    A cast this pass cannot emulate is an error: an FP8 type other than
+    f8E4M3FN/f8E5M2 (LLVM cannot represent it), a `truncf` into an emulated
+    type with a rounding mode other than to_nearest_even, or a cast on
+    tensors.
+
+    ```mlir
+    %h = arith.truncf %x : vector<16xf32> to vector<16xf8E4M3FN>
+    // becomes
+    %u = arith.bitcast %x : vector<16xf32> to vector<16xi32>
+    ...  // andi/shrui/addi/cmpi/select on vector<16xi32>
+    %t = arith.trunci %r : vector<16xi32> to vector<16xi8>
+    %h = arith.bitcast %t : vector<16xi8> to vector<16xf8E4M3FN>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let options = [
+    ListOption<"typeNames", "types", "std::string",
+               "Narrow float types to emulate (default: bf16, f16, "
+               "f8E4M3FN, f8E5M2); casts on the others are left to LLVM">,
+  ];
+}
+
 #endif // DS_TRANSFORMS_PASSES_TD

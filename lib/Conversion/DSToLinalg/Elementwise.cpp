@@ -318,7 +318,8 @@ struct SelectLowering : OpConversionPattern<SelectOp> {
 //===----------------------------------------------------------------------===//
 
 /// Clamps finite values of `x` (a float of the source type) into the finite
-/// range of `target`; NaN and infinities pass through unchanged. Returns
+/// range of `target`; NaN passes through unchanged, and so do infinities
+/// when `target` has them (a target without, f8E4M3FN, gets +-max). Returns
 /// `x` when the target's range covers the source's.
 Value saturateTo(OpBuilder &b, Location loc, Value x, FloatType target) {
   auto source = cast<FloatType>(x.getType());
@@ -328,6 +329,12 @@ Value saturateTo(OpBuilder &b, Location loc, Value x, FloatType target) {
                                          APFloat::rmTowardZero, &losesInfo);
   if (status & APFloat::opOverflow || max.isInfinity())
     return x;
+  // A source that cannot hold the target's largest value (bf16 -> f16:
+  // 65504 is not a bf16) would clamp to a smaller one: clamp in f32, which
+  // holds both, and round once from there.
+  if (losesInfo && source.getWidth() < 32)
+    return saturateTo(b, loc, arith::ExtFOp::create(b, loc, b.getF32Type(), x),
+                      target);
   Value maxV = arith::ConstantOp::create(b, loc, b.getFloatAttr(source, max));
   Value minV = arith::NegFOp::create(b, loc, maxV);
   Value absX = math::AbsFOp::create(b, loc, x);
@@ -335,7 +342,8 @@ Value saturateTo(OpBuilder &b, Location loc, Value x, FloatType target) {
   // fails both).
   Value over =
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, absX, maxV);
-  if (llvm::APFloat::semanticsHasInf(source.getFloatSemantics())) {
+  if (llvm::APFloat::semanticsHasInf(source.getFloatSemantics()) &&
+      llvm::APFloat::semanticsHasInf(target.getFloatSemantics())) {
     Value inf = arith::ConstantOp::create(
         b, loc,
         b.getFloatAttr(source, APFloat::getInf(source.getFloatSemantics())));
@@ -357,6 +365,10 @@ Value castScalar(OpBuilder &b, Location loc, Value x, Type to, bool saturate) {
   auto fromF = dyn_cast<FloatType>(from), toF = dyn_cast<FloatType>(to);
   auto fromI = dyn_cast<IntegerType>(from), toI = dyn_cast<IntegerType>(to);
   if (fromF && toF) {
+    // A target without infinities (f8E4M3FN) always saturates, as PyTorch's
+    // .to() does; arith.truncf alone would give NaN for out-of-range values.
+    if (!llvm::APFloat::semanticsHasInf(toF.getFloatSemantics()))
+      saturate = true;
     if (saturate && toF.getWidth() <= fromF.getWidth())
       x = saturateTo(b, loc, x, toF);
     return convertFloat(b, loc, x, toF);

@@ -16,8 +16,12 @@
 //   [b.., M, K] x [b.., K, N] collapse batches, linalg.batch_matmul
 //
 // The contraction accumulates in the wider of the operand and result
-// element types (linalg promotes the operands); a narrower result is
-// rounded once afterwards.
+// element types, and in at least f32 (linalg promotes the operands); a
+// narrower result is rounded once afterwards. Narrow operands (bf16, f16,
+// FP8) are extended to f32 by an elementwise op first: the GEMM is then an
+// f32 one that convert-linalg-to-ds-runtime hands to the library (oneDNN's
+// own BF16 GEMM runs at half its f32 speed on these CPUs, and it has no
+// FP8), and the extension fuses with the cast that rounded the operand.
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,8 +97,27 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
     if (lhsRank < 2 || rhsRank < 2 || (rhsRank != 2 && rhsRank != lhsRank))
       return rewriter.notifyMatchFailure(op, "unsupported operand ranks");
 
-    // Accumulate in the wider of the two element types.
+    // Accumulate in the wider of the two element types, and in at least
+    // f32: narrow operands (bf16, f16, FP8) are extended to f32 up front
+    // (exact, and fused with the cast that produced them), so the product
+    // is an f32 GEMM for the library and rounds once into a narrow result.
     FloatType acc = inElem.getWidth() > outElem.getWidth() ? inElem : outElem;
+    if (acc.getWidth() < 32)
+      acc = rewriter.getF32Type();
+    if (inElem != acc && inElem.getWidth() < 32) {
+      auto extend = [&](Value v) {
+        auto type = cast<RankedTensorType>(v.getType());
+        return buildElementwise(
+            rewriter, loc, type.clone(acc), {v},
+            [&](OpBuilder &b, Location l, ValueRange args) {
+              return convertFloat(b, l, args[0], acc);
+            });
+      };
+      lhs = extend(lhs);
+      rhs = extend(rhs);
+      lhsType = cast<RankedTensorType>(lhs.getType());
+      rhsType = cast<RankedTensorType>(rhs.getType());
+    }
     ArrayRef<int64_t> outShape = resultType.getShape();
     int64_t m = outShape[outShape.size() - 2], n = outShape.back();
     int64_t batch = 1;

@@ -208,13 +208,18 @@ def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape,
     DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Converts the element type";
   let description = [{
-    Converts every element to the result element type. Float to narrower
-    float rounds to nearest, ties to even (PyTorch's `.to()`); values beyond
-    the target's range become inf, or NaN for types without inf (`f8E4M3FN`).
+    Converts every element to the result element type, bit for bit like
+    PyTorch's `.to()`. Float to narrower float rounds to nearest, ties to
+    even, subnormals included; NaN stays NaN; values beyond the target's
+    range become inf, except for targets without inf (`f8E4M3FN`), where
+    out-of-range values and infinities become the largest finite value
+    (448) with their sign, as PyTorch does (`arith.truncf` would give NaN).
     With `saturate`, out-of-range finite values clamp to the largest finite
-    value of the target instead (`satfinite`, used for scaled FP8 tensors);
-    NaN stays NaN. Float to integer truncates toward zero; integer to float
-    rounds to nearest.
+    value of the target instead of becoming inf (`satfinite`, used for
+    scaled FP8 tensors); infinities stay infinities where the target has
+    them. Float to integer truncates toward zero; integer to float rounds
+    to nearest. On the CPU, casts to and from bf16, f16 and FP8 are exact
+    integer code (ds-emulate-narrow-floats).
 
     Gradient: `dx = cast(dy)` back to the operand's element type (the
     identity up to rounding); integer operands receive none.
