@@ -104,6 +104,14 @@ std::string opLabel(Operation *op, StringRef role, int64_t id) {
   return ((role.empty() ? StringRef("op") : role) + "#" + Twine(id)).str();
 }
 
+/// Records the ops a builder inserts.
+struct CreatedOps : public OpBuilder::Listener {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    ops.push_back(op);
+  }
+  SmallVector<Operation *> ops;
+};
+
 /// What the pass decided for one op.
 struct Decision {
   Operation *op;
@@ -547,10 +555,21 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
                   ? mm->getAttrOfType<StringAttr>("ds.role").getValue()
                   : StringRef(),
           label, compute, f32, Type(), rule);
-    if (failed(rebuildMatmul(mm, ta, tb, rule->scaling, label,
-                             ta == rule->grad ? "cotangent" : "",
-                             tb == rule->grad ? "cotangent" : "")))
+    // What the rebuild creates belongs to the backward: tag it like the
+    // gradient GEMM, so later passes and the memory accounting see it so.
+    DictionaryAttr tags = mm->getDiscardableAttrDictionary();
+    CreatedOps created;
+    b.setListener(&created);
+    FailureOr<Value> y = rebuildMatmul(mm, ta, tb, rule->scaling, label,
+                                       ta == rule->grad ? "cotangent" : "",
+                                       tb == rule->grad ? "cotangent" : "");
+    b.setListener(nullptr);
+    if (failed(y))
       return failure();
+    for (Operation *op : created.ops)
+      for (NamedAttribute tag : tags)
+        if (!op->hasAttr(tag.getName()))
+          op->setAttr(tag.getName(), tag.getValue());
   }
   m.finish();
   map.append(entries.begin(), entries.end());
