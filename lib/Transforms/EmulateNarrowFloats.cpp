@@ -369,7 +369,14 @@ struct EmulateNarrowFloatsPass
       return signalPassFailure();
     RewritePatternSet patterns(ctx);
     populateEmulateNarrowFloatsPatterns(patterns, types);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    // No folding: arith-emulate-unsupported-floats marks its extf/truncf
+    // pairs `contract`, and arith folds extf(truncf(x)) with that flag to
+    // x, which would drop the rounding after every narrow op (PyTorch
+    // rounds after each one).
+    GreedyRewriteConfig config;
+    config.enableFolding(false);
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();
   }
 };

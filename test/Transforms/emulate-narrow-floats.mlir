@@ -107,5 +107,20 @@ func.func @wide_casts_and_constants(%x: f64) -> (vector<4xf8E4M3FN>, f32, f64) {
   return %k, %w, %e : vector<4xf8E4M3FN>, f32, f64
 }
 
+// -----
+
+// A `contract` extf(truncf(x)) pair (as arith-emulate-unsupported-floats
+// writes them between two narrow ops) keeps its rounding: no folding.
+// CHECK-LABEL: func @contract_pair_keeps_rounding
+// CHECK: arith.trunci %{{.*}} : i32 to i16
+// CHECK: %[[B:.*]] = arith.bitcast %{{.*}} : i16 to bf16
+// CHECK: arith.bitcast %[[B]] : bf16 to i16
+// CHECK: arith.bitcast %{{.*}} : i32 to f32
+func.func @contract_pair_keeps_rounding(%x: f32) -> f32 {
+  %t = arith.truncf %x fastmath<contract> : f32 to bf16
+  %e = arith.extf %t fastmath<contract> : bf16 to f32
+  return %e : f32
+}
+
 // LEFT-OUT: error: 'arith.truncf' op on 'f8E4M3FN' needs emulation, but the pass's types= option leaves it out
 // BAD-TYPE: error: ds-emulate-narrow-floats: cannot emulate 'f32' (supported: bf16, f16, f8E4M3FN, f8E5M2)
