@@ -7,7 +7,8 @@
 #   make check   deps + build + every test (lit and ctest)
 #   make docs    regenerate the dialect and pass docs under docs/
 #   make demo    train a small GPT-style character LM with ds-run (CPU)
-#   make bench   ds-run vs PyTorch eager on a GPT-style training step
+#   make bench   ds-run vs PyTorch eager on a GPT-style training step, and
+#                FP32 vs the mixed-precision policy (memory, step time)
 
 LLVM_PREFIX  ?= /usr/lib/llvm-22
 BUILD_DIR    ?= build
@@ -53,6 +54,8 @@ demo: build
 
 bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/mixed_precision.py \
+	  --ds-opt $(BUILD_DIR)/bin/ds-opt --ds-run $(BUILD_DIR)/bin/ds-run
 
 clean:
 	rm -rf $(BUILD_DIR)
