@@ -571,6 +571,34 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
         if (!op->hasAttr(tag.getName()))
           op->setAttr(tag.getName(), tag.getValue());
   }
+  // 4. What the backward keeps is the narrow copy: a forward widening cast
+  //    (storage -> f32) read by backward ops is repeated inside the
+  //    backward, so the narrow value, not its f32 widening, lives from the
+  //    forward to the backward (the memory the storage type saves).
+  for (Operation &opRef : llvm::make_early_inc_range(body.without_terminator())) {
+    auto widen = dyn_cast<CastOp>(&opRef);
+    if (!widen || !isForward(widen) || !widen.getType().getElementType().isF32())
+      continue;
+    Type from = widen.getInput().getType().getElementType();
+    if (!isa<FloatType>(from) || from.isF32() || from.isF64())
+      continue;
+    SmallVector<OpOperand *> backwardUses;
+    for (OpOperand &use : widen->getUses())
+      if (!isForward(use.getOwner()))
+        backwardUses.push_back(&use);
+    if (backwardUses.empty())
+      continue;
+    // Before the first backward user (uses are in program order once sorted).
+    Operation *first = backwardUses.front()->getOwner();
+    for (OpOperand *use : backwardUses)
+      if (use->getOwner()->isBeforeInBlock(first))
+        first = use->getOwner();
+    b.setInsertionPoint(first);
+    Operation *copy = b.clone(*widen);
+    copy->setAttr("ds.vjp_of", b.getStringAttr("ds.cast"));
+    for (OpOperand *use : backwardUses)
+      use->set(copy->getResult(0));
+  }
   m.finish();
   map.append(entries.begin(), entries.end());
   return success();

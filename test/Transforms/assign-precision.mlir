@@ -33,6 +33,9 @@
 // CHECK: ds.cast %{{.*}} : tensor<2x8x32xf32> -> tensor<2x8x32xbf16>
 // CHECK: ds.gelu %{{.*}} {{.*}}ds.role = "ffn.act"{{.*}} : tensor<2x8x32xbf16>
 // CHECK: ds.matmul {{.*}}ds.role = "ffn.down"{{.*}} : tensor<2x8x32xbf16>, tensor<16x32xbf16> -> tensor<2x8x16xf32>
+// The backward reads the BF16 copies, widened inside the backward, so the
+// narrow values are what lives from the forward to the backward.
+// CHECK: ds.cast %{{.*}} {ds.vjp_of = "ds.cast"} : tensor<2x8x32xbf16> -> tensor<2x8x32xf32>
 // Gradient GEMMs of the projections: E5M2 cotangents, E4M3 weights.
 // CHECK: ds.matmul {{.*}}ds.role = "attn.q", ds.vjp_of = "ds.matmul"} : tensor<2x8x16xf8E5M2>, tensor<16x16xf8E4M3FN> -> tensor<2x8x16xf32>
 
