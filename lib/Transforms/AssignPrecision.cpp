@@ -634,6 +634,19 @@ struct AssignPrecisionPass
                        : PrecisionPolicy::load(policy, module.getLoc());
     if (failed(loaded))
       return signalPassFailure();
+    // The channel and time levels parse (so their errors are located) but
+    // are not built yet: refuse them rather than ignore them.
+    for (auto [enabled, loc, what] :
+         {std::make_tuple(loaded->channel.enabled, loaded->channel.loc,
+                          "channel-level precision ('channel')"),
+          std::make_tuple(loaded->schedule.enabled, loaded->schedule.loc,
+                          "the time-level schedule ('schedule')")})
+      if (enabled) {
+        emitError(Location(loc)) << "ds-assign-precision: " << what
+                                 << " is not implemented yet; remove the "
+                                    "section to use the module-level rules";
+        return signalPassFailure();
+      }
     bool any = false;
     for (auto func : llvm::to_vector(module.getOps<FunctionOpInterface>())) {
       if (!func->hasAttr(DSDialect::kTrainStepAttrName))
