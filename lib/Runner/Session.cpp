@@ -225,8 +225,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                       : "policy=" + *options.precisionPolicy) +
                  "}, ";
       if (options.lossScaling)
-        steps += "ds-insert-loss-scaling{" + options.lossScalingSpelling +
-                 "}, ";
+        steps +=
+            "ds-insert-loss-scaling{" + options.lossScalingSpelling + "}, ";
       if (options.clip)
         steps += "ds-clip-gradients{" + options.clipSpelling + "}, ";
       if (needOpt)

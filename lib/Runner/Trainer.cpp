@@ -21,8 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <limits>
+#include <map>
 
 using namespace ds::runner;
 using llvm::Error;
@@ -143,8 +143,8 @@ Error Trainer::initState() {
     // Parameters, and state initialised from a file (e.g. batch-norm
     // running statistics from a front end), load from --params DIR by name
     // or state key.
-    bool fromFile = arg.role == ArgRole::Param ||
-                    arg.init.getKind() == InitKind::file;
+    bool fromFile =
+        arg.role == ArgRole::Param || arg.init.getKind() == InitKind::file;
     if (fromFile && !options.paramsDir.empty()) {
       llvm::SmallString<256> path(options.paramsDir);
       llvm::sys::path::append(path, arg.name + ".npy");
@@ -331,8 +331,7 @@ Error Trainer::run() {
                                        options.injectSteps.end(), step + 1);
     if (injectArg)
       args[*injectArg].setDouble(0, injected ? 1.0 : 0.0);
-    double scaleBefore =
-        lossScaleArg ? scalarOf(args[*lossScaleArg]) : 0.0;
+    double scaleBefore = lossScaleArg ? scalarOf(args[*lossScaleArg]) : 0.0;
     ptrs.clear();
     for (HostTensor &t : args)
       ptrs.push_back(&t);
@@ -524,7 +523,8 @@ Error Trainer::writeReport() {
     llvm::json::Object counts;
     for (auto &[t, n] : byType)
       counts[t] = n;
-    report["summary"].getAsObject()->insert({"ops_by_compute_type", std::move(counts)});
+    report["summary"].getAsObject()->insert(
+        {"ops_by_compute_type", std::move(counts)});
     report["precision_map"] = llvm::json::Array(program.precisionMap());
   }
   return writeJsonAtomic(options.reportPath,

@@ -79,8 +79,8 @@ SmallVector<StringRef> consumedParams(Operation *op, FunctionOpInterface func) {
       v = def->getOperand(0);
     }
     if (auto arg = dyn_cast<BlockArgument>(v))
-      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        DSDialect::kParamAttrName))
+      if (auto name = func.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), DSDialect::kParamAttrName))
         names.push_back(name.getValue());
   }
   return names;
@@ -161,7 +161,8 @@ public:
   Value scaleFrom(OpBuilder &b, Location loc, Value amaxV, double fmax) {
     Value zero = f32(b, loc, 0.0);
     Value inf = f32(b, loc, std::numeric_limits<double>::infinity());
-    Value positive = CompareOp::create(b, loc, ComparePredicate::gt, amaxV, zero);
+    Value positive =
+        CompareOp::create(b, loc, ComparePredicate::gt, amaxV, zero);
     Value finite = CompareOp::create(b, loc, ComparePredicate::lt, amaxV, inf);
     Value ok = SelectOp::create(b, loc, positive, finite, positive);
     double m = std::ldexp(1.0, -static_cast<int>(policy.fp8.margin));
@@ -185,7 +186,8 @@ public:
   /// and its scale (rank-0 f32): x ~= cast(q) / scale.
   std::pair<Value, Value> quantize(OpBuilder &b, Location loc, Value x, Type t,
                                    FP8Scaling scaling, StringRef key) {
-    auto cacheKey = std::make_tuple(x.getAsOpaquePointer(), t.getAsOpaquePointer());
+    auto cacheKey =
+        std::make_tuple(x.getAsOpaquePointer(), t.getAsOpaquePointer());
     if (auto it = quantized.find(cacheKey); it != quantized.end())
       return it->second;
     double fmax = largestFinite(t);
@@ -196,17 +198,18 @@ public:
       auto histType = RankedTensorType::get({len}, b.getF32Type());
       BlockArgument hist =
           addState(("fp8.amax_history." + key).str(), histType, loc);
-      Value prev = ReduceMaxOp::create(b, loc, hist, b.getDenseI64ArrayAttr({0}),
-                                       /*keepDims=*/false);
+      Value prev =
+          ReduceMaxOp::create(b, loc, hist, b.getDenseI64ArrayAttr({0}),
+                              /*keepDims=*/false);
       scale = scaleFrom(b, loc, prev, fmax);
       // Newest first; a non-finite amax (an overflowing step) is not
       // recorded, so one bad step cannot poison the scale.
       Value head = reshape(b, loc, now, {1});
       Value rolled = head;
       if (len > 1) {
-        Value tail = SliceOp::create(
-            b, loc, histType.clone({len - 1}), hist,
-            b.getDenseI64ArrayAttr({0}), DenseI64ArrayAttr());
+        Value tail =
+            SliceOp::create(b, loc, histType.clone({len - 1}), hist,
+                            b.getDenseI64ArrayAttr({0}), DenseI64ArrayAttr());
         rolled = ConcatOp::create(b, loc, ValueRange{head, tail},
                                   b.getI64IntegerAttr(0));
       }
@@ -217,7 +220,8 @@ public:
     } else {
       scale = scaleFrom(b, loc, now, fmax);
     }
-    Value q = cast(b, loc, MulOp::create(b, loc, x, scale), t, /*saturate=*/true);
+    Value q =
+        cast(b, loc, MulOp::create(b, loc, x, scale), t, /*saturate=*/true);
     auto result = std::make_pair(q, scale);
     quantized[cacheKey] = result;
     return result;
@@ -260,8 +264,8 @@ public:
       }
     }
     Value blocks = reshape(b, loc, x, split);
-    Value scale = scaleFrom(b, loc, amax(b, loc, blocks, dims, /*keep=*/true),
-                            fmax);
+    Value scale =
+        scaleFrom(b, loc, amax(b, loc, blocks, dims, /*keep=*/true), fmax);
     Value q = cast(b, loc, MulOp::create(b, loc, blocks, scale), t, true);
     Value d = DivOp::create(b, loc, cast(b, loc, q, b.getF32Type()), scale);
     return reshape(b, loc, d, shape);
@@ -335,7 +339,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   roles.annotate();
   llvm::DenseMap<int64_t, Operation *> forwardById;
   for (Operation &op : body.without_terminator())
-    if (auto id = op.getAttrOfType<IntegerAttr>("ds.op_id"); id && isForward(&op))
+    if (auto id = op.getAttrOfType<IntegerAttr>("ds.op_id");
+        id && isForward(&op))
       forwardById[id.getInt()] = &op;
   for (Operation &op : body.without_terminator()) {
     auto id = op.getAttrOfType<IntegerAttr>("ds.op_id");
@@ -423,24 +428,30 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     int64_t kB = mm.getTransposeRhs() ? rankB - 1 : rankB - 2;
     bool weightA = isParamDerived(mm.getLhs(), func);
     bool weightB = isParamDerived(mm.getRhs(), func);
-    auto a = prepareOperand(mm, mm.getLhs(), ta, scaling,
-                            (label + "." + (nameA.empty() ? (weightA ? "weight" : "input") : nameA)).str(),
-                            kA, weightA);
+    auto a = prepareOperand(
+        mm, mm.getLhs(), ta, scaling,
+        (label + "." + (nameA.empty() ? (weightA ? "weight" : "input") : nameA))
+            .str(),
+        kA, weightA);
     if (failed(a))
       return failure();
-    auto bb = prepareOperand(mm, mm.getRhs(), tb, scaling,
-                             (label + "." + (nameB.empty() ? (weightB ? "weight" : "input") : nameB)).str(),
-                             kB, weightB);
+    auto bb = prepareOperand(
+        mm, mm.getRhs(), tb, scaling,
+        (label + "." + (nameB.empty() ? (weightB ? "weight" : "input") : nameB))
+            .str(),
+        kB, weightB);
     if (failed(bb))
       return failure();
-    Value y = MatMulOp::create(b, loc, mm.getType(), a->first, bb->first,
-                               mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
+    Value y =
+        MatMulOp::create(b, loc, mm.getType(), a->first, bb->first,
+                         mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
     y.getDefiningOp()->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
     if (a->second || bb->second) {
       Value s = a->second && bb->second
                     ? MulOp::create(b, loc, a->second, bb->second)
                     : (a->second ? a->second : bb->second);
-      y = MulOp::create(b, loc, y, DivOp::create(b, loc, m.f32(b, loc, 1.0), s));
+      y = MulOp::create(b, loc, y,
+                        DivOp::create(b, loc, m.f32(b, loc, 1.0), s));
     }
     mm.getResult().replaceAllUsesWith(y);
     mm->erase();
@@ -451,7 +462,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   auto entry = [&](Operation *op, StringRef role, StringRef label, Type compute,
                    Type storage, Type grad, const PrecisionRule *rule) {
     SmallVector<NamedAttribute> f;
-    f.push_back(b.getNamedAttr("op", b.getStringAttr(op->getName().getStringRef())));
+    f.push_back(
+        b.getNamedAttr("op", b.getStringAttr(op->getName().getStringRef())));
     f.push_back(b.getNamedAttr("label", b.getStringAttr(label)));
     if (!role.empty())
       f.push_back(b.getNamedAttr("role", b.getStringAttr(role)));
@@ -491,8 +503,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     Value narrow;
     if (auto mm = dyn_cast<MatMulOp>(op)) {
       if (rule->compute && compute != f32) {
-        FailureOr<Value> y = rebuildMatmul(mm, compute, compute, rule->scaling,
-                                           d.label, "", "");
+        FailureOr<Value> y =
+            rebuildMatmul(mm, compute, compute, rule->scaling, d.label, "", "");
         if (failed(y))
           return failure();
         result = *y;
@@ -523,7 +535,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   // Backward GEMMs of ops with a `grad` type: the cotangent operand in
   // that type, the primal operand in the forward's compute type.
   llvm::DenseMap<Value, bool> dependsOnSeed;
-  for (Operation &opRef : llvm::make_early_inc_range(body.without_terminator())) {
+  for (Operation &opRef :
+       llvm::make_early_inc_range(body.without_terminator())) {
     auto mm = dyn_cast<MatMulOp>(&opRef);
     if (!mm || isForward(mm))
       continue;
@@ -538,9 +551,10 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       if (it != dependsOnSeed.end())
         return it->second;
       Operation *def = v.getDefiningOp();
-      bool dep = def && (def->hasAttr("ds.seed") ||
-                         (!isForward(def) &&
-                          llvm::any_of(def->getOperands(), isCotangent)));
+      bool dep =
+          def &&
+          (def->hasAttr("ds.seed") ||
+           (!isForward(def) && llvm::any_of(def->getOperands(), isCotangent)));
       dependsOnSeed[v] = dep;
       return dep;
     };
@@ -551,9 +565,10 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     std::string label = labelById.lookup(id.getInt()) + ".grad" +
                         std::to_string(gradGemms[id.getInt()]++);
     Type compute = ta == rule->grad ? ta : tb;
-    entry(mm, mm->getAttrOfType<StringAttr>("ds.role")
-                  ? mm->getAttrOfType<StringAttr>("ds.role").getValue()
-                  : StringRef(),
+    entry(mm,
+          mm->getAttrOfType<StringAttr>("ds.role")
+              ? mm->getAttrOfType<StringAttr>("ds.role").getValue()
+              : StringRef(),
           label, compute, f32, Type(), rule);
     // What the rebuild creates belongs to the backward: tag it like the
     // gradient GEMM, so later passes and the memory accounting see it so.
@@ -575,9 +590,11 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   //    (storage -> f32) read by backward ops is repeated inside the
   //    backward, so the narrow value, not its f32 widening, lives from the
   //    forward to the backward (the memory the storage type saves).
-  for (Operation &opRef : llvm::make_early_inc_range(body.without_terminator())) {
+  for (Operation &opRef :
+       llvm::make_early_inc_range(body.without_terminator())) {
     auto widen = dyn_cast<CastOp>(&opRef);
-    if (!widen || !isForward(widen) || !widen.getType().getElementType().isF32())
+    if (!widen || !isForward(widen) ||
+        !widen.getType().getElementType().isF32())
       continue;
     Type from = widen.getInput().getType().getElementType();
     if (!isa<FloatType>(from) || from.isF32() || from.isF64())
@@ -605,7 +622,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
 }
 
 LogicalResult mlir::ds::assignPrecision(FunctionOpInterface func,
-                                       const PrecisionPolicy &policy) {
+                                        const PrecisionPolicy &policy) {
   MLIRContext *ctx = func->getContext();
   ctx->loadDialect<arith::ArithDialect, DSDialect>();
   SmallVector<Attribute> map;
@@ -630,8 +647,9 @@ struct AssignPrecisionPass
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
     FailureOr<PrecisionPolicy> loaded =
-        policy.empty() ? FailureOr<PrecisionPolicy>(PrecisionPolicy::getDefault(ctx))
-                       : PrecisionPolicy::load(policy, module.getLoc());
+        policy.empty()
+            ? FailureOr<PrecisionPolicy>(PrecisionPolicy::getDefault(ctx))
+            : PrecisionPolicy::load(policy, module.getLoc());
     if (failed(loaded))
       return signalPassFailure();
     // The channel and time levels parse (so their errors are located) but

@@ -319,10 +319,10 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
       continue; // Not trained: keeps its value.
     const std::string &name = contract->args[argIndex].name;
     std::string error;
-    FailureOr<OptimizerConfig> paramConfig = config.withOverrides(
-        func.getArgAttrOfType<DictionaryAttr>(argIndex,
-                                              DSDialect::kOptimAttrName),
-        error);
+    FailureOr<OptimizerConfig> paramConfig =
+        config.withOverrides(func.getArgAttrOfType<DictionaryAttr>(
+                                 argIndex, DSDialect::kOptimAttrName),
+                             error);
     if (failed(paramConfig))
       return func->emitOpError("ds-insert-optimizer: 'ds.optim' of parameter '")
              << name << "': " << error;
@@ -373,8 +373,7 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
         Value newBuf = SelectOp::create(b, ploc, cond, g, next);
         newStates.push_back(
             {"momentum_buffer", name, guard(*buf, newBuf), type});
-        g = pc.nesterov ? add(g, mul(newBuf, constT(pc.momentum)))
-                            : newBuf;
+        g = pc.nesterov ? add(g, mul(newBuf, constT(pc.momentum))) : newBuf;
       }
       newP = sub(p, mul(g, scalarT(lrT)));
     } else {
@@ -386,10 +385,8 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
         return failure();
       if (pc.kind == OptimizerConfig::Kind::Adam && pc.weightDecay != 0)
         g = add(g, mul(p, constT(pc.weightDecay)));
-      if (pc.kind == OptimizerConfig::Kind::AdamW &&
-          pc.weightDecay != 0)
-        p = mul(p,
-                scalarT(s.sub(s.f(1.0), s.mul(lrT, s.f(pc.weightDecay)))));
+      if (pc.kind == OptimizerConfig::Kind::AdamW && pc.weightDecay != 0)
+        p = mul(p, scalarT(s.sub(s.f(1.0), s.mul(lrT, s.f(pc.weightDecay)))));
       Value m1 = add(*m, mul(sub(g, *m), constT(1.0 - pc.beta1)));
       Value v1 = add(mul(*v, constT(pc.beta2)),
                      mul(mul(g, g), constT(1.0 - pc.beta2)));
@@ -404,14 +401,14 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
   }
 
   Value newStep = guard(
-      step, AddOp::create(b, loc, step,
-                          arith::ConstantOp::create(
-                              b, loc, i64,
-                              DenseElementsAttr::get(
-                                  i64, b.getI64IntegerAttr(1)))));
-  Value lrMetric = s.tensor(
-      lrMetricF64 ? lrMetricF64 : s.mul(s.f(config.lr), factor),
-      b.getF64Type());
+      step,
+      AddOp::create(b, loc, step,
+                    arith::ConstantOp::create(
+                        b, loc, i64,
+                        DenseElementsAttr::get(i64, b.getI64IntegerAttr(1)))));
+  Value lrMetric =
+      s.tensor(lrMetricF64 ? lrMetricF64 : s.mul(s.f(config.lr), factor),
+               b.getF64Type());
 
   // Rebuild the results: drop the gradients, append the updates.
   SmallVector<Value> results;

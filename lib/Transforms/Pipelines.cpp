@@ -95,16 +95,18 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   //    formats; loss scaling then scales what the low-precision backward
   //    carries.
   if (options.precision || !options.policy.empty())
-    addTextual(pm, options.policy.empty()
-                       ? std::string("ds-assign-precision")
-                       : "ds-assign-precision{policy=" + options.policy + "}",
+    addTextual(pm,
+               options.policy.empty()
+                   ? std::string("ds-assign-precision")
+                   : "ds-assign-precision{policy=" + options.policy + "}",
                /*fromUser=*/true);
   // 3. Loss scaling multiplies the seed and unscales the gradients; the
   //    clipping that follows sees true gradient norms.
   if (options.lossScaling)
     pm.addPass(createInsertLossScalingPass());
   if (!options.clip.empty())
-    addTextual(pm, "ds-clip-gradients{" + options.clip + "}", /*fromUser=*/true);
+    addTextual(pm, "ds-clip-gradients{" + options.clip + "}",
+               /*fromUser=*/true);
   // 4. The update last, guarded by found_inf when loss scaling ran.
   addTextual(pm, "ds-insert-optimizer{" + options.optimizer + "}",
              /*fromUser=*/true);

@@ -36,7 +36,9 @@ StringRef mlir::ds::stringifyFP8Scaling(FP8Scaling s) {
   return "";
 }
 
-bool mlir::ds::isFP8(Type t) { return isa<Float8E4M3FNType, Float8E5M2Type>(t); }
+bool mlir::ds::isFP8(Type t) {
+  return isa<Float8E4M3FNType, Float8E5M2Type>(t);
+}
 
 double mlir::ds::largestFinite(Type t) {
   auto f = cast<FloatType>(t);
@@ -46,11 +48,11 @@ double mlir::ds::largestFinite(Type t) {
 /// Ops whose precision matters for accuracy more than for speed: they
 /// accumulate over many elements or exponentiate, and stay >= BF16.
 static bool isReductionLike(StringRef opName) {
-  return llvm::is_contained(
-      {"ds.reduce_sum", "ds.reduce_mean", "ds.reduce_max", "ds.softmax",
-       "ds.log_softmax", "ds.layer_norm", "ds.rms_norm", "ds.batch_norm",
-       "ds.cross_entropy", "ds.mse_loss", "ds.exp", "ds.log"},
-      opName);
+  return llvm::is_contained({"ds.reduce_sum", "ds.reduce_mean", "ds.reduce_max",
+                             "ds.softmax", "ds.log_softmax", "ds.layer_norm",
+                             "ds.rms_norm", "ds.batch_norm", "ds.cross_entropy",
+                             "ds.mse_loss", "ds.exp", "ds.log"},
+                            opName);
 }
 static bool isReductionLikeRole(StringRef r) {
   return r == role::kReduction || r == role::kNorm || r == role::kSoftmax ||
@@ -167,75 +169,75 @@ LogicalResult forEachKey(Parser &p, yaml::Node *n, StringRef what, Fn fn) {
 LogicalResult Parser::parseRule(yaml::Node *n, unsigned index,
                                 PrecisionRule &rule) {
   rule.loc = locOf(n);
-  LogicalResult r = forEachKey(*this, n, "a rule", [&](StringRef key,
-                                                      yaml::Node *k,
-                                                      yaml::Node *v) {
-    if (key == "op") {
-      auto ops = scalarOrList(v, "op");
-      if (failed(ops))
-        return failure();
-      for (std::string &op : *ops) {
-        if (!StringRef(op).starts_with("ds."))
-          op = "ds." + op;
-        if (!RegisteredOperationName::lookup(op, ctx))
-          return fail(v, "unknown op '" + op + "'");
-      }
-      rule.ops = std::move(*ops);
-      return success();
-    }
-    if (key == "role") {
-      auto roles = scalarOrList(v, "role");
-      if (failed(roles))
-        return failure();
-      for (const std::string &r : *roles)
-        if (!llvm::is_contained(allRoles(), StringRef(r))) {
-          std::string known;
-          for (StringRef k : allRoles())
-            known += (known.empty() ? "" : ", ") + k.str();
-          return fail(v, "unknown role '" + r + "'; expected one of " + known);
+  LogicalResult r = forEachKey(
+      *this, n, "a rule", [&](StringRef key, yaml::Node *k, yaml::Node *v) {
+        if (key == "op") {
+          auto ops = scalarOrList(v, "op");
+          if (failed(ops))
+            return failure();
+          for (std::string &op : *ops) {
+            if (!StringRef(op).starts_with("ds."))
+              op = "ds." + op;
+            if (!RegisteredOperationName::lookup(op, ctx))
+              return fail(v, "unknown op '" + op + "'");
+          }
+          rule.ops = std::move(*ops);
+          return success();
         }
-      rule.roles = std::move(*roles);
-      return success();
-    }
-    if (key == "param" || key == "module") {
-      auto glob = scalar(v, key);
-      if (failed(glob))
-        return failure();
-      if (auto e = llvm::GlobPattern::create(*glob); !e) {
-        std::string msg = llvm::toString(e.takeError());
-        return fail(v, "bad pattern '" + *glob + "': " + msg);
-      }
-      (key == "param" ? rule.param : rule.module) = *glob;
-      return success();
-    }
-    if (key == "compute" || key == "storage" || key == "grad") {
-      auto t = type(v, key);
-      if (failed(t))
-        return failure();
-      (key == "compute" ? rule.compute
-       : key == "storage" ? rule.storage
-                          : rule.grad) = *t;
-      return success();
-    }
-    if (key == "scaling") {
-      auto s = scalar(v, "scaling");
-      if (failed(s))
-        return failure();
-      if (*s == "delayed")
-        rule.scaling = FP8Scaling::Delayed;
-      else if (*s == "current")
-        rule.scaling = FP8Scaling::Current;
-      else if (*s == "block")
-        rule.scaling = FP8Scaling::Block;
-      else
-        return fail(v, "unknown scaling '" + *s +
-                           "'; expected delayed, current or block");
-      return success();
-    }
-    return fail(k, "unknown rule key '" + key +
-                       "'; expected op, role, param, module, compute, "
-                       "storage, grad or scaling");
-  });
+        if (key == "role") {
+          auto roles = scalarOrList(v, "role");
+          if (failed(roles))
+            return failure();
+          for (const std::string &r : *roles)
+            if (!llvm::is_contained(allRoles(), StringRef(r))) {
+              std::string known;
+              for (StringRef k : allRoles())
+                known += (known.empty() ? "" : ", ") + k.str();
+              return fail(v,
+                          "unknown role '" + r + "'; expected one of " + known);
+            }
+          rule.roles = std::move(*roles);
+          return success();
+        }
+        if (key == "param" || key == "module") {
+          auto glob = scalar(v, key);
+          if (failed(glob))
+            return failure();
+          if (auto e = llvm::GlobPattern::create(*glob); !e) {
+            std::string msg = llvm::toString(e.takeError());
+            return fail(v, "bad pattern '" + *glob + "': " + msg);
+          }
+          (key == "param" ? rule.param : rule.module) = *glob;
+          return success();
+        }
+        if (key == "compute" || key == "storage" || key == "grad") {
+          auto t = type(v, key);
+          if (failed(t))
+            return failure();
+          (key == "compute"   ? rule.compute
+           : key == "storage" ? rule.storage
+                              : rule.grad) = *t;
+          return success();
+        }
+        if (key == "scaling") {
+          auto s = scalar(v, "scaling");
+          if (failed(s))
+            return failure();
+          if (*s == "delayed")
+            rule.scaling = FP8Scaling::Delayed;
+          else if (*s == "current")
+            rule.scaling = FP8Scaling::Current;
+          else if (*s == "block")
+            rule.scaling = FP8Scaling::Block;
+          else
+            return fail(v, "unknown scaling '" + *s +
+                               "'; expected delayed, current or block");
+          return success();
+        }
+        return fail(k, "unknown rule key '" + key +
+                           "'; expected op, role, param, module, compute, "
+                           "storage, grad or scaling");
+      });
   if (failed(r))
     return failure();
   if (rule.ops.empty() && rule.roles.empty() && rule.param.empty() &&
@@ -275,29 +277,31 @@ LogicalResult Parser::parseRule(yaml::Node *n, unsigned index,
 }
 
 LogicalResult Parser::parseFP8(yaml::Node *n, FP8Settings &fp8) {
-  return forEachKey(*this, n, "fp8", [&](StringRef key, yaml::Node *k,
-                                         yaml::Node *v) -> LogicalResult {
-    auto x = number(v, key);
-    if (failed(x))
-      return failure();
-    int64_t i = static_cast<int64_t>(*x);
-    if (key == "amax-history-len") {
-      if (i < 1)
-        return fail(v, "amax-history-len must be at least 1");
-      fp8.amaxHistoryLen = i;
-    } else if (key == "margin") {
-      fp8.margin = i;
-    } else if (key == "activation-block" || key == "weight-block") {
-      if (i < 1)
-        return fail(v, key + " must be at least 1");
-      (key == "activation-block" ? fp8.activationBlock : fp8.weightBlock) = i;
-    } else {
-      return fail(k, "unknown fp8 key '" + key +
-                         "'; expected amax-history-len, margin, "
-                         "activation-block or weight-block");
-    }
-    return success();
-  });
+  return forEachKey(
+      *this, n, "fp8",
+      [&](StringRef key, yaml::Node *k, yaml::Node *v) -> LogicalResult {
+        auto x = number(v, key);
+        if (failed(x))
+          return failure();
+        int64_t i = static_cast<int64_t>(*x);
+        if (key == "amax-history-len") {
+          if (i < 1)
+            return fail(v, "amax-history-len must be at least 1");
+          fp8.amaxHistoryLen = i;
+        } else if (key == "margin") {
+          fp8.margin = i;
+        } else if (key == "activation-block" || key == "weight-block") {
+          if (i < 1)
+            return fail(v, key + " must be at least 1");
+          (key == "activation-block" ? fp8.activationBlock : fp8.weightBlock) =
+              i;
+        } else {
+          return fail(k, "unknown fp8 key '" + key +
+                             "'; expected amax-history-len, margin, "
+                             "activation-block or weight-block");
+        }
+        return success();
+      });
 }
 
 LogicalResult Parser::parseChannel(yaml::Node *n, ChannelSettings &c) {
@@ -392,9 +396,8 @@ LogicalResult Parser::parseRoot(yaml::Node *n, PrecisionPolicy &policy) {
 
 } // namespace
 
-FailureOr<PrecisionPolicy> PrecisionPolicy::parse(StringRef text,
-                                                  StringRef bufferName,
-                                                  MLIRContext *ctx) {
+FailureOr<PrecisionPolicy>
+PrecisionPolicy::parse(StringRef text, StringRef bufferName, MLIRContext *ctx) {
   llvm::SourceMgr sm;
   sm.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, bufferName),
                         llvm::SMLoc());
@@ -475,9 +478,8 @@ PrecisionPolicy PrecisionPolicy::getDefault(MLIRContext *ctx) {
   return std::move(*p);
 }
 
-const PrecisionRule *
-PrecisionPolicy::match(Operation *op, StringRef role,
-                       ArrayRef<StringRef> params) const {
+const PrecisionRule *PrecisionPolicy::match(Operation *op, StringRef role,
+                                            ArrayRef<StringRef> params) const {
   StringRef opName = op->getName().getStringRef();
   StringRef module;
   if (auto m = op->getAttrOfType<StringAttr>("ds.module"))

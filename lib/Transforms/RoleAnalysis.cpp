@@ -34,11 +34,11 @@ using namespace mlir::ds;
 
 ArrayRef<StringLiteral> mlir::ds::allRoles() {
   static const StringLiteral kAll[] = {
-      role::kAttnQ,       role::kAttnK,   role::kAttnV,   role::kAttnQKV,
-      role::kAttnScores,  role::kAttnContext, role::kAttnOut, role::kFfnUp,
-      role::kFfnGate,     role::kFfnAct,  role::kFfnDown, role::kNorm,
-      role::kSoftmax,     role::kLoss,    role::kEmbedding, role::kHead,
-      role::kReduction,   role::kLinear,  role::kConv};
+      role::kAttnQ,      role::kAttnK,       role::kAttnV,     role::kAttnQKV,
+      role::kAttnScores, role::kAttnContext, role::kAttnOut,   role::kFfnUp,
+      role::kFfnGate,    role::kFfnAct,      role::kFfnDown,   role::kNorm,
+      role::kSoftmax,    role::kLoss,        role::kEmbedding, role::kHead,
+      role::kReduction,  role::kLinear,      role::kConv};
   return kAll;
 }
 
@@ -96,7 +96,8 @@ bool isScoreAdjustment(Operation *op) {
   if (isa<CausalMaskOp, SelectOp, AddOp, SubOp>(op))
     return true;
   if (isa<MulOp, DivOp>(op))
-    return isConstantLike(op->getOperand(1)) || isConstantLike(op->getOperand(0));
+    return isConstantLike(op->getOperand(1)) ||
+           isConstantLike(op->getOperand(0));
   return false;
 }
 
@@ -116,7 +117,8 @@ Operation *sourceOf(Value v, bool adjustments = false) {
       // Follow the operand that is not a constant (or, for select, the
       // value masked).
       if (auto sel = dyn_cast<SelectOp>(def))
-        v = isConstantLike(sel.getOnTrue()) ? sel.getOnFalse() : sel.getOnTrue();
+        v = isConstantLike(sel.getOnTrue()) ? sel.getOnFalse()
+                                            : sel.getOnTrue();
       else if (def->getNumOperands() == 2 && isConstantLike(def->getOperand(0)))
         v = def->getOperand(1);
       else
@@ -157,7 +159,8 @@ bool isActivation(Operation *op) {
 /// The role a module path names, for projections: `layers.0.attn.q_proj`
 /// -> attn.q. Empty when the name says nothing.
 StringRef roleFromName(StringRef path) {
-  StringRef last = path.rsplit('.').second.empty() ? path : path.rsplit('.').second;
+  StringRef last =
+      path.rsplit('.').second.empty() ? path : path.rsplit('.').second;
   struct Entry {
     StringRef role;
     std::initializer_list<StringRef> names;
@@ -166,7 +169,8 @@ StringRef roleFromName(StringRef path) {
       {role::kAttnQ, {"q_proj", "q", "query", "wq", "to_q"}},
       {role::kAttnK, {"k_proj", "k", "key", "wk", "to_k"}},
       {role::kAttnV, {"v_proj", "v", "value", "wv", "to_v"}},
-      {role::kAttnQKV, {"qkv", "qkv_proj", "c_attn", "in_proj", "wqkv", "to_qkv"}},
+      {role::kAttnQKV,
+       {"qkv", "qkv_proj", "c_attn", "in_proj", "wqkv", "to_qkv"}},
       {role::kAttnOut, {"out_proj", "o_proj", "wo", "to_out"}},
       {role::kFfnUp, {"up_proj", "up", "fc1", "w1", "c_fc", "fc_in"}},
       {role::kFfnGate, {"gate_proj", "gate", "w3"}},
@@ -206,10 +210,10 @@ void RoleAnalysis::findAttention(Operation *softmax) {
   if (!contextMM)
     return;
   Value probs = softmax->getResult(0);
-  Value vSide = sourceOf(contextMM.getLhs()) == softmax ||
-                        contextMM.getLhs() == probs
-                    ? contextMM.getRhs()
-                    : contextMM.getLhs();
+  Value vSide =
+      sourceOf(contextMM.getLhs()) == softmax || contextMM.getLhs() == probs
+          ? contextMM.getRhs()
+          : contextMM.getLhs();
   Operation *q = sourceOf(scoresMM.getLhs());
   Operation *k = sourceOf(scoresMM.getRhs());
   Operation *v = sourceOf(vSide);
@@ -233,9 +237,9 @@ void RoleAnalysis::findAttention(Operation *softmax) {
 
 void RoleAnalysis::findFeedForward(Operation *activation) {
   Operation *up = sourceOf(activation->getOperand(0));
-  if (!up || !isProjection(up) || (roles.count(up) && roles[up] != role::kFfnDown &&
-                                   roles[up] != role::kFfnUp &&
-                                   roles[up] != role::kFfnGate))
+  if (!up || !isProjection(up) ||
+      (roles.count(up) && roles[up] != role::kFfnDown &&
+       roles[up] != role::kFfnUp && roles[up] != role::kFfnGate))
     return;
   SmallVector<Operation *> users = usersOf(activation->getResult(0));
   // SwiGLU: act(x Wg) * (x Wu), then Wd.

@@ -191,7 +191,8 @@ bool parseInjectSteps(StringRef value, int64_t steps, uint64_t seed,
     int64_t n;
     if (value.getAsInteger(10, n) || n < 0 || n > steps) {
       error = "--inject-nonfinite: expected a count in [0, --steps] or a list "
-              "of steps, got '" + value.str() + "'";
+              "of steps, got '" +
+              value.str() + "'";
       return false;
     }
     // A partial Fisher-Yates shuffle of 1..steps.

@@ -185,9 +185,9 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
 /// options as the passes spell them.
 struct TrainingPipelineOptions
     : public PassPipelineOptions<TrainingPipelineOptions> {
-  PassOptions::Option<bool> precision{
-      *this, "precision",
-      llvm::cl::desc("Run ds-assign-precision"), llvm::cl::init(false)};
+  PassOptions::Option<bool> precision{*this, "precision",
+                                      llvm::cl::desc("Run ds-assign-precision"),
+                                      llvm::cl::init(false)};
   PassOptions::Option<std::string> policy{
       *this, "policy",
       llvm::cl::desc("ds-assign-precision's policy file (implies precision)"),
@@ -202,12 +202,11 @@ struct TrainingPipelineOptions
                      "'mode=global max-norm=1'); empty: no clipping"),
       llvm::cl::init("")};
   PassOptions::Option<std::string> optimizer{
-      *this, "optimizer",
-      llvm::cl::desc("ds-insert-optimizer's options"),
+      *this, "optimizer", llvm::cl::desc("ds-insert-optimizer's options"),
       llvm::cl::init("kind=adamw")};
-  PassOptions::Option<bool> lower{
-      *this, "lower",
-      llvm::cl::desc("Append ds-cpu-pipeline"), llvm::cl::init(false)};
+  PassOptions::Option<bool> lower{*this, "lower",
+                                  llvm::cl::desc("Append ds-cpu-pipeline"),
+                                  llvm::cl::init(false)};
 };
 
 /// Builds ds-training-pipeline: the technique passes in the canonical order

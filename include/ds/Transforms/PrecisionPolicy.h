@@ -1,4 +1,5 @@
-//===- PrecisionPolicy.h - Precision policies for ds-assign-precision -*- C++ -*-===//
+//===- PrecisionPolicy.h - Precision policies for ds-assign-precision -*- C++
+//-*-===//
 //
 // A precision policy maps ops (by kind, role, parameter or module name) to
 // a compute type, a storage type and a gradient type, with the FP8 scaling
@@ -79,9 +80,8 @@ struct ScheduleSettings {
 class PrecisionPolicy {
 public:
   /// Parses a policy; errors are emitted at locations in `bufferName`.
-  static FailureOr<PrecisionPolicy> parse(llvm::StringRef text,
-                                          llvm::StringRef bufferName,
-                                          MLIRContext *ctx);
+  static FailureOr<PrecisionPolicy>
+  parse(llvm::StringRef text, llvm::StringRef bufferName, MLIRContext *ctx);
   /// Reads and parses a file.
   static FailureOr<PrecisionPolicy> load(llvm::StringRef path, Location errLoc);
   /// The seeds' mapping (docs/PrecisionPolicy.md): q/k/v projections in FP8

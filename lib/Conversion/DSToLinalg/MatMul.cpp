@@ -107,11 +107,10 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
     if (inElem != acc && inElem.getWidth() < 32) {
       auto extend = [&](Value v) {
         auto type = cast<RankedTensorType>(v.getType());
-        return buildElementwise(
-            rewriter, loc, type.clone(acc), {v},
-            [&](OpBuilder &b, Location l, ValueRange args) {
-              return convertFloat(b, l, args[0], acc);
-            });
+        return buildElementwise(rewriter, loc, type.clone(acc), {v},
+                                [&](OpBuilder &b, Location l, ValueRange args) {
+                                  return convertFloat(b, l, args[0], acc);
+                                });
       };
       lhs = extend(lhs);
       rhs = extend(rhs);

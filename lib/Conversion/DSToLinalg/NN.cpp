@@ -229,7 +229,8 @@ PhiloxKeys philoxKeys(OpBuilder &b, Location loc, Value rng) {
   Type i32 = b.getI32Type();
   Value k0 = arith::TruncIOp::create(b, loc, i32, k.key);
   Value k1 = arith::TruncIOp::create(
-      b, loc, i32, arith::ShRUIOp::create(b, loc, k.key, createI64(b, loc, 32)));
+      b, loc, i32,
+      arith::ShRUIOp::create(b, loc, k.key, createI64(b, loc, 32)));
   for (int r = 0; r < kPhiloxRounds; ++r) {
     k.roundKeys.push_back({k0, k1});
     k0 = arith::AddIOp::create(b, loc, k0, i32Const(b, loc, kPhiloxW0));
@@ -246,14 +247,16 @@ std::array<Value, 4> philoxWords(OpBuilder &b, Location l, const PhiloxKeys &k,
   Value linear = createIndex(b, l, 0);
   for (int64_t d = 0, e = shape.size(); d < e; ++d) {
     linear = arith::MulIOp::create(b, l, linear, createIndex(b, l, shape[d]));
-    linear = arith::AddIOp::create(b, l, linear, linalg::IndexOp::create(b, l, d));
+    linear =
+        arith::AddIOp::create(b, l, linear, linalg::IndexOp::create(b, l, d));
   }
   Value c = arith::AddIOp::create(
       b, l, k.counter,
       arith::IndexCastOp::create(b, l, b.getI64Type(), linear));
   Value c0 = arith::TruncIOp::create(b, l, b.getI32Type(), c);
   Value c1 = arith::TruncIOp::create(
-      b, l, b.getI32Type(), arith::ShRUIOp::create(b, l, c, createI64(b, l, 32)));
+      b, l, b.getI32Type(),
+      arith::ShRUIOp::create(b, l, c, createI64(b, l, 32)));
   Value c2 = i32Const(b, l, 0), c3 = i32Const(b, l, 0);
   for (auto [ka, kb] : k.roundKeys) {
     auto [hi0, lo0] = mulHiLo(b, l, kPhiloxM0, c0);
@@ -310,9 +313,9 @@ struct DropoutLowering : OpConversionPattern<DropoutOp> {
           return arith::SelectOp::create(b, l, keep, scaled,
                                          createScalar(b, l, elem, 0.0));
         });
-    rewriter.replaceOp(op, {result, advanceRng(rewriter, loc, keys,
-                                               op.getNewRng().getType(),
-                                               type.getNumElements())});
+    rewriter.replaceOp(
+        op, {result, advanceRng(rewriter, loc, keys, op.getNewRng().getType(),
+                                type.getNumElements())});
     return success();
   }
 };
@@ -338,7 +341,8 @@ struct RandomNormalLowering : OpConversionPattern<RandomNormalOp> {
           Value scale = createScalar(b, l, f64, 0x1p-32);
           Value u1 = arith::MulFOp::create(
               b, l,
-              arith::AddFOp::create(b, l, arith::UIToFPOp::create(b, l, f64, w[0]),
+              arith::AddFOp::create(b, l,
+                                    arith::UIToFPOp::create(b, l, f64, w[0]),
                                     createScalar(b, l, f64, 0.5)),
               scale);
           Value u2 = arith::MulFOp::create(
@@ -352,16 +356,16 @@ struct RandomNormalLowering : OpConversionPattern<RandomNormalOp> {
               arith::MulFOp::create(
                   b, l, createScalar(b, l, f64, 2.0 * 3.14159265358979323846),
                   u2));
-          Value z = arith::MulFOp::create(
-              b, l, createScalar(b, l, f64, std),
-              arith::MulFOp::create(b, l, radius, angle));
+          Value z =
+              arith::MulFOp::create(b, l, createScalar(b, l, f64, std),
+                                    arith::MulFOp::create(b, l, radius, angle));
           if (elem != f64)
             z = arith::TruncFOp::create(b, l, elem, z);
           return z;
         });
-    rewriter.replaceOp(op, {result, advanceRng(rewriter, loc, keys,
-                                               op.getNewRng().getType(),
-                                               type.getNumElements())});
+    rewriter.replaceOp(
+        op, {result, advanceRng(rewriter, loc, keys, op.getNewRng().getType(),
+                                type.getNumElements())});
     return success();
   }
 };

@@ -91,7 +91,8 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
   // list of dictionaries) and the time-level schedule the runner follows.
   if (name == "ds.precision_map" || name == "ds.precision_schedule") {
     if (!isa<ModuleOp>(op))
-      return op->emitOpError("'") << name << "' may only be attached to a module";
+      return op->emitOpError("'")
+             << name << "' may only be attached to a module";
     if (!isa<DictionaryAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a dictionary";
     return success();
