@@ -123,16 +123,10 @@ LogicalResult mlir::ds::clipGradients(FunctionOpInterface func,
   MLIRContext *ctx = func->getContext();
   ctx->loadDialect<arith::ArithDialect, math::MathDialect,
                    tensor::TensorDialect, DSDialect>();
-  FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
+  FailureOr<TrainingContract> contract =
+      detail::requireGradientStep(func, "ds-clip-gradients");
   if (failed(contract))
     return failure();
-  if (contract->hasParamUpdates())
-    return func->emitOpError("ds-clip-gradients: the step already updates "
-                             "its parameters; ds-clip-gradients must run "
-                             "before ds-insert-optimizer");
-  if (!contract->hasGrads())
-    return func->emitOpError("ds-clip-gradients: the step has no gradients; "
-                             "run ds-autodiff first");
   if (hasStateWithPrefix(*contract, "clip.") ||
       findMetric(func, *contract, "clip_norm"))
     return func->emitOpError("ds-clip-gradients: the gradients are already "

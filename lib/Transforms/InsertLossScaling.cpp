@@ -119,16 +119,10 @@ LogicalResult mlir::ds::insertLossScaling(FunctionOpInterface func,
   MLIRContext *ctx = func->getContext();
   ctx->loadDialect<arith::ArithDialect, math::MathDialect,
                    tensor::TensorDialect, DSDialect>();
-  FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
+  FailureOr<TrainingContract> contract =
+      detail::requireGradientStep(func, "ds-insert-loss-scaling");
   if (failed(contract))
     return failure();
-  if (contract->hasParamUpdates())
-    return func->emitOpError("ds-insert-loss-scaling: the step already "
-                             "updates its parameters; ds-insert-loss-scaling "
-                             "must run before ds-insert-optimizer");
-  if (!contract->hasGrads())
-    return func->emitOpError("ds-insert-loss-scaling: the step has no "
-                             "gradients; run ds-autodiff first");
   if (hasStateWithPrefix(*contract, "loss_scale"))
     return func->emitOpError("ds-insert-loss-scaling: the step already has "
                              "loss scaling (a 'loss_scale' state)");

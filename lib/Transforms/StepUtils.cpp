@@ -201,6 +201,22 @@ Value mlir::ds::detail::findMetric(FunctionOpInterface func,
   return Value();
 }
 
+FailureOr<TrainingContract>
+mlir::ds::detail::requireGradientStep(FunctionOpInterface func,
+                                      StringRef pass) {
+  FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
+  if (failed(contract))
+    return failure();
+  if (contract->hasParamUpdates())
+    return func->emitOpError(pass)
+           << ": the step already updates its parameters; " << pass
+           << " must run before ds-insert-optimizer";
+  if (!contract->hasGrads())
+    return func->emitOpError(pass)
+           << ": the step has no gradients; run ds-autodiff first";
+  return contract;
+}
+
 bool mlir::ds::detail::hasStateWithPrefix(const TrainingContract &contract,
                                           StringRef prefix) {
   return llvm::any_of(contract.args, [&](const ContractArg &a) {

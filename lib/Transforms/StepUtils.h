@@ -100,6 +100,12 @@ Value scaleTensor(OpBuilder &b, Location loc, Value t, Value s);
 Value findMetric(FunctionOpInterface func, const TrainingContract &contract,
                  StringRef name);
 
+/// The contract of `func` if it is a gradient step (after ds-autodiff,
+/// before ds-insert-optimizer); otherwise a located error saying what
+/// `pass` must run after or before.
+FailureOr<TrainingContract> requireGradientStep(FunctionOpInterface func,
+                                                StringRef pass);
+
 /// Whether the step has a state whose kind starts with `prefix`.
 bool hasStateWithPrefix(const TrainingContract &contract, StringRef prefix);
 
