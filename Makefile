@@ -6,7 +6,8 @@
 #   make build   configure once, build into build/ (tools in build/bin/)
 #   make check   deps + build + every test (lit and ctest)
 #   make docs    regenerate the dialect and pass docs under docs/
-#   make demo    train a small GPT-style character LM with ds-run (CPU)
+#   make demo    train a small GPT-style character LM with ds-run (CPU), in
+#                FP32 and with the default mixed-precision policy
 #   make bench   ds-run vs PyTorch eager on a GPT-style training step, and
 #                FP32 vs the mixed-precision policy (memory, step time)
 
