@@ -171,7 +171,75 @@ detectLevel(ModuleOp module, StringRef entry) {
   return std::make_pair(level, step);
 }
 
+/// The step's entry of the module's `ds.precision_schedule`, or null.
+DictionaryAttr scheduleOf(ModuleOp module, StringRef step) {
+  auto all = module->getAttrOfType<DictionaryAttr>("ds.precision_schedule");
+  return all ? all.getAs<DictionaryAttr>(step) : DictionaryAttr();
+}
+
+/// The variants the schedule of `step` names besides the step.
+std::vector<std::string> scheduledVariants(ModuleOp module,
+                                           FunctionOpInterface step) {
+  std::vector<std::string> names;
+  if (DictionaryAttr s = step ? scheduleOf(module, step.getName()) : nullptr)
+    if (auto high = s.getAs<StringAttr>("high"))
+      names.push_back(high.str());
+  return names;
+}
+
+/// Whether two contracts take and return the same tensors.
+bool sameSignature(const mlir::ds::TrainingContract &a,
+                   const mlir::ds::TrainingContract &b) {
+  if (a.args.size() != b.args.size() || a.results.size() != b.results.size())
+    return false;
+  for (auto [x, y] : llvm::zip(a.args, b.args))
+    if (x.type != y.type || x.name != y.name || x.role != y.role)
+      return false;
+  for (auto [x, y] : llvm::zip(a.results, b.results))
+    if (x.type != y.type || x.role != y.role)
+      return false;
+  return true;
+}
+
 } // namespace
+
+Error StepProgram::readSchedule(ModuleOp module, StringRef step,
+                                StepProgram &program) {
+  DictionaryAttr s = scheduleOf(module, step);
+  if (!s)
+    return Error::success();
+  auto error = [&](const Twine &what) {
+    return llvm::createStringError("'ds.precision_schedule' of '" + step +
+                                   "': " + what);
+  };
+  auto high = s.getAs<StringAttr>("high");
+  auto total = s.getAs<IntegerAttr>("total_steps");
+  auto anomaly = s.getAs<IntegerAttr>("anomaly_steps");
+  auto phases = s.getAs<ArrayAttr>("phases");
+  if (!high || !total || !anomaly || !phases)
+    return error("expected high, total_steps, anomaly_steps and phases");
+  PrecisionSchedule schedule;
+  program.variantNames = {high.str()};
+  schedule.high = 1;
+  schedule.totalSteps = total.getInt();
+  schedule.anomalySteps = anomaly.getInt();
+  for (Attribute a : phases) {
+    auto p = dyn_cast<DictionaryAttr>(a);
+    auto name = p ? p.getAs<StringAttr>("phase") : nullptr;
+    auto variant = p ? p.getAs<StringAttr>("variant") : nullptr;
+    auto begin = p ? p.getAs<IntegerAttr>("begin") : nullptr;
+    auto end = p ? p.getAs<IntegerAttr>("end") : nullptr;
+    if (!name || !variant || !begin || !end)
+      return error("a phase needs phase, variant, begin and end");
+    if (variant.getValue() != step && variant.getValue() != high.getValue())
+      return error("phase '" + name.getValue() + "' runs '" +
+                   variant.getValue() + "', which is not a variant");
+    schedule.phases.push_back({name.str(), variant.getValue() == step ? 0u : 1u,
+                               begin.getInt(), end.getInt()});
+  }
+  program.precisionSchedule = std::move(schedule);
+  return Error::success();
+}
 
 Expected<std::unique_ptr<StepProgram>>
 StepProgram::compile(ModuleOp module, const PrepareOptions &options,
@@ -190,11 +258,14 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   std::string stepName = step ? step.getName().str() : options.entry;
   std::string evalName;
   if (program->level != ModuleLevel::Lowered) {
-    // Keep only the chosen step: others would be compiled for nothing.
+    // Keep only the chosen step and its variants: others would be compiled
+    // for nothing.
+    std::vector<std::string> keep = scheduledVariants(module, step);
     for (auto func :
          llvm::make_early_inc_range(module.getOps<FunctionOpInterface>()))
       if (func != step &&
-          func->hasAttr(mlir::ds::DSDialect::kTrainStepAttrName))
+          func->hasAttr(mlir::ds::DSDialect::kTrainStepAttrName) &&
+          !llvm::is_contained(keep, func.getName()))
         func->erase();
     bool needGrad = program->level == ModuleLevel::ForwardLoss;
     bool needOpt = program->level != ModuleLevel::TrainingStep;
@@ -248,17 +319,38 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                       mlir::ds::PrecisionPolicy::getDefault(ctx))
                 : mlir::ds::PrecisionPolicy::load(*options.precisionPolicy,
                                                   step.getLoc());
-        if (failed(policy) || failed(mlir::ds::assignPrecision(step, *policy)))
+        if (failed(policy))
           return diags.error("ds-assign-precision failed");
+        FailureOr<FunctionOpInterface> high = mlir::ds::assignPrecision(
+            step, *policy, {options.totalSteps, options.anomalySteps});
+        if (failed(high))
+          return diags.error("ds-assign-precision failed");
+        if (*high)
+          log("ds-run: time level: compiled the high-precision variant " +
+              high->getName().str() + " beside " + stepName);
       }
-      if (options.lossScaling &&
-          failed(mlir::ds::insertLossScaling(step, *options.lossScaling)))
-        return diags.error("ds-insert-loss-scaling failed");
-      if (options.clip && failed(mlir::ds::clipGradients(step, *options.clip)))
-        return diags.error("ds-clip-gradients failed");
-      if (needOpt && failed(mlir::ds::insertOptimizer(step, options.optimizer)))
-        return diags.error("ds-insert-optimizer failed");
+      // The passes after precision treat every variant alike, so that they
+      // keep one signature.
+      std::vector<std::string> names = scheduledVariants(module, step);
+      names.insert(names.begin(), stepName);
+      for (const std::string &name : names) {
+        auto func = SymbolTable::lookupNearestSymbolFrom<FunctionOpInterface>(
+            module, StringAttr::get(ctx, name));
+        if (!func)
+          return diags.error("the precision schedule names '" + name +
+                             "', which is not in the module");
+        if (options.lossScaling &&
+            failed(mlir::ds::insertLossScaling(func, *options.lossScaling)))
+          return diags.error("ds-insert-loss-scaling failed");
+        if (options.clip &&
+            failed(mlir::ds::clipGradients(func, *options.clip)))
+          return diags.error("ds-clip-gradients failed");
+        if (needOpt &&
+            failed(mlir::ds::insertOptimizer(func, options.optimizer)))
+          return diags.error("ds-insert-optimizer failed");
+      }
     }
+
     // The precision decisions, for the report (before lowering, which
     // keeps module attributes but is no place to depend on that).
     if (auto maps = module->getAttrOfType<DictionaryAttr>("ds.precision_map"))
@@ -277,6 +369,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   } else {
     log("ds-run: lowered module; compiling it as it is");
   }
+  if (Error e = readSchedule(module, stepName, *program))
+    return diags.error(llvm::toString(std::move(e)));
   program->compileTimes.mlir = nowSeconds() - start;
 
   FailureOr<SmallVector<mlir::ds::TrainingContract>> contracts =
@@ -294,6 +388,20 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     return diags.error("no step named '" + stepName +
                        "' in the 'ds.contract' table");
   program->stepContract = *chosen;
+  program->variants.push_back(*chosen);
+  if (program->precisionSchedule)
+    for (const std::string &name : program->variantNames) {
+      auto it = llvm::find_if(
+          *contracts, [&](const auto &c) { return c.funcName == name; });
+      if (it == contracts->end())
+        return diags.error("the step variant '" + name +
+                           "' is not in the 'ds.contract' table");
+      if (!sameSignature(*it, *chosen))
+        return diags.error("the step variant '" + name +
+                           "' does not share the signature of '" +
+                           chosen->funcName + "'");
+      program->variants.push_back(*it);
+    }
 
   start = nowSeconds();
   llvm::InitializeNativeTarget();

@@ -47,6 +47,13 @@ static llvm::json::Value jsonNumber(double v) {
 /// The name of the fault-injection input ds-insert-loss-scaling adds.
 static constexpr llvm::StringLiteral kInjectInput = "inject_nonfinite";
 
+static int64_t countNonZero(const HostTensor &t) {
+  int64_t n = 0;
+  for (int64_t i = 0, e = t.numElements(); i < e; ++i)
+    n += t.getDouble(i) != 0.0;
+  return n;
+}
+
 std::string Trainer::tensorKey(unsigned argIndex) const {
   return program.contract().args[argIndex].name;
 }
@@ -311,6 +318,25 @@ Expected<double> Trainer::evaluate() {
   return sum / static_cast<double>(options.evalBatches);
 }
 
+/// The variant step `step + 1` runs, and why: an anomaly fallback, else
+/// the schedule's phase (the last phase continues past its end).
+unsigned Trainer::chooseVariant(std::string &why) const {
+  const PrecisionSchedule *schedule = program.schedule();
+  if (!schedule)
+    return 0;
+  if (fallbackLeft > 0) {
+    why = "gradient-anomaly fallback";
+    return schedule->high;
+  }
+  for (const PrecisionSchedule::Phase &p : schedule->phases)
+    if (step >= p.begin && (step < p.end || &p == &schedule->phases.back())) {
+      why = "schedule phase '" + p.name + "'";
+      return p.variant;
+    }
+  why = "policy";
+  return 0;
+}
+
 Error Trainer::run() {
   const auto &c = program.contract();
   unsigned lossIndex = c.getLossIndex();
@@ -335,25 +361,45 @@ Error Trainer::run() {
     ptrs.clear();
     for (HostTensor &t : args)
       ptrs.push_back(&t);
+    std::string why;
+    unsigned variant = chooseVariant(why);
+    llvm::StringRef variantName = program.stepVariants()[variant].funcName;
+    if (program.schedule() && lastVariant != variant && !options.quiet)
+      out << "step " << step + 1 << ": precision: running " << variantName
+          << " (" << why << ")\n";
+    lastVariant = variant;
+    if (fallbackLeft > 0)
+      --fallbackLeft;
+    stepsByVariant.resize(program.stepVariants().size());
+    ++stepsByVariant[variant];
     double start = nowSeconds();
-    if (Error e = program.run(ptrs, results))
+    if (Error e = program.run(ptrs, results, variant))
       return errorf("step " + std::to_string(step + 1) + ": " +
                     llvm::toString(std::move(e)) +
                     " (state left as after step " + std::to_string(step) + ")");
     double ms = (nowSeconds() - start) * 1e3;
     double loss = scalarOf(results[lossIndex]);
     // Swap the new values in; the old buffers receive the next results.
-    llvm::json::Object metrics;
+    llvm::json::Object metrics, channels;
     for (auto [i, res] : llvm::enumerate(c.results)) {
       if (res.role == ResultRole::Update)
         std::swap(args[res.argIndex], results[i]);
       else if (res.role == ResultRole::Metric && results[i].numElements() == 1)
         metrics[res.name] = jsonNumber(scalarOf(results[i]));
+      else if (res.role == ResultRole::Metric &&
+               llvm::StringRef(res.name).starts_with("channel.high."))
+        // The channel level: how many output channels ran in the high type.
+        channels[llvm::StringRef(res.name).drop_front(13)] =
+            countNonZero(results[i]);
     }
     ++step;
     stepMs.push_back(ms);
     llvm::json::Object entry{
         {"step", step}, {"loss", jsonNumber(loss)}, {"time_ms", ms}};
+    if (program.schedule())
+      entry["variant"] = variantName;
+    if (!channels.empty())
+      entry["channels_high"] = std::move(channels);
     // Loss scaling: the skip decision and the scale, logged as events.
     auto metric = [&](llvm::StringRef name) -> std::optional<double> {
       if (const llvm::json::Value *v = metrics.get(name))
@@ -384,9 +430,20 @@ Error Trainer::run() {
       anomalySteps.push_back(step);
       entry["anomaly"] = true;
       out << llvm::format("step %lld: gradient anomaly: the gradient norm "
-                          "grew on consecutive steps (grad norm %.6g)\n",
+                          "grew on consecutive steps (grad norm %.6g)",
                           static_cast<long long>(step),
                           metric("grad_norm").value_or(0.0));
+      const PrecisionSchedule *schedule = program.schedule();
+      if (schedule && schedule->anomalySteps > 0) {
+        fallbackLeft = schedule->anomalySteps;
+        entry["fallback_steps"] = fallbackLeft;
+        out << llvm::format(
+            "; the next %lld steps run the high-precision "
+            "variant %s",
+            static_cast<long long>(fallbackLeft),
+            program.stepVariants()[schedule->high].funcName.c_str());
+      }
+      out << "\n";
     }
     if (!metrics.empty())
       entry["metrics"] = std::move(metrics);
@@ -511,6 +568,23 @@ Error Trainer::writeReport() {
   }
   if (injectArg)
     summary["injected_nonfinite_steps"] = toArray(options.injectSteps);
+  if (const PrecisionSchedule *schedule = program.schedule()) {
+    llvm::json::Array phases;
+    for (const PrecisionSchedule::Phase &p : schedule->phases)
+      phases.push_back(llvm::json::Object{
+          {"phase", p.name},
+          {"variant", program.stepVariants()[p.variant].funcName},
+          {"first_step", p.begin + 1},
+          {"last_step", p.end}});
+    llvm::json::Object bySteps;
+    for (auto [i, n] : llvm::enumerate(stepsByVariant))
+      bySteps[program.stepVariants()[i].funcName] = n;
+    summary["precision_schedule"] =
+        llvm::json::Object{{"total_steps", schedule->totalSteps},
+                           {"anomaly_steps", schedule->anomalySteps},
+                           {"phases", std::move(phases)},
+                           {"steps_by_variant", std::move(bySteps)}};
+  }
   llvm::json::Object report{{"summary", std::move(summary)},
                             {"steps", llvm::json::Array(stepLog)},
                             {"eval", llvm::json::Array(evalLog)}};

@@ -25,11 +25,16 @@
 #include "ds/Transforms/PrecisionPolicy.h"
 #include "ds/Transforms/RoleAnalysis.h"
 
+#include "StepUtils.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Format.h"
 
 #include <cmath>
 #include <functional>
@@ -122,8 +127,14 @@ struct Decision {
 /// Builds the scaling and cast ops, and collects the new state.
 class Materializer {
 public:
-  Materializer(FunctionOpInterface func, const PrecisionPolicy &policy)
-      : func(func), policy(policy), ctx(func->getContext()) {}
+  /// With `observe`, nothing is rounded: the step keeps computing in f32
+  /// but records the same statistics (amax histories, channel variances),
+  /// so that a high-precision variant has the low one's signature and hands
+  /// it calibrated state.
+  Materializer(FunctionOpInterface func, const PrecisionPolicy &policy,
+               bool observe)
+      : observe(observe), editor(func), func(func), policy(policy),
+        ctx(func->getContext()) {}
 
   Value f32(OpBuilder &b, Location loc, double v) {
     auto t = RankedTensorType::get({}, b.getF32Type());
@@ -133,7 +144,7 @@ public:
   Value cast(OpBuilder &b, Location loc, Value x, Type elementType,
              bool saturate = false) {
     auto t = tensorType(x);
-    if (t.getElementType() == elementType)
+    if (observe || !elementType || t.getElementType() == elementType)
       return x;
     return CastOp::create(b, loc, t.clone(elementType), x,
                           saturate ? b.getUnitAttr() : UnitAttr());
@@ -170,17 +181,13 @@ public:
     return SelectOp::create(b, loc, ok, raw, f32(b, loc, 1.0));
   }
 
-  /// A new state argument (zeros) whose update is set later.
-  BlockArgument addState(StringRef kind, RankedTensorType type, Location loc) {
-    unsigned index = func.getNumArguments();
-    NamedAttrList attrs;
-    attrs.set(DSDialect::kStateAttrName, StateAttr::get(ctx, kind, ""));
-    attrs.set(DSDialect::kInitAttrName,
-              InitAttr::get(ctx, InitKind::zeros, llvm::APFloat(0.0)));
-    (void)func.insertArgument(index, type, attrs.getDictionary(ctx), loc);
-    newStates.push_back({kind.str(), nullptr});
-    return func.getFunctionBody().getArgument(index);
+  /// A new state argument; its update is appended with `update`.
+  Value addState(StringRef kind, RankedTensorType type,
+                 InitKind init = InitKind::zeros, double value = 0.0) {
+    return editor.addState(kind, "", type, init, value);
   }
+  void update(Value state, Value next) { editor.addUpdate(state, next); }
+  void metric(StringRef name, Value value) { editor.addMetric(name, value); }
 
   /// Per-tensor FP8 quantisation of f32 `x` to `t`: returns the FP8 tensor
   /// and its scale (rank-0 f32): x ~= cast(q) / scale.
@@ -196,8 +203,7 @@ public:
     if (scaling == FP8Scaling::Delayed) {
       int64_t len = policy.fp8.amaxHistoryLen;
       auto histType = RankedTensorType::get({len}, b.getF32Type());
-      BlockArgument hist =
-          addState(("fp8.amax_history." + key).str(), histType, loc);
+      Value hist = addState(("fp8.amax_history." + key).str(), histType);
       Value prev =
           ReduceMaxOp::create(b, loc, hist, b.getDenseI64ArrayAttr({0}),
                               /*keepDims=*/false);
@@ -216,9 +222,14 @@ public:
       Value finite = CompareOp::create(
           b, loc, ComparePredicate::lt, now,
           f32(b, loc, std::numeric_limits<double>::infinity()));
-      newStates.back().update = SelectOp::create(b, loc, finite, rolled, hist);
+      update(hist, SelectOp::create(b, loc, finite, rolled, hist));
     } else {
       scale = scaleFrom(b, loc, now, fmax);
+    }
+    if (observe) {
+      auto result = std::make_pair(x, Value());
+      quantized[cacheKey] = result;
+      return result;
     }
     Value q =
         cast(b, loc, MulOp::create(b, loc, x, scale), t, /*saturate=*/true);
@@ -263,6 +274,8 @@ public:
         }
       }
     }
+    if (observe)
+      return x;
     Value blocks = reshape(b, loc, x, split);
     Value scale =
         scaleFrom(b, loc, amax(b, loc, blocks, dims, /*keep=*/true), fmax);
@@ -271,36 +284,31 @@ public:
     return reshape(b, loc, d, shape);
   }
 
-  /// Appends the collected state's update results.
-  void finish() {
-    Block &body = func.getFunctionBody().front();
-    Operation *term = body.getTerminator();
-    unsigned firstArg = func.getNumArguments() - newStates.size();
-    SmallVector<Value> results(term->getOperands());
-    SmallVector<DictionaryAttr> attrs;
-    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-      attrs.push_back(func.getResultAttrDict(i));
-    OpBuilder b(ctx);
-    for (auto [k, st] : llvm::enumerate(newStates)) {
-      results.push_back(st.update ? st.update : body.getArgument(firstArg + k));
-      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          DSDialect::kUpdateAttrName, b.getI64IntegerAttr(firstArg + k))));
-    }
-    term->setOperands(results);
-    SmallVector<Type> types;
-    for (Value r : results)
-      types.push_back(r.getType());
-    func.setType(FunctionType::get(ctx, func.getArgumentTypes(), types));
-    func.setAllResultAttrs(attrs);
+  /// `x` (f32) as it reads after rounding to `t` (FP8 with its scaling);
+  /// `x` itself for f32 or a null type.
+  FailureOr<Value> roundTrip(OpBuilder &b, Location loc, Operation *op, Value x,
+                             Type t, FP8Scaling scaling, StringRef key,
+                             int64_t axis, bool weight) {
+    if (!t || t.isF32())
+      return x;
+    if (!isFP8(t))
+      return cast(b, loc, cast(b, loc, x, t), b.getF32Type());
+    if (scaling == FP8Scaling::Block)
+      return blockRoundTrip(b, loc, op, x, t, axis, weight);
+    auto [q, scale] = quantize(b, loc, x, t, scaling, key);
+    if (!scale)
+      return q;
+    return DivOp::create(b, loc, cast(b, loc, q, b.getF32Type()), scale)
+        .getResult();
   }
 
-  struct State {
-    std::string kind;
-    Value update;
-  };
-  SmallVector<State> newStates;
+  /// Appends the new state's updates and metrics to the signature.
+  void finish() { editor.finish(); }
+
+  const bool observe;
 
 private:
+  mlir::ds::detail::StepEditor editor;
   FunctionOpInterface func;
   const PrecisionPolicy &policy;
   MLIRContext *ctx;
@@ -314,11 +322,67 @@ bool isRetypable(Operation *op) {
              SigmoidOp, TanhOp, GeluOp, NegOp, AbsOp, SqrtOp, RsqrtOp>(op);
 }
 
+/// A layer under the channel level: `y = x W` with W a parameter whose
+/// output channels (columns, or rows when transposed) each get the low or
+/// the high precision from the running estimate of their gradient
+/// variance.
+struct ChannelLayer {
+  Value input, weight;     ///< the forward operands
+  int64_t weightAxis = 1;  ///< W's channel dimension
+  unsigned gradResult = 0; ///< the `ds.grad` result of W
+  RankedTensorType outType;
+  Value state, mask;         ///< the estimate [C] and `state > t`
+  Value inputEff, weightEff; ///< the operands as the GEMMs read them
+};
+
+/// Why `op` cannot run under the channel level ("" when it can); fills
+/// `layer` when it can.
+std::string channelCandidate(Operation *op, FunctionOpInterface func,
+                             ChannelLayer &layer) {
+  auto mm = dyn_cast<MatMulOp>(op);
+  if (!mm)
+    return "only matmuls are split by channel";
+  auto w = dyn_cast<BlockArgument>(mm.getRhs());
+  if (!w || !func.getArgAttr(w.getArgNumber(), DSDialect::kParamAttrName))
+    return "its right operand is not a parameter";
+  if (mm.getRhs().getType().getRank() != 2)
+    return "its weight is not a matrix";
+  Operation *term = func.getFunctionBody().front().getTerminator();
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (auto g =
+            func.getResultAttrOfType<IntegerAttr>(i, DSDialect::kGradAttrName);
+        g && g.getInt() == w.getArgNumber()) {
+      layer.gradResult = i;
+      layer.input = mm.getLhs();
+      layer.weight = w;
+      layer.weightAxis = mm.getTransposeRhs() ? 0 : 1;
+      layer.outType = mm.getType();
+      (void)term;
+      return "";
+    }
+  return "its weight has no gradient";
+}
+
+/// The channel mask `estimate > threshold` shaped to broadcast along
+/// dimension `axis` of `shape`. (The f32 estimate is reshaped, not the i1
+/// mask: reshapes of i1 tensors currently lower wrongly on the CPU.)
+Value maskAlong(OpBuilder &b, Location loc, Value estimate, Value threshold,
+                ArrayRef<int64_t> shape, int64_t axis) {
+  SmallVector<int64_t> dims(shape.size(), 1);
+  dims[axis] = shape[axis];
+  auto t = cast<RankedTensorType>(estimate.getType());
+  Value shaped = ReshapeOp::create(b, loc, t.clone(dims), estimate);
+  return CompareOp::create(b, loc, ComparePredicate::gt, shaped, threshold);
+}
+
 } // namespace
 
 /// Applies `policy` to `func`; appends map entries to `map`.
+/// With `observe`, builds the high-precision variant: the same state and
+/// metrics, nothing rounded.
 static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
                                          const PrecisionPolicy &policy,
+                                         bool observe,
                                          SmallVectorImpl<Attribute> &map) {
   MLIRContext *ctx = func->getContext();
   FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
@@ -384,8 +448,38 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     decisions.push_back(std::move(d));
   }
 
+  // Channel level: the matched matmuls whose rule narrows them.
+  // (In program order: the estimates become state in this order, the same
+  // in both variants.)
+  llvm::MapVector<Operation *, ChannelLayer> channelLayers;
+  const ChannelSettings &channel = policy.channel;
+  if (channel.enabled)
+    for (Decision &d : decisions) {
+      if (!d.rule || !llvm::is_contained(channel.roles, d.role))
+        continue;
+      bool narrow = (d.rule->compute && !d.rule->compute.isF32()) ||
+                    (d.rule->storage && !d.rule->storage.isF32()) ||
+                    (d.rule->grad && !d.rule->grad.isF32());
+      if (!narrow)
+        continue;
+      ChannelLayer layer;
+      std::string why = channelCandidate(d.op, func, layer);
+      if (!why.empty()) {
+        if (!observe)
+          d.op->emitWarning("ds-assign-precision: the channel level does not "
+                            "apply to this ")
+              << d.role << " op: " << why;
+        continue;
+      }
+      channelLayers[d.op] = layer;
+    }
+  llvm::DenseMap<int64_t, ChannelLayer *> channelById;
+  for (auto &[op, layer] : channelLayers)
+    if (auto id = op->getAttrOfType<IntegerAttr>("ds.op_id"))
+      channelById[id.getInt()] = &layer;
+
   // 3. Materialise, forward then backward.
-  Materializer m(func, policy);
+  Materializer m(func, policy, observe);
   OpBuilder b(ctx);
   Type f32 = b.getF32Type();
   // The rule of each forward op by number, for its backward GEMMs (the
@@ -460,8 +554,25 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
 
   SmallVector<Attribute> entries;
   auto entry = [&](Operation *op, StringRef role, StringRef label, Type compute,
-                   Type storage, Type grad, const PrecisionRule *rule) {
+                   Type storage, Type grad, const PrecisionRule *rule,
+                   bool channelSplit) {
     SmallVector<NamedAttribute> f;
+    std::string why = rule ? rule->label : "no rule: f32";
+    if (rule && !locText(rule->loc).empty())
+      why += " at " + locText(rule->loc);
+    if (observe) {
+      // The high-precision variant: everything f32.
+      compute = storage = f32;
+      grad = Type();
+      why = "time level: the high-precision variant (" + why + " observed)";
+      rule = nullptr;
+    } else if (rule && rule->compute && !rule->compute.isF32() &&
+               !isa<MatMulOp>(op) && !isRetypable(op)) {
+      why +=
+          " (compute type not applied: " + op->getName().getStringRef().str() +
+          " runs in f32)";
+      compute = f32;
+    }
     f.push_back(
         b.getNamedAttr("op", b.getStringAttr(op->getName().getStringRef())));
     f.push_back(b.getNamedAttr("label", b.getStringAttr(label)));
@@ -475,11 +586,94 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
                  (rule->grad && isFP8(rule->grad))))
       f.push_back(b.getNamedAttr(
           "scaling", b.getStringAttr(stringifyFP8Scaling(rule->scaling))));
-    std::string why = rule ? rule->label : "no rule: f32";
-    if (rule && !locText(rule->loc).empty())
-      why += " at " + locText(rule->loc);
+    if (channelSplit) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "output channels whose gradient variance exceeds "
+         << llvm::format("%g", channel.threshold)
+         << "x the layer mean (running estimate, momentum "
+         << llvm::format("%g", channel.momentum) << ") run in "
+         << typeName(observe ? Type(f32) : channel.high);
+      f.push_back(b.getNamedAttr("channel", b.getStringAttr(text)));
+    }
     f.push_back(b.getNamedAttr("rule", b.getStringAttr(why)));
     entries.push_back(b.getDictionaryAttr(f));
+  };
+
+  // The channel split of a forward matmul: the input rounded once to the
+  // rule's compute type (it is shared by all output channels), each weight
+  // channel and each output channel to the high type where the channel's
+  // estimate exceeds the threshold and to the rule's type elsewhere; one
+  // FP32-accumulating GEMM over the mixed operand (docs/Rationale.md).
+  Type high = channel.high ? channel.high : f32;
+  auto selectByChannel = [&](Operation *op, Value x, Value layerState,
+                             int64_t axis, Type low, FP8Scaling scaling,
+                             StringRef key, int64_t kAxis,
+                             bool weight) -> FailureOr<Value> {
+    Location loc = op->getLoc();
+    FailureOr<Value> hi = m.roundTrip(b, loc, op, x, high, scaling,
+                                      (key + ".high").str(), kAxis, weight);
+    FailureOr<Value> lo =
+        m.roundTrip(b, loc, op, x, low, scaling, key, kAxis, weight);
+    if (failed(hi) || failed(lo))
+      return failure();
+    if (m.observe || *hi == *lo)
+      return *hi;
+    Value shaped =
+        maskAlong(b, loc, layerState, m.f32(b, loc, channel.threshold),
+                  tensorType(x).getShape(), axis);
+    return SelectOp::create(b, loc, shaped, *hi, *lo).getResult();
+  };
+  auto splitForward = [&](MatMulOp mm, ChannelLayer &layer,
+                          const PrecisionRule *rule, Type compute, Type storage,
+                          StringRef label) -> LogicalResult {
+    b.setInsertionPoint(mm);
+    Location loc = mm.getLoc();
+    int64_t channels = tensorType(layer.weight).getShape()[layer.weightAxis];
+    auto vecType = RankedTensorType::get({channels}, f32);
+    // Starts at -1: the first observation replaces it (no warm-up bias).
+    layer.state = m.addState(("channel.grad_var." + label).str(), vecType,
+                             InitKind::constant, -1.0);
+    layer.mask = CompareOp::create(b, loc, ComparePredicate::gt, layer.state,
+                                   m.f32(b, loc, channel.threshold));
+    int64_t rankA = mm.getLhs().getType().getRank();
+    int64_t kA = mm.getTransposeLhs() ? rankA - 2 : rankA - 1;
+    FailureOr<Value> x =
+        m.roundTrip(b, loc, mm, layer.input, compute, rule->scaling,
+                    (label + ".input").str(), kA, /*weight=*/false);
+    FailureOr<Value> w = selectByChannel(
+        mm, layer.weight, layer.state, layer.weightAxis, compute, rule->scaling,
+        (label + ".weight").str(), 1 - layer.weightAxis, /*weight=*/true);
+    if (failed(x) || failed(w))
+      return failure();
+    layer.inputEff = *x;
+    layer.weightEff = *w;
+    Value y =
+        MatMulOp::create(b, loc, mm.getType(), *x, *w, mm.getTransposeLhsAttr(),
+                         mm.getTransposeRhsAttr());
+    y.getDefiningOp()->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
+    Value out = y;
+    if (rule->storage && !rule->storage.isF32()) {
+      FailureOr<Value> stored = selectByChannel(
+          mm, y, layer.state, layer.outType.getRank() - 1, storage,
+          rule->scaling, (label + ".output").str(), layer.outType.getRank() - 1,
+          /*weight=*/false);
+      if (failed(stored))
+        return failure();
+      out = *stored;
+    }
+    // Which channels ran in the high type, as a metric.
+    Value one = m.f32(b, loc, 1.0);
+    m.metric(("channel.high." + label).str(),
+             m.observe
+                 ? BroadcastOp::create(b, loc, vecType, one,
+                                       b.getDenseI64ArrayAttr({}))
+                       .getResult()
+                 : SelectOp::create(b, loc, layer.mask, one, m.f32(b, loc, 0.0))
+                       .getResult());
+    mm.getResult().replaceAllUsesWith(out);
+    mm->erase();
+    return success();
   };
 
   for (Decision &d : decisions) {
@@ -493,10 +687,17 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
                                          : compute;
     Type grad = rule ? rule->grad : Type();
     if (!isa<ReshapeOp, TransposeOp, SliceOp, BroadcastOp, ConcatOp>(op))
-      entry(op, d.role, d.label, compute, storage, grad, rule);
+      entry(op, d.role, d.label, compute, storage, grad, rule,
+            channelLayers.count(op));
     if (!rule)
       continue;
     Location loc = op->getLoc();
+    if (auto it = channelLayers.find(op); it != channelLayers.end()) {
+      if (failed(splitForward(cast<MatMulOp>(op), it->second, rule, compute,
+                              storage, d.label)))
+        return failure();
+      continue;
+    }
     // The f32 value the op's consumers read, and the value of that type
     // in the op's own precision when it computed in a narrow type.
     Value result = op->getNumResults() == 1 ? op->getResult(0) : Value();
@@ -509,7 +710,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
           return failure();
         result = *y;
       }
-    } else if (rule->compute && compute != f32 && isRetypable(op)) {
+    } else if (rule->compute && compute != f32 && isRetypable(op) && !observe) {
       b.setInsertionPoint(op);
       for (OpOperand &operand : op->getOpOperands())
         if (isFloatTensor(operand.get()))
@@ -522,7 +723,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     }
     // Storage: what consumers (and the backward) read is the value kept in
     // the storage type; an op that computed in it already is.
-    if (rule->storage && storage != f32 && result &&
+    if (rule->storage && storage != f32 && result && !observe &&
         !(narrow && storage == compute) &&
         tensorType(result).getElementType() == f32) {
       b.setInsertionPointAfterValue(result);
@@ -531,6 +732,57 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       result.replaceAllUsesExcept(back, stored.getDefiningOp());
     }
   }
+
+  // A gradient GEMM of a channel-split layer: the forward's operands as the
+  // forward read them, the output's cotangent rounded per output channel.
+  auto splitBackward =
+      [&](MatMulOp mm, ChannelLayer &layer, const PrecisionRule *rule,
+          Type fwdType, StringRef label,
+          const std::function<bool(Value)> &isCotangent) -> LogicalResult {
+    b.setInsertionPoint(mm);
+    DictionaryAttr tags = mm->getDiscardableAttrDictionary();
+    CreatedOps created;
+    b.setListener(&created);
+    auto operand = [&](Value v, StringRef name,
+                       int64_t kAxis) -> FailureOr<Value> {
+      if (v == layer.input)
+        return layer.inputEff;
+      if (v == layer.weight)
+        return layer.weightEff;
+      std::string key = (label + "." + name).str();
+      if (!isCotangent(v))
+        return m.roundTrip(b, mm.getLoc(), mm, v, fwdType, rule->scaling, key,
+                           kAxis, false);
+      if (tensorType(v).getShape() == layer.outType.getShape())
+        return selectByChannel(mm, v, layer.state, layer.outType.getRank() - 1,
+                               rule->grad, rule->scaling, key, kAxis, false);
+      return m.roundTrip(b, mm.getLoc(), mm, v, rule->grad, rule->scaling, key,
+                         kAxis, false);
+    };
+    int64_t rankA = mm.getLhs().getType().getRank();
+    int64_t rankB = mm.getRhs().getType().getRank();
+    FailureOr<Value> lhs =
+        operand(mm.getLhs(), isCotangent(mm.getLhs()) ? "cotangent" : "lhs",
+                mm.getTransposeLhs() ? rankA - 2 : rankA - 1);
+    FailureOr<Value> rhs =
+        operand(mm.getRhs(), isCotangent(mm.getRhs()) ? "cotangent" : "rhs",
+                mm.getTransposeRhs() ? rankB - 1 : rankB - 2);
+    if (failed(lhs) || failed(rhs)) {
+      b.setListener(nullptr);
+      return failure();
+    }
+    Value y =
+        MatMulOp::create(b, mm.getLoc(), mm.getType(), *lhs, *rhs,
+                         mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
+    b.setListener(nullptr);
+    for (Operation *op : created.ops)
+      for (NamedAttribute tag : tags)
+        if (!op->hasAttr(tag.getName()))
+          op->setAttr(tag.getName(), tag.getValue());
+    mm.getResult().replaceAllUsesWith(y);
+    mm->erase();
+    return success();
+  };
 
   // Backward GEMMs of ops with a `grad` type: the cotangent operand in
   // that type, the primal operand in the forward's compute type.
@@ -542,7 +794,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       continue;
     auto id = mm->getAttrOfType<IntegerAttr>("ds.op_id");
     const PrecisionRule *rule = id ? ruleById.lookup(id.getInt()) : nullptr;
-    if (!rule || !rule->grad)
+    ChannelLayer *layer = id ? channelById.lookup(id.getInt()) : nullptr;
+    if (!rule || (!rule->grad && !layer))
       continue;
     // A cotangent depends on the backward seed; a primal value (a weight,
     // an activation, maybe reshaped by the backward) does not.
@@ -559,6 +812,16 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       return dep;
     };
     Type fwdType = rule->compute ? rule->compute : f32;
+    if (layer) {
+      std::string label = labelById.lookup(id.getInt()) + ".grad" +
+                          std::to_string(gradGemms[id.getInt()]++);
+      entry(mm, mm->getAttrOfType<StringAttr>("ds.role").getValue(), label,
+            rule->grad ? rule->grad : fwdType, f32, Type(), rule,
+            /*channelSplit=*/true);
+      if (failed(splitBackward(mm, *layer, rule, fwdType, label, isCotangent)))
+        return failure();
+      continue;
+    }
     Type ta = isCotangent(mm.getLhs()) ? rule->grad : fwdType;
     Type tb = isCotangent(mm.getRhs()) ? rule->grad : fwdType;
     // The k-th gradient GEMM of the forward op labelled L is L.grad<k>.
@@ -569,7 +832,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
           mm->getAttrOfType<StringAttr>("ds.role")
               ? mm->getAttrOfType<StringAttr>("ds.role").getValue()
               : StringRef(),
-          label, compute, f32, Type(), rule);
+          label, compute, f32, Type(), rule, /*channelSplit=*/false);
     // What the rebuild creates belongs to the backward: tag it like the
     // gradient GEMM, so later passes and the memory accounting see it so.
     DictionaryAttr tags = mm->getDiscardableAttrDictionary();
@@ -586,6 +849,42 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
         if (!op->hasAttr(tag.getName()))
           op->setAttr(tag.getName(), tag.getValue());
   }
+  // The channel estimates: per output channel, the variance of the weight
+  // gradient over the channel's fan-in, relative to the layer's mean
+  // (invariant under loss scaling); v <- m v + (1 - m) r, the first
+  // observation taken as it is, a non-finite step not recorded.
+  for (auto &[op, layer] : channelLayers) {
+    Operation *term = body.getTerminator();
+    b.setInsertionPoint(term);
+    Location loc = layer.state.getLoc();
+    Value g = term->getOperand(layer.gradResult);
+    auto other = b.getDenseI64ArrayAttr({1 - layer.weightAxis});
+    Value mean = ReduceMeanOp::create(b, loc, g, other, false);
+    Value meanSq =
+        ReduceMeanOp::create(b, loc, MulOp::create(b, loc, g, g), other, false);
+    Value var = MaximumOp::create(
+        b, loc,
+        SubOp::create(b, loc, meanSq, MulOp::create(b, loc, mean, mean)),
+        m.f32(b, loc, 0.0));
+    Value layerMean =
+        ReduceMeanOp::create(b, loc, var, b.getDenseI64ArrayAttr({0}), false);
+    Value positive = CompareOp::create(b, loc, ComparePredicate::gt, layerMean,
+                                       m.f32(b, loc, 0.0));
+    Value finite = CompareOp::create(
+        b, loc, ComparePredicate::lt, layerMean,
+        m.f32(b, loc, std::numeric_limits<double>::infinity()));
+    Value ok = SelectOp::create(b, loc, positive, finite, positive);
+    Value ratio = DivOp::create(b, loc, var, layerMean);
+    Value ema = AddOp::create(
+        b, loc,
+        MulOp::create(b, loc, layer.state, m.f32(b, loc, channel.momentum)),
+        MulOp::create(b, loc, ratio, m.f32(b, loc, 1.0 - channel.momentum)));
+    Value fresh = CompareOp::create(b, loc, ComparePredicate::lt, layer.state,
+                                    m.f32(b, loc, 0.0));
+    Value next = SelectOp::create(b, loc, fresh, ratio, ema);
+    m.update(layer.state, SelectOp::create(b, loc, ok, next, layer.state));
+  }
+
   // 4. What the backward keeps is the narrow copy: a forward widening cast
   //    (storage -> f32) read by backward ops is repeated inside the
   //    backward, so the narrow value, not its f32 widening, lives from the
@@ -621,22 +920,106 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   return success();
 }
 
-LogicalResult mlir::ds::assignPrecision(FunctionOpInterface func,
-                                        const PrecisionPolicy &policy) {
+/// Records `entries` under `func`'s name in the module's `ds.precision_map`.
+static void recordMap(FunctionOpInterface func, ArrayRef<Attribute> entries) {
   MLIRContext *ctx = func->getContext();
-  ctx->loadDialect<arith::ArithDialect, DSDialect>();
-  SmallVector<Attribute> map;
-  if (failed(assignPrecisionImpl(func, policy, map)))
-    return failure();
   auto module = func->getParentOfType<ModuleOp>();
-  if (!module)
-    return success();
   NamedAttrList maps;
   if (auto old = module->getAttrOfType<DictionaryAttr>("ds.precision_map"))
     maps.append(old.getValue());
-  maps.set(SymbolTable::getSymbolName(func), ArrayAttr::get(ctx, map));
+  maps.set(SymbolTable::getSymbolName(func), ArrayAttr::get(ctx, entries));
   module->setAttr("ds.precision_map", maps.getDictionary(ctx));
-  return success();
+}
+
+/// The runner's schedule for `step`: which variant runs which steps, and
+/// how long the high variant runs after a gradient anomaly.
+static DictionaryAttr scheduleAttr(FunctionOpInterface step,
+                                   FunctionOpInterface high,
+                                   const PrecisionPolicy &policy,
+                                   const AssignPrecisionOptions &options) {
+  Builder b(step->getContext());
+  StringAttr low = b.getStringAttr(SymbolTable::getSymbolName(step).str());
+  StringAttr hi = b.getStringAttr(SymbolTable::getSymbolName(high).str());
+  SmallVector<Attribute> phases;
+  auto phase = [&](StringRef name, StringAttr variant, int64_t begin,
+                   int64_t end) {
+    if (begin < end)
+      phases.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("phase", b.getStringAttr(name)),
+           b.getNamedAttr("variant", variant),
+           b.getNamedAttr("begin", b.getI64IntegerAttr(begin)),
+           b.getNamedAttr("end", b.getI64IntegerAttr(end))}));
+  };
+  int64_t total = options.totalSteps;
+  if (policy.schedule.enabled) {
+    auto warm =
+        static_cast<int64_t>(std::llround(policy.schedule.warmup * total));
+    auto fine =
+        static_cast<int64_t>(std::llround(policy.schedule.finetune * total));
+    phase("warm-up", hi, 0, warm);
+    phase("policy", low, warm, total - fine);
+    phase("fine-tune", hi, total - fine, total);
+  }
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("high", hi),
+       b.getNamedAttr("total_steps", b.getI64IntegerAttr(total)),
+       b.getNamedAttr("anomaly_steps",
+                      b.getI64IntegerAttr(options.anomalySteps)),
+       b.getNamedAttr("phases", b.getArrayAttr(phases))});
+}
+
+FailureOr<FunctionOpInterface>
+mlir::ds::assignPrecision(FunctionOpInterface func,
+                          const PrecisionPolicy &policy,
+                          const AssignPrecisionOptions &options) {
+  MLIRContext *ctx = func->getContext();
+  ctx->loadDialect<arith::ArithDialect, DSDialect>();
+  auto module = func->getParentOfType<ModuleOp>();
+  if (!module)
+    return func->emitOpError("ds-assign-precision: the step must be in a "
+                             "module");
+  const ScheduleSettings &schedule = policy.schedule;
+  if (schedule.enabled && options.totalSteps <= 0) {
+    InFlightDiagnostic diag =
+        func->emitOpError("ds-assign-precision: the policy's schedule needs "
+                          "the training length: pass total-steps=N (ds-run "
+                          "passes its --steps)");
+    diag.attachNote(Location(schedule.loc)) << "the schedule is here";
+    return failure();
+  }
+  if (options.anomalySteps < 0)
+    return func->emitOpError("ds-assign-precision: anomaly-steps must be "
+                             "non-negative, got ")
+           << options.anomalySteps;
+  // The time level: a high-precision variant, cloned before any change and
+  // then given the same state, so both share one signature.
+  FunctionOpInterface high;
+  if (schedule.enabled || options.anomalySteps > 0) {
+    high = cast<FunctionOpInterface>(func->clone());
+    SymbolTable::setSymbolName(
+        high, (SymbolTable::getSymbolName(func).getValue() + "_high").str());
+    SymbolTable(module).insert(high, std::next(Block::iterator(func)));
+  }
+  SmallVector<Attribute> map;
+  if (failed(assignPrecisionImpl(func, policy, /*observe=*/false, map)))
+    return failure();
+  recordMap(func, map);
+  if (!high)
+    return FunctionOpInterface();
+  map.clear();
+  if (failed(assignPrecisionImpl(high, policy, /*observe=*/true, map)))
+    return failure();
+  recordMap(high, map);
+  if (high.getFunctionType() != func.getFunctionType())
+    return func->emitOpError("ds-assign-precision: internal error: the "
+                             "high-precision variant's signature differs");
+  NamedAttrList schedules;
+  if (auto old = module->getAttrOfType<DictionaryAttr>("ds.precision_schedule"))
+    schedules.append(old.getValue());
+  schedules.set(SymbolTable::getSymbolName(func),
+                scheduleAttr(func, high, policy, options));
+  module->setAttr("ds.precision_schedule", schedules.getDictionary(ctx));
+  return high;
 }
 
 namespace {
@@ -652,25 +1035,12 @@ struct AssignPrecisionPass
             : PrecisionPolicy::load(policy, module.getLoc());
     if (failed(loaded))
       return signalPassFailure();
-    // The channel and time levels parse (so their errors are located) but
-    // are not built yet: refuse them rather than ignore them.
-    for (auto [enabled, loc, what] :
-         {std::make_tuple(loaded->channel.enabled, loaded->channel.loc,
-                          "channel-level precision ('channel')"),
-          std::make_tuple(loaded->schedule.enabled, loaded->schedule.loc,
-                          "the time-level schedule ('schedule')")})
-      if (enabled) {
-        emitError(Location(loc)) << "ds-assign-precision: " << what
-                                 << " is not implemented yet; remove the "
-                                    "section to use the module-level rules";
-        return signalPassFailure();
-      }
     bool any = false;
     for (auto func : llvm::to_vector(module.getOps<FunctionOpInterface>())) {
       if (!func->hasAttr(DSDialect::kTrainStepAttrName))
         continue;
       any = true;
-      if (failed(assignPrecision(func, *loaded)))
+      if (failed(assignPrecision(func, *loaded, {totalSteps, anomalySteps})))
         return signalPassFailure();
     }
     if (!any) {

@@ -137,7 +137,6 @@ LogicalResult mlir::ds::clipGradients(FunctionOpInterface func,
   OpBuilder b(ed.terminator);
   Scalars s(b, loc);
   Type f64 = b.getF64Type();
-  auto f64T = RankedTensorType::get({}, f64);
   auto i64T = RankedTensorType::get({}, b.getI64Type());
 
   // A skipped step (ds-insert-loss-scaling) keeps the clipping state.

@@ -18,11 +18,15 @@
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/no-such-policy.yaml 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: error: ds-assign-precision: cannot read policy '{{.*}}no-such-policy.yaml': No such file or directory
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-catchall-fp8.yaml 2>&1 | FileCheck %s --check-prefix=CATCH
-// CATCH: assign-precision-invalid.mlir:[[@LINE+17]]:8: error: 'ds.layer_norm' op ds-assign-precision: rule #0 (param *) maps this op to FP8; only matmuls run in FP8
+// CATCH: assign-precision-invalid.mlir:[[@LINE+21]]:8: error: 'ds.layer_norm' op ds-assign-precision: rule #0 (param *) maps this op to FP8; only matmuls run in FP8
 // CATCH: policy-catchall-fp8.yaml:4:5: note: the rule is here
 
-// RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-channel.yaml 2>&1 | FileCheck %s --check-prefix=CHANNEL
-// CHANNEL: policy-channel.yaml:5:3: error: ds-assign-precision: channel-level precision ('channel') is not implemented yet
+// A schedule needs the training length.
+// RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-schedule.yaml 2>&1 | FileCheck %s --check-prefix=SCHED
+// SCHED: error: 'func.func' op ds-assign-precision: the policy's schedule needs the training length: pass total-steps=N (ds-run passes its --steps)
+// SCHED: policy-schedule.yaml:5:3: note: the schedule is here
+// RUN: not ds-opt %s --ds-autodiff "--ds-assign-precision=anomaly-steps=-2" 2>&1 | FileCheck %s --check-prefix=ANOM
+// ANOM: error: 'func.func' op ds-assign-precision: anomaly-steps must be non-negative, got -2
 
 // Out of the canonical order: before ds-autodiff, after ds-insert-optimizer.
 // RUN: not ds-opt %s --ds-assign-precision 2>&1 | FileCheck %s --check-prefix=ORDER1

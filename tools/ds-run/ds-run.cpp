@@ -90,6 +90,11 @@ cl::opt<std::string> precision(
     cl::desc("Add ds-assign-precision after autodiff: the default policy "
              "(the seeds' mixed FP8/BF16 mapping), or the policy file given"),
     cl::value_desc("POLICY"), cl::cat(guardCat));
+cl::opt<int64_t> anomalySteps(
+    "anomaly-steps",
+    cl::desc("With --precision: after a gradient anomaly, run the "
+             "high-precision variant of the step for K steps (0: only log)"),
+    cl::value_desc("K"), cl::init(0), cl::cat(guardCat));
 cl::opt<std::string> lossScaling(
     "loss-scaling", cl::ValueOptional,
     cl::desc("Add ds-insert-loss-scaling (torch.amp.GradScaler's defaults); "
@@ -287,6 +292,14 @@ int main(int argc, char **argv) {
   prepare.optimizer = *config;
   if (precision.getNumOccurrences())
     prepare.precisionPolicy = precision.getValue();
+  if (anomalySteps < 0)
+    return badOption("--anomaly-steps: expected a non-negative count");
+  if (anomalySteps > 0 && !precision.getNumOccurrences())
+    return badOption("--anomaly-steps needs --precision (the high-precision "
+                     "variant is built by ds-assign-precision)");
+  // The time-level schedule spans the whole run.
+  prepare.totalSteps = steps;
+  prepare.anomalySteps = anomalySteps;
   if (lossScaling.getNumOccurrences()) {
     std::string opts = lossScaling;
     if (!injectNonfinite.empty() &&

@@ -52,6 +52,9 @@ struct PrepareOptions {
   /// ds-assign-precision after autodiff: a policy file, "" for the
   /// default policy; unset: none.
   std::optional<std::string> precisionPolicy;
+  /// The schedule's training length and the anomaly fallback length (see
+  /// mlir::ds::AssignPrecisionOptions).
+  int64_t totalSteps = 0, anomalySteps = 0;
   /// Run the module as it is (no autodiff / optimizer): for gradient checks.
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).
@@ -62,6 +65,20 @@ struct PrepareOptions {
 };
 
 /// Timings of compilation, in seconds.
+/// The time level (the module's `ds.precision_schedule`): which step
+/// variant runs which steps. Variant 0 is the step itself.
+struct PrecisionSchedule {
+  struct Phase {
+    std::string name; ///< "warm-up", "policy", "fine-tune"
+    unsigned variant = 0;
+    int64_t begin = 0, end = 0; ///< 0-based steps [begin, end)
+  };
+  std::vector<Phase> phases;
+  unsigned high = 0;        ///< the high-precision variant
+  int64_t totalSteps = 0;   ///< what the schedule was built for
+  int64_t anomalySteps = 0; ///< steps in `high` after an anomaly
+};
+
 struct CompileTimes {
   double mlir = 0; ///< ds passes and lowering to the LLVM dialect
   double llvm = 0; ///< translation to LLVM IR, optimisation, machine code
@@ -95,8 +112,17 @@ public:
   /// contract's result types, see makeTensor). Fails on a runtime error
   /// reported by the runtime library.
   llvm::Error run(llvm::ArrayRef<HostTensor *> args,
-                  llvm::MutableArrayRef<HostTensor> results) {
-    return call(stepContract, args, results);
+                  llvm::MutableArrayRef<HostTensor> results,
+                  unsigned variant = 0) {
+    return call(variant == 0 ? stepContract : variants[variant], args, results);
+  }
+  /// The step's variants (the step first), all with one signature, and the
+  /// schedule between them (null without a time level).
+  llvm::ArrayRef<mlir::ds::TrainingContract> stepVariants() const {
+    return variants;
+  }
+  const PrecisionSchedule *schedule() const {
+    return precisionSchedule ? &*precisionSchedule : nullptr;
   }
 
   /// Calls the forward-only copy (evalContract() must be set) with the
@@ -111,7 +137,13 @@ private:
                    llvm::ArrayRef<HostTensor *> args,
                    llvm::MutableArrayRef<HostTensor> results);
   StepProgram() = default;
+  /// Reads the module's `ds.precision_schedule` of `step`, if any.
+  static llvm::Error readSchedule(mlir::ModuleOp module, llvm::StringRef step,
+                                  StepProgram &program);
   mlir::ds::TrainingContract stepContract;
+  std::vector<mlir::ds::TrainingContract> variants;
+  std::optional<PrecisionSchedule> precisionSchedule;
+  std::vector<std::string> variantNames; ///< of variants 1, 2, ...
   std::optional<mlir::ds::TrainingContract> evalStep;
   ModuleLevel level = ModuleLevel::Lowered;
   CompileTimes compileTimes;

@@ -93,6 +93,12 @@ private:
   /// Steps skipped for non-finite gradients, and anomaly events.
   std::vector<int64_t> skippedSteps, anomalySteps;
   int64_t step = 0;
+  /// The time level: the variant the last step ran, and how many steps the
+  /// high-precision variant still runs after an anomaly.
+  std::optional<unsigned> lastVariant;
+  int64_t fallbackLeft = 0;
+  std::vector<int64_t> stepsByVariant;
+  unsigned chooseVariant(std::string &why) const;
   llvm::json::Array stepLog, evalLog;
   std::vector<double> stepMs;
 };

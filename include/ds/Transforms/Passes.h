@@ -106,11 +106,24 @@ FailureOr<LossScalingConfig> parseLossScalingOptions(StringRef options,
 /// fails when the step has no gradients, already updates its parameters or
 /// has no `ds.seed`.
 class PrecisionPolicy;
+/// The time-level settings of ds-assign-precision.
+struct AssignPrecisionOptions {
+  /// Training length, for the policy's schedule.
+  int64_t totalSteps = 0;
+  /// Steps the runner spends in the high-precision variant after a
+  /// gradient anomaly (0: none).
+  int64_t anomalySteps = 0;
+};
+
 /// Applies `policy` to the differentiated step `func` (see
 /// ds-assign-precision) and records the decisions under the function's
-/// name in the module's `ds.precision_map`.
-LogicalResult assignPrecision(FunctionOpInterface func,
-                              const PrecisionPolicy &policy);
+/// name in the module's `ds.precision_map`. With a schedule (or
+/// `anomalySteps`), also builds the high-precision variant
+/// `<name>_high` with the same signature, records the module's
+/// `ds.precision_schedule` and returns the variant; otherwise null.
+FailureOr<FunctionOpInterface>
+assignPrecision(FunctionOpInterface func, const PrecisionPolicy &policy,
+                const AssignPrecisionOptions &options = {});
 
 LogicalResult insertLossScaling(FunctionOpInterface func,
                                 const LossScalingConfig &config);

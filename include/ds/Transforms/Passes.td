@@ -264,6 +264,9 @@ def AssignPrecisionPass : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
            "Policy file (YAML or JSON); empty: the default policy">,
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
            "Training length, for the policy's time-level schedule">,
+    Option<"anomalySteps", "anomaly-steps", "int64_t", /*default=*/"0",
+           "Steps the runner spends in the high-precision variant after a "
+           "gradient anomaly (builds the variant; 0: none)">,
   ];
 }
 
