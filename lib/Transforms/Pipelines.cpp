@@ -94,12 +94,14 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   // 2. Precisions see forward and backward, so gradient GEMMs get their own
   //    formats; loss scaling then scales what the low-precision backward
   //    carries.
-  if (options.precision || !options.policy.empty())
-    addTextual(pm,
-               options.policy.empty()
-                   ? std::string("ds-assign-precision")
-                   : "ds-assign-precision{policy=" + options.policy + "}",
-               /*fromUser=*/true);
+  if (options.precision || !options.policy.empty()) {
+    std::string spelling = "ds-assign-precision{";
+    if (!options.policy.empty())
+      spelling += "policy=" + options.policy + " ";
+    spelling += "total-steps=" + std::to_string(options.totalSteps) +
+                " anomaly-steps=" + std::to_string(options.anomalySteps) + "}";
+    addTextual(pm, spelling, /*fromUser=*/true);
+  }
   // 3. Loss scaling multiplies the seed and unscales the gradients; the
   //    clipping that follows sees true gradient norms.
   if (options.lossScaling)

@@ -2,6 +2,12 @@
 // RUN: ds-opt %s --ds-training-pipeline | FileCheck %s --check-prefix=PLAIN
 // RUN: ds-opt %s --ds-training-pipeline="precision lower" | FileCheck %s --check-prefix=LOWER
 // RUN: not ds-opt %s --ds-training-pipeline="optimizer='kind=sgd lr=x'" 2>&1 | FileCheck %s --check-prefix=BAD
+// The passes after ds-assign-precision treat the high-precision variant
+// like the step, so both keep one signature.
+// RUN: ds-opt %s --ds-training-pipeline="precision anomaly-steps=4 loss-scaling" | FileCheck %s --check-prefix=VARIANT
+// VARIANT: ds.precision_schedule = {step = {anomaly_steps = 4 : i64, high = "step_high"
+// VARIANT: func.func @step({{.*}}ds.state = #ds.state<"loss_scale">{{.*}}) -> ([[SIG:.*]]) attributes
+// VARIANT: func.func @step_high({{.*}}ds.state = #ds.state<"loss_scale">{{.*}}) -> ([[SIG]]) attributes
 
 // A role from a front end is kept. The canonical order: precision state (amax histories), loss-scaler state,
 // the optimizer's updates guarded by found_inf, clipping's metric.

@@ -205,6 +205,16 @@ struct TrainingPipelineOptions
       *this, "policy",
       llvm::cl::desc("ds-assign-precision's policy file (implies precision)"),
       llvm::cl::init("")};
+  PassOptions::Option<int64_t> totalSteps{
+      *this, "total-steps",
+      llvm::cl::desc("ds-assign-precision's total-steps (the schedule's "
+                     "training length)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> anomalySteps{
+      *this, "anomaly-steps",
+      llvm::cl::desc("ds-assign-precision's anomaly-steps (steps in the "
+                     "high-precision variant after a gradient anomaly)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> lossScaling{
       *this, "loss-scaling",
       llvm::cl::desc("Run ds-insert-loss-scaling with its defaults"),
