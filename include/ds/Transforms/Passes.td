@@ -254,6 +254,20 @@ def AssignPrecisionPass : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
     accumulation, block-scaled operands are dequantised before an FP32
     GEMM.
 
+    *Channel level* (`channel:` in the policy). Matmuls of the listed roles
+    whose weight is a parameter keep a running estimate per output channel
+    of the weight gradient's variance relative to the layer mean (state
+    `channel.grad_var.<label>`); channels above the threshold run in the
+    high type (weight column, output, output cotangent selected per
+    channel, one FP32-accumulating GEMM); metric `channel.high.<label>`.
+
+    *Time level* (`schedule:` in the policy, or `anomaly-steps`). The step
+    gets a high-precision variant `<name>_high` with the same signature
+    (same state, updated alike, nothing rounded), and the module's
+    `ds.precision_schedule` says which variant runs which of `total-steps`
+    steps and how many steps the runner spends in the variant after a
+    gradient anomaly. Later passes treat both variants alike.
+
     The decisions are recorded in the module attribute `ds.precision_map`
     (per step function: each op's compute/storage/grad type, scaling and
     the rule that chose it), which ds-run copies into its report.
