@@ -364,8 +364,7 @@ std::string channelCandidate(Operation *op, FunctionOpInterface func,
 }
 
 /// The channel mask `estimate > threshold` shaped to broadcast along
-/// dimension `axis` of `shape`. (The f32 estimate is reshaped, not the i1
-/// mask: reshapes of i1 tensors currently lower wrongly on the CPU.)
+/// dimension `axis` of `shape`.
 Value maskAlong(OpBuilder &b, Location loc, Value estimate, Value threshold,
                 ArrayRef<int64_t> shape, int64_t axis) {
   SmallVector<int64_t> dims(shape.size(), 1);

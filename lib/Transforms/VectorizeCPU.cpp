@@ -69,6 +69,13 @@ std::optional<SmallVector<int64_t>> chooseTileSizes(linalg::LinalgOp op) {
   for (AffineMap map : op.getIndexingMapsArray())
     if (!map.isProjectedPermutation(/*allowZeroInResults=*/true))
       return std::nullopt;
+  // i1 tensors stay scalar: LLVM stores a vector of i1 bit-packed while
+  // scalar accesses to the same buffer are a byte per element, so a mask
+  // written by a vector and read by a broadcasting loop (or the reverse)
+  // would read the wrong bits.
+  if (llvm::any_of(op->getOperandTypes(),
+                   [](Type t) { return getElementTypeOrSelf(t).isInteger(1); }))
+    return std::nullopt;
   int64_t lanes = laneCount(op);
   if (lanes == 0)
     return std::nullopt;
