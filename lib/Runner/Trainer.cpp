@@ -244,6 +244,7 @@ Error Trainer::restore(llvm::StringRef dir) {
     return errorf("--resume " + dir + ": the checkpoint used --seed " +
                   std::to_string(*seed) + "; resume with the same seed");
   step = *savedStep;
+  fallbackLeft = state.getInteger("precision_fallback_left").value_or(0);
   if (data)
     data->setCursor(static_cast<uint64_t>(*cursor));
   if (!options.quiet)
@@ -265,6 +266,8 @@ Error Trainer::saveCheckpoint(llvm::StringRef dir) {
       {"module_hash", options.moduleHash},
       {"module", options.modulePath},
       {"threads", options.threads},
+      // The time level's anomaly fallback in progress.
+      {"precision_fallback_left", fallbackLeft},
   };
   return writeCheckpoint(dir, tensors, state);
 }
@@ -396,8 +399,10 @@ Error Trainer::run() {
     stepMs.push_back(ms);
     llvm::json::Object entry{
         {"step", step}, {"loss", jsonNumber(loss)}, {"time_ms", ms}};
-    if (program.schedule())
+    if (program.schedule()) {
       entry["variant"] = variantName;
+      entry["precision"] = why;
+    }
     if (!channels.empty())
       entry["channels_high"] = std::move(channels);
     // Loss scaling: the skip decision and the scale, logged as events.
