@@ -25,7 +25,8 @@
 #include "ds/Transforms/PrecisionPolicy.h"
 #include "ds/Transforms/RoleAnalysis.h"
 
-#include "StepUtils.h"
+#include "ChannelPrecision.h"
+#include "PrecisionMaterializer.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
@@ -47,14 +48,15 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
+using mlir::ds::detail::ChannelLayer;
+using mlir::ds::detail::ChannelSplitter;
+using mlir::ds::detail::CreatedOps;
+using mlir::ds::detail::Materializer;
+using mlir::ds::detail::tensorType;
 
 namespace {
 
 bool isForward(Operation *op) { return !op->hasAttr("ds.vjp_of"); }
-
-RankedTensorType tensorType(Value v) {
-  return dyn_cast<RankedTensorType>(v.getType());
-}
 
 bool isFloatTensor(Value v) {
   auto t = tensorType(v);
@@ -109,14 +111,6 @@ std::string opLabel(Operation *op, StringRef role, int64_t id) {
   return ((role.empty() ? StringRef("op") : role) + "#" + Twine(id)).str();
 }
 
-/// Records the ops a builder inserts.
-struct CreatedOps : public OpBuilder::Listener {
-  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-    ops.push_back(op);
-  }
-  SmallVector<Operation *> ops;
-};
-
 /// What the pass decided for one op.
 struct Decision {
   Operation *op;
@@ -124,254 +118,11 @@ struct Decision {
   std::string role, label;
 };
 
-/// Builds the scaling and cast ops, and collects the new state.
-class Materializer {
-public:
-  /// With `observe`, nothing is rounded: the step keeps computing in f32
-  /// but records the same statistics (amax histories, channel variances),
-  /// so that a high-precision variant has the low one's signature and hands
-  /// it calibrated state.
-  Materializer(FunctionOpInterface func, const PrecisionPolicy &policy,
-               bool observe)
-      : observe(observe), editor(func), func(func), policy(policy),
-        ctx(func->getContext()) {}
-
-  Value f32(OpBuilder &b, Location loc, double v) {
-    auto t = RankedTensorType::get({}, b.getF32Type());
-    return arith::ConstantOp::create(
-        b, loc, t, DenseElementsAttr::get(t, b.getF32FloatAttr(v)));
-  }
-  Value cast(OpBuilder &b, Location loc, Value x, Type elementType,
-             bool saturate = false) {
-    auto t = tensorType(x);
-    if (observe || !elementType || t.getElementType() == elementType)
-      return x;
-    return CastOp::create(b, loc, t.clone(elementType), x,
-                          saturate ? b.getUnitAttr() : UnitAttr());
-  }
-  Value reshape(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> shape) {
-    auto t = tensorType(x);
-    if (t.getShape() == shape)
-      return x;
-    return ReshapeOp::create(b, loc, t.clone(shape), x);
-  }
-  /// max |x| over `dims` (all when empty), kept as size-1 dims if `keep`.
-  Value amax(OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> dims = {},
-             bool keep = false) {
-    SmallVector<int64_t> all(dims);
-    if (all.empty())
-      for (int64_t i = 0, e = tensorType(x).getRank(); i < e; ++i)
-        all.push_back(i);
-    Value a = AbsOp::create(b, loc, x);
-    if (all.empty())
-      return a;
-    return ReduceMaxOp::create(b, loc, a, b.getDenseI64ArrayAttr(all), keep);
-  }
-  /// `fmax / amax` where amax > 0 and finite, else 1 (so all-zero and
-  /// poisoned tensors keep a usable scale).
-  Value scaleFrom(OpBuilder &b, Location loc, Value amaxV, double fmax) {
-    Value zero = f32(b, loc, 0.0);
-    Value inf = f32(b, loc, std::numeric_limits<double>::infinity());
-    Value positive =
-        CompareOp::create(b, loc, ComparePredicate::gt, amaxV, zero);
-    Value finite = CompareOp::create(b, loc, ComparePredicate::lt, amaxV, inf);
-    Value ok = SelectOp::create(b, loc, positive, finite, positive);
-    double m = std::ldexp(1.0, -static_cast<int>(policy.fp8.margin));
-    Value raw = DivOp::create(b, loc, f32(b, loc, fmax * m), amaxV);
-    return SelectOp::create(b, loc, ok, raw, f32(b, loc, 1.0));
-  }
-
-  /// A new state argument; its update is appended with `update`.
-  Value addState(StringRef kind, RankedTensorType type,
-                 InitKind init = InitKind::zeros, double value = 0.0) {
-    return editor.addState(kind, "", type, init, value);
-  }
-  void update(Value state, Value next) { editor.addUpdate(state, next); }
-  void metric(StringRef name, Value value) { editor.addMetric(name, value); }
-
-  /// Per-tensor FP8 quantisation of f32 `x` to `t`: returns the FP8 tensor
-  /// and its scale (rank-0 f32): x ~= cast(q) / scale.
-  std::pair<Value, Value> quantize(OpBuilder &b, Location loc, Value x, Type t,
-                                   FP8Scaling scaling, StringRef key) {
-    auto cacheKey =
-        std::make_tuple(x.getAsOpaquePointer(), t.getAsOpaquePointer());
-    if (auto it = quantized.find(cacheKey); it != quantized.end())
-      return it->second;
-    double fmax = largestFinite(t);
-    Value scale;
-    Value now = amax(b, loc, x);
-    if (scaling == FP8Scaling::Delayed) {
-      int64_t len = policy.fp8.amaxHistoryLen;
-      auto histType = RankedTensorType::get({len}, b.getF32Type());
-      Value hist = addState(("fp8.amax_history." + key).str(), histType);
-      Value prev =
-          ReduceMaxOp::create(b, loc, hist, b.getDenseI64ArrayAttr({0}),
-                              /*keepDims=*/false);
-      scale = scaleFrom(b, loc, prev, fmax);
-      // Newest first; a non-finite amax (an overflowing step) is not
-      // recorded, so one bad step cannot poison the scale.
-      Value head = reshape(b, loc, now, {1});
-      Value rolled = head;
-      if (len > 1) {
-        Value tail =
-            SliceOp::create(b, loc, histType.clone({len - 1}), hist,
-                            b.getDenseI64ArrayAttr({0}), DenseI64ArrayAttr());
-        rolled = ConcatOp::create(b, loc, ValueRange{head, tail},
-                                  b.getI64IntegerAttr(0));
-      }
-      Value finite = CompareOp::create(
-          b, loc, ComparePredicate::lt, now,
-          f32(b, loc, std::numeric_limits<double>::infinity()));
-      update(hist, SelectOp::create(b, loc, finite, rolled, hist));
-    } else {
-      scale = scaleFrom(b, loc, now, fmax);
-    }
-    if (observe) {
-      auto result = std::make_pair(x, Value());
-      quantized[cacheKey] = result;
-      return result;
-    }
-    Value q =
-        cast(b, loc, MulOp::create(b, loc, x, scale), t, /*saturate=*/true);
-    auto result = std::make_pair(q, scale);
-    quantized[cacheKey] = result;
-    return result;
-  }
-
-  /// Block-scaled FP8 round trip of f32 `x` (DeepSeek-V3): per 1 x B tile
-  /// along `axis`, or per B x B block over the last two dims (`weight`).
-  /// Returns the dequantised f32 tensor.
-  FailureOr<Value> blockRoundTrip(OpBuilder &b, Location loc, Operation *op,
-                                  Value x, Type t, int64_t axis, bool weight) {
-    auto type = tensorType(x);
-    ArrayRef<int64_t> shape = type.getShape();
-    int64_t rank = type.getRank();
-    double fmax = largestFinite(t);
-    SmallVector<int64_t> split, dims;
-    if (weight) {
-      int64_t blk = policy.fp8.weightBlock;
-      int64_t r = shape[rank - 2], c = shape[rank - 1];
-      if (r % blk || c % blk)
-        return op->emitOpError("ds-assign-precision: block scaling needs the "
-                               "weight's dims ")
-               << r << "x" << c << " divisible by fp8.weight-block " << blk;
-      split.append(shape.begin(), shape.end() - 2);
-      split.append({r / blk, blk, c / blk, blk});
-      dims = {rank - 1, rank + 1};
-    } else {
-      int64_t blk = policy.fp8.activationBlock;
-      int64_t k = shape[axis];
-      if (k % blk)
-        return op->emitOpError("ds-assign-precision: block scaling needs the "
-                               "contraction size ")
-               << k << " divisible by fp8.activation-block " << blk;
-      for (int64_t i = 0; i < rank; ++i) {
-        if (i == axis) {
-          split.append({k / blk, blk});
-          dims.push_back(i + 1);
-        } else {
-          split.push_back(shape[i]);
-        }
-      }
-    }
-    if (observe)
-      return x;
-    Value blocks = reshape(b, loc, x, split);
-    Value scale =
-        scaleFrom(b, loc, amax(b, loc, blocks, dims, /*keep=*/true), fmax);
-    Value q = cast(b, loc, MulOp::create(b, loc, blocks, scale), t, true);
-    Value d = DivOp::create(b, loc, cast(b, loc, q, b.getF32Type()), scale);
-    return reshape(b, loc, d, shape);
-  }
-
-  /// `x` (f32) as it reads after rounding to `t` (FP8 with its scaling);
-  /// `x` itself for f32 or a null type.
-  FailureOr<Value> roundTrip(OpBuilder &b, Location loc, Operation *op, Value x,
-                             Type t, FP8Scaling scaling, StringRef key,
-                             int64_t axis, bool weight) {
-    if (!t || t.isF32())
-      return x;
-    if (!isFP8(t))
-      return cast(b, loc, cast(b, loc, x, t), b.getF32Type());
-    if (scaling == FP8Scaling::Block)
-      return blockRoundTrip(b, loc, op, x, t, axis, weight);
-    auto [q, scale] = quantize(b, loc, x, t, scaling, key);
-    if (!scale)
-      return q;
-    return DivOp::create(b, loc, cast(b, loc, q, b.getF32Type()), scale)
-        .getResult();
-  }
-
-  /// Appends the new state's updates and metrics to the signature.
-  void finish() { editor.finish(); }
-
-  const bool observe;
-
-private:
-  mlir::ds::detail::StepEditor editor;
-  FunctionOpInterface func;
-  const PrecisionPolicy &policy;
-  MLIRContext *ctx;
-  std::map<std::tuple<void *, const void *>, std::pair<Value, Value>> quantized;
-};
-
 /// Whether an op can run on narrower operands by retyping it (elementwise
 /// and shape ops whose operands and result share the element type).
 bool isRetypable(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, ReluOp, SiluOp,
              SigmoidOp, TanhOp, GeluOp, NegOp, AbsOp, SqrtOp, RsqrtOp>(op);
-}
-
-/// A layer under the channel level: `y = x W` with W a parameter whose
-/// output channels (columns, or rows when transposed) each get the low or
-/// the high precision from the running estimate of their gradient
-/// variance.
-struct ChannelLayer {
-  Value input, weight;     ///< the forward operands
-  int64_t weightAxis = 1;  ///< W's channel dimension
-  unsigned gradResult = 0; ///< the `ds.grad` result of W
-  RankedTensorType outType;
-  Value state, mask;         ///< the estimate [C] and `state > t`
-  Value inputEff, weightEff; ///< the operands as the GEMMs read them
-};
-
-/// Why `op` cannot run under the channel level ("" when it can); fills
-/// `layer` when it can.
-std::string channelCandidate(Operation *op, FunctionOpInterface func,
-                             ChannelLayer &layer) {
-  auto mm = dyn_cast<MatMulOp>(op);
-  if (!mm)
-    return "only matmuls are split by channel";
-  auto w = dyn_cast<BlockArgument>(mm.getRhs());
-  if (!w || !func.getArgAttr(w.getArgNumber(), DSDialect::kParamAttrName))
-    return "its right operand is not a parameter";
-  if (mm.getRhs().getType().getRank() != 2)
-    return "its weight is not a matrix";
-  Operation *term = func.getFunctionBody().front().getTerminator();
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    if (auto g =
-            func.getResultAttrOfType<IntegerAttr>(i, DSDialect::kGradAttrName);
-        g && g.getInt() == w.getArgNumber()) {
-      layer.gradResult = i;
-      layer.input = mm.getLhs();
-      layer.weight = w;
-      layer.weightAxis = mm.getTransposeRhs() ? 0 : 1;
-      layer.outType = mm.getType();
-      (void)term;
-      return "";
-    }
-  return "its weight has no gradient";
-}
-
-/// The channel mask `estimate > threshold` shaped to broadcast along
-/// dimension `axis` of `shape`.
-Value maskAlong(OpBuilder &b, Location loc, Value estimate, Value threshold,
-                ArrayRef<int64_t> shape, int64_t axis) {
-  SmallVector<int64_t> dims(shape.size(), 1);
-  dims[axis] = shape[axis];
-  auto t = cast<RankedTensorType>(estimate.getType());
-  Value shaped = ReshapeOp::create(b, loc, t.clone(dims), estimate);
-  return CompareOp::create(b, loc, ComparePredicate::gt, shaped, threshold);
 }
 
 } // namespace
@@ -566,7 +317,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       why = "time level: the high-precision variant (" + why + " observed)";
       rule = nullptr;
     } else if (rule && rule->compute && !rule->compute.isF32() &&
-               !isa<MatMulOp>(op) && !isRetypable(op)) {
+               !isa<MatMulOp, Conv2DOp>(op) && !isRetypable(op)) {
       why +=
           " (compute type not applied: " + op->getName().getStringRef().str() +
           " runs in f32)";
@@ -599,91 +350,17 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     entries.push_back(b.getDictionaryAttr(f));
   };
 
-  // The channel split of a forward matmul: the input rounded once to the
-  // rule's compute type (it is shared by all output channels), each weight
-  // channel and each output channel to the high type where the channel's
-  // estimate exceeds the threshold and to the rule's type elsewhere; one
-  // FP32-accumulating GEMM over the mixed operand (docs/Rationale.md).
-  Type high = channel.high ? channel.high : f32;
-  auto selectByChannel = [&](Operation *op, Value x, Value layerState,
-                             int64_t axis, Type low, FP8Scaling scaling,
-                             StringRef key, int64_t kAxis,
-                             bool weight) -> FailureOr<Value> {
-    Location loc = op->getLoc();
-    FailureOr<Value> hi = m.roundTrip(b, loc, op, x, high, scaling,
-                                      (key + ".high").str(), kAxis, weight);
-    FailureOr<Value> lo =
-        m.roundTrip(b, loc, op, x, low, scaling, key, kAxis, weight);
-    if (failed(hi) || failed(lo))
-      return failure();
-    if (m.observe || *hi == *lo)
-      return *hi;
-    Value shaped =
-        maskAlong(b, loc, layerState, m.f32(b, loc, channel.threshold),
-                  tensorType(x).getShape(), axis);
-    return SelectOp::create(b, loc, shaped, *hi, *lo).getResult();
-  };
-  auto splitForward = [&](MatMulOp mm, ChannelLayer &layer,
-                          const PrecisionRule *rule, Type compute, Type storage,
-                          StringRef label) -> LogicalResult {
-    b.setInsertionPoint(mm);
-    Location loc = mm.getLoc();
-    int64_t channels = tensorType(layer.weight).getShape()[layer.weightAxis];
-    auto vecType = RankedTensorType::get({channels}, f32);
-    // Starts at -1: the first observation replaces it (no warm-up bias).
-    layer.state = m.addState(("channel.grad_var." + label).str(), vecType,
-                             InitKind::constant, -1.0);
-    layer.mask = CompareOp::create(b, loc, ComparePredicate::gt, layer.state,
-                                   m.f32(b, loc, channel.threshold));
-    int64_t rankA = mm.getLhs().getType().getRank();
-    int64_t kA = mm.getTransposeLhs() ? rankA - 2 : rankA - 1;
-    FailureOr<Value> x =
-        m.roundTrip(b, loc, mm, layer.input, compute, rule->scaling,
-                    (label + ".input").str(), kA, /*weight=*/false);
-    FailureOr<Value> w = selectByChannel(
-        mm, layer.weight, layer.state, layer.weightAxis, compute, rule->scaling,
-        (label + ".weight").str(), 1 - layer.weightAxis, /*weight=*/true);
-    if (failed(x) || failed(w))
-      return failure();
-    layer.inputEff = *x;
-    layer.weightEff = *w;
-    Value y =
-        MatMulOp::create(b, loc, mm.getType(), *x, *w, mm.getTransposeLhsAttr(),
-                         mm.getTransposeRhsAttr());
-    y.getDefiningOp()->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
-    Value out = y;
-    if (rule->storage && !rule->storage.isF32()) {
-      FailureOr<Value> stored = selectByChannel(
-          mm, y, layer.state, layer.outType.getRank() - 1, storage,
-          rule->scaling, (label + ".output").str(), layer.outType.getRank() - 1,
-          /*weight=*/false);
-      if (failed(stored))
-        return failure();
-      out = *stored;
-    }
-    // Which channels ran in the high type, as a metric.
-    Value one = m.f32(b, loc, 1.0);
-    m.metric(("channel.high." + label).str(),
-             m.observe
-                 ? BroadcastOp::create(b, loc, vecType, one,
-                                       b.getDenseI64ArrayAttr({}))
-                       .getResult()
-                 : SelectOp::create(b, loc, layer.mask, one, m.f32(b, loc, 0.0))
-                       .getResult());
-    mm.getResult().replaceAllUsesWith(out);
-    mm->erase();
-    return success();
-  };
+  ChannelSplitter splitter(m, channel);
 
   for (Decision &d : decisions) {
     Operation *op = d.op;
     const PrecisionRule *rule = d.rule;
     Type compute = rule && rule->compute ? rule->compute : f32;
-    // A matmul accumulates and returns FP32; other ops keep their result
-    // in the type they compute in unless told otherwise.
-    Type storage = rule && rule->storage ? rule->storage
-                   : isa<MatMulOp>(op)   ? f32
-                                         : compute;
+    // Matmuls and convolutions accumulate and return FP32; other ops keep their
+    // result in the type they compute in unless told otherwise.
+    Type storage = rule && rule->storage         ? rule->storage
+                   : isa<MatMulOp, Conv2DOp>(op) ? f32
+                                                 : compute;
     Type grad = rule ? rule->grad : Type();
     if (!isa<ReshapeOp, TransposeOp, SliceOp, BroadcastOp, ConcatOp>(op))
       entry(op, d.role, d.label, compute, storage, grad, rule,
@@ -692,8 +369,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       continue;
     Location loc = op->getLoc();
     if (auto it = channelLayers.find(op); it != channelLayers.end()) {
-      if (failed(splitForward(cast<MatMulOp>(op), it->second, rule, compute,
-                              storage, d.label)))
+      if (failed(splitter.splitForward(b, op, it->second, *rule, compute,
+                                       storage, d.label)))
         return failure();
       continue;
     }
@@ -708,6 +385,18 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
         if (failed(y))
           return failure();
         result = *y;
+      }
+    } else if (isa<Conv2DOp>(op) && rule->compute && compute != f32) {
+      // Operands rounded to the compute type; the convolution accumulates
+      // in FP32 (FP8 convolutions are refused above).
+      b.setInsertionPoint(op);
+      for (unsigned i = 0; i < 2; ++i) {
+        FailureOr<Value> r =
+            m.roundTrip(b, loc, op, op->getOperand(i), compute, rule->scaling,
+                        d.label + (i ? ".weight" : ".input"), 1, i == 1);
+        if (failed(r))
+          return failure();
+        op->setOperand(i, *r);
       }
     } else if (rule->compute && compute != f32 && isRetypable(op) && !observe) {
       b.setInsertionPoint(op);
@@ -732,66 +421,15 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     }
   }
 
-  // A gradient GEMM of a channel-split layer: the forward's operands as the
-  // forward read them, the output's cotangent rounded per output channel.
-  auto splitBackward =
-      [&](MatMulOp mm, ChannelLayer &layer, const PrecisionRule *rule,
-          Type fwdType, StringRef label,
-          const std::function<bool(Value)> &isCotangent) -> LogicalResult {
-    b.setInsertionPoint(mm);
-    DictionaryAttr tags = mm->getDiscardableAttrDictionary();
-    CreatedOps created;
-    b.setListener(&created);
-    auto operand = [&](Value v, StringRef name,
-                       int64_t kAxis) -> FailureOr<Value> {
-      if (v == layer.input)
-        return layer.inputEff;
-      if (v == layer.weight)
-        return layer.weightEff;
-      std::string key = (label + "." + name).str();
-      if (!isCotangent(v))
-        return m.roundTrip(b, mm.getLoc(), mm, v, fwdType, rule->scaling, key,
-                           kAxis, false);
-      if (tensorType(v).getShape() == layer.outType.getShape())
-        return selectByChannel(mm, v, layer.state, layer.outType.getRank() - 1,
-                               rule->grad, rule->scaling, key, kAxis, false);
-      return m.roundTrip(b, mm.getLoc(), mm, v, rule->grad, rule->scaling, key,
-                         kAxis, false);
-    };
-    int64_t rankA = mm.getLhs().getType().getRank();
-    int64_t rankB = mm.getRhs().getType().getRank();
-    FailureOr<Value> lhs =
-        operand(mm.getLhs(), isCotangent(mm.getLhs()) ? "cotangent" : "lhs",
-                mm.getTransposeLhs() ? rankA - 2 : rankA - 1);
-    FailureOr<Value> rhs =
-        operand(mm.getRhs(), isCotangent(mm.getRhs()) ? "cotangent" : "rhs",
-                mm.getTransposeRhs() ? rankB - 1 : rankB - 2);
-    if (failed(lhs) || failed(rhs)) {
-      b.setListener(nullptr);
-      return failure();
-    }
-    Value y =
-        MatMulOp::create(b, mm.getLoc(), mm.getType(), *lhs, *rhs,
-                         mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
-    b.setListener(nullptr);
-    for (Operation *op : created.ops)
-      for (NamedAttribute tag : tags)
-        if (!op->hasAttr(tag.getName()))
-          op->setAttr(tag.getName(), tag.getValue());
-    mm.getResult().replaceAllUsesWith(y);
-    mm->erase();
-    return success();
-  };
-
   // Backward GEMMs of ops with a `grad` type: the cotangent operand in
   // that type, the primal operand in the forward's compute type.
   llvm::DenseMap<Value, bool> dependsOnSeed;
   for (Operation &opRef :
        llvm::make_early_inc_range(body.without_terminator())) {
-    auto mm = dyn_cast<MatMulOp>(&opRef);
-    if (!mm || isForward(mm))
+    Operation *op = &opRef;
+    if (isForward(op) || !mlir::ds::detail::isChannelBackwardKernel(op))
       continue;
-    auto id = mm->getAttrOfType<IntegerAttr>("ds.op_id");
+    auto id = op->getAttrOfType<IntegerAttr>("ds.op_id");
     const PrecisionRule *rule = id ? ruleById.lookup(id.getInt()) : nullptr;
     ChannelLayer *layer = id ? channelById.lookup(id.getInt()) : nullptr;
     if (!rule || (!rule->grad && !layer))
@@ -811,27 +449,44 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       return dep;
     };
     Type fwdType = rule->compute ? rule->compute : f32;
+    // The k-th gradient kernel of the forward op labelled L is L.grad<k>.
+    std::string label = labelById.lookup(id.getInt()) + ".grad" +
+                        std::to_string(gradGemms[id.getInt()]++);
+    auto roleAttr = op->getAttrOfType<StringAttr>("ds.role");
+    StringRef role = roleAttr ? roleAttr.getValue() : StringRef();
     if (layer) {
-      std::string label = labelById.lookup(id.getInt()) + ".grad" +
-                          std::to_string(gradGemms[id.getInt()]++);
-      entry(mm, mm->getAttrOfType<StringAttr>("ds.role").getValue(), label,
-            rule->grad ? rule->grad : fwdType, f32, Type(), rule,
-            /*channelSplit=*/true);
-      if (failed(splitBackward(mm, *layer, rule, fwdType, label, isCotangent)))
+      entry(op, role, label, rule->grad ? rule->grad : fwdType, f32, Type(),
+            rule, /*channelSplit=*/true);
+      if (failed(splitter.splitBackward(b, op, *layer, *rule, fwdType, label,
+                                        isCotangent)))
         return failure();
       continue;
     }
+    if (!isa<MatMulOp>(op)) {
+      // A convolution gradient: the cotangent in `grad`, the other operand
+      // in the forward's compute type, both rounded in f32.
+      entry(op, role, label, rule->grad, f32, Type(), rule,
+            /*channelSplit=*/false);
+      b.setInsertionPoint(op);
+      for (unsigned i = 0; i < 2; ++i) {
+        Value v = op->getOperand(i);
+        bool cotangent = isCotangent(v);
+        FailureOr<Value> r = m.roundTrip(
+            b, op->getLoc(), op, v, cotangent ? rule->grad : fwdType,
+            rule->scaling,
+            label + (cotangent ? ".cotangent" : ".operand" + std::to_string(i)),
+            1, false);
+        if (failed(r))
+          return failure();
+        op->setOperand(i, *r);
+      }
+      continue;
+    }
+    auto mm = cast<MatMulOp>(op);
     Type ta = isCotangent(mm.getLhs()) ? rule->grad : fwdType;
     Type tb = isCotangent(mm.getRhs()) ? rule->grad : fwdType;
-    // The k-th gradient GEMM of the forward op labelled L is L.grad<k>.
-    std::string label = labelById.lookup(id.getInt()) + ".grad" +
-                        std::to_string(gradGemms[id.getInt()]++);
     Type compute = ta == rule->grad ? ta : tb;
-    entry(mm,
-          mm->getAttrOfType<StringAttr>("ds.role")
-              ? mm->getAttrOfType<StringAttr>("ds.role").getValue()
-              : StringRef(),
-          label, compute, f32, Type(), rule, /*channelSplit=*/false);
+    entry(mm, role, label, compute, f32, Type(), rule, /*channelSplit=*/false);
     // What the rebuild creates belongs to the backward: tag it like the
     // gradient GEMM, so later passes and the memory accounting see it so.
     DictionaryAttr tags = mm->getDiscardableAttrDictionary();
@@ -848,41 +503,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
         if (!op->hasAttr(tag.getName()))
           op->setAttr(tag.getName(), tag.getValue());
   }
-  // The channel estimates: per output channel, the variance of the weight
-  // gradient over the channel's fan-in, relative to the layer's mean
-  // (invariant under loss scaling); v <- m v + (1 - m) r, the first
-  // observation taken as it is, a non-finite step not recorded.
-  for (auto &[op, layer] : channelLayers) {
-    Operation *term = body.getTerminator();
-    b.setInsertionPoint(term);
-    Location loc = layer.state.getLoc();
-    Value g = term->getOperand(layer.gradResult);
-    auto other = b.getDenseI64ArrayAttr({1 - layer.weightAxis});
-    Value mean = ReduceMeanOp::create(b, loc, g, other, false);
-    Value meanSq =
-        ReduceMeanOp::create(b, loc, MulOp::create(b, loc, g, g), other, false);
-    Value var = MaximumOp::create(
-        b, loc,
-        SubOp::create(b, loc, meanSq, MulOp::create(b, loc, mean, mean)),
-        m.f32(b, loc, 0.0));
-    Value layerMean =
-        ReduceMeanOp::create(b, loc, var, b.getDenseI64ArrayAttr({0}), false);
-    Value positive = CompareOp::create(b, loc, ComparePredicate::gt, layerMean,
-                                       m.f32(b, loc, 0.0));
-    Value finite = CompareOp::create(
-        b, loc, ComparePredicate::lt, layerMean,
-        m.f32(b, loc, std::numeric_limits<double>::infinity()));
-    Value ok = SelectOp::create(b, loc, positive, finite, positive);
-    Value ratio = DivOp::create(b, loc, var, layerMean);
-    Value ema = AddOp::create(
-        b, loc,
-        MulOp::create(b, loc, layer.state, m.f32(b, loc, channel.momentum)),
-        MulOp::create(b, loc, ratio, m.f32(b, loc, 1.0 - channel.momentum)));
-    Value fresh = CompareOp::create(b, loc, ComparePredicate::lt, layer.state,
-                                    m.f32(b, loc, 0.0));
-    Value next = SelectOp::create(b, loc, fresh, ratio, ema);
-    m.update(layer.state, SelectOp::create(b, loc, ok, next, layer.state));
-  }
+  for (auto &[op, layer] : channelLayers)
+    splitter.updateEstimate(b, layer, body.getTerminator());
 
   // 4. What the backward keeps is the narrow copy: a forward widening cast
   //    (storage -> f32) read by backward ops is repeated inside the

@@ -6,7 +6,7 @@
 // Numerics: test/Integration/Precision/channel.test.
 // RUN: ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-channel.yaml 2>&1 | FileCheck %s
 
-// CHECK: warning: ds-assign-precision: the channel level does not apply to this ffn.up op: its right operand is not a parameter
+// CHECK: warning: ds-assign-precision: the channel level does not apply to this ffn.up op: its weight operand is not a parameter
 // CHECK: ds.precision_map = {step = [{channel = "output channels whose gradient variance exceeds 1.5x the layer mean (running estimate, momentum 0.8) run in f32", compute = "bf16", label = "ffn.up#0"
 // CHECK-LABEL: func.func @step(
 // CHECK-SAME: %[[V:arg[0-9]+]]: tensor<16xf32> {ds.init = #ds.init<constant, -1.000000e+00>, ds.state = #ds.state<"channel.grad_var.ffn.up#0">}

@@ -254,8 +254,8 @@ def AssignPrecisionPass : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
     accumulation, block-scaled operands are dequantised before an FP32
     GEMM.
 
-    *Channel level* (`channel:` in the policy). Matmuls of the listed roles
-    whose weight is a parameter keep a running estimate per output channel
+    *Channel level* (`channel:` in the policy). Matmuls and 2-D
+    convolutions of the listed roles whose weight is a parameter keep a running estimate per output channel
     of the weight gradient's variance relative to the layer mean (state
     `channel.grad_var.<label>`); channels above the threshold run in the
     high type (weight column, output, output cotangent selected per

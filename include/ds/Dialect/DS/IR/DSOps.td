@@ -878,8 +878,7 @@ def DS_EmbeddingGradOp : DS_Op<"embedding_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-class DS_ConvGradOp<string mnemonic, string summaryText, string what,
-                    string operandName>
+class DS_ConvGradOp<string mnemonic, string summaryText, string what>
     : DS_Op<mnemonic, [Pure]> {
   let summary = summaryText;
   let description = [{
@@ -909,9 +908,9 @@ class DS_ConvGradOp<string mnemonic, string summaryText, string what,
 }
 
 def DS_Conv2DGradInputOp : DS_ConvGradOp<"conv2d_grad_input",
-    "Gradient of ds.conv2d with respect to its input", "input", "weight">;
+    "Gradient of ds.conv2d with respect to its input", "input">;
 def DS_Conv2DGradWeightOp : DS_ConvGradOp<"conv2d_grad_weight",
-    "Gradient of ds.conv2d with respect to its weight", "weight", "input">;
+    "Gradient of ds.conv2d with respect to its weight", "weight">;
 
 class DS_PoolGradOp<string mnemonic, string what, string rule>
     : DS_Op<mnemonic, [Pure, AllTypesMatch<["input", "result"]>]> {

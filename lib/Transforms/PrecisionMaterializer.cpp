@@ -1,0 +1,171 @@
+//===- PrecisionMaterializer.cpp - Casts, FP8 scaling, precision state ----===//
+//
+// Implements PrecisionMaterializer.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PrecisionMaterializer.h"
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::detail;
+
+Value Materializer::f32(OpBuilder &b, Location loc, double v) {
+  auto t = RankedTensorType::get({}, b.getF32Type());
+  return arith::ConstantOp::create(
+      b, loc, t, DenseElementsAttr::get(t, b.getF32FloatAttr(v)));
+}
+
+Value Materializer::cast(OpBuilder &b, Location loc, Value x, Type elementType,
+                         bool saturate) {
+  auto t = tensorType(x);
+  if (observe || !elementType || t.getElementType() == elementType)
+    return x;
+  return CastOp::create(b, loc, t.clone(elementType), x,
+                        saturate ? b.getUnitAttr() : UnitAttr());
+}
+
+Value Materializer::reshape(OpBuilder &b, Location loc, Value x,
+                            ArrayRef<int64_t> shape) {
+  auto t = tensorType(x);
+  if (t.getShape() == shape)
+    return x;
+  return ReshapeOp::create(b, loc, t.clone(shape), x);
+}
+
+Value Materializer::amax(OpBuilder &b, Location loc, Value x,
+                         ArrayRef<int64_t> dims, bool keep) {
+  SmallVector<int64_t> all(dims);
+  if (all.empty())
+    for (int64_t i = 0, e = tensorType(x).getRank(); i < e; ++i)
+      all.push_back(i);
+  Value a = AbsOp::create(b, loc, x);
+  if (all.empty())
+    return a;
+  return ReduceMaxOp::create(b, loc, a, b.getDenseI64ArrayAttr(all), keep);
+}
+
+Value Materializer::scaleFrom(OpBuilder &b, Location loc, Value amaxV,
+                              double fmax) {
+  Value zero = f32(b, loc, 0.0);
+  Value inf = f32(b, loc, std::numeric_limits<double>::infinity());
+  Value positive = CompareOp::create(b, loc, ComparePredicate::gt, amaxV, zero);
+  Value finite = CompareOp::create(b, loc, ComparePredicate::lt, amaxV, inf);
+  Value ok = SelectOp::create(b, loc, positive, finite, positive);
+  double m = std::ldexp(1.0, -static_cast<int>(policy.fp8.margin));
+  Value raw = DivOp::create(b, loc, f32(b, loc, fmax * m), amaxV);
+  return SelectOp::create(b, loc, ok, raw, f32(b, loc, 1.0));
+}
+
+std::pair<Value, Value> Materializer::quantize(OpBuilder &b, Location loc,
+                                               Value x, Type t,
+                                               FP8Scaling scaling,
+                                               StringRef key) {
+  auto cacheKey =
+      std::make_tuple(x.getAsOpaquePointer(), t.getAsOpaquePointer());
+  if (auto it = quantized.find(cacheKey); it != quantized.end())
+    return it->second;
+  double fmax = largestFinite(t);
+  Value scale;
+  Value now = amax(b, loc, x);
+  if (scaling == FP8Scaling::Delayed) {
+    int64_t len = policy.fp8.amaxHistoryLen;
+    auto histType = RankedTensorType::get({len}, b.getF32Type());
+    Value hist = addState(("fp8.amax_history." + key).str(), histType);
+    Value prev = ReduceMaxOp::create(b, loc, hist, b.getDenseI64ArrayAttr({0}),
+                                     /*keepDims=*/false);
+    scale = scaleFrom(b, loc, prev, fmax);
+    // Newest first; a non-finite amax (an overflowing step) is not
+    // recorded, so one bad step cannot poison the scale.
+    Value head = reshape(b, loc, now, {1});
+    Value rolled = head;
+    if (len > 1) {
+      Value tail =
+          SliceOp::create(b, loc, histType.clone({len - 1}), hist,
+                          b.getDenseI64ArrayAttr({0}), DenseI64ArrayAttr());
+      rolled = ConcatOp::create(b, loc, ValueRange{head, tail},
+                                b.getI64IntegerAttr(0));
+    }
+    Value finite =
+        CompareOp::create(b, loc, ComparePredicate::lt, now,
+                          f32(b, loc, std::numeric_limits<double>::infinity()));
+    update(hist, SelectOp::create(b, loc, finite, rolled, hist));
+  } else {
+    scale = scaleFrom(b, loc, now, fmax);
+  }
+  std::pair<Value, Value> result = {x, Value()};
+  if (!observe)
+    result = {cast(b, loc, MulOp::create(b, loc, x, scale), t,
+                   /*saturate=*/true),
+              scale};
+  quantized[cacheKey] = result;
+  return result;
+}
+
+FailureOr<Value> Materializer::blockRoundTrip(OpBuilder &b, Location loc,
+                                              Operation *op, Value x, Type t,
+                                              int64_t axis, bool weight) {
+  auto type = tensorType(x);
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rank = type.getRank();
+  double fmax = largestFinite(t);
+  SmallVector<int64_t> split, dims;
+  if (weight) {
+    int64_t blk = policy.fp8.weightBlock;
+    int64_t r = shape[rank - 2], c = shape[rank - 1];
+    if (r % blk || c % blk)
+      return op->emitOpError("ds-assign-precision: block scaling needs the "
+                             "weight's dims ")
+             << r << "x" << c << " divisible by fp8.weight-block " << blk;
+    split.append(shape.begin(), shape.end() - 2);
+    split.append({r / blk, blk, c / blk, blk});
+    dims = {rank - 1, rank + 1};
+  } else {
+    int64_t blk = policy.fp8.activationBlock;
+    int64_t k = shape[axis];
+    if (k % blk)
+      return op->emitOpError("ds-assign-precision: block scaling needs the "
+                             "contraction size ")
+             << k << " divisible by fp8.activation-block " << blk;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (i == axis) {
+        split.append({k / blk, blk});
+        dims.push_back(i + 1);
+      } else {
+        split.push_back(shape[i]);
+      }
+    }
+  }
+  if (observe)
+    return x;
+  Value blocks = reshape(b, loc, x, split);
+  Value scale =
+      scaleFrom(b, loc, amax(b, loc, blocks, dims, /*keep=*/true), fmax);
+  Value q = cast(b, loc, MulOp::create(b, loc, blocks, scale), t, true);
+  Value d = DivOp::create(b, loc, cast(b, loc, q, b.getF32Type()), scale);
+  return reshape(b, loc, d, shape);
+}
+
+FailureOr<Value> Materializer::roundTrip(OpBuilder &b, Location loc,
+                                         Operation *op, Value x, Type t,
+                                         FP8Scaling scaling, StringRef key,
+                                         int64_t axis, bool weight) {
+  if (!t || t.isF32())
+    return x;
+  if (!isFP8(t))
+    return cast(b, loc, cast(b, loc, x, t), b.getF32Type());
+  if (scaling == FP8Scaling::Block)
+    return blockRoundTrip(b, loc, op, x, t, axis, weight);
+  auto [q, scale] = quantize(b, loc, x, t, scaling, key);
+  if (!scale)
+    return q;
+  return DivOp::create(b, loc, cast(b, loc, q, b.getF32Type()), scale)
+      .getResult();
+}
