@@ -4,13 +4,15 @@
 //  1. roles (RoleAnalysis), written as `ds.role` and inherited by backward
 //     ops through `ds.op_id`;
 //  2. one decision per forward op from the policy (first matching rule),
-//     checked (no FP8 reductions); backward GEMMs take the `grad` type of
-//     their forward op's rule for the cotangent operand;
-//  3. materialisation: casts for compute and storage types, FP8 scaling
-//     (delayed with amax-history state, current, or block), FP32
-//     accumulation and descaling for GEMMs;
-//  4. the new state (amax histories) as argument/update pairs, and the
-//     decisions as the module's `ds.precision_map`;
+//     checked (no FP8 reductions); backward GEMMs and convolution
+//     gradients take the `grad` type of their forward op's rule for the
+//     cotangent operand;
+//  3. materialisation (PrecisionMaterializer.h): casts for compute and
+//     storage types, FP8 scaling (delayed with amax-history state,
+//     current, or block), FP32 accumulation and descaling for GEMMs; the
+//     channel split of the channel level (ChannelPrecision.h);
+//  4. the new state (amax histories, channel estimates) as argument/update
+//     pairs, and the decisions as the module's `ds.precision_map`;
 //  5. with a schedule, a high-precision variant of the step with the same
 //     signature and the `ds.precision_schedule` the runner follows.
 // Everything is built from ds ops, so the same IR lowers for the CPU
@@ -30,7 +32,6 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
@@ -39,7 +40,6 @@
 
 #include <cmath>
 #include <functional>
-#include <map>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_ASSIGNPRECISIONPASS
