@@ -369,21 +369,31 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   } else {
     log("ds-run: lowered module; compiling it as it is");
   }
-  if (Error e = readSchedule(module, stepName, *program))
-    return diags.error(llvm::toString(std::move(e)));
   program->compileTimes.mlir = nowSeconds() - start;
 
   FailureOr<SmallVector<mlir::ds::TrainingContract>> contracts =
       mlir::ds::readContracts(module);
   if (failed(contracts) || contracts->empty())
     return diags.error("the lowered module has no usable 'ds.contract' table");
+  // Without a name, the first step that is not another step's variant.
+  std::vector<std::string> variantsOfAny;
+  if (auto all = module->getAttrOfType<DictionaryAttr>("ds.precision_schedule"))
+    for (NamedAttribute entry : all)
+      if (auto s = dyn_cast<DictionaryAttr>(entry.getValue()))
+        if (auto high = s.getAs<StringAttr>("high"))
+          variantsOfAny.push_back(high.str());
   const mlir::ds::TrainingContract *chosen = nullptr;
   for (const auto &c : *contracts) {
     if (c.funcName == evalName)
       program->evalStep = c;
-    else if (stepName.empty() ? !chosen : c.funcName == stepName)
+    else if (stepName.empty()
+                 ? !chosen && !llvm::is_contained(variantsOfAny, c.funcName)
+                 : c.funcName == stepName)
       chosen = &c;
   }
+  if (chosen)
+    if (Error e = readSchedule(module, chosen->funcName, *program))
+      return diags.error(llvm::toString(std::move(e)));
   if (!chosen)
     return diags.error("no step named '" + stepName +
                        "' in the 'ds.contract' table");

@@ -118,6 +118,14 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
     t->data = std::move(*feed);
   }
 
+  if (const PrecisionSchedule *schedule = program.schedule();
+      schedule && schedule->anomalySteps > 0 && !options.quiet &&
+      llvm::none_of(c.results, [](const mlir::ds::ContractResult &r) {
+        return r.role == ResultRole::Metric && r.name == "anomaly";
+      }))
+    out << "ds-run: warning: the schedule switches to the high-precision "
+           "variant after gradient anomalies, but the step has no 'anomaly' "
+           "metric (add ds-insert-loss-scaling)\n";
   if (!options.injectSteps.empty() && !t->injectArg)
     return errorf("--inject-nonfinite: the step has no 'inject_nonfinite' "
                   "input; add loss scaling with fault injection "

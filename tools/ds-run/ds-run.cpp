@@ -297,6 +297,10 @@ int main(int argc, char **argv) {
   if (anomalySteps > 0 && !precision.getNumOccurrences())
     return badOption("--anomaly-steps needs --precision (the high-precision "
                      "variant is built by ds-assign-precision)");
+  if (anomalySteps > 0 && !lossScaling.getNumOccurrences())
+    return badOption("--anomaly-steps needs --loss-scaling (its anomaly "
+                     "detector raises the 'anomaly' metric that triggers the "
+                     "switch)");
   // The time-level schedule spans the whole run.
   prepare.totalSteps = steps;
   prepare.anomalySteps = anomalySteps;

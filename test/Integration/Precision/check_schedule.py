@@ -7,10 +7,12 @@ fallback, and the high-precision variant computes what FP32 computes.
    run `gpt_step_high`, steps 3-8 `gpt_step` (from the report). The losses
    of steps 1-2 equal an FP32 run's (the variant rounds nothing); step 3's
    differs (the low-precision policy is really in use).
+   The same schedule compiled ahead of time (ds-opt
+   --ds-training-pipeline="policy=... total-steps=10 lower") runs alike.
 2. Default policy, `--anomaly-steps 3`, an anomaly detector that fires on
    any growth of the gradient norm: every step within 3 steps after an
    anomaly runs the high-precision variant, every other step the policy.
-Usage: check_schedule.py with DS_RUN set.
+Usage: check_schedule.py with DS_RUN and DS_OPT set.
 """
 
 import json
@@ -20,6 +22,7 @@ import sys
 import tempfile
 
 DS_RUN = os.environ.get("DS_RUN", "ds-run")
+DS_OPT = os.environ.get("DS_OPT", "ds-opt")
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPT = os.path.join(HERE, "..", "..", "..", "examples", "gpt_block.mlir")
 
@@ -42,9 +45,9 @@ schedule:
 """
 
 
-def run(work, name, extra, steps=10):
+def run(work, name, extra, steps=10, model=GPT):
     report = os.path.join(work, name + ".json")
-    r = subprocess.run([DS_RUN, GPT, "--steps", str(steps), "--quiet", "--report", report]
+    r = subprocess.run([DS_RUN, model, "--steps", str(steps), "--quiet", "--report", report]
                        + extra, capture_output=True, text=True)
     if r.returncode:
         sys.exit("FAIL %s: ds-run failed:\n%s%s" % (name, r.stdout, r.stderr))
@@ -81,6 +84,13 @@ def main():
               % low)
         check(all("channels_high" in s for s in sched["steps"]),
               "schedule: every step reports its promoted channels")
+        lowered = os.path.join(work, "lowered.mlir")
+        subprocess.run([DS_OPT, GPT, "--ds-training-pipeline=policy=%s total-steps=10 "
+                        "optimizer='kind=adamw lr=0.001' lower" % policy, "-o", lowered],
+                       check=True)
+        ahead = run(work, "ahead", [], model=lowered)
+        check([s["variant"] for s in ahead["steps"]] == want,
+              "schedule: compiled ahead of time by ds-opt, ds-run follows it alike")
 
         k = 3
         anom = run(work, "anomaly", ["--precision", "--anomaly-steps", str(k),
