@@ -62,7 +62,26 @@ def metrics(report):
         "ms": summary["mean_step_ms"],
         "ops": summary.get("ops_by_compute_type", {}),
         "skipped": summary.get("skipped_steps"),
+        "anomalies": summary.get("anomaly_events"),
+        "high_steps": high_variant_steps(summary),
+        "channels": mean_promoted_channels(report),
     }
+
+
+def high_variant_steps(summary):
+    """Steps the time level ran in the high-precision variant, if any."""
+    schedule = summary.get("precision_schedule")
+    if not schedule:
+        return None
+    return sum(n for v, n in schedule["steps_by_variant"].items() if v.endswith("_high"))
+
+
+def mean_promoted_channels(report):
+    """Channel level: output channels in the high type per step, averaged
+    over the steps of the low-precision variant (None without the level)."""
+    counts = [sum(s["channels_high"].values()) for s in report["steps"]
+              if "channels_high" in s and not s.get("variant", "").endswith("_high")]
+    return sum(counts) / len(counts) if counts else None
 
 
 def fmt(spec, value):
@@ -99,6 +118,12 @@ def table_rows(runs):
         rows.append(("ops computing in " + t, [fmt("%d", m["ops"].get(t)) for m in ms]))
     if any(m["skipped"] is not None for m in ms):
         rows.append(("skipped steps", cells("%d", "skipped")))
+    if any(m["anomalies"] is not None for m in ms):
+        rows.append(("gradient anomalies", cells("%d", "anomalies")))
+    if any(m["high_steps"] is not None for m in ms):
+        rows.append(("steps in the FP32 variant", cells("%d", "high_steps")))
+    if any(m["channels"] is not None for m in ms):
+        rows.append(("channels promoted (mean)", cells("%.1f", "channels")))
     return rows
 
 

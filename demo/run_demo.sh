@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make demo: a GPT-style decoder block trained as a character-level language
 # model on Debian's fortune cookies, through ds-autodiff, ds-insert-optimizer
-# and ds-cpu-pipeline, on the CPU: once in FP32 and once more with the
-# default mixed-precision policy (ds-run --precision), same data and seed.
+# and ds-cpu-pipeline, on the CPU: in FP32, with the default mixed-precision
+# policy (ds-run --precision), and with all three levels of the seeds' MGPM
+# (examples/policies/mgpm.yaml: channel split, FP32 warm-up and fine-tune
+# phases) plus loss scaling; same data and seed.
 # Ends with a side-by-side summary and a loss-curve PNG.
 #
 # Environment: BUILD_DIR (default build/), DEMO_OUT (default $BUILD_DIR/demo),
@@ -51,8 +53,13 @@ train ""
 echo "== the same training with the default mixed-precision policy (--precision)"
 train -mixed --precision
 
+echo "== with the MGPM policy (module, channel and time levels) and loss scaling"
+train -mgpm --precision="$root/examples/policies/mgpm.yaml" --loss-scaling \
+  --anomaly-steps 20
+
 echo "== summary"
 "$py" "$root/demo/plot_report.py" "$out/loss.png" \
-  "fp32=$out/report.json" "mixed=$out/report-mixed.json"
-echo "reports: $out/report.json, $out/report-mixed.json"
-echo "checkpoints: $out/checkpoint, $out/checkpoint-mixed"
+  "fp32=$out/report.json" "mixed=$out/report-mixed.json" \
+  "mgpm=$out/report-mgpm.json"
+echo "reports: $out/report.json, $out/report-mixed.json, $out/report-mgpm.json"
+echo "checkpoints: $out/checkpoint, $out/checkpoint-mixed, $out/checkpoint-mgpm"
