@@ -120,6 +120,11 @@ class DiagnosticCollector {
 public:
   explicit DiagnosticCollector(MLIRContext *ctx)
       : handler(ctx, [this](Diagnostic &d) {
+          // Warnings are shown as they come (the compile goes on).
+          if (d.getSeverity() == DiagnosticSeverity::Warning) {
+            llvm::errs() << d.getLocation() << ": warning: " << d << "\n";
+            return success();
+          }
           llvm::raw_string_ostream os(text);
           os << d.getLocation() << ": "
              << (d.getSeverity() == DiagnosticSeverity::Error ? "error: "
@@ -196,7 +201,8 @@ bool sameSignature(const mlir::ds::TrainingContract &a,
     if (x.type != y.type || x.name != y.name || x.role != y.role)
       return false;
   for (auto [x, y] : llvm::zip(a.results, b.results))
-    if (x.type != y.type || x.role != y.role)
+    if (x.type != y.type || x.role != y.role || x.argIndex != y.argIndex ||
+        x.name != y.name)
       return false;
   return true;
 }

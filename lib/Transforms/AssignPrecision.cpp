@@ -179,7 +179,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
                opLabel(&op, role, counter++)};
     if (d.rule) {
       bool fp8 = (d.rule->compute && isFP8(d.rule->compute)) ||
-                 (d.rule->storage && isFP8(d.rule->storage));
+                 (d.rule->storage && isFP8(d.rule->storage)) ||
+                 (d.rule->grad && isFP8(d.rule->grad));
       if (fp8 && !isa<MatMulOp>(op)) {
         InFlightDiagnostic diag =
             op.emitOpError("ds-assign-precision: ")
@@ -212,6 +213,17 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
                     (d.rule->grad && !d.rule->grad.isF32());
       if (!narrow)
         continue;
+      // The promoted channels must get more bits, not fewer.
+      Type high = channel.high ? channel.high : Builder(ctx).getF32Type();
+      for (Type t : {d.rule->compute, d.rule->storage, d.rule->grad})
+        if (t && t.getIntOrFloatBitWidth() > high.getIntOrFloatBitWidth()) {
+          InFlightDiagnostic diag =
+              d.op->emitOpError("ds-assign-precision: the channel level's "
+                                "high type ")
+              << high << " is narrower than " << t << " of " << d.rule->label;
+          diag.attachNote(Location(channel.loc)) << "the channel section";
+          return failure();
+        }
       ChannelLayer layer;
       std::string why = channelCandidate(d.op, func, layer);
       if (!why.empty()) {

@@ -85,6 +85,10 @@ FailureOr<Value> ChannelSplitter::selectByChannel(
     OpBuilder &b, Operation *op, Value x, ChannelLayer &layer, int64_t axis,
     Type low, FP8Scaling scaling, StringRef key, int64_t kAxis, bool weight) {
   Location loc = op->getLoc();
+  // Without a narrow low type every channel already has at least the high
+  // precision.
+  if (!low || low.isF32())
+    return x;
   FailureOr<Value> hi = m.roundTrip(b, loc, op, x, high(b), scaling,
                                     (key + ".high").str(), kAxis, weight);
   FailureOr<Value> lo =
@@ -111,6 +115,9 @@ LogicalResult ChannelSplitter::splitForward(OpBuilder &b, Operation *op,
                                             StringRef label) {
   b.setInsertionPoint(op);
   Location loc = op->getLoc();
+  // The input as it is now: the ops before this one may have been rebuilt
+  // or retyped since the analysis.
+  layer.input = op->getOperand(0);
   int64_t channels = tensorType(layer.weight).getShape()[layer.weightAxis];
   auto vecType = RankedTensorType::get({channels}, b.getF32Type());
   // Starts at -1: the first observation replaces it (no warm-up bias).
@@ -163,19 +170,38 @@ ChannelSplitter::splitBackward(OpBuilder &b, Operation *op, ChannelLayer &layer,
   DictionaryAttr tags = op->getDiscardableAttrDictionary();
   CreatedOps created;
   b.setListener(&created);
+  int64_t channels = tensorType(layer.state).getShape()[0];
+  bool block = rule.scaling == FP8Scaling::Block;
   auto operand = [&](unsigned i) -> FailureOr<Value> {
     Value v = op->getOperand(i);
-    if (v == layer.input)
-      return layer.inputEff;
+    int64_t kAxis = contractionAxis(op, i);
+    // The forward's operands as the forward read them (block-scaled ones
+    // are re-tiled along this kernel's contraction), also through the
+    // reshape a batched matmul's gradient applies.
+    auto reshaped = v.getDefiningOp<ReshapeOp>();
+    Value base = reshaped ? reshaped.getInput() : v;
+    if (!block && (base == layer.input || base == layer.weight)) {
+      Value eff = base == layer.input ? layer.inputEff : layer.weightEff;
+      if (!reshaped)
+        return eff;
+      return ReshapeOp::create(b, op->getLoc(), reshaped.getType(), eff)
+          .getResult();
+    }
     if (v == layer.weight)
       return layer.weightEff;
-    int64_t kAxis = contractionAxis(op, i);
     if (!isCotangent(v))
       return m.roundTrip(b, op->getLoc(), op, v, compute, rule.scaling,
                          (label + ".operand" + Twine(i)).str(), kAxis, false);
     std::string key = (label + ".cotangent").str();
-    if (tensorType(v).getShape() == layer.outType.getShape())
+    // A cotangent of the output: its channels along the output's channel
+    // dimension (convolutions), or along the last one (matmuls, also when
+    // the batch dimensions are flattened).
+    auto shape = tensorType(v).getShape();
+    if (shape == layer.outType.getShape())
       return selectByChannel(b, op, v, layer, layer.outAxis, rule.grad,
+                             rule.scaling, key, kAxis, false);
+    if (isa<MatMulOp>(op) && !shape.empty() && shape.back() == channels)
+      return selectByChannel(b, op, v, layer, shape.size() - 1, rule.grad,
                              rule.scaling, key, kAxis, false);
     return m.roundTrip(b, op->getLoc(), op, v, rule.grad, rule.scaling, key,
                        kAxis, false);

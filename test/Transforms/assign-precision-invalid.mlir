@@ -18,9 +18,13 @@
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/no-such-policy.yaml 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: error: ds-assign-precision: cannot read policy '{{.*}}no-such-policy.yaml': No such file or directory
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-catchall-fp8.yaml 2>&1 | FileCheck %s --check-prefix=CATCH
-// CATCH: assign-precision-invalid.mlir:[[@LINE+21]]:8: error: 'ds.layer_norm' op ds-assign-precision: rule #0 (param *) maps this op to FP8; only matmuls run in FP8
+// CATCH: assign-precision-invalid.mlir:[[@LINE+25]]:8: error: 'ds.layer_norm' op ds-assign-precision: rule #0 (param *) maps this op to FP8; only matmuls run in FP8
 // CATCH: policy-catchall-fp8.yaml:4:5: note: the rule is here
 
+// The channel level's high type must not be narrower than the rule's.
+// RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-channel-narrow-high.yaml 2>&1 | FileCheck %s --check-prefix=HIGH
+// HIGH: error: 'ds.matmul' op ds-assign-precision: the channel level's high type 'f8E4M3FN' is narrower than 'bf16' of rule #0 (role head)
+// HIGH: policy-channel-narrow-high.yaml:5:3: note: the channel section
 // A schedule needs the training length.
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-schedule.yaml 2>&1 | FileCheck %s --check-prefix=SCHED
 // SCHED: error: 'func.func' op ds-assign-precision: the policy's schedule needs the training length: pass total-steps=N (ds-run passes its --steps)

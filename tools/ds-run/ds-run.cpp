@@ -301,8 +301,9 @@ int main(int argc, char **argv) {
     return badOption("--anomaly-steps needs --loss-scaling (its anomaly "
                      "detector raises the 'anomaly' metric that triggers the "
                      "switch)");
-  // The time-level schedule spans the whole run.
-  prepare.totalSteps = steps;
+  // The time-level schedule spans the training, like the cosine: the
+  // --total-steps of a run split by checkpoints, else --steps.
+  prepare.totalSteps = cosineSteps;
   prepare.anomalySteps = anomalySteps;
   if (lossScaling.getNumOccurrences()) {
     std::string opts = lossScaling;

@@ -46,6 +46,10 @@ func.func @step(%x: tensor<{M}x{K}xf32> {{ds.input = "x"}},
 }}
 """.format(M=M, K=K, N=N)
 
+# The same layer on batched activations [2, M/2, K]: the weight gradient
+# then contracts flattened rows.
+LINEAR3 = LINEAR.replace("tensor<{M}x".format(M=M), "tensor<2x{H}x".format(H=M // 2))
+
 CONV = """
 func.func @step(%x: tensor<{B}x{C}x{HW}x{HW}xf32> {{ds.input = "x"}},
                 %t: tensor<{B}x{O}x{HW}x{HW}xf32> {{ds.input = "t"}},
@@ -91,7 +95,7 @@ def linear(x, w):
 
 
 def linear_grad(x, dy, w_shape):
-    return dy.T @ x
+    return dy.reshape(-1, dy.shape[-1]).T @ x.reshape(-1, x.shape[-1])
 
 
 def conv(x, w):
@@ -107,10 +111,10 @@ def conv_grad(x, dy, w_shape):
 def reference(layer, x, w, t, promoted):
     """Output and weight gradient with `promoted` channels in f32 and the
     others in BF16 (the input is BF16 for all: it is shared)."""
-    forward, backward = layer
+    forward, backward, out_axis = layer
     xb = bf16(x)
     cw = promoted.reshape((-1,) + (1,) * (w.ndim - 1))
-    cy = promoted.reshape((1, -1) + (1,) * (t.ndim - 2))
+    cy = np.expand_dims(promoted, [d for d in range(t.ndim) if d != out_axis % t.ndim])
     w_eff = np.where(cw, w.astype(np.float64), bf16(w))
     y = forward(xb, w_eff).astype(np.float32)
     dy = (y - t) * np.float32(2.0 / t.size)
@@ -119,7 +123,7 @@ def reference(layer, x, w, t, promoted):
 
 
 def check_layer(name, model, layer, x, w, t, check):
-    label = {"linear": "ffn.up#0", "conv": "conv#0"}[name]
+    label = {"linear": "ffn.up#0", "batched linear": "ffn.up#0", "conv": "conv#0"}[name]
     channels = w.shape[0]
     with tempfile.TemporaryDirectory() as work:
         for n, a in (("x", x), ("t", t)):
@@ -175,8 +179,9 @@ def check_layer(name, model, layer, x, w, t, check):
             check(rel(got, ref) <= 1e-5,
                   "%s step 2: %s = mixed per-channel reference (rel err %.1e)"
                   % (name, what, rel(got, ref)))
-        off = rel(y2[:, expected], y2_bf16[:, expected])
-        same = rel(y2[:, ~expected], y2_bf16[:, ~expected])
+        axis = layer[2]
+        off = rel(np.compress(expected, y2, axis), np.compress(expected, y2_bf16, axis))
+        same = rel(np.compress(~expected, y2, axis), np.compress(~expected, y2_bf16, axis))
         check(off > 1e-4 and same <= 1e-6,
               "%s step 2: promoted channels differ from BF16 by %.1e (> 1e-4), the "
               "others by %.1e (<= 1e-6)" % (name, off, same))
@@ -208,7 +213,7 @@ def check_module_level_conv(x, w, t, check):
                         "--data", "x=" + os.path.join(work, "x.npy"),
                         "--data", "t=" + os.path.join(work, "t.npy")], check=True)
         y, g = (np.load(os.path.join(out, n + ".npy")) for n in ("metric.y", "grad.w"))
-        y_ref, g_ref = reference((conv, conv_grad), x, w, t, np.zeros(w.shape[0], bool))
+        y_ref, g_ref = reference((conv, conv_grad, 1), x, w, t, np.zeros(w.shape[0], bool))
         y32 = conv(x.astype(np.float64), w.astype(np.float64))
         for what, got, ref in (("output", y, y_ref), ("weight gradient", g, g_ref)):
             check(rel(got, ref) <= 1e-5, "conv module level: %s = BF16 reference "
@@ -232,13 +237,15 @@ def main():
     w = (rng.standard_normal((N, K)) * 0.2).astype(np.float32)
     spread = np.where(np.arange(N) % 5 == 2, 3.0, 1.0)
     t = (rng.standard_normal((M, N)) * spread).astype(np.float32)
-    check_layer("linear", LINEAR, (linear, linear_grad), x, w, t, check)
+    check_layer("linear", LINEAR, (linear, linear_grad, -1), x, w, t, check)
+    check_layer("batched linear", LINEAR3, (linear, linear_grad, -1), x.reshape(2, M // 2, K),
+                w, t.reshape(2, M // 2, N), check)
 
     x = rng.standard_normal((B, C, HW, HW)).astype(np.float32)
     w = (rng.standard_normal((O, C, 3, 3)) * 0.3).astype(np.float32)
     spread = np.where(np.arange(O) % 4 == 1, 5.0, 1.0)[None, :, None, None]
     t = (rng.standard_normal((B, O, HW, HW)) * spread).astype(np.float32)
-    check_layer("conv", CONV, (conv, conv_grad), x, w, t, check)
+    check_layer("conv", CONV, (conv, conv_grad, 1), x, w, t, check)
     check_module_level_conv(x, w, t, check)
     print("%d passed, %d failed" % (checks - failures, failures))
     return 1 if failures else 0
