@@ -668,19 +668,12 @@ struct AssignPrecisionPass
             : PrecisionPolicy::load(policy, module.getLoc());
     if (failed(loaded))
       return signalPassFailure();
-    bool any = false;
-    for (auto func : llvm::to_vector(module.getOps<FunctionOpInterface>())) {
-      if (!func->hasAttr(DSDialect::kTrainStepAttrName))
-        continue;
-      any = true;
-      if (failed(assignPrecision(func, *loaded, {totalSteps, anomalySteps})))
-        return signalPassFailure();
-    }
-    if (!any) {
-      module.emitError("ds-assign-precision: no function is marked "
-                       "'ds.train_step'");
-      return signalPassFailure();
-    }
+    // The high-precision variants the steps gain are not visited.
+    if (failed(mlir::ds::detail::forEachTrainStep(
+            module, "ds-assign-precision", [&](FunctionOpInterface func) {
+              return assignPrecision(func, *loaded, {totalSteps, anomalySteps});
+            })))
+      signalPassFailure();
   }
 };
 } // namespace

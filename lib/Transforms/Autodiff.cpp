@@ -28,6 +28,8 @@
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Transforms/Passes.h"
 
+#include "StepUtils.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -214,18 +216,9 @@ namespace {
 struct AutodiffPass : public mlir::ds::impl::AutodiffPassBase<AutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    bool any = false;
-    for (auto func : module.getOps<FunctionOpInterface>()) {
-      if (!func->hasAttr(DSDialect::kTrainStepAttrName))
-        continue;
-      any = true;
-      if (failed(differentiateTrainingStep(func)))
-        return signalPassFailure();
-    }
-    if (!any) {
-      module.emitError("ds-autodiff: no function is marked 'ds.train_step'");
+    if (failed(mlir::ds::detail::forEachTrainStep(module, "ds-autodiff",
+                                                  differentiateTrainingStep)))
       signalPassFailure();
-    }
   }
 };
 } // namespace

@@ -310,19 +310,11 @@ struct ClipGradientsPass
       module.emitError("ds-clip-gradients: ") << error;
       return signalPassFailure();
     }
-    bool any = false;
-    for (auto func : module.getOps<FunctionOpInterface>()) {
-      if (!func->hasAttr(DSDialect::kTrainStepAttrName))
-        continue;
-      any = true;
-      if (failed(clipGradients(func, *config)))
-        return signalPassFailure();
-    }
-    if (!any) {
-      module.emitError("ds-clip-gradients: no function is marked "
-                       "'ds.train_step'");
+    if (failed(mlir::ds::detail::forEachTrainStep(
+            module, "ds-clip-gradients", [&](FunctionOpInterface func) {
+              return clipGradients(func, *config);
+            })))
       signalPassFailure();
-    }
   }
 };
 } // namespace

@@ -386,19 +386,11 @@ struct InsertLossScalingPass
       module.emitError("ds-insert-loss-scaling: ") << error;
       return signalPassFailure();
     }
-    bool any = false;
-    for (auto func : module.getOps<FunctionOpInterface>()) {
-      if (!func->hasAttr(DSDialect::kTrainStepAttrName))
-        continue;
-      any = true;
-      if (failed(insertLossScaling(func, config)))
-        return signalPassFailure();
-    }
-    if (!any) {
-      module.emitError("ds-insert-loss-scaling: no function is marked "
-                       "'ds.train_step'");
+    if (failed(mlir::ds::detail::forEachTrainStep(
+            module, "ds-insert-loss-scaling", [&](FunctionOpInterface func) {
+              return insertLossScaling(func, config);
+            })))
       signalPassFailure();
-    }
   }
 };
 } // namespace

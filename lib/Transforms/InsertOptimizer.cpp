@@ -25,6 +25,8 @@
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Transforms/Passes.h"
 
+#include "StepUtils.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -466,19 +468,11 @@ struct InsertOptimizerPass
       module.emitError("ds-insert-optimizer: ") << error;
       return signalPassFailure();
     }
-    bool any = false;
-    for (auto func : module.getOps<FunctionOpInterface>()) {
-      if (!func->hasAttr(DSDialect::kTrainStepAttrName))
-        continue;
-      any = true;
-      if (failed(insertOptimizer(func, *config)))
-        return signalPassFailure();
-    }
-    if (!any) {
-      module.emitError("ds-insert-optimizer: no function is marked "
-                       "'ds.train_step'");
+    if (failed(mlir::ds::detail::forEachTrainStep(
+            module, "ds-insert-optimizer", [&](FunctionOpInterface func) {
+              return insertOptimizer(func, *config);
+            })))
       signalPassFailure();
-    }
   }
 };
 } // namespace

@@ -223,3 +223,19 @@ bool mlir::ds::detail::hasStateWithPrefix(const TrainingContract &contract,
     return a.role == ArgRole::State && a.state.getKind().starts_with(prefix);
   });
 }
+
+LogicalResult mlir::ds::detail::forEachTrainStep(
+    ModuleOp module, StringRef pass,
+    llvm::function_ref<LogicalResult(FunctionOpInterface)> fn) {
+  SmallVector<FunctionOpInterface> steps;
+  for (auto func : module.getOps<FunctionOpInterface>())
+    if (func->hasAttr(DSDialect::kTrainStepAttrName))
+      steps.push_back(func);
+  if (steps.empty())
+    return module.emitError(pass) << ": no function is marked '"
+                                  << DSDialect::kTrainStepAttrName << "'";
+  for (FunctionOpInterface func : steps)
+    if (failed(fn(func)))
+      return failure();
+  return success();
+}

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <string>
@@ -108,6 +109,14 @@ FailureOr<TrainingContract> requireGradientStep(FunctionOpInterface func,
 
 /// Whether the step has a state whose kind starts with `prefix`.
 bool hasStateWithPrefix(const TrainingContract &contract, StringRef prefix);
+
+/// Applies `fn` to each function of `module` marked `ds.train_step` (those
+/// present on entry: functions `fn` adds are not visited). Fails at the
+/// first failure, and with "`pass`: no function is marked 'ds.train_step'"
+/// when there is none.
+LogicalResult
+forEachTrainStep(ModuleOp module, StringRef pass,
+                 llvm::function_ref<LogicalResult(FunctionOpInterface)> fn);
 
 } // namespace mlir::ds::detail
 

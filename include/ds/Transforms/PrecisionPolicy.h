@@ -64,7 +64,7 @@ struct ChannelSettings {
   bool enabled = false;
   llvm::SmallVector<std::string> roles;
   double threshold = 2.0; ///< x the layer's mean gradient variance
-  double momentum = 0.9; ///< v <- momentum v + (1 - momentum) var
+  double momentum = 0.9;  ///< v <- momentum v + (1 - momentum) var
   Type high;
   LocationAttr loc;
 };
