@@ -162,9 +162,11 @@ detectLevel(ModuleOp module, StringRef entry) {
   }
   if (!step)
     return llvm::createStringError(
-        entry.empty() ? std::string("the module has no function marked "
-                                    "'ds.train_step' (and no lowered "
-                                    "'ds.contract' table)")
+        entry.empty() ? ("the module has no function marked '" +
+                         mlir::ds::DSDialect::kTrainStepAttrName +
+                         "' (and no lowered '" +
+                         mlir::ds::DSDialect::kContractAttrName + "' table)")
+                            .str()
                       : ("no training step named '" + entry + "'").str());
   FailureOr<mlir::ds::TrainingContract> c =
       mlir::ds::TrainingContract::fromFunction(step);
@@ -178,7 +180,7 @@ detectLevel(ModuleOp module, StringRef entry) {
 
 /// The step's entry of the module's `ds.precision_schedule`, or null.
 DictionaryAttr scheduleOf(ModuleOp module, StringRef step) {
-  auto all = module->getAttrOfType<DictionaryAttr>("ds.precision_schedule");
+  auto all = module->getAttrOfType<DictionaryAttr>(mlir::ds::DSDialect::kPrecisionScheduleAttrName);
   return all ? all.getAs<DictionaryAttr>(step) : DictionaryAttr();
 }
 
@@ -215,8 +217,9 @@ Error StepProgram::readSchedule(ModuleOp module, StringRef step,
   if (!s)
     return Error::success();
   auto error = [&](const Twine &what) {
-    return llvm::createStringError("'ds.precision_schedule' of '" + step +
-                                   "': " + what);
+    return llvm::createStringError(
+        "'" + mlir::ds::DSDialect::kPrecisionScheduleAttrName + "' of '" +
+        step + "': " + what);
   };
   auto high = s.getAs<StringAttr>("high");
   auto total = s.getAs<IntegerAttr>("total_steps");
@@ -308,8 +311,10 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
         steps += "ds-clip-gradients{" + options.clipSpelling + "}, ";
       if (needOpt)
         steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}" +
-                 (hasOptimAttrs(step) ? " (overridden per parameter by the "
-                                        "module's ds.optim attributes)"
+                 (hasOptimAttrs(step) ? (" (overridden per parameter by the module's " +
+                                   mlir::ds::DSDialect::kOptimAttrName +
+                                   " attributes)")
+                                      .str()
                                       : "") +
                  ", ";
       log("ds-run: " + stringifyModuleLevel(program->level).str() +
@@ -359,7 +364,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
 
     // The precision decisions, for the report (before lowering, which
     // keeps module attributes but is no place to depend on that).
-    if (auto maps = module->getAttrOfType<DictionaryAttr>("ds.precision_map"))
+    if (auto maps = module->getAttrOfType<DictionaryAttr>(mlir::ds::DSDialect::kPrecisionMapAttrName))
       if (auto entries = maps.getAs<ArrayAttr>(step.getName()))
         for (Attribute e : entries) {
           llvm::json::Object obj;
@@ -380,10 +385,12 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   FailureOr<SmallVector<mlir::ds::TrainingContract>> contracts =
       mlir::ds::readContracts(module);
   if (failed(contracts) || contracts->empty())
-    return diags.error("the lowered module has no usable 'ds.contract' table");
+    return diags.error(("the lowered module has no usable '" +
+                       mlir::ds::DSDialect::kContractAttrName + "' table")
+                          .str());
   // Without a name, the first step that is not another step's variant.
   std::vector<std::string> variantsOfAny;
-  if (auto all = module->getAttrOfType<DictionaryAttr>("ds.precision_schedule"))
+  if (auto all = module->getAttrOfType<DictionaryAttr>(mlir::ds::DSDialect::kPrecisionScheduleAttrName))
     for (NamedAttribute entry : all)
       if (auto s = dyn_cast<DictionaryAttr>(entry.getValue()))
         if (auto high = s.getAs<StringAttr>("high"))
@@ -402,7 +409,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       return diags.error(llvm::toString(std::move(e)));
   if (!chosen)
     return diags.error("no step named '" + stepName +
-                       "' in the 'ds.contract' table");
+                       "' in the '" + mlir::ds::DSDialect::kContractAttrName +
+                       "' table");
   program->stepContract = *chosen;
   program->variants.push_back(*chosen);
   if (program->precisionSchedule)
@@ -411,7 +419,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           *contracts, [&](const auto &c) { return c.funcName == name; });
       if (it == contracts->end())
         return diags.error("the step variant '" + name +
-                           "' is not in the 'ds.contract' table");
+                           "' is not in the '" +
+                           mlir::ds::DSDialect::kContractAttrName + "' table");
       if (!sameSignature(*it, *chosen))
         return diags.error("the step variant '" + name +
                            "' does not share the signature of '" +

@@ -56,7 +56,7 @@ using mlir::ds::detail::tensorType;
 
 namespace {
 
-bool isForward(Operation *op) { return !op->hasAttr("ds.vjp_of"); }
+bool isForward(Operation *op) { return !op->hasAttr(DSDialect::kVjpOfAttrName); }
 
 bool isFloatTensor(Value v) {
   auto t = tensorType(v);
@@ -106,7 +106,7 @@ bool isParamDerived(Value v, FunctionOpInterface func) {
 
 /// A label for state keys and the map: the module path, else role#id.
 std::string opLabel(Operation *op, StringRef role, int64_t id) {
-  if (auto m = op->getAttrOfType<StringAttr>("ds.module"))
+  if (auto m = op->getAttrOfType<StringAttr>(DSDialect::kModuleAttrName))
     return (m.getValue() + "#" + Twine(id)).str();
   return ((role.empty() ? StringRef("op") : role) + "#" + Twine(id)).str();
 }
@@ -153,16 +153,16 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   roles.annotate();
   llvm::DenseMap<int64_t, Operation *> forwardById;
   for (Operation &op : body.without_terminator())
-    if (auto id = op.getAttrOfType<IntegerAttr>("ds.op_id");
+    if (auto id = op.getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
         id && isForward(&op))
       forwardById[id.getInt()] = &op;
   for (Operation &op : body.without_terminator()) {
-    auto id = op.getAttrOfType<IntegerAttr>("ds.op_id");
+    auto id = op.getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
     if (!id || isForward(&op))
       continue;
     if (Operation *fwd = forwardById.lookup(id.getInt()))
-      if (auto r = fwd->getAttrOfType<StringAttr>("ds.role"))
-        op.setAttr("ds.role", r);
+      if (auto r = fwd->getAttrOfType<StringAttr>(DSDialect::kRoleAttrName))
+        op.setAttr(DSDialect::kRoleAttrName, r);
   }
 
   // 2. Decisions for forward ops.
@@ -237,7 +237,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     }
   llvm::DenseMap<int64_t, ChannelLayer *> channelById;
   for (auto &[op, layer] : channelLayers)
-    if (auto id = op->getAttrOfType<IntegerAttr>("ds.op_id"))
+    if (auto id = op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName))
       channelById[id.getInt()] = &layer;
 
   // 3. Materialise, forward then backward.
@@ -250,7 +250,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   llvm::DenseMap<int64_t, std::string> labelById;
   llvm::DenseMap<int64_t, unsigned> gradGemms;
   for (Decision &d : decisions)
-    if (auto id = d.op->getAttrOfType<IntegerAttr>("ds.op_id")) {
+    if (auto id = d.op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName)) {
       ruleById[id.getInt()] = d.rule;
       labelById[id.getInt()] = d.label;
     }
@@ -441,7 +441,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     Operation *op = &opRef;
     if (isForward(op) || !mlir::ds::detail::isChannelBackwardKernel(op))
       continue;
-    auto id = op->getAttrOfType<IntegerAttr>("ds.op_id");
+    auto id = op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
     const PrecisionRule *rule = id ? ruleById.lookup(id.getInt()) : nullptr;
     ChannelLayer *layer = id ? channelById.lookup(id.getInt()) : nullptr;
     if (!rule || (!rule->grad && !layer))
@@ -455,7 +455,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       Operation *def = v.getDefiningOp();
       bool dep =
           def &&
-          (def->hasAttr("ds.seed") ||
+          (def->hasAttr(DSDialect::kSeedAttrName) ||
            (!isForward(def) && llvm::any_of(def->getOperands(), isCotangent)));
       dependsOnSeed[v] = dep;
       return dep;
@@ -464,7 +464,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     // The k-th gradient kernel of the forward op labelled L is L.grad<k>.
     std::string label = labelById.lookup(id.getInt()) + ".grad" +
                         std::to_string(gradGemms[id.getInt()]++);
-    auto roleAttr = op->getAttrOfType<StringAttr>("ds.role");
+    auto roleAttr = op->getAttrOfType<StringAttr>(DSDialect::kRoleAttrName);
     StringRef role = roleAttr ? roleAttr.getValue() : StringRef();
     if (layer) {
       entry(op, role, label, rule->grad ? rule->grad : fwdType, f32, Type(),
@@ -544,7 +544,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
         first = use->getOwner();
     b.setInsertionPoint(first);
     Operation *copy = b.clone(*widen);
-    copy->setAttr("ds.vjp_of", b.getStringAttr("ds.cast"));
+    copy->setAttr(DSDialect::kVjpOfAttrName, b.getStringAttr("ds.cast"));
     for (OpOperand *use : backwardUses)
       use->set(copy->getResult(0));
   }
@@ -558,10 +558,10 @@ static void recordMap(FunctionOpInterface func, ArrayRef<Attribute> entries) {
   MLIRContext *ctx = func->getContext();
   auto module = func->getParentOfType<ModuleOp>();
   NamedAttrList maps;
-  if (auto old = module->getAttrOfType<DictionaryAttr>("ds.precision_map"))
+  if (auto old = module->getAttrOfType<DictionaryAttr>(DSDialect::kPrecisionMapAttrName))
     maps.append(old.getValue());
   maps.set(SymbolTable::getSymbolName(func), ArrayAttr::get(ctx, entries));
-  module->setAttr("ds.precision_map", maps.getDictionary(ctx));
+  module->setAttr(DSDialect::kPrecisionMapAttrName, maps.getDictionary(ctx));
 }
 
 /// The runner's schedule for `step`: which variant runs which steps, and
@@ -647,11 +647,11 @@ mlir::ds::assignPrecision(FunctionOpInterface func,
     return func->emitOpError("ds-assign-precision: internal error: the "
                              "high-precision variant's signature differs");
   NamedAttrList schedules;
-  if (auto old = module->getAttrOfType<DictionaryAttr>("ds.precision_schedule"))
+  if (auto old = module->getAttrOfType<DictionaryAttr>(DSDialect::kPrecisionScheduleAttrName))
     schedules.append(old.getValue());
   schedules.set(SymbolTable::getSymbolName(func),
                 scheduleAttr(func, high, policy, options));
-  module->setAttr("ds.precision_schedule", schedules.getDictionary(ctx));
+  module->setAttr(DSDialect::kPrecisionScheduleAttrName, schedules.getDictionary(ctx));
   return high;
 }
 

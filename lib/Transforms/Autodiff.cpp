@@ -97,8 +97,9 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
     return failure();
   if (contract->hasGrads())
     return func->emitOpError("ds-autodiff: the step already returns "
-                             "gradients ('ds.grad' results); differentiate "
-                             "a forward + loss step");
+                             "gradients ('")
+           << DSDialect::kGradAttrName
+           << "' results); differentiate a forward + loss step";
   if (contract->hasParamUpdates())
     return func->emitOpError("ds-autodiff: the step already updates its "
                              "parameters; run ds-autodiff before "
@@ -139,7 +140,7 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
         b, loss.getLoc(), type,
         DenseElementsAttr::get(
             type, FloatAttr::get(cast<FloatType>(type.getElementType()), 1.0)));
-    seed->setAttr("ds.seed", b.getUnitAttr());
+    seed->setAttr(DSDialect::kSeedAttrName, b.getUnitAttr());
     grads[loss] = seed;
   }
 
@@ -172,11 +173,11 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
     // the forward op by a shared number.
     StringAttr vjpOf = b.getStringAttr(op->getName().getStringRef());
     IntegerAttr opId = b.getI64IntegerAttr(nextOpId++);
-    op->setAttr("ds.op_id", opId);
+    op->setAttr(DSDialect::kOpIdAttrName, opId);
     for (Operation *newOp : ArrayRef(created.ops).drop_front(firstCreated)) {
-      newOp->setAttr("ds.vjp_of", vjpOf);
-      newOp->setAttr("ds.op_id", opId);
-      for (StringRef name : {"ds.module", "ds.role"})
+      newOp->setAttr(DSDialect::kVjpOfAttrName, vjpOf);
+      newOp->setAttr(DSDialect::kOpIdAttrName, opId);
+      for (StringRef name : {DSDialect::kModuleAttrName, DSDialect::kRoleAttrName})
         if (Attribute a = op->getAttr(name))
           newOp->setAttr(name, a);
     }

@@ -157,7 +157,7 @@ LogicalResult mlir::ds::clipGradients(FunctionOpInterface func,
     BlockArgument param = body.getArgument(r.argIndex);
     SmallVector<StringRef> annotations;
     for (Operation *user : param.getUsers())
-      for (StringRef attr : {"ds.module", "ds.role"})
+      for (StringRef attr : {DSDialect::kModuleAttrName, DSDialect::kRoleAttrName})
         if (auto str = user->getAttrOfType<StringAttr>(attr))
           annotations.push_back(str.getValue());
     grads.push_back(

@@ -145,16 +145,18 @@ LogicalResult mlir::ds::insertLossScaling(FunctionOpInterface func,
   Block &body = ed.body;
   Operation *seed = nullptr;
   for (Operation &op : body)
-    if (isa<arith::ConstantOp>(op) && op.hasAttr("ds.seed")) {
+    if (isa<arith::ConstantOp>(op) && op.hasAttr(DSDialect::kSeedAttrName)) {
       if (seed)
-        return op.emitOpError("ds-insert-loss-scaling: a second 'ds.seed' "
-                              "constant; expected exactly one");
+        return op.emitOpError("ds-insert-loss-scaling: a second '")
+               << DSDialect::kSeedAttrName
+               << "' constant; expected exactly one";
       seed = &op;
     }
   if (!seed)
     return func->emitOpError("ds-insert-loss-scaling: no backward seed "
-                             "('arith.constant' marked 'ds.seed'); the "
-                             "gradients must come from ds-autodiff");
+                             "('arith.constant' marked '")
+           << DSDialect::kSeedAttrName
+           << "'); the gradients must come from ds-autodiff";
   Value loss = ed.terminator->getOperand(contract->getLossIndex());
   bool needActivations = config.capGamma > 0 || config.injectNonfinite;
   SmallVector<Value> activations;

@@ -326,7 +326,8 @@ LogicalResult mlir::ds::insertOptimizer(FunctionOpInterface func,
                                  argIndex, DSDialect::kOptimAttrName),
                              error);
     if (failed(paramConfig))
-      return func->emitOpError("ds-insert-optimizer: 'ds.optim' of parameter '")
+      return func->emitOpError("ds-insert-optimizer: '")
+             << DSDialect::kOptimAttrName << "' of parameter '"
              << name << "': " << error;
     const OptimizerConfig &pc = *paramConfig;
     Value lrT = s.mul(s.f(pc.lr), factor);

@@ -482,7 +482,7 @@ const PrecisionRule *PrecisionPolicy::match(Operation *op, StringRef role,
                                             ArrayRef<StringRef> params) const {
   StringRef opName = op->getName().getStringRef();
   StringRef module;
-  if (auto m = op->getAttrOfType<StringAttr>("ds.module"))
+  if (auto m = op->getAttrOfType<StringAttr>(DSDialect::kModuleAttrName))
     module = m.getValue();
   for (const PrecisionRule &rule : rules) {
     if (!rule.ops.empty() && !llvm::is_contained(rule.ops, opName))

@@ -25,15 +25,16 @@ LogicalResult mlir::ds::prepareStepABI(ModuleOp module) {
   auto table =
       module->getAttrOfType<DictionaryAttr>(DSDialect::kContractAttrName);
   if (!table)
-    return module.emitError("ds-prepare-step-abi: the module has no "
-                            "'ds.contract' table; run ds-export-contract "
-                            "first");
+    return module.emitError("ds-prepare-step-abi: the module has no '")
+           << DSDialect::kContractAttrName
+           << "' table; run ds-export-contract first";
   Builder b(module.getContext());
   for (NamedAttribute entry : table) {
     auto func = dyn_cast_or_null<FunctionOpInterface>(
         module.lookupSymbol(entry.getName()));
     if (!func || func.isExternal())
-      return module.emitError("ds-prepare-step-abi: 'ds.contract' names '")
+      return module.emitError("ds-prepare-step-abi: '")
+             << DSDialect::kContractAttrName << "' names '"
              << entry.getName().strref()
              << "', which is not a function with a body in this module";
     func->setAttr("llvm.emit_c_interface", b.getUnitAttr());

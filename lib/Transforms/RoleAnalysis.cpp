@@ -44,7 +44,7 @@ ArrayRef<StringLiteral> mlir::ds::allRoles() {
 
 namespace {
 
-bool isForward(Operation *op) { return !op->hasAttr("ds.vjp_of"); }
+bool isForward(Operation *op) { return !op->hasAttr(DSDialect::kVjpOfAttrName); }
 
 /// Ops that move or reinterpret data without computing: a role looks
 /// through them.
@@ -287,7 +287,7 @@ RoleAnalysis::RoleAnalysis(FunctionOpInterface func) {
       forward.push_back(&op);
   // Roles a front end wrote are facts.
   for (Operation *op : forward)
-    if (auto r = op->getAttrOfType<StringAttr>("ds.role"))
+    if (auto r = op->getAttrOfType<StringAttr>(DSDialect::kRoleAttrName))
       set(op, r.getValue(), /*fromStructure=*/false);
   for (Operation *op : forward)
     if (isa<SoftmaxOp>(op))
@@ -314,7 +314,7 @@ RoleAnalysis::RoleAnalysis(FunctionOpInterface func) {
     else if (isProjection(op)) {
       // Names refine what the structure left generic.
       StringRef named;
-      if (auto path = op->getAttrOfType<StringAttr>("ds.module"))
+      if (auto path = op->getAttrOfType<StringAttr>(DSDialect::kModuleAttrName))
         named = roleFromName(path.getValue());
       set(op, named.empty() ? StringRef(role::kLinear) : named,
           /*fromStructure=*/named.empty());
@@ -324,5 +324,5 @@ RoleAnalysis::RoleAnalysis(FunctionOpInterface func) {
 
 void RoleAnalysis::annotate() const {
   for (auto &[op, r] : roles)
-    op->setAttr("ds.role", StringAttr::get(op->getContext(), r));
+    op->setAttr(DSDialect::kRoleAttrName, StringAttr::get(op->getContext(), r));
 }

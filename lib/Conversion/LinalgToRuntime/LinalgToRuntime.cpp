@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Conversion/Passes.h"
+#include "ds/Dialect/DS/IR/DSDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -31,8 +32,6 @@ using namespace mlir;
 using namespace mlir::ds;
 
 namespace {
-
-constexpr llvm::StringLiteral kOverwrite = "ds.gemm_overwrite";
 
 /// How one matmul operand is stored: which map dimension is its row and
 /// column, and whether it has a batch dimension.
@@ -125,7 +124,7 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
       cast<MemRefType>(bv.getType()).getElementType() != et)
     return failure();
   linalg::FillOp fill = findZeroFill(op, c);
-  bool overwrite = op->hasAttr(kOverwrite);
+  bool overwrite = op->hasAttr(DSDialect::kGemmOverwriteAttrName);
   if (!fill && !overwrite)
     return failure();
 
@@ -167,7 +166,7 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
 
 /// A marked matmul that stays a loop nest must see a zero accumulator.
 void restoreZeroFill(linalg::LinalgOp op) {
-  op->removeAttr(kOverwrite);
+  op->removeAttr(DSDialect::kGemmOverwriteAttrName);
   OpBuilder b(op);
   Value c = op.getDpsInitOperand(0)->get();
   Type et = cast<MemRefType>(c.getType()).getElementType();
@@ -192,7 +191,7 @@ struct PrepareLibraryGemmsPass
       Value empty = tensor::EmptyOp::create(b, op.getLoc(), type.getShape(),
                                             type.getElementType());
       init->set(empty);
-      op->setAttr(kOverwrite, b.getUnitAttr());
+      op->setAttr(DSDialect::kGemmOverwriteAttrName, b.getUnitAttr());
     });
   }
 };
@@ -208,7 +207,7 @@ struct ConvertLinalgToDSRuntimePass
         candidates.push_back(op);
     });
     for (linalg::LinalgOp op : candidates)
-      if (failed(rewriteMatmul(module, op)) && op->hasAttr(kOverwrite))
+      if (failed(rewriteMatmul(module, op)) && op->hasAttr(DSDialect::kGemmOverwriteAttrName))
         restoreZeroFill(op); // Stays linalg and becomes loops.
   }
 };

@@ -50,6 +50,28 @@ def DS_Dialect : Dialect {
     /// Module attribute holding the contract table of every step function.
     static constexpr ::llvm::StringLiteral kContractAttrName = "ds.contract";
 
+    /// Discardable op annotations (checked by verifyOperationAttribute).
+    /// The module path of the op in the front end's model (string).
+    static constexpr ::llvm::StringLiteral kModuleAttrName = "ds.module";
+    /// What the op is for in the model (string; see RoleAnalysis.h).
+    static constexpr ::llvm::StringLiteral kRoleAttrName = "ds.role";
+    /// On a backward op: the name of the forward op it differentiates.
+    static constexpr ::llvm::StringLiteral kVjpOfAttrName = "ds.vjp_of";
+    /// The number a forward op shares with its backward ops (integer).
+    static constexpr ::llvm::StringLiteral kOpIdAttrName = "ds.op_id";
+    /// The backward seed, d loss / d loss (unit, on an arith.constant).
+    static constexpr ::llvm::StringLiteral kSeedAttrName = "ds.seed";
+    /// A tensor-level matmul whose accumulator is not read (unit).
+    static constexpr ::llvm::StringLiteral kGemmOverwriteAttrName =
+        "ds.gemm_overwrite";
+
+    /// Module attributes of ds-assign-precision: its decisions per step
+    /// function, and the time-level schedule the runner follows.
+    static constexpr ::llvm::StringLiteral kPrecisionMapAttrName =
+        "ds.precision_map";
+    static constexpr ::llvm::StringLiteral kPrecisionScheduleAttrName =
+        "ds.precision_schedule";
+
   private:
     void registerAttributes();
   }];
