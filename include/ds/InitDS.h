@@ -10,6 +10,7 @@
 
 #include "ds/Conversion/Passes.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Pipelines/Pipelines.h"
 #include "ds/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -25,6 +26,7 @@ inline void registerDSDialects(DialectRegistry &registry) {
 inline void registerDSPassesAndPipelines() {
   registerAllDSPasses();
   registerDSConversionPasses();
+  registerDSPipelines();
 }
 
 } // namespace mlir::ds

@@ -14,14 +14,12 @@
 #include "ds/InitDS.h"
 #include "ds/Runner/Report.h"
 #include "ds/Runtime/ds_runtime.h"
-#include "ds/Transforms/PrecisionPolicy.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -51,14 +49,6 @@ auto ::ds::runner::stringifyModuleLevel(ModuleLevel level) -> llvm::StringRef {
 }
 
 void ::ds::runner::registerSessionDialects(DialectRegistry &registry) {
-  // ds-cpu-pipeline spells its upstream part as a textual pipeline, which
-  // needs the passes registered.
-  static bool passesRegistered = [] {
-    registerAllPasses();
-    mlir::ds::registerDSPassesAndPipelines();
-    return true;
-  }();
-  (void)passesRegistered;
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerAllToLLVMIRTranslations(registry);
@@ -162,12 +152,12 @@ detectLevel(ModuleOp module, StringRef entry) {
   }
   if (!step)
     return llvm::createStringError(
-        entry.empty() ? ("the module has no function marked '" +
-                         mlir::ds::DSDialect::kTrainStepAttrName +
-                         "' (and no lowered '" +
-                         mlir::ds::DSDialect::kContractAttrName + "' table)")
-                            .str()
-                      : ("no training step named '" + entry + "'").str());
+        entry.empty()
+            ? ("the module has no function marked '" +
+               mlir::ds::DSDialect::kTrainStepAttrName + "' (and no lowered '" +
+               mlir::ds::DSDialect::kContractAttrName + "' table)")
+                  .str()
+            : ("no training step named '" + entry + "'").str());
   FailureOr<mlir::ds::TrainingContract> c =
       mlir::ds::TrainingContract::fromFunction(step);
   if (failed(c))
@@ -180,7 +170,8 @@ detectLevel(ModuleOp module, StringRef entry) {
 
 /// The step's entry of the module's `ds.precision_schedule`, or null.
 DictionaryAttr scheduleOf(ModuleOp module, StringRef step) {
-  auto all = module->getAttrOfType<DictionaryAttr>(mlir::ds::DSDialect::kPrecisionScheduleAttrName);
+  auto all = module->getAttrOfType<DictionaryAttr>(
+      mlir::ds::DSDialect::kPrecisionScheduleAttrName);
   return all ? all.getAs<DictionaryAttr>(step) : DictionaryAttr();
 }
 
@@ -280,91 +271,73 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     bool needOpt = program->level != ModuleLevel::TrainingStep;
     // A forward-only copy for evaluation, compiled beside the step. The
     // passes append arguments, so its arguments are a prefix of the step's.
+    // The passes after precision treat the step's variants alike, so the
+    // pipeline runs on every training step left in the module; the
+    // evaluation copy joins after it, untouched.
+    OwningOpRef<Operation *> evalCopy;
     if (needGrad && !options.asIs && options.forwardForEval) {
-      auto copy = cast<FunctionOpInterface>(step->clone());
-      SymbolTable(module).insert(copy, Block::iterator(step->getNextNode()));
-      SymbolTable::setSymbolName(copy, (step.getName() + "_eval").str());
-      evalName = SymbolTable::getSymbolName(copy).str();
+      evalCopy = step->clone();
+      evalName = (step.getName() + "_eval").str();
+      SymbolTable::setSymbolName(cast<FunctionOpInterface>(*evalCopy),
+                                 evalName);
     }
     if (options.asIs) {
       log("ds-run: running the " + stringifyModuleLevel(program->level).str() +
           " as it is; applying ds-cpu-pipeline");
     } else {
-      if ((options.lossScaling || options.clip || options.precisionPolicy) &&
+      const mlir::ds::TrainingPipelineConfig &requested = options.pipeline;
+      if ((requested.lossScaling || requested.clip || requested.precision) &&
           !needOpt)
         return diags.error("loss scaling and gradient clipping apply to "
                            "forward + loss and gradient modules; this module "
                            "already is a training step");
+      mlir::ds::TrainingPipelineConfig config = requested;
+      config.autodiff = needGrad;
+      if (!needOpt)
+        config.optimizer.reset();
+      config.lower = false;
       std::string steps;
-      if (needGrad)
+      if (config.autodiff)
         steps += "ds-autodiff, ";
-      if (options.precisionPolicy)
+      if (config.precision)
         steps += "ds-assign-precision{" +
-                 (options.precisionPolicy->empty()
+                 (config.precision->policy.empty()
                       ? std::string("default policy")
-                      : "policy=" + *options.precisionPolicy) +
+                      : "policy=" + config.precision->policy) +
                  "}, ";
-      if (options.lossScaling)
+      if (config.lossScaling)
         steps +=
             "ds-insert-loss-scaling{" + options.lossScalingSpelling + "}, ";
-      if (options.clip)
+      if (config.clip)
         steps += "ds-clip-gradients{" + options.clipSpelling + "}, ";
-      if (needOpt)
+      if (config.optimizer)
         steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}" +
-                 (hasOptimAttrs(step) ? (" (overridden per parameter by the module's " +
-                                   mlir::ds::DSDialect::kOptimAttrName +
-                                   " attributes)")
-                                      .str()
-                                      : "") +
+                 (hasOptimAttrs(step)
+                      ? (" (overridden per parameter by the module's " +
+                         mlir::ds::DSDialect::kOptimAttrName + " attributes)")
+                            .str()
+                      : "") +
                  ", ";
       log("ds-run: " + stringifyModuleLevel(program->level).str() +
           " module; applying " + steps + "ds-cpu-pipeline" +
           (evalName.empty() ? ""
                             : " (and a forward-only copy for evaluation)"));
-      if (needGrad && failed(mlir::ds::differentiateTrainingStep(step)))
-        return diags.error("ds-autodiff failed");
-      if (options.precisionPolicy) {
-        FailureOr<mlir::ds::PrecisionPolicy> policy =
-            options.precisionPolicy->empty()
-                ? FailureOr<mlir::ds::PrecisionPolicy>(
-                      mlir::ds::PrecisionPolicy::getDefault(ctx))
-                : mlir::ds::PrecisionPolicy::load(*options.precisionPolicy,
-                                                  step.getLoc());
-        if (failed(policy))
-          return diags.error("ds-assign-precision failed");
-        FailureOr<FunctionOpInterface> high = mlir::ds::assignPrecision(
-            step, *policy, {options.totalSteps, options.anomalySteps});
-        if (failed(high))
-          return diags.error("ds-assign-precision failed");
-        if (*high)
-          log("ds-run: time level: compiled the high-precision variant " +
-              high->getName().str() + " beside " + stepName);
-      }
-      // The passes after precision treat every variant alike, so that they
-      // keep one signature.
-      std::vector<std::string> names = scheduledVariants(module, step);
-      names.insert(names.begin(), stepName);
-      for (const std::string &name : names) {
-        auto func = SymbolTable::lookupNearestSymbolFrom<FunctionOpInterface>(
-            module, StringAttr::get(ctx, name));
-        if (!func)
-          return diags.error("the precision schedule names '" + name +
-                             "', which is not in the module");
-        if (options.lossScaling &&
-            failed(mlir::ds::insertLossScaling(func, *options.lossScaling)))
-          return diags.error("ds-insert-loss-scaling failed");
-        if (options.clip &&
-            failed(mlir::ds::clipGradients(func, *options.clip)))
-          return diags.error("ds-clip-gradients failed");
-        if (needOpt &&
-            failed(mlir::ds::insertOptimizer(func, options.optimizer)))
-          return diags.error("ds-insert-optimizer failed");
-      }
+      PassManager pm(ctx);
+      mlir::ds::buildTrainingPipeline(pm, config);
+      if (failed(pm.run(module)))
+        return diags.error("the training pipeline failed");
+      for (const std::string &name : scheduledVariants(module, step))
+        log("ds-run: time level: compiled the high-precision variant " + name +
+            " beside " + stepName);
     }
+    if (evalCopy)
+      SymbolTable(module).insert(evalCopy.release(),
+                                 std::next(Block::iterator(step)));
 
     // The precision decisions, for the report (before lowering, which
     // keeps module attributes but is no place to depend on that).
-    if (auto maps = module->getAttrOfType<DictionaryAttr>(mlir::ds::DSDialect::kPrecisionMapAttrName))
+    if (auto maps = module->getAttrOfType<DictionaryAttr>(
+            mlir::ds::DSDialect::kPrecisionMapAttrName))
       if (auto entries = maps.getAs<ArrayAttr>(step.getName()))
         for (Attribute e : entries) {
           llvm::json::Object obj;
@@ -374,7 +347,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           program->precision.push_back(std::move(obj));
         }
     PassManager pm(ctx);
-    mlir::ds::buildCPUPipeline(pm, mlir::ds::CPUPipelineOptions());
+    mlir::ds::buildCPUPipeline(pm, options.pipeline.libraryGemm);
     if (failed(pm.run(module)))
       return diags.error("lowering with ds-cpu-pipeline failed");
   } else {
@@ -386,11 +359,12 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       mlir::ds::readContracts(module);
   if (failed(contracts) || contracts->empty())
     return diags.error(("the lowered module has no usable '" +
-                       mlir::ds::DSDialect::kContractAttrName + "' table")
-                          .str());
+                        mlir::ds::DSDialect::kContractAttrName + "' table")
+                           .str());
   // Without a name, the first step that is not another step's variant.
   std::vector<std::string> variantsOfAny;
-  if (auto all = module->getAttrOfType<DictionaryAttr>(mlir::ds::DSDialect::kPrecisionScheduleAttrName))
+  if (auto all = module->getAttrOfType<DictionaryAttr>(
+          mlir::ds::DSDialect::kPrecisionScheduleAttrName))
     for (NamedAttribute entry : all)
       if (auto s = dyn_cast<DictionaryAttr>(entry.getValue()))
         if (auto high = s.getAs<StringAttr>("high"))
@@ -408,9 +382,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     if (Error e = readSchedule(module, chosen->funcName, *program))
       return diags.error(llvm::toString(std::move(e)));
   if (!chosen)
-    return diags.error("no step named '" + stepName +
-                       "' in the '" + mlir::ds::DSDialect::kContractAttrName +
-                       "' table");
+    return diags.error("no step named '" + stepName + "' in the '" +
+                       mlir::ds::DSDialect::kContractAttrName + "' table");
   program->stepContract = *chosen;
   program->variants.push_back(*chosen);
   if (program->precisionSchedule)
@@ -418,8 +391,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       auto it = llvm::find_if(
           *contracts, [&](const auto &c) { return c.funcName == name; });
       if (it == contracts->end())
-        return diags.error("the step variant '" + name +
-                           "' is not in the '" +
+        return diags.error("the step variant '" + name + "' is not in the '" +
                            mlir::ds::DSDialect::kContractAttrName + "' table");
       if (!sameSignature(*it, *chosen))
         return diags.error("the step variant '" + name +

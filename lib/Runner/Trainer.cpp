@@ -89,6 +89,10 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
     if (arg.role == ArgRole::State && arg.state.getKind() == "loss_scale" &&
         arg.state.getOf().empty())
       t->lossScaleArg = i;
+    if (arg.role == ArgRole::State &&
+        arg.state.getKind() == mlir::ds::kIterationStateKind &&
+        arg.state.getOf().empty() && arg.type.getRank() == 0)
+      t->iterationArg = i;
     if (arg.role != ArgRole::Input)
       continue;
     // The fault-injection flag is fed by the runner, not the data.
@@ -339,8 +343,13 @@ unsigned Trainer::chooseVariant(std::string &why) const {
     why = "gradient-anomaly fallback";
     return schedule->high;
   }
+  // Schedules read the step's `iteration` counter (which the runner's own
+  // count equals when the step has none).
+  int64_t iteration =
+      iterationArg ? static_cast<int64_t>(scalarOf(args[*iterationArg])) : step;
   for (const PrecisionSchedule::Phase &p : schedule->phases)
-    if (step >= p.begin && (step < p.end || &p == &schedule->phases.back())) {
+    if (iteration >= p.begin &&
+        (iteration < p.end || &p == &schedule->phases.back())) {
       why = "schedule phase '" + p.name + "'";
       return p.variant;
     }

@@ -668,10 +668,14 @@ struct AssignPrecisionPass
             : PrecisionPolicy::load(policy, module.getLoc());
     if (failed(loaded))
       return signalPassFailure();
+    AssignPrecisionPassOptions options;
+    options.policy = policy;
+    options.totalSteps = totalSteps;
+    options.anomalySteps = anomalySteps;
     // The high-precision variants the steps gain are not visited.
     if (failed(mlir::ds::detail::forEachTrainStep(
             module, "ds-assign-precision", [&](FunctionOpInterface func) {
-              return assignPrecision(func, *loaded, {totalSteps, anomalySteps});
+              return assignPrecision(func, *loaded, options);
             })))
       signalPassFailure();
   }

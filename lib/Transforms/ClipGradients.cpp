@@ -44,49 +44,27 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::detail;
 
-FailureOr<ClipConfig> ClipConfig::get(StringRef mode, double maxNorm,
-                                      StringRef normType, int64_t history,
-                                      double noiseStd, std::string &error) {
-  ClipConfig c;
-  if (mode == "global")
-    c.mode = Mode::Global;
-  else if (mode == "adaptive")
-    c.mode = Mode::Adaptive;
-  else {
-    error = "unknown mode '" + mode.str() + "'; expected global or adaptive";
+LogicalResult
+mlir::ds::validateClipOptions(const ClipGradientsPassOptions &options,
+                              std::string &error) {
+  auto fail = [&](const Twine &msg) {
+    error = msg.str();
     return failure();
-  }
-  if (normType == "2" || normType == "2.0")
-    c.infNorm = false;
-  else if (normType == "inf")
-    c.infNorm = true;
-  else {
-    error = "unsupported norm-type '" + normType.str() + "'; expected 2 or inf";
-    return failure();
-  }
-  if (c.mode == Mode::Adaptive && c.infNorm) {
-    error = "norm-type applies to mode=global; the adaptive mode picks the "
-            "norm per parameter";
-    return failure();
-  }
-  if (!(maxNorm > 0) || !std::isfinite(maxNorm)) {
-    error =
-        "max-norm must be positive and finite, got " + std::to_string(maxNorm);
-    return failure();
-  }
-  if (history < 1 || history > (int64_t(1) << 24)) {
-    error = "history must be in [1, 2^24], got " + std::to_string(history);
-    return failure();
-  }
-  if (!(noiseStd >= 0) || !std::isfinite(noiseStd)) {
-    error =
-        "noise-std must be finite and >= 0, got " + std::to_string(noiseStd);
-    return failure();
-  }
-  c.maxNorm = maxNorm;
-  c.history = history;
-  c.noiseStd = noiseStd;
-  return c;
+  };
+  if (options.mode == ClipMode::Adaptive &&
+      options.normType != ClipNormType::L2)
+    return fail("norm-type applies to mode=global; the adaptive mode picks "
+                "the norm per parameter");
+  if (!(options.maxNorm > 0) || !std::isfinite(options.maxNorm))
+    return fail("max-norm must be positive and finite, got " +
+                std::to_string(options.maxNorm));
+  if (options.history < 1 || options.history > (int64_t(1) << 24))
+    return fail("history must be in [1, 2^24], got " +
+                std::to_string(options.history));
+  if (!(options.noiseStd >= 0) || !std::isfinite(options.noiseStd))
+    return fail("noise-std must be finite and >= 0, got " +
+                std::to_string(options.noiseStd));
+  return success();
 }
 
 ClipNormKind mlir::ds::classifyClipNorm(StringRef name,
@@ -118,11 +96,9 @@ ClipNormKind mlir::ds::classifyClipNorm(StringRef name,
   return ClipNormKind::L2;
 }
 
-LogicalResult mlir::ds::clipGradients(FunctionOpInterface func,
-                                      const ClipConfig &config) {
-  MLIRContext *ctx = func->getContext();
-  ctx->loadDialect<arith::ArithDialect, math::MathDialect,
-                   tensor::TensorDialect, DSDialect>();
+LogicalResult
+mlir::ds::clipGradients(FunctionOpInterface func,
+                        const ClipGradientsPassOptions &config) {
   FailureOr<TrainingContract> contract =
       detail::requireGradientStep(func, "ds-clip-gradients");
   if (failed(contract))
@@ -135,7 +111,7 @@ LogicalResult mlir::ds::clipGradients(FunctionOpInterface func,
   StepEditor ed(func);
   Location loc = func.getLoc();
   OpBuilder b(ed.terminator);
-  Scalars s(b, loc);
+  ScalarBuilder s(b, loc);
   Type f64 = b.getF64Type();
   auto i64T = RankedTensorType::get({}, b.getI64Type());
 
@@ -187,9 +163,9 @@ LogicalResult mlir::ds::clipGradients(FunctionOpInterface func,
   };
 
   SmallVector<Value> clipped;
-  if (config.mode == ClipConfig::Mode::Global) {
+  if (config.mode == ClipMode::Global) {
     Value total;
-    if (config.infNorm) {
+    if (config.normType == ClipNormType::Inf) {
       for (Grad &g : grads) {
         Value m = maxAbs(g.value);
         total = total ? s.maxf(total, m) : m;
@@ -299,36 +275,24 @@ namespace {
 struct ClipGradientsPass
     : public mlir::ds::impl::ClipGradientsPassBase<ClipGradientsPass> {
   using Base::Base;
-  FailureOr<ClipConfig> getConfig(std::string &error) const {
-    return ClipConfig::get(mode, maxNorm, normType, history, noiseStd, error);
-  }
   void runOnOperation() override {
+    ClipGradientsPassOptions options;
+    options.mode = mode;
+    options.maxNorm = maxNorm;
+    options.normType = normType;
+    options.history = history;
+    options.noiseStd = noiseStd;
     ModuleOp module = getOperation();
     std::string error;
-    FailureOr<ClipConfig> config = getConfig(error);
-    if (failed(config)) {
+    if (failed(validateClipOptions(options, error))) {
       module.emitError("ds-clip-gradients: ") << error;
       return signalPassFailure();
     }
     if (failed(mlir::ds::detail::forEachTrainStep(
             module, "ds-clip-gradients", [&](FunctionOpInterface func) {
-              return clipGradients(func, *config);
+              return clipGradients(func, options);
             })))
       signalPassFailure();
   }
 };
 } // namespace
-
-FailureOr<ClipConfig> mlir::ds::parseClipOptions(StringRef options,
-                                                 std::string &error) {
-  ClipGradientsPass pass;
-  if (failed(pass.initializeOptions(options, [&](const Twine &msg) {
-        error = msg.str();
-        return failure();
-      }))) {
-    if (error.empty())
-      error = "cannot parse the options '" + options.str() + "'";
-    return failure();
-  }
-  return pass.getConfig(error);
-}

@@ -42,36 +42,39 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::detail;
 
-LogicalResult LossScalingConfig::validate(std::string &error) const {
+LogicalResult mlir::ds::validateLossScalingOptions(
+    const InsertLossScalingPassOptions &options, std::string &error) {
+  const InsertLossScalingPassOptions &o = options;
   auto fail = [&](const Twine &msg) {
     error = msg.str();
     return failure();
   };
-  if (!(initScale > 0) || !std::isfinite(initScale) ||
-      !std::isfinite(static_cast<float>(initScale)))
+  if (!(o.initScale > 0) || !std::isfinite(o.initScale) ||
+      !std::isfinite(static_cast<float>(o.initScale)))
     return fail("init-scale must be positive and finite in f32, got " +
-                std::to_string(initScale));
-  if (!(growthFactor > 1))
+                std::to_string(o.initScale));
+  if (!(o.growthFactor > 1))
     return fail("growth-factor must be > 1, got " +
-                std::to_string(growthFactor));
-  if (!(backoffFactor > 0 && backoffFactor < 1))
+                std::to_string(o.growthFactor));
+  if (!(o.backoffFactor > 0 && o.backoffFactor < 1))
     return fail("backoff-factor must be in (0, 1), got " +
-                std::to_string(backoffFactor));
-  if (growthInterval < 1 ||
-      growthInterval > std::numeric_limits<int32_t>::max())
-    return fail("growth-interval must be >= 1, got " + Twine(growthInterval));
-  if (hysteresis < 1 || hysteresis > std::numeric_limits<int32_t>::max())
-    return fail("hysteresis must be >= 1, got " + Twine(hysteresis));
-  if (!(minScale >= 0) || minScale > initScale)
+                std::to_string(o.backoffFactor));
+  if (o.growthInterval < 1 ||
+      o.growthInterval > std::numeric_limits<int32_t>::max())
+    return fail("growth-interval must be >= 1, got " + Twine(o.growthInterval));
+  if (o.hysteresis < 1 || o.hysteresis > std::numeric_limits<int32_t>::max())
+    return fail("hysteresis must be >= 1, got " + Twine(o.hysteresis));
+  if (!(o.minScale >= 0) || o.minScale > o.initScale)
     return fail("min-scale must be in [0, init-scale], got " +
-                std::to_string(minScale));
-  if (!(capGamma >= 0) || !(capMax >= 0))
+                std::to_string(o.minScale));
+  if (!(o.capGamma >= 0) || !(o.capMax >= 0))
     return fail("activation-cap-gamma and activation-cap-max must be >= 0");
-  if (!(anomalyEpsilon >= 0))
+  if (!(o.anomalyEpsilon >= 0))
     return fail("anomaly-epsilon must be >= 0, got " +
-                std::to_string(anomalyEpsilon));
-  if (anomalyCount < 1 || anomalyCount > std::numeric_limits<int32_t>::max())
-    return fail("anomaly-count must be >= 1, got " + Twine(anomalyCount));
+                std::to_string(o.anomalyEpsilon));
+  if (o.anomalyCount < 1 ||
+      o.anomalyCount > std::numeric_limits<int32_t>::max())
+    return fail("anomaly-count must be >= 1, got " + Twine(o.anomalyCount));
   return success();
 }
 
@@ -114,11 +117,10 @@ SmallVector<Value> findLossActivations(Value loss) {
 
 } // namespace
 
-LogicalResult mlir::ds::insertLossScaling(FunctionOpInterface func,
-                                          const LossScalingConfig &config) {
+LogicalResult
+mlir::ds::insertLossScaling(FunctionOpInterface func,
+                            const InsertLossScalingPassOptions &config) {
   MLIRContext *ctx = func->getContext();
-  ctx->loadDialect<arith::ArithDialect, math::MathDialect,
-                   tensor::TensorDialect, DSDialect>();
   FailureOr<TrainingContract> contract =
       detail::requireGradientStep(func, "ds-insert-loss-scaling");
   if (failed(contract))
@@ -222,7 +224,7 @@ LogicalResult mlir::ds::insertLossScaling(FunctionOpInterface func,
 
   // 2. The scale used this step, and the scaled seed.
   OpBuilder b(seed->getBlock(), std::next(Block::iterator(seed)));
-  Scalars s(b, loc);
+  ScalarBuilder s(b, loc);
   Value scale = s.extract(scaleState);
   double inf = std::numeric_limits<double>::infinity();
   if (config.capGamma > 0 || config.capMax > 0) {
@@ -364,52 +366,31 @@ namespace {
 struct InsertLossScalingPass
     : public mlir::ds::impl::InsertLossScalingPassBase<InsertLossScalingPass> {
   using Base::Base;
-  LossScalingConfig getConfig() const {
-    LossScalingConfig config;
-    config.initScale = initScale;
-    config.growthFactor = growthFactor;
-    config.backoffFactor = backoffFactor;
-    config.growthInterval = growthInterval;
-    config.hysteresis = hysteresis;
-    config.minScale = minScale;
-    config.capGamma = capGamma;
-    config.capMax = capMax;
-    config.anomaly = anomaly;
-    config.anomalyEpsilon = anomalyEpsilon;
-    config.anomalyCount = anomalyCount;
-    config.injectNonfinite = injectNonfinite;
-    return config;
-  }
   void runOnOperation() override {
-    LossScalingConfig config = getConfig();
+    InsertLossScalingPassOptions options;
+    options.initScale = initScale;
+    options.growthFactor = growthFactor;
+    options.backoffFactor = backoffFactor;
+    options.growthInterval = growthInterval;
+    options.hysteresis = hysteresis;
+    options.minScale = minScale;
+    options.capGamma = capGamma;
+    options.capMax = capMax;
+    options.anomaly = anomaly;
+    options.anomalyEpsilon = anomalyEpsilon;
+    options.anomalyCount = anomalyCount;
+    options.injectNonfinite = injectNonfinite;
     ModuleOp module = getOperation();
     std::string error;
-    if (failed(config.validate(error))) {
+    if (failed(validateLossScalingOptions(options, error))) {
       module.emitError("ds-insert-loss-scaling: ") << error;
       return signalPassFailure();
     }
     if (failed(mlir::ds::detail::forEachTrainStep(
             module, "ds-insert-loss-scaling", [&](FunctionOpInterface func) {
-              return insertLossScaling(func, config);
+              return insertLossScaling(func, options);
             })))
       signalPassFailure();
   }
 };
 } // namespace
-
-FailureOr<LossScalingConfig>
-mlir::ds::parseLossScalingOptions(StringRef options, std::string &error) {
-  InsertLossScalingPass pass;
-  if (failed(pass.initializeOptions(options, [&](const Twine &msg) {
-        error = msg.str();
-        return failure();
-      }))) {
-    if (error.empty())
-      error = "cannot parse the options '" + options.str() + "'";
-    return failure();
-  }
-  LossScalingConfig config = pass.getConfig();
-  if (failed(config.validate(error)))
-    return failure();
-  return config;
-}

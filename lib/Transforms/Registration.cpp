@@ -2,7 +2,4 @@
 
 #include "ds/Transforms/Passes.h"
 
-void mlir::ds::registerAllDSPasses() {
-  registerDSPasses();
-  registerDSPipelines();
-}
+void mlir::ds::registerAllDSPasses() { registerDSPasses(); }

@@ -62,10 +62,14 @@ void StepEditor::addMetric(StringRef name, Value value) {
 }
 
 void StepEditor::finish() {
-  SmallVector<Value> results(terminator->getOperands());
+  SmallVector<Value> results;
   SmallVector<DictionaryAttr> attrs;
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    if (droppedResults.contains(i))
+      continue;
+    results.push_back(terminator->getOperand(i));
     attrs.push_back(func.getResultAttrDict(i));
+  }
   llvm::append_range(results, newResults);
   llvm::append_range(attrs, newResultAttrs);
   terminator->setOperands(results);
@@ -77,87 +81,33 @@ void StepEditor::finish() {
   func.setAllResultAttrs(attrs);
   newResults.clear();
   newResultAttrs.clear();
+  droppedResults.clear();
 }
 
-//===----------------------------------------------------------------------===//
-// Scalars
-//===----------------------------------------------------------------------===//
-
-Value Scalars::f64(double v) {
-  return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
-}
-Value Scalars::i32(int32_t v) {
-  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-}
-Value Scalars::add(Value x, Value y) {
-  return isa<FloatType>(x.getType())
-             ? Value(arith::AddFOp::create(b, loc, x, y))
-             : Value(arith::AddIOp::create(b, loc, x, y));
-}
-Value Scalars::sub(Value x, Value y) {
-  return arith::SubFOp::create(b, loc, x, y);
-}
-Value Scalars::mul(Value x, Value y) {
-  return arith::MulFOp::create(b, loc, x, y);
-}
-Value Scalars::div(Value x, Value y) {
-  return arith::DivFOp::create(b, loc, x, y);
-}
-Value Scalars::minf(Value x, Value y) {
-  return arith::MinimumFOp::create(b, loc, x, y);
-}
-Value Scalars::maxf(Value x, Value y) {
-  return arith::MaximumFOp::create(b, loc, x, y);
-}
-Value Scalars::sqrt(Value x) { return math::SqrtOp::create(b, loc, x); }
-Value Scalars::cmpf(arith::CmpFPredicate p, Value x, Value y) {
-  return arith::CmpFOp::create(b, loc, p, x, y);
-}
-Value Scalars::cmpi(arith::CmpIPredicate p, Value x, Value y) {
-  return arith::CmpIOp::create(b, loc, p, x, y);
-}
-Value Scalars::select(Value c, Value x, Value y) {
-  return arith::SelectOp::create(b, loc, c, x, y);
-}
-Value Scalars::andi(Value x, Value y) {
-  return arith::AndIOp::create(b, loc, x, y);
-}
-Value Scalars::ori(Value x, Value y) {
-  return arith::OrIOp::create(b, loc, x, y);
-}
-Value Scalars::noti(Value x) {
-  Value t = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
-  return arith::XOrIOp::create(b, loc, x, t);
-}
-Value Scalars::isFinite(Value x) {
-  // |x| < inf is false for inf and (ordered compare) for NaN.
-  Value a = math::AbsFOp::create(b, loc, x);
-  return cmpf(arith::CmpFPredicate::OLT, a,
-              f64(std::numeric_limits<double>::infinity()));
-}
-Value Scalars::extractRaw(Value t) {
-  return tensor::ExtractOp::create(b, loc, t, ValueRange{});
-}
-Value Scalars::extract(Value t) {
-  Value x = extractRaw(t);
-  if (isa<FloatType>(x.getType()))
-    return convert(x, b.getF64Type());
-  return x;
-}
-Value Scalars::convert(Value x, Type type) {
-  auto from = cast<FloatType>(x.getType());
-  auto to = cast<FloatType>(type);
-  if (from == to)
-    return x;
-  if (from.getWidth() < to.getWidth())
-    return arith::ExtFOp::create(b, loc, to, x);
-  return arith::TruncFOp::create(b, loc, to, x);
-}
-Value Scalars::tensor(Value x, Type elementType) {
-  if (x.getType() != elementType && isa<FloatType>(elementType))
-    x = convert(x, elementType);
-  return tensor::FromElementsOp::create(
-      b, loc, RankedTensorType::get({}, elementType), ValueRange{x});
+FailureOr<Value>
+mlir::ds::detail::getOrAddIteration(StepEditor &ed,
+                                    const TrainingContract &contract) {
+  OpBuilder b(ed.terminator);
+  Location loc = ed.func.getLoc();
+  auto i64 = RankedTensorType::get({}, b.getI64Type());
+  Value iteration;
+  std::optional<unsigned> index =
+      contract.findArg(ArgRole::State, kIterationStateKind);
+  if (index) {
+    iteration = ed.body.getArgument(*index);
+    if (iteration.getType() != i64)
+      return ed.func->emitOpError("the '")
+             << kIterationStateKind << "' state must be a tensor<i64>, got "
+             << iteration.getType();
+    if (contract.findUpdateOf(*index))
+      return iteration;
+  } else {
+    iteration = ed.addState(kIterationStateKind, "", i64, InitKind::zeros);
+  }
+  ScalarBuilder s(b, loc);
+  ed.addUpdate(iteration, s.tensor(s.add(s.extractRaw(iteration), s.i64(1)),
+                                   b.getI64Type()));
+  return iteration;
 }
 
 //===----------------------------------------------------------------------===//
@@ -178,7 +128,7 @@ Value mlir::ds::detail::reduceAll(OpBuilder &b, Location loc, Value t,
 
 Value mlir::ds::detail::nonFiniteProbe(OpBuilder &b, Location loc, Value t) {
   Value diff = SubOp::create(b, loc, t, t);
-  Scalars s(b, loc);
+  ScalarBuilder s(b, loc);
   return s.extract(reduceAll(b, loc, diff));
 }
 

@@ -13,12 +13,14 @@
 
 #include "ds/Dialect/DS/IR/DSAttrs.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Dialect/DS/Utils/ScalarBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <string>
 
@@ -40,6 +42,9 @@ public:
   void addUpdate(Value state, Value newValue);
   /// Appends a result `ds.metric = name`.
   void addMetric(StringRef name, Value value);
+  /// Removes the existing result `index` when finishing (e.g. a `ds.grad`
+  /// an update replaces).
+  void dropResult(unsigned index) { droppedResults.insert(index); }
   /// Appends the collected results to the terminator and the signature.
   void finish();
 
@@ -50,40 +55,17 @@ public:
 private:
   SmallVector<Value> newResults;
   SmallVector<DictionaryAttr> newResultAttrs;
+  llvm::SmallDenseSet<unsigned> droppedResults;
 };
 
-/// Scalar (f64 / i1 / i32) arithmetic and rank-0 tensor conversions.
-struct Scalars {
-  Scalars(OpBuilder &b, Location loc) : b(b), loc(loc) {}
-  Value f64(double v);
-  Value i32(int32_t v);
-  Value add(Value x, Value y);
-  Value sub(Value x, Value y);
-  Value mul(Value x, Value y);
-  Value div(Value x, Value y);
-  Value minf(Value x, Value y);
-  Value maxf(Value x, Value y);
-  Value sqrt(Value x);
-  Value cmpf(arith::CmpFPredicate p, Value x, Value y);
-  Value cmpi(arith::CmpIPredicate p, Value x, Value y);
-  Value select(Value c, Value x, Value y);
-  Value andi(Value x, Value y);
-  Value ori(Value x, Value y);
-  Value noti(Value x);
-  /// Whether the f64 `x` is finite (neither inf nor NaN).
-  Value isFinite(Value x);
-  /// The element of a rank-0 tensor, converted to f64 if it is a float.
-  Value extract(Value t);
-  /// The element of a rank-0 tensor as it is.
-  Value extractRaw(Value t);
-  /// A float scalar converted (extended or truncated) to `type`.
-  Value convert(Value x, Type type);
-  /// A rank-0 tensor holding `x` (converted to `elementType` first).
-  Value tensor(Value x, Type elementType);
-
-  OpBuilder &b;
-  Location loc;
-};
+/// The shared `iteration` counter: the number of steps run so far, which,
+/// unlike `step` (optimizer steps taken, frozen on a skipped step), always
+/// advances. Every schedule reads it, so that a skipped or mask-update
+/// step never stalls one. Returns the state argument (its value before this
+/// step), adding the argument and its `+ 1` update when the step lacks
+/// them. Fails with a located error when it is not a `tensor<i64>`.
+FailureOr<Value> getOrAddIteration(StepEditor &ed,
+                                   const TrainingContract &contract);
 
 /// The sum over all elements of the float tensor `t` as a rank-0 tensor of
 /// its element type (ds.reduce_sum over every dimension).

@@ -1,4 +1,4 @@
-// RUN: ds-opt %s --ds-approximate-math | FileCheck %s
+// RUN: ds-opt %s --pass-pipeline="builtin.module(func.func(ds-approximate-math))" | FileCheck %s
 
 // f32 transcendentals become inline polynomials; f64 keeps the precise call.
 // CHECK-LABEL: func.func @math

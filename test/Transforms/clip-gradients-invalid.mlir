@@ -6,8 +6,8 @@
 // RUN: not ds-opt %s --ds-clip-gradients="mode=adaptive history=0" 2>&1 | FileCheck %s --check-prefix=HIST
 // RUN: not ds-opt %s --ds-clip-gradients="noise-std=-1" 2>&1 | FileCheck %s --check-prefix=NOISE
 
-// MODE: ds-clip-gradients: unknown mode 'layerwise'; expected global or adaptive
-// NORM: ds-clip-gradients: unsupported norm-type '1'; expected 2 or inf
+// MODE: for the --mode option: Cannot find option named 'layerwise'!
+// NORM: for the --norm-type option: Cannot find option named '1'!
 // ADAPTNORM: ds-clip-gradients: norm-type applies to mode=global
 // MAX: ds-clip-gradients: max-norm must be positive and finite
 // HIST: ds-clip-gradients: history must be in [1, 2^24], got 0

@@ -1,4 +1,4 @@
-// RUN: ds-opt %s --ds-fuse-elementwise | FileCheck %s
+// RUN: ds-opt %s --pass-pipeline="builtin.module(func.func(ds-fuse-elementwise))" | FileCheck %s
 
 // Elementwise chains fuse; nothing fuses into (or out of) a matmul, which
 // must stay a named op for the library GEMM.

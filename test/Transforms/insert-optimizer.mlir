@@ -12,7 +12,8 @@
 // ADAMW-SAME: %{{.*}}: tensor<i64> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"step">}
 // ADAMW-SAME: %{{.*}}: tensor<4x3xf32> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"adam.m", of = "w">}
 // ADAMW-SAME: %{{.*}}: tensor<4x3xf32> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"adam.v", of = "w">}
-// ADAMW-SAME: -> (tensor<f32> {ds.loss}, tensor<4x3xf32> {ds.update = 0 : i64}, tensor<4x3xf32> {ds.update = 3 : i64}, tensor<4x3xf32> {ds.update = 4 : i64}, tensor<i64> {ds.update = 2 : i64}, tensor<f64> {ds.metric = "lr"})
+// ADAMW-SAME: %{{.*}}: tensor<i64> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"iteration">}
+// ADAMW-SAME: -> (tensor<f32> {ds.loss}, tensor<4x3xf32> {ds.update = 0 : i64}, tensor<4x3xf32> {ds.update = 3 : i64}, tensor<4x3xf32> {ds.update = 4 : i64}, tensor<i64> {ds.update = 2 : i64}, tensor<i64> {ds.update = 5 : i64}, tensor<f64> {ds.metric = "lr"})
 // ADAMW: math.powf
 // ADAMW: ds.sqrt
 // ADAMW-NOT: ds.grad
@@ -26,7 +27,7 @@
 // SGD: math.cos
 // SGD-NOT: momentum_buffer
 
-// BADKIND: error: ds-insert-optimizer: unknown optimizer kind 'lamb'; expected sgd, momentum, adam or adamw
+// BADKIND: for the --kind option: Cannot find option named 'lamb'!
 // BADSCHED: error: ds-insert-optimizer: schedule warmup-cosine needs 0 <= warmup-steps < total-steps, got warmup-steps=5 total-steps=5
 // BADLR: error: ds-insert-optimizer: lr must be positive
 func.func @step(%w: tensor<4x3xf32> {ds.param = "w", ds.init = #ds.init<normal, 0.02>},

@@ -1,7 +1,14 @@
-// RUN: ds-opt %s --ds-training-pipeline="precision loss-scaling clip='mode=global max-norm=1' optimizer='kind=sgd lr=0.1'" | FileCheck %s
+// RUN: ds-opt %s --ds-training-pipeline="precision loss-scaling clip-mode=global clip-max-norm=1 optimizer-kind=sgd optimizer-lr=0.1" | FileCheck %s
 // RUN: ds-opt %s --ds-training-pipeline | FileCheck %s --check-prefix=PLAIN
 // RUN: ds-opt %s --ds-training-pipeline="precision lower" | FileCheck %s --check-prefix=LOWER
-// RUN: not ds-opt %s --ds-training-pipeline="optimizer='kind=sgd lr=x'" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not ds-opt %s --ds-training-pipeline="optimizer-kind=sgd optimizer-lr=x" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not ds-opt %s --ds-training-pipeline="optimizer-kind=lamb" 2>&1 | FileCheck %s --check-prefix=BADKIND
+// RUN: not ds-opt %s --ds-training-pipeline="optimizer='kind=sgd'" 2>&1 | FileCheck %s --check-prefix=NESTED
+// A value outside a pass's range is that pass's located error.
+// RUN: not ds-opt %s --ds-training-pipeline="loss-scaling-growth-factor=0.5" 2>&1 | FileCheck %s --check-prefix=RANGE
+// Options of a technique turn it on, as policy does for precision.
+// RUN: ds-opt %s --ds-training-pipeline="clip-max-norm=0.5" | FileCheck %s --check-prefix=IMPLIED
+// IMPLIED: ds.metric = "clip_coef"
 // The passes after ds-assign-precision treat the high-precision variant
 // like the step, so both keep one signature.
 // RUN: ds-opt %s --ds-training-pipeline="precision anomaly-steps=4 loss-scaling" | FileCheck %s --check-prefix=VARIANT
@@ -24,7 +31,11 @@
 
 // LOWER: llvm.func @step
 
-// BAD: ds pipeline: bad pipeline 'ds-insert-optimizer{kind=sgd lr=x}'
+// BAD: for the --optimizer-lr option: 'x' value invalid for floating point argument!
+// BAD: error: ds-training-pipeline: cannot parse the options 'optimizer-kind=sgd optimizer-lr=x'
+// BADKIND: for the --optimizer-kind option: Cannot find option named 'lamb'!
+// NESTED: no such option optimizer
+// RANGE: error: ds-insert-loss-scaling: growth-factor must be > 1, got 0.500000
 
 func.func @step(%x: tensor<8x16xf32> {ds.input = "x"}, %y: tensor<8xi64> {ds.input = "y"},
     %wq: tensor<16x16xf32> {ds.param = "attn.q_proj.weight", ds.init = #ds.init<normal, 0.1>},

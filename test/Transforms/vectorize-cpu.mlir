@@ -1,4 +1,4 @@
-// RUN: ds-opt %s --ds-vectorize-cpu --split-input-file | FileCheck %s
+// RUN: ds-opt %s --pass-pipeline="builtin.module(func.func(ds-vectorize-cpu))" --split-input-file | FileCheck %s
 
 // Elementwise f32: rows by one, columns by 16 lanes, 1-D vectors.
 // CHECK-LABEL: func.func @add

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Pipelines/Pipelines.h"
 #include "ds/Runner/Random.h"
 #include "ds/Runner/Report.h"
 #include "ds/Runner/Session.h"
@@ -113,9 +114,10 @@ cl::opt<std::string> injectNonfinite(
              "needs --loss-scaling"),
     cl::value_desc("N|S1,S2,..."), cl::cat(guardCat));
 
-cl::opt<std::string> optKind("optimizer",
-                             cl::desc("sgd, momentum, adam or adamw"),
-                             cl::init("adamw"), cl::cat(optCat));
+cl::opt<mlir::ds::OptimizerKind>
+    optKind("optimizer", cl::desc("Optimizer"),
+            cl::init(mlir::ds::OptimizerKind::AdamW),
+            mlir::ds::optimizerKindValues(), cl::cat(optCat));
 cl::opt<double> lr("lr", cl::desc("Learning rate"), cl::init(1e-3),
                    cl::cat(optCat));
 cl::opt<double> momentum("momentum", cl::desc("SGD momentum (-1: default)"),
@@ -123,12 +125,20 @@ cl::opt<double> momentum("momentum", cl::desc("SGD momentum (-1: default)"),
 cl::opt<double> weightDecay("weight-decay",
                             cl::desc("Weight decay (-1: optimizer default)"),
                             cl::init(-1.0), cl::cat(optCat));
-cl::opt<double> beta1("beta1", cl::init(0.9), cl::cat(optCat));
-cl::opt<double> beta2("beta2", cl::init(0.999), cl::cat(optCat));
-cl::opt<double> eps("eps", cl::init(1e-8), cl::cat(optCat));
-cl::opt<std::string> schedule("schedule", cl::desc("constant or warmup-cosine"),
-                              cl::init("constant"), cl::cat(optCat));
-cl::opt<int64_t> warmupSteps("warmup-steps", cl::init(0), cl::cat(optCat));
+cl::opt<double> beta1("beta1", cl::desc("Adam beta1"), cl::init(0.9),
+                      cl::cat(optCat));
+cl::opt<double> beta2("beta2", cl::desc("Adam beta2"), cl::init(0.999),
+                      cl::cat(optCat));
+cl::opt<double> eps("eps", cl::desc("Adam epsilon"), cl::init(1e-8),
+                    cl::cat(optCat));
+cl::opt<mlir::ds::LRSchedule> schedule("schedule",
+                                       cl::desc("Learning-rate schedule"),
+                                       cl::init(mlir::ds::LRSchedule::Constant),
+                                       mlir::ds::lrScheduleValues(),
+                                       cl::cat(optCat));
+cl::opt<int64_t> warmupSteps("warmup-steps",
+                             cl::desc("Linear warm-up steps (warmup-cosine)"),
+                             cl::init(0), cl::cat(optCat));
 cl::opt<int64_t> totalSteps("total-steps",
                             cl::desc("Cosine length (default: --steps)"),
                             cl::init(0), cl::cat(optCat));
@@ -157,6 +167,35 @@ bool extractThreads(int &argc, char **argv, int &threads) {
   }
   argc = out;
   return true;
+}
+
+/// The spelling of an enum option's value, as its parser knows it.
+template <typename T> StringRef spellingOf(cl::opt<T> &option) {
+  cl::OptionValue<T> value(option.getValue());
+  const auto &parser = option.getParser();
+  for (unsigned i = 0, e = parser.getNumOptions(); i < e; ++i)
+    if (parser.getOptionValue(i).compare(value))
+      return parser.getOption(i);
+  return "";
+}
+
+/// Reads a pass's option string ("growth-interval=3 hysteresis=2") into
+/// ds-training-pipeline's options, where the pass's options are spelled
+/// `<prefix>-<option>`, and turns the pass on. Returns false with a message.
+bool parseTechniqueOptions(mlir::ds::TrainingPipelineOptions &options,
+                           StringRef prefix, StringRef text,
+                           std::string &error) {
+  std::string prefixed = prefix.str();
+  SmallVector<StringRef> words;
+  text.split(words, ' ', -1, /*KeepEmpty=*/false);
+  for (StringRef word : words)
+    prefixed += " " + prefix.str() + "-" + word.str();
+  // The parser prints what it rejects; say which word it was.
+  if (succeeded(options.parseFromString(prefixed)))
+    return true;
+  error =
+      "cannot parse the options '" + text.str() + "' (see the message above)";
+  return false;
 }
 
 /// Parses NAME=FILE options into a map.
@@ -233,6 +272,8 @@ int main(int argc, char **argv) {
     errs() << "ds-run: error: --threads expects a non-negative integer\n";
     return 1;
   }
+  // --help lists ds-run's own options, not those of the LLVM libraries.
+  cl::HideUnrelatedOptions({&runCat, &optCat, &guardCat});
   cl::ParseCommandLineOptions(
       argc, argv,
       "ds-run: compile a ds training step and run it on the CPU\n\n"
@@ -281,17 +322,28 @@ int main(int argc, char **argv) {
   prepare.entry = entry;
   prepare.forwardForEval = evalEvery > 0;
   int64_t cosineSteps = totalSteps ? totalSteps : steps;
-  FailureOr<mlir::ds::OptimizerConfig> config = mlir::ds::OptimizerConfig::get(
-      optKind, schedule, lr, momentum, /*dampening=*/0.0, /*nesterov=*/false,
-      beta1, beta2, eps, weightDecay, warmupSteps, cosineSteps,
-      /*warmupStartFactor=*/1e-3, /*minLrFactor=*/0.0, error);
-  if (failed(config)) {
-    errs() << "ds-run: error: " << error << "\n";
-    return 1;
+  mlir::ds::TrainingPipelineConfig &pipeline = prepare.pipeline;
+  mlir::ds::InsertOptimizerPassOptions &opt = *pipeline.optimizer;
+  opt.kind = optKind;
+  opt.schedule = schedule;
+  opt.lr = lr;
+  opt.momentum = momentum;
+  opt.weightDecay = weightDecay;
+  opt.beta1 = beta1;
+  opt.beta2 = beta2;
+  opt.eps = eps;
+  opt.warmupSteps = warmupSteps;
+  opt.totalSteps = cosineSteps;
+  if (failed(mlir::ds::validateOptimizerOptions(opt, error)))
+    return badOption(error);
+  if (precision.getNumOccurrences()) {
+    mlir::ds::AssignPrecisionPassOptions &p = pipeline.precision.emplace();
+    p.policy = precision.getValue();
+    // The time-level schedule spans the training, like the cosine: the
+    // --total-steps of a run split by checkpoints, else --steps.
+    p.totalSteps = cosineSteps;
+    p.anomalySteps = anomalySteps;
   }
-  prepare.optimizer = *config;
-  if (precision.getNumOccurrences())
-    prepare.precisionPolicy = precision.getValue();
   if (anomalySteps < 0)
     return badOption("--anomaly-steps: expected a non-negative count");
   if (anomalySteps > 0 && !precision.getNumOccurrences())
@@ -301,37 +353,39 @@ int main(int argc, char **argv) {
     return badOption("--anomaly-steps needs --loss-scaling (its anomaly "
                      "detector raises the 'anomaly' metric that triggers the "
                      "switch)");
-  // The time-level schedule spans the training, like the cosine: the
-  // --total-steps of a run split by checkpoints, else --steps.
-  prepare.totalSteps = cosineSteps;
-  prepare.anomalySteps = anomalySteps;
+  // --loss-scaling and --clip-gradients take their pass's options as text;
+  // they are read by ds-training-pipeline's typed options, where each is
+  // spelled with the pass's prefix.
+  mlir::ds::TrainingPipelineOptions techniques;
   if (lossScaling.getNumOccurrences()) {
     std::string opts = lossScaling;
     if (!injectNonfinite.empty() &&
         StringRef(opts).find("inject-nonfinite") == StringRef::npos)
       opts += " inject-nonfinite=1";
-    FailureOr<mlir::ds::LossScalingConfig> ls =
-        mlir::ds::parseLossScalingOptions(opts, error);
-    if (failed(ls))
+    if (!parseTechniqueOptions(techniques, "loss-scaling", opts, error))
       return badOption("--loss-scaling: " + error);
-    prepare.lossScaling = *ls;
+    pipeline.lossScaling = *techniques.getConfig().lossScaling;
+    if (failed(
+            mlir::ds::validateLossScalingOptions(*pipeline.lossScaling, error)))
+      return badOption("--loss-scaling: " + error);
     prepare.lossScalingSpelling = StringRef(opts).trim().str();
   }
   if (clipGradients.getNumOccurrences()) {
-    FailureOr<mlir::ds::ClipConfig> clip =
-        mlir::ds::parseClipOptions(clipGradients, error);
-    if (failed(clip))
+    if (!parseTechniqueOptions(techniques, "clip", clipGradients, error))
       return badOption("--clip-gradients: " + error);
-    prepare.clip = *clip;
+    pipeline.clip = *techniques.getConfig().clip;
+    if (failed(mlir::ds::validateClipOptions(*pipeline.clip, error)))
+      return badOption("--clip-gradients: " + error);
     prepare.clipSpelling = clipGradients;
   }
   std::vector<int64_t> injectSteps;
   if (!injectNonfinite.empty() &&
       !parseInjectSteps(injectNonfinite, steps, seed, injectSteps, error))
     return badOption(error);
-  prepare.optimizerSpelling = "kind=" + optKind + " lr=" + std::to_string(lr);
-  if (schedule != "constant")
-    prepare.optimizerSpelling += " schedule=" + schedule;
+  prepare.optimizerSpelling =
+      "kind=" + spellingOf(optKind).str() + " lr=" + std::to_string(lr);
+  if (schedule != mlir::ds::LRSchedule::Constant)
+    prepare.optimizerSpelling += " schedule=" + spellingOf(schedule).str();
 
   auto log = [](const std::string &line) { outs() << line << "\n"; };
   Expected<std::unique_ptr<StepProgram>> program = StepProgram::compile(

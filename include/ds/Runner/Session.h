@@ -12,8 +12,8 @@
 #define DS_RUNNER_SESSION_H
 
 #include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Pipelines/Pipelines.h"
 #include "ds/Runner/Npy.h"
-#include "ds/Transforms/Passes.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -39,22 +39,13 @@ llvm::StringRef stringifyModuleLevel(ModuleLevel level);
 
 /// How to bring a module to a runnable training step.
 struct PrepareOptions {
-  /// Optimizer applied to forward + loss and gradient modules.
-  mlir::ds::OptimizerConfig optimizer;
-  /// Textual form of the optimizer options, for messages.
+  /// The passes applied to forward + loss and gradient modules, as
+  /// ds-training-pipeline runs them; the module's level decides whether
+  /// ds-autodiff and ds-insert-optimizer run.
+  mlir::ds::TrainingPipelineConfig pipeline;
+  /// Textual forms of the options, for the progress line.
   std::string optimizerSpelling = "kind=adamw";
-  /// Loss scaling and gradient clipping, applied after autodiff and before
-  /// the optimizer (forward + loss and gradient modules only), with the
-  /// textual options for messages.
-  std::optional<mlir::ds::LossScalingConfig> lossScaling;
-  std::optional<mlir::ds::ClipConfig> clip;
   std::string lossScalingSpelling, clipSpelling;
-  /// ds-assign-precision after autodiff: a policy file, "" for the
-  /// default policy; unset: none.
-  std::optional<std::string> precisionPolicy;
-  /// The schedule's training length and the anomaly fallback length (see
-  /// mlir::ds::AssignPrecisionOptions).
-  int64_t totalSteps = 0, anomalySteps = 0;
   /// Run the module as it is (no autodiff / optimizer): for gradient checks.
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).

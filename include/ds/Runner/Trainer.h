@@ -89,7 +89,7 @@ private:
 
   std::vector<unsigned> inputArgs; ///< argument index of each feed input
   /// The `inject_nonfinite` input and the `loss_scale` state, if any.
-  std::optional<unsigned> injectArg, lossScaleArg;
+  std::optional<unsigned> injectArg, lossScaleArg, iterationArg;
   /// Steps skipped for non-finite gradients, and anomaly events.
   std::vector<int64_t> skippedSteps, anomalySteps;
   int64_t step = 0;

@@ -13,6 +13,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <string>
 
@@ -24,6 +25,49 @@ class LinalgOp;
 } // namespace mlir
 
 namespace mlir::ds {
+
+/// The optimizers of ds-insert-optimizer (torch.optim's formulas).
+enum class OptimizerKind { Sgd, Momentum, Adam, AdamW };
+/// The learning-rate schedules of ds-insert-optimizer.
+enum class LRSchedule { Constant, WarmupCosine };
+/// The modes of ds-clip-gradients.
+enum class ClipMode { Global, Adaptive };
+/// The norm of ds-clip-gradients' global mode.
+enum class ClipNormType { L2, Inf };
+
+/// The spellings of the enum options, shared by the passes and
+/// ds-training-pipeline.
+inline llvm::cl::ValuesClass optimizerKindValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::OptimizerKind::Sgd, "sgd",
+                 "torch.optim.SGD (momentum 0)"),
+      clEnumValN(::mlir::ds::OptimizerKind::Momentum, "momentum",
+                 "torch.optim.SGD with momentum 0.9"),
+      clEnumValN(::mlir::ds::OptimizerKind::Adam, "adam",
+                 "torch.optim.Adam (coupled L2 weight decay)"),
+      clEnumValN(::mlir::ds::OptimizerKind::AdamW, "adamw",
+                 "torch.optim.AdamW (decoupled weight decay 0.01)"));
+}
+inline llvm::cl::ValuesClass lrScheduleValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::LRSchedule::Constant, "constant",
+                 "The same rate every step"),
+      clEnumValN(::mlir::ds::LRSchedule::WarmupCosine, "warmup-cosine",
+                 "Linear warm-up, then a cosine to its floor"));
+}
+inline llvm::cl::ValuesClass clipModeValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::ClipMode::Global, "global",
+                 "torch.nn.utils.clip_grad_norm_"),
+      clEnumValN(::mlir::ds::ClipMode::Adaptive, "adaptive",
+                 "Per-component clipping with a moving threshold"));
+}
+inline llvm::cl::ValuesClass clipNormTypeValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::ClipNormType::L2, "2", "The L2 norm"),
+      clEnumValN(::mlir::ds::ClipNormType::Inf, "inf",
+                 "The infinity norm (largest |g|)"));
+}
 
 #define GEN_PASS_DECL
 #include "ds/Transforms/Passes.h.inc"
@@ -39,81 +83,35 @@ LogicalResult exportContracts(ModuleOp module, bool strip);
 /// on an op without a gradient rule or a step in the wrong state.
 LogicalResult differentiateTrainingStep(FunctionOpInterface func);
 
-/// A checked optimizer configuration (see ds-insert-optimizer).
-struct OptimizerConfig {
-  enum class Kind { Sgd, Adam, AdamW };
-  enum class Schedule { Constant, WarmupCosine };
-  Kind kind = Kind::AdamW;
-  Schedule schedule = Schedule::Constant;
-  double lr = 1e-3, momentum = 0.0, dampening = 0.0;
-  bool nesterov = false;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.0;
-  int64_t warmupSteps = 0, totalSteps = 0;
-  double warmupStartFactor = 1e-3, minLrFactor = 0.0;
-
-  /// Builds a configuration from pass options; negative `momentum` and
-  /// `weightDecay` mean the kind's default. Fails with a message in `error`.
-  static FailureOr<OptimizerConfig>
-  get(StringRef kind, StringRef schedule, double lr, double momentum,
-      double dampening, bool nesterov, double beta1, double beta2, double eps,
-      double weightDecay, int64_t warmupSteps, int64_t totalSteps,
-      double warmupStartFactor, double minLrFactor, std::string &error);
-
-  /// This configuration with the per-parameter overrides of a `ds.optim`
-  /// dictionary applied (`kind`, `lr`, `momentum`, `dampening`, `nesterov`,
-  /// `beta1`, `beta2`, `eps`, `weight_decay`), validated like the options.
-  /// The schedule stays the step's. Fails with a message in `error`.
-  FailureOr<OptimizerConfig> withOverrides(DictionaryAttr overrides,
-                                           std::string &error) const;
-
-private:
-  /// Checks the hyperparameters; fails with a message in `error`.
-  LogicalResult validate(std::string &error) const;
-};
+/// Checks the options of ds-insert-optimizer; fails with a message naming
+/// the option in `error`.
+LogicalResult
+validateOptimizerOptions(const InsertOptimizerPassOptions &options,
+                         std::string &error);
 
 /// Replaces the `ds.grad` results of `func` by parameter updates, adding the
-/// optimizer's state (see ds-insert-optimizer).
+/// optimizer's state (see ds-insert-optimizer). The options must have been
+/// validated; per-parameter `ds.optim` overrides are checked here.
 LogicalResult insertOptimizer(FunctionOpInterface func,
-                              const OptimizerConfig &config);
+                              const InsertOptimizerPassOptions &options);
 
-/// A checked loss-scaling configuration (see ds-insert-loss-scaling).
-struct LossScalingConfig {
-  double initScale = 65536.0, growthFactor = 2.0, backoffFactor = 0.5;
-  int64_t growthInterval = 2000;
-  /// Megatron: overflows before a back-off, and the back-off's floor.
-  int64_t hysteresis = 1;
-  double minScale = 0.0;
-  /// Activation-based cap min(gamma * max|a|, S_max); 0 = that term off.
-  double capGamma = 0.0, capMax = 0.0;
-  /// Gradient anomaly detector.
-  bool anomaly = true;
-  double anomalyEpsilon = 0.25;
-  int64_t anomalyCount = 3;
-  /// Add the `inject_nonfinite` fault-injection input.
-  bool injectNonfinite = false;
-
-  /// Checks the values; fails with a message in `error`.
-  LogicalResult validate(std::string &error) const;
-};
-
-/// Parses a ds-insert-loss-scaling option string ("growth-interval=3
-/// hysteresis=2") into a checked configuration; fails with a message.
-FailureOr<LossScalingConfig> parseLossScalingOptions(StringRef options,
-                                                     std::string &error);
+/// Checks the options of ds-insert-loss-scaling; fails with a message naming
+/// the option in `error`.
+LogicalResult
+validateLossScalingOptions(const InsertLossScalingPassOptions &options,
+                           std::string &error);
 
 /// Adds dynamic loss scaling (and the anomaly detector) to the gradient
 /// step `func` (see ds-insert-loss-scaling). Emits a located error and
 /// fails when the step has no gradients, already updates its parameters or
 /// has no `ds.seed`.
+LogicalResult insertLossScaling(FunctionOpInterface func,
+                                const InsertLossScalingPassOptions &options);
+
 class PrecisionPolicy;
-/// The time-level settings of ds-assign-precision.
-struct AssignPrecisionOptions {
-  /// Training length, for the policy's schedule.
-  int64_t totalSteps = 0;
-  /// Steps the runner spends in the high-precision variant after a
-  /// gradient anomaly (0: none).
-  int64_t anomalySteps = 0;
-};
+/// The time-level settings of ds-assign-precision (its `policy` option is
+/// loaded by the caller).
+using AssignPrecisionOptions = AssignPrecisionPassOptions;
 
 /// Applies `policy` to the differentiated step `func` (see
 /// ds-assign-precision) and records the decisions under the function's
@@ -125,28 +123,10 @@ FailureOr<FunctionOpInterface>
 assignPrecision(FunctionOpInterface func, const PrecisionPolicy &policy,
                 const AssignPrecisionOptions &options = {});
 
-LogicalResult insertLossScaling(FunctionOpInterface func,
-                                const LossScalingConfig &config);
-
-/// A checked gradient-clipping configuration (see ds-clip-gradients).
-struct ClipConfig {
-  enum class Mode { Global, Adaptive };
-  Mode mode = Mode::Global;
-  double maxNorm = 1.0;
-  /// The global mode's norm: 2 or infinity.
-  bool infNorm = false;
-  int64_t history = 1000;
-  double noiseStd = 0.0;
-
-  /// Builds a configuration from pass options; fails with a message.
-  static FailureOr<ClipConfig> get(StringRef mode, double maxNorm,
-                                   StringRef normType, int64_t history,
-                                   double noiseStd, std::string &error);
-};
-
-/// Parses a ds-clip-gradients option string ("mode=global max-norm=1")
-/// into a checked configuration; fails with a message.
-FailureOr<ClipConfig> parseClipOptions(StringRef options, std::string &error);
+/// Checks the options of ds-clip-gradients; fails with a message naming the
+/// option in `error`.
+LogicalResult validateClipOptions(const ClipGradientsPassOptions &options,
+                                  std::string &error);
 
 /// How ds-clip-gradients' adaptive mode measures a parameter's gradient.
 enum class ClipNormKind { L2, Inf };
@@ -156,8 +136,10 @@ enum class ClipNormKind { L2, Inf };
 /// infinity for FFN, L2 otherwise.
 ClipNormKind classifyClipNorm(StringRef name, ArrayRef<StringRef> annotations);
 
-/// Clips the gradients of `func` (see ds-clip-gradients).
-LogicalResult clipGradients(FunctionOpInterface func, const ClipConfig &config);
+/// Clips the gradients of `func` (see ds-clip-gradients). The options must
+/// have been validated.
+LogicalResult clipGradients(FunctionOpInterface func,
+                            const ClipGradientsPassOptions &options);
 
 /// Marks every step of the module's `ds.contract` table for the C calling
 /// convention with read-only arguments (see ds-prepare-step-abi).
@@ -185,69 +167,10 @@ void populateEmulateNarrowFloatsPatterns(RewritePatternSet &patterns,
 /// `types` (see ds-emulate-narrow-floats); emits a located error otherwise.
 LogicalResult checkNarrowFloatCasts(Operation *root, ArrayRef<Type> types);
 
-/// Options of ds-cpu-pipeline.
-struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
-  PassOptions::Option<bool> libraryGemm{
-      *this, "library-gemm",
-      llvm::cl::desc("Run f32/f64 matmuls through the runtime's GEMM "
-                     "(oneDNN) instead of compiled loops"),
-      llvm::cl::init(true)};
-};
-
-/// Options of ds-training-pipeline: which technique passes run, with their
-/// options as the passes spell them.
-struct TrainingPipelineOptions
-    : public PassPipelineOptions<TrainingPipelineOptions> {
-  PassOptions::Option<bool> precision{*this, "precision",
-                                      llvm::cl::desc("Run ds-assign-precision"),
-                                      llvm::cl::init(false)};
-  PassOptions::Option<std::string> policy{
-      *this, "policy",
-      llvm::cl::desc("ds-assign-precision's policy file (implies precision)"),
-      llvm::cl::init("")};
-  PassOptions::Option<int64_t> totalSteps{
-      *this, "total-steps",
-      llvm::cl::desc("ds-assign-precision's total-steps (the schedule's "
-                     "training length)"),
-      llvm::cl::init(0)};
-  PassOptions::Option<int64_t> anomalySteps{
-      *this, "anomaly-steps",
-      llvm::cl::desc("ds-assign-precision's anomaly-steps (steps in the "
-                     "high-precision variant after a gradient anomaly)"),
-      llvm::cl::init(0)};
-  PassOptions::Option<bool> lossScaling{
-      *this, "loss-scaling",
-      llvm::cl::desc("Run ds-insert-loss-scaling with its defaults"),
-      llvm::cl::init(false)};
-  PassOptions::Option<std::string> clip{
-      *this, "clip",
-      llvm::cl::desc("Run ds-clip-gradients with these options (e.g. "
-                     "'mode=global max-norm=1'); empty: no clipping"),
-      llvm::cl::init("")};
-  PassOptions::Option<std::string> optimizer{
-      *this, "optimizer", llvm::cl::desc("ds-insert-optimizer's options"),
-      llvm::cl::init("kind=adamw")};
-  PassOptions::Option<bool> lower{*this, "lower",
-                                  llvm::cl::desc("Append ds-cpu-pipeline"),
-                                  llvm::cl::init(false)};
-};
-
-/// Builds ds-training-pipeline: the technique passes in the canonical order
-/// of DESIGN.md (autodiff, precision, loss scaling, clipping, optimizer).
-void buildTrainingPipeline(OpPassManager &pm,
-                           const TrainingPipelineOptions &options);
-
-/// Builds ds-cpu-pipeline: from a ds training step (or any ds module) to the
-/// LLVM dialect, ready for the JIT, with the contract in `ds.contract`.
-void buildCPUPipeline(OpPassManager &pm, const CPUPipelineOptions &options);
-
-/// Registers the ds pass pipelines (ds-cpu-pipeline, ds-training-pipeline).
-void registerDSPipelines();
-
 #define GEN_PASS_REGISTRATION
 #include "ds/Transforms/Passes.h.inc"
 
-/// Registers every ds pass and pipeline.
+/// Registers every ds pass (the pipelines: ds/Pipelines/Pipelines.h).
 void registerAllDSPasses();
 
 } // namespace mlir::ds

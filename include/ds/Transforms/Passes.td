@@ -187,8 +187,9 @@ def InsertOptimizerPass : Pass<"ds-insert-optimizer", "::mlir::ModuleOp"> {
                            "::mlir::math::MathDialect",
                            "::mlir::tensor::TensorDialect"];
   let options = [
-    Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"",
-           "Optimizer: sgd, momentum, adam or adamw">,
+    Option<"kind", "kind", "::mlir::ds::OptimizerKind",
+           /*default=*/"::mlir::ds::OptimizerKind::AdamW", "Optimizer",
+           [{::mlir::ds::optimizerKindValues()}]>,
     Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
     Option<"momentum", "momentum", "double", /*default=*/"-1.0",
            "SGD momentum (default: 0 for sgd, 0.9 for momentum)">,
@@ -202,8 +203,10 @@ def InsertOptimizerPass : Pass<"ds-insert-optimizer", "::mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", /*default=*/"-1.0",
            "Weight decay (default: 0.01 for adamw, 0 otherwise); decoupled "
            "for adamw, L2 for the others">,
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"",
-           "Learning-rate schedule: constant or warmup-cosine">,
+    Option<"schedule", "schedule", "::mlir::ds::LRSchedule",
+           /*default=*/"::mlir::ds::LRSchedule::Constant",
+           "Learning-rate schedule",
+           [{::mlir::ds::lrScheduleValues()}]>,
     Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
            "Linear warm-up steps (warmup-cosine)">,
     Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
@@ -426,12 +429,15 @@ def ClipGradientsPass : Pass<"ds-clip-gradients", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect",
                            "::mlir::ds::DSDialect"];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"global\"",
-           "global or adaptive">,
+    Option<"mode", "mode", "::mlir::ds::ClipMode",
+           /*default=*/"::mlir::ds::ClipMode::Global", "Clipping mode",
+           [{::mlir::ds::clipModeValues()}]>,
     Option<"maxNorm", "max-norm", "double", /*default=*/"1.0",
            "Largest total norm (global)">,
-    Option<"normType", "norm-type", "std::string", /*default=*/"\"2\"",
-           "Norm of the global mode: 2 or inf">,
+    Option<"normType", "norm-type", "::mlir::ds::ClipNormType",
+           /*default=*/"::mlir::ds::ClipNormType::L2",
+           "Norm of the global mode",
+           [{::mlir::ds::clipNormTypeValues()}]>,
     Option<"history", "history", "int64_t", /*default=*/"1000",
            "Global norms averaged by the adaptive threshold">,
     Option<"noiseStd", "noise-std", "double", /*default=*/"0.0",
@@ -453,7 +459,7 @@ def PrepareStepABIPass : Pass<"ds-prepare-step-abi", "::mlir::ModuleOp"> {
   }];
 }
 
-def FuseElementwisePass : Pass<"ds-fuse-elementwise"> {
+def FuseElementwisePass : InterfacePass<"ds-fuse-elementwise", "::mlir::FunctionOpInterface"> {
   let summary = "Fuse elementwise linalg chains, keeping contractions intact";
   let description = [{
     Upstream's elementwise fusion (linalg-fuse-elementwise-ops) with one
@@ -466,7 +472,7 @@ def FuseElementwisePass : Pass<"ds-fuse-elementwise"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
-def ApproximateMathPass : Pass<"ds-approximate-math"> {
+def ApproximateMathPass : InterfacePass<"ds-approximate-math", "::mlir::FunctionOpInterface"> {
   let summary = "Replace f32 transcendental calls by inline polynomials";
   let description = [{
     Rewrites f32 `math.tanh`, `math.erf`, `math.exp`, `math.expm1`,
@@ -481,7 +487,7 @@ def ApproximateMathPass : Pass<"ds-approximate-math"> {
                            "::mlir::vector::VectorDialect"];
 }
 
-def VectorizeCPUPass : Pass<"ds-vectorize-cpu"> {
+def VectorizeCPUPass : InterfacePass<"ds-vectorize-cpu", "::mlir::FunctionOpInterface"> {
   let summary = "Tile and vectorise the non-GEMM linalg ops on tensors";
   let description = [{
     Runs on tensors, after ds-prepare-library-gemms and before

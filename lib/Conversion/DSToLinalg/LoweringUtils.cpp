@@ -6,6 +6,8 @@
 
 #include "LoweringUtils.h"
 
+#include "ds/Dialect/DS/Utils/ScalarBuilder.h"
+
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 
@@ -180,37 +182,18 @@ Type lowering::getComputeType(Type elementType) {
   return elementType;
 }
 
+// The scalar rules live in ScalarBuilder, shared with the passes.
 Value lowering::convertFloat(OpBuilder &b, Location loc, Value value, Type to) {
-  auto from = cast<FloatType>(value.getType());
-  auto target = cast<FloatType>(to);
-  if (from == target)
-    return value;
-  if (from.getWidth() < target.getWidth())
-    return arith::ExtFOp::create(b, loc, target, value);
-  if (from.getWidth() > target.getWidth())
-    return arith::TruncFOp::create(b, loc, target, value);
-  // Equal widths with different formats (f16 <-> bf16): go through f32,
-  // which holds both exactly.
-  Value wide = arith::ExtFOp::create(b, loc, b.getF32Type(), value);
-  return arith::TruncFOp::create(b, loc, target, wide);
+  return ScalarBuilder(b, loc).convert(value, to);
 }
-
 Value lowering::add(OpBuilder &b, Location loc, Value x, Value y) {
-  if (isa<FloatType>(x.getType()))
-    return arith::AddFOp::create(b, loc, x, y);
-  return arith::AddIOp::create(b, loc, x, y);
+  return ScalarBuilder(b, loc).add(x, y);
 }
-
 Value lowering::sub(OpBuilder &b, Location loc, Value x, Value y) {
-  if (isa<FloatType>(x.getType()))
-    return arith::SubFOp::create(b, loc, x, y);
-  return arith::SubIOp::create(b, loc, x, y);
+  return ScalarBuilder(b, loc).sub(x, y);
 }
-
 Value lowering::mul(OpBuilder &b, Location loc, Value x, Value y) {
-  if (isa<FloatType>(x.getType()))
-    return arith::MulFOp::create(b, loc, x, y);
-  return arith::MulIOp::create(b, loc, x, y);
+  return ScalarBuilder(b, loc).mul(x, y);
 }
 
 Value lowering::addReassoc(OpBuilder &b, Location loc, Value x, Value y) {

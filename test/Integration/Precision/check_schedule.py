@@ -86,7 +86,7 @@ def main():
               "schedule: every step reports its promoted channels")
         lowered = os.path.join(work, "lowered.mlir")
         subprocess.run([DS_OPT, GPT, "--ds-training-pipeline=policy=%s total-steps=10 "
-                        "optimizer='kind=adamw lr=0.001' lower" % policy, "-o", lowered],
+                        "optimizer-kind=adamw optimizer-lr=0.001 lower" % policy, "-o", lowered],
                        check=True)
         ahead = run(work, "ahead", [], model=lowered)
         check([s["variant"] for s in ahead["steps"]] == want,

@@ -28,6 +28,13 @@ class ModuleOp;
 namespace ds {
 
 enum class ArgRole { Param, Input, State };
+
+/// The two shared counters every pass that needs one reuses
+/// (docs/TrainingStepContract.md): `step`, the optimizer steps taken
+/// (frozen on a skipped step, as torch.optim's), and `iteration`, the steps
+/// run (always advances), which every schedule reads.
+inline constexpr llvm::StringLiteral kStepStateKind = "step";
+inline constexpr llvm::StringLiteral kIterationStateKind = "iteration";
 enum class ResultRole { Loss, Update, Grad, Metric };
 
 StringRef stringifyArgRole(ArgRole role);

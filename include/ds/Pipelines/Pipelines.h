@@ -1,0 +1,235 @@
+//===- Pipelines.h - ds pass pipelines -------------------------*- C++ -*-===//
+//
+// ds-training-pipeline (the training techniques in their canonical order)
+// and ds-cpu-pipeline (a ds module down to the LLVM dialect for the JIT),
+// built from pass objects. ds-opt, the mlir-opt plugin and the runner call
+// the same builders, so the pass order is decided in one place
+// (lib/Pipelines/Pipelines.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_PIPELINES_PIPELINES_H
+#define DS_PIPELINES_PIPELINES_H
+
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <optional>
+
+namespace mlir::ds {
+
+/// Options of ds-cpu-pipeline.
+struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
+  PassOptions::Option<bool> libraryGemm{
+      *this, "library-gemm",
+      llvm::cl::desc("Run f32/f64 matmuls through the runtime's GEMM "
+                     "(oneDNN) instead of compiled loops"),
+      llvm::cl::init(true)};
+};
+
+/// What ds-training-pipeline runs, as the passes' own generated option
+/// structs: a pass whose entry is empty does not run. Tools and the runner
+/// fill this directly; the registered pipeline fills it from
+/// TrainingPipelineOptions.
+struct TrainingPipelineConfig {
+  /// ds-autodiff (off for a step that already has its gradients).
+  bool autodiff = true;
+  std::optional<AssignPrecisionPassOptions> precision;
+  std::optional<InsertLossScalingPassOptions> lossScaling;
+  std::optional<ClipGradientsPassOptions> clip;
+  /// ds-insert-optimizer (empty for a step that already updates).
+  std::optional<InsertOptimizerPassOptions> optimizer =
+      InsertOptimizerPassOptions();
+  /// Append ds-cpu-pipeline, with its `library-gemm`.
+  bool lower = false;
+  bool libraryGemm = true;
+};
+
+/// Options of ds-training-pipeline: every option of every pass it runs,
+/// flat and typed, spelled `<pass prefix>-<option>` (`optimizer-lr`,
+/// `loss-scaling-growth-interval`, `clip-max-norm`); ds-assign-precision's
+/// are `policy`, `total-steps` and `anomaly-steps`. Setting an option of a
+/// technique turns that technique on, as `policy` turns on `precision`.
+/// Defaults are the passes' own.
+struct TrainingPipelineOptions
+    : public PassPipelineOptions<TrainingPipelineOptions> {
+  using Opt = PassOptions;
+
+  // ds-assign-precision.
+  Opt::Option<bool> precision{*this, "precision",
+                              llvm::cl::desc("Run ds-assign-precision"),
+                              llvm::cl::init(false)};
+  Opt::Option<std::string> policy{
+      *this, "policy",
+      llvm::cl::desc("ds-assign-precision's policy file (implies precision)"),
+      llvm::cl::init(AssignPrecisionPassOptions().policy)};
+  Opt::Option<int64_t> totalSteps{
+      *this, "total-steps",
+      llvm::cl::desc("Training length: ds-assign-precision's schedule, and "
+                     "the cosine when optimizer-total-steps is 0"),
+      llvm::cl::init(AssignPrecisionPassOptions().totalSteps)};
+  Opt::Option<int64_t> anomalySteps{
+      *this, "anomaly-steps",
+      llvm::cl::desc("ds-assign-precision's anomaly-steps (steps in the "
+                     "high-precision variant after a gradient anomaly)"),
+      llvm::cl::init(AssignPrecisionPassOptions().anomalySteps)};
+
+  // ds-insert-loss-scaling.
+  Opt::Option<bool> lossScaling{*this, "loss-scaling",
+                                llvm::cl::desc("Run ds-insert-loss-scaling"),
+                                llvm::cl::init(false)};
+  Opt::Option<double> lsInitScale{
+      *this, "loss-scaling-init-scale", llvm::cl::desc("Initial scale"),
+      llvm::cl::init(InsertLossScalingPassOptions().initScale)};
+  Opt::Option<double> lsGrowthFactor{
+      *this, "loss-scaling-growth-factor",
+      llvm::cl::desc("Scale factor after growth-interval clean steps"),
+      llvm::cl::init(InsertLossScalingPassOptions().growthFactor)};
+  Opt::Option<double> lsBackoffFactor{
+      *this, "loss-scaling-backoff-factor",
+      llvm::cl::desc("Scale factor on overflow"),
+      llvm::cl::init(InsertLossScalingPassOptions().backoffFactor)};
+  Opt::Option<int64_t> lsGrowthInterval{
+      *this, "loss-scaling-growth-interval",
+      llvm::cl::desc("Clean steps in a row before growing"),
+      llvm::cl::init(InsertLossScalingPassOptions().growthInterval)};
+  Opt::Option<int64_t> lsHysteresis{
+      *this, "loss-scaling-hysteresis",
+      llvm::cl::desc("Overflows before backing off (Megatron)"),
+      llvm::cl::init(InsertLossScalingPassOptions().hysteresis)};
+  Opt::Option<double> lsMinScale{
+      *this, "loss-scaling-min-scale",
+      llvm::cl::desc("Floor of the backed-off scale; 0 = none"),
+      llvm::cl::init(InsertLossScalingPassOptions().minScale)};
+  Opt::Option<double> lsCapGamma{
+      *this, "loss-scaling-activation-cap-gamma",
+      llvm::cl::desc("Cap at gamma * max|activation|; 0 = off"),
+      llvm::cl::init(InsertLossScalingPassOptions().capGamma)};
+  Opt::Option<double> lsCapMax{
+      *this, "loss-scaling-activation-cap-max",
+      llvm::cl::desc("Cap at S_max; 0 = off"),
+      llvm::cl::init(InsertLossScalingPassOptions().capMax)};
+  Opt::Option<bool> lsAnomaly{
+      *this, "loss-scaling-anomaly",
+      llvm::cl::desc("Add the gradient anomaly detector"),
+      llvm::cl::init(InsertLossScalingPassOptions().anomaly)};
+  Opt::Option<double> lsAnomalyEpsilon{
+      *this, "loss-scaling-anomaly-epsilon",
+      llvm::cl::desc("Relative growth of the gradient norm that counts"),
+      llvm::cl::init(InsertLossScalingPassOptions().anomalyEpsilon)};
+  Opt::Option<int64_t> lsAnomalyCount{
+      *this, "loss-scaling-anomaly-count",
+      llvm::cl::desc("Consecutive growing steps that make an anomaly"),
+      llvm::cl::init(InsertLossScalingPassOptions().anomalyCount)};
+  Opt::Option<bool> lsInjectNonfinite{
+      *this, "loss-scaling-inject-nonfinite",
+      llvm::cl::desc("Add the fault-injection input 'inject_nonfinite'"),
+      llvm::cl::init(InsertLossScalingPassOptions().injectNonfinite)};
+
+  // ds-clip-gradients.
+  Opt::Option<bool> clip{*this, "clip", llvm::cl::desc("Run ds-clip-gradients"),
+                         llvm::cl::init(false)};
+  Opt::Option<ClipMode> clipMode{
+      *this, "clip-mode", llvm::cl::desc("Clipping mode"),
+      llvm::cl::init(ClipGradientsPassOptions().mode), clipModeValues()};
+  Opt::Option<double> clipMaxNorm{
+      *this, "clip-max-norm", llvm::cl::desc("Largest total norm (global)"),
+      llvm::cl::init(ClipGradientsPassOptions().maxNorm)};
+  Opt::Option<ClipNormType> clipNormType{
+      *this, "clip-norm-type", llvm::cl::desc("Norm of the global mode"),
+      llvm::cl::init(ClipGradientsPassOptions().normType),
+      clipNormTypeValues()};
+  Opt::Option<int64_t> clipHistory{
+      *this, "clip-history",
+      llvm::cl::desc("Global norms averaged by the adaptive threshold"),
+      llvm::cl::init(ClipGradientsPassOptions().history)};
+  Opt::Option<double> clipNoiseStd{
+      *this, "clip-noise-std",
+      llvm::cl::desc("Std of the Gaussian noise added; 0 = none"),
+      llvm::cl::init(ClipGradientsPassOptions().noiseStd)};
+
+  // ds-insert-optimizer (always runs).
+  Opt::Option<OptimizerKind> optKind{
+      *this, "optimizer-kind", llvm::cl::desc("Optimizer"),
+      llvm::cl::init(InsertOptimizerPassOptions().kind), optimizerKindValues()};
+  Opt::Option<double> optLr{*this, "optimizer-lr",
+                            llvm::cl::desc("Learning rate"),
+                            llvm::cl::init(InsertOptimizerPassOptions().lr)};
+  Opt::Option<double> optMomentum{
+      *this, "optimizer-momentum",
+      llvm::cl::desc("SGD momentum (negative: the kind's default)"),
+      llvm::cl::init(InsertOptimizerPassOptions().momentum)};
+  Opt::Option<double> optDampening{
+      *this, "optimizer-dampening", llvm::cl::desc("SGD dampening"),
+      llvm::cl::init(InsertOptimizerPassOptions().dampening)};
+  Opt::Option<bool> optNesterov{
+      *this, "optimizer-nesterov", llvm::cl::desc("Nesterov momentum"),
+      llvm::cl::init(InsertOptimizerPassOptions().nesterov)};
+  Opt::Option<double> optBeta1{
+      *this, "optimizer-beta1", llvm::cl::desc("Adam beta1"),
+      llvm::cl::init(InsertOptimizerPassOptions().beta1)};
+  Opt::Option<double> optBeta2{
+      *this, "optimizer-beta2", llvm::cl::desc("Adam beta2"),
+      llvm::cl::init(InsertOptimizerPassOptions().beta2)};
+  Opt::Option<double> optEps{*this, "optimizer-eps",
+                             llvm::cl::desc("Adam epsilon"),
+                             llvm::cl::init(InsertOptimizerPassOptions().eps)};
+  Opt::Option<double> optWeightDecay{
+      *this, "optimizer-weight-decay",
+      llvm::cl::desc("Weight decay (negative: the kind's default)"),
+      llvm::cl::init(InsertOptimizerPassOptions().weightDecay)};
+  Opt::Option<LRSchedule> optSchedule{
+      *this, "optimizer-schedule", llvm::cl::desc("Learning-rate schedule"),
+      llvm::cl::init(InsertOptimizerPassOptions().schedule),
+      lrScheduleValues()};
+  Opt::Option<int64_t> optWarmupSteps{
+      *this, "optimizer-warmup-steps",
+      llvm::cl::desc("Linear warm-up steps (warmup-cosine)"),
+      llvm::cl::init(InsertOptimizerPassOptions().warmupSteps)};
+  Opt::Option<int64_t> optTotalSteps{
+      *this, "optimizer-total-steps",
+      llvm::cl::desc("Steps at which the cosine reaches its floor "
+                     "(0: total-steps)"),
+      llvm::cl::init(InsertOptimizerPassOptions().totalSteps)};
+  Opt::Option<double> optWarmupStartFactor{
+      *this, "optimizer-warmup-start-factor",
+      llvm::cl::desc("Learning-rate factor of the first warm-up step"),
+      llvm::cl::init(InsertOptimizerPassOptions().warmupStartFactor)};
+  Opt::Option<double> optMinLrFactor{
+      *this, "optimizer-min-lr-factor",
+      llvm::cl::desc("Final learning-rate factor of the cosine"),
+      llvm::cl::init(InsertOptimizerPassOptions().minLrFactor)};
+
+  // Lowering.
+  Opt::Option<bool> lower{*this, "lower",
+                          llvm::cl::desc("Append ds-cpu-pipeline"),
+                          llvm::cl::init(false)};
+  Opt::Option<bool> libraryGemm{
+      *this, "library-gemm",
+      llvm::cl::desc("ds-cpu-pipeline's library-gemm (with lower)"),
+      llvm::cl::init(CPUPipelineOptions().libraryGemm)};
+
+  /// The passes these options run, with their options.
+  TrainingPipelineConfig getConfig() const;
+};
+
+/// Appends ds-training-pipeline to `pm`: the technique passes in the
+/// canonical order of DESIGN.md (the order and the slots of the passes
+/// still to come are documented in lib/Pipelines/Pipelines.cpp).
+void buildTrainingPipeline(OpPassManager &pm,
+                           const TrainingPipelineConfig &config);
+
+/// Appends ds-cpu-pipeline to `pm`: from a ds training step (or any ds
+/// module) to the LLVM dialect, ready for the JIT, with the contract in
+/// `ds.contract`. With `libraryGemm`, f32/f64 matmuls call the runtime's
+/// GEMM.
+void buildCPUPipeline(OpPassManager &pm, bool libraryGemm = true);
+
+/// Registers ds-training-pipeline and ds-cpu-pipeline.
+void registerDSPipelines();
+
+} // namespace mlir::ds
+
+#endif // DS_PIPELINES_PIPELINES_H

@@ -1,0 +1,272 @@
+//===- Pipelines.cpp - ds pass pipelines ----------------------------------===//
+//
+// ds-training-pipeline: the technique passes in their canonical order.
+// ds-cpu-pipeline: a ds module down to the LLVM dialect for the CPU JIT.
+// Both are built from pass objects (`pm.addPass(create...(options))`), so
+// options are typed end to end and a bad one is the option parser's
+// diagnostic, never a re-parse of a string, and a tool that runs them
+// needs no pass registered. Each step's position is explained where it is
+// added. This library may depend on everything (as IREE's
+// Pipelines/); tools and the runner call its builders.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Pipelines/Pipelines.h"
+
+#include "ds/Conversion/Passes.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
+#include "mlir/Conversion/VectorToSCF/VectorToSCF.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/Vector/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
+  TrainingPipelineConfig config;
+  // An option of a technique turns the technique on.
+  auto given = [](const llvm::cl::Option &o) {
+    return o.getNumOccurrences() > 0;
+  };
+  if (precision || given(policy) || given(anomalySteps)) {
+    AssignPrecisionPassOptions &o = config.precision.emplace();
+    o.policy = policy;
+    o.totalSteps = totalSteps;
+    o.anomalySteps = anomalySteps;
+  }
+  if (lossScaling || given(lsInitScale) || given(lsGrowthFactor) ||
+      given(lsBackoffFactor) || given(lsGrowthInterval) ||
+      given(lsHysteresis) || given(lsMinScale) || given(lsCapGamma) ||
+      given(lsCapMax) || given(lsAnomaly) || given(lsAnomalyEpsilon) ||
+      given(lsAnomalyCount) || given(lsInjectNonfinite)) {
+    InsertLossScalingPassOptions &o = config.lossScaling.emplace();
+    o.initScale = lsInitScale;
+    o.growthFactor = lsGrowthFactor;
+    o.backoffFactor = lsBackoffFactor;
+    o.growthInterval = lsGrowthInterval;
+    o.hysteresis = lsHysteresis;
+    o.minScale = lsMinScale;
+    o.capGamma = lsCapGamma;
+    o.capMax = lsCapMax;
+    o.anomaly = lsAnomaly;
+    o.anomalyEpsilon = lsAnomalyEpsilon;
+    o.anomalyCount = lsAnomalyCount;
+    o.injectNonfinite = lsInjectNonfinite;
+  }
+  if (clip || given(clipMode) || given(clipMaxNorm) || given(clipNormType) ||
+      given(clipHistory) || given(clipNoiseStd)) {
+    ClipGradientsPassOptions &o = config.clip.emplace();
+    o.mode = clipMode;
+    o.maxNorm = clipMaxNorm;
+    o.normType = clipNormType;
+    o.history = clipHistory;
+    o.noiseStd = clipNoiseStd;
+  }
+  InsertOptimizerPassOptions &o = *config.optimizer;
+  o.kind = optKind;
+  o.lr = optLr;
+  o.momentum = optMomentum;
+  o.dampening = optDampening;
+  o.nesterov = optNesterov;
+  o.beta1 = optBeta1;
+  o.beta2 = optBeta2;
+  o.eps = optEps;
+  o.weightDecay = optWeightDecay;
+  o.schedule = optSchedule;
+  o.warmupSteps = optWarmupSteps;
+  // One training length for the precision schedule and the cosine, unless
+  // the cosine is given its own.
+  o.totalSteps = optTotalSteps ? optTotalSteps : totalSteps;
+  o.warmupStartFactor = optWarmupStartFactor;
+  o.minLrFactor = optMinLrFactor;
+  config.lower = lower;
+  config.libraryGemm = libraryGemm;
+  return config;
+}
+
+void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
+  auto cleanup = [&] {
+    OpPassManager &f = pm.nest<func::FuncOp>();
+    f.addPass(createCanonicalizerPass());
+    f.addPass(createCSEPass());
+  };
+  // 1. The contract moves to the module table before lowering drops the
+  //    argument attributes; the step gets the runner's calling convention.
+  pm.addPass(createExportContractPass());
+  pm.addPass(createPrepareStepABIPass());
+  // 2. ds -> linalg/tensor on tensors, then fuse elementwise chains while
+  //    they are still values (one loop nest per chain, no temporaries),
+  //    leaving matmuls named for the library GEMM of step 4.
+  pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass());
+  cleanup();
+  pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
+  cleanup();
+  if (libraryGemm)
+    pm.addNestedPass<func::FuncOp>(createPrepareLibraryGemmsPass());
+  // 2b. Everything but the GEMMs is tiled and vectorised while it is still
+  //     on tensors: tiles become slices that bufferization writes in place,
+  //     and the vector reads/writes fold onto the whole tensors.
+  pm.addNestedPass<func::FuncOp>(createVectorizeCPUPass());
+  cleanup();
+  // 3. Tensors -> buffers. Results become out-parameters that the runner
+  //    allocates; static allocations of results are written in place.
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.hoistStaticAllocs = true;
+  outParams.modifyPublicFunctions = true;
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  pm.addPass(createCanonicalizerPass());
+  // 4. GEMMs go to the runtime's library call while they are still
+  //    recognisable linalg ops on buffers; everything else becomes loops.
+  if (libraryGemm)
+    pm.addPass(createConvertLinalgToDSRuntimePass());
+  // 5. f32 transcendentals as inline polynomials (on the vectors of step
+  //    2b too), then loops for what was not vectorised, the vector ops
+  //    lowered to 1-D vectors (reductions may be reassociated), and LLVM.
+  //    Math on narrow floats is first extended to f32 (the patterns match
+  //    f32 only, and LLVM has no FP8 math).
+  math::MathExtendToSupportedTypesOptions extendMath;
+  extendMath.targetTypeStr = "f32";
+  pm.addNestedPass<func::FuncOp>(
+      math::createMathExtendToSupportedTypes(extendMath));
+  pm.addNestedPass<func::FuncOp>(createApproximateMathPass());
+  bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  {
+    OpPassManager &f = pm.nest<func::FuncOp>();
+    f.addPass(vector::createLowerVectorMultiReductionPass(
+        vector::VectorMultiReductionLowering::InnerReduction));
+    f.addPass(createConvertVectorToSCFPass(
+        VectorTransferToSCFOptions().enableFullUnroll()));
+  }
+  // 6. Narrow floats, on the final scalars and 1-D vectors: arithmetic on
+  //    bf16/f16/FP8 becomes f32 arithmetic between extf/truncf (one rounding
+  //    per op, as PyTorch's CPU kernels do), and every extf/truncf of those
+  //    types becomes exact integer code (LLVM has no FP8 types, and its bf16
+  //    truncation is a libcall or a subnormal-flushing instruction). Storage
+  //    stays narrow: the LLVM lowering represents FP8 as i8.
+  arith::ArithEmulateUnsupportedFloatsOptions emulate;
+  emulate.sourceTypeStrs = {"bf16", "f16", "f8E4M3FN", "f8E5M2"};
+  emulate.targetTypeStr = "f32";
+  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  pm.addPass(createEmulateNarrowFloatsPass());
+  // 7. LLVM.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  vectorToLLVM.reassociateFPReductions = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
+                                     const TrainingPipelineConfig &config) {
+  // The canonical order (DESIGN.md). Every technique still to come has its
+  // slot here, so that its issue plugs in without re-deciding the order:
+  //
+  //  0. [ds-sparsify-matmul, then ds-insert-fake-quant] on the forward,
+  //     before autodiff: they rewrite forward ops into ops whose gradient
+  //     rules give the sparse backward and the straight-through estimator,
+  //     so autodiff builds a consistent backward; sparsify first, so a
+  //     weight observer sees the masked weight.
+  //  1. ds-autodiff.
+  //  2. ds-assign-precision.
+  //  3. ds-insert-loss-scaling.
+  //  4. [ds-data-parallel, ds-fuse-allreduce, ds-compress-allreduce] on the
+  //     unscaled gradients (error-feedback residuals keep their units when
+  //     the scale changes); found_inf is MAX-reduced so every rank skips
+  //     the same steps.
+  //  5. ds-clip-gradients, on the averaged gradients (clip_grad_norm_ after
+  //     DDP's all-reduce).
+  //  6. ds-insert-optimizer.
+  //  7. [ds-partition-pipeline], last: it cuts the finished step.
+  //  8. Lowering (ds-cpu-pipeline).
+  // Bracketed passes do not exist yet.
+
+  // 1. The backward first: every technique below works on gradients.
+  if (config.autodiff)
+    pm.addPass(createAutodiffPass());
+  // 2. Precisions see forward and backward, so gradient GEMMs get their own
+  //    formats; loss scaling then scales what the low-precision backward
+  //    carries. The high-precision variant it may add is a training step
+  //    too: every pass below treats it alike, so both keep one signature.
+  if (config.precision)
+    pm.addPass(createAssignPrecisionPass(*config.precision));
+  // 3. Loss scaling multiplies the seed and unscales the gradients; the
+  //    clipping that follows sees true gradient norms.
+  if (config.lossScaling)
+    pm.addPass(createInsertLossScalingPass(*config.lossScaling));
+  // 5. Clipping on the unscaled gradients.
+  if (config.clip)
+    pm.addPass(createClipGradientsPass(*config.clip));
+  // 6. The update last, guarded by found_inf when loss scaling ran.
+  if (config.optimizer)
+    pm.addPass(createInsertOptimizerPass(*config.optimizer));
+  // 8. Lowering.
+  if (config.lower)
+    buildCPUPipeline(pm, config.libraryGemm);
+}
+
+void mlir::ds::registerDSPipelines() {
+  // Registered through registerPassPipeline rather than
+  // PassPipelineRegistration, whose builders cannot fail.
+  registerPassPipeline(
+      "ds-training-pipeline",
+      "The training techniques in their canonical order: ds-autodiff, "
+      "ds-assign-precision, ds-insert-loss-scaling, ds-clip-gradients, "
+      "ds-insert-optimizer (and ds-cpu-pipeline with lower=true)",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> emitError) {
+        TrainingPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return emitError("ds-training-pipeline: cannot parse the options '" +
+                           text + "'");
+        buildTrainingPipeline(pm, options.getConfig());
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(TrainingPipelineOptions());
+      });
+  registerPassPipeline(
+      "ds-cpu-pipeline",
+      "Lower a ds module to the LLVM dialect for the CPU JIT (contract "
+      "export, convert-ds-to-linalg, fusion, bufferization, library GEMMs, "
+      "loops, LLVM)",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> emitError) {
+        CPUPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return emitError("ds-cpu-pipeline: cannot parse the options '" +
+                           text + "'");
+        buildCPUPipeline(pm, options.libraryGemm);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(CPUPipelineOptions());
+      });
+}
