@@ -14,9 +14,15 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
+namespace mlir::ds::test {
+/// The passes of test/lib (tests and docs only).
+void registerTestPasses();
+} // namespace mlir::ds::test
+
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::ds::registerDSPassesAndPipelines();
+  mlir::ds::test::registerTestPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
