@@ -105,7 +105,7 @@ mlir::ds::clipGradients(FunctionOpInterface func,
     return failure();
   if (hasStateWithPrefix(*contract, "clip.") ||
       findMetric(func, *contract, "clip_norm"))
-    return func->emitOpError("ds-clip-gradients: the gradients are already "
+    return func->emitOpError("the gradients are already "
                              "clipped");
 
   StepEditor ed(func);
@@ -276,6 +276,7 @@ struct ClipGradientsPass
     : public mlir::ds::impl::ClipGradientsPassBase<ClipGradientsPass> {
   using Base::Base;
   void runOnOperation() override {
+    ScopedPassNamePrefix named(&getContext(), getArgument());
     ClipGradientsPassOptions options;
     options.mode = mode;
     options.maxNorm = maxNorm;
@@ -285,7 +286,7 @@ struct ClipGradientsPass
     ModuleOp module = getOperation();
     std::string error;
     if (failed(validateClipOptions(options, error))) {
-      module.emitError("ds-clip-gradients: ") << error;
+      module.emitError(error);
       return signalPassFailure();
     }
     if (failed(mlir::ds::detail::forEachTrainStep(

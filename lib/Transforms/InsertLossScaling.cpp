@@ -126,21 +126,21 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
   if (failed(contract))
     return failure();
   if (hasStateWithPrefix(*contract, "loss_scale"))
-    return func->emitOpError("ds-insert-loss-scaling: the step already has "
+    return func->emitOpError("the step already has "
                              "loss scaling (a 'loss_scale' state)");
   if (hasStateWithPrefix(*contract, "clip.") ||
       findMetric(func, *contract, "clip_norm"))
-    return func->emitOpError("ds-insert-loss-scaling: the gradients are "
+    return func->emitOpError("the gradients are "
                              "already clipped; ds-insert-loss-scaling must "
                              "run before ds-clip-gradients");
   for (StringRef m : {"found_inf", "loss_scale", "grad_norm", "anomaly"})
     if (findMetric(func, *contract, m))
-      return func->emitOpError("ds-insert-loss-scaling: the step already "
+      return func->emitOpError("the step already "
                                "has a '")
              << m << "' metric";
   if (config.injectNonfinite &&
       contract->findArg(ArgRole::Input, "inject_nonfinite"))
-    return func->emitOpError("ds-insert-loss-scaling: the step already has "
+    return func->emitOpError("the step already has "
                              "an 'inject_nonfinite' input");
 
   StepEditor ed(func);
@@ -149,13 +149,13 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
   for (Operation &op : body)
     if (isa<arith::ConstantOp>(op) && op.hasAttr(DSDialect::kSeedAttrName)) {
       if (seed)
-        return op.emitOpError("ds-insert-loss-scaling: a second '")
+        return op.emitOpError("a second '")
                << DSDialect::kSeedAttrName
                << "' constant; expected exactly one";
       seed = &op;
     }
   if (!seed)
-    return func->emitOpError("ds-insert-loss-scaling: no backward seed "
+    return func->emitOpError("no backward seed "
                              "('arith.constant' marked '")
            << DSDialect::kSeedAttrName
            << "'); the gradients must come from ds-autodiff";
@@ -165,7 +165,7 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
   if (needActivations) {
     activations = findLossActivations(loss);
     if (activations.empty())
-      return func->emitOpError("ds-insert-loss-scaling: cannot find the "
+      return func->emitOpError("cannot find the "
                                "loss op's activations (needed by "
                                "activation-cap-gamma and inject-nonfinite)");
   }
@@ -367,6 +367,7 @@ struct InsertLossScalingPass
     : public mlir::ds::impl::InsertLossScalingPassBase<InsertLossScalingPass> {
   using Base::Base;
   void runOnOperation() override {
+    ScopedPassNamePrefix named(&getContext(), getArgument());
     InsertLossScalingPassOptions options;
     options.initScale = initScale;
     options.growthFactor = growthFactor;
@@ -383,7 +384,7 @@ struct InsertLossScalingPass
     ModuleOp module = getOperation();
     std::string error;
     if (failed(validateLossScalingOptions(options, error))) {
-      module.emitError("ds-insert-loss-scaling: ") << error;
+      module.emitError(error);
       return signalPassFailure();
     }
     if (failed(mlir::ds::detail::forEachTrainStep(

@@ -230,10 +230,10 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
   if (failed(contract))
     return failure();
   if (contract->hasParamUpdates())
-    return func->emitOpError("ds-insert-optimizer: the step already updates "
+    return func->emitOpError("the step already updates "
                              "its parameters");
   if (!contract->hasGrads())
-    return func->emitOpError("ds-insert-optimizer: the step returns no "
+    return func->emitOpError("the step returns no "
                              "gradients; run ds-autodiff first");
   StepEditor ed(func);
   Block &body = ed.body;
@@ -250,11 +250,11 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
   if (stepIndex) {
     step = body.getArgument(*stepIndex);
     if (step.getType() != i64)
-      return func->emitOpError("ds-insert-optimizer: the '")
+      return func->emitOpError("the '")
              << kStepStateKind << "' state must be a tensor<i64>, got "
              << step.getType();
     if (contract->findUpdateOf(*stepIndex))
-      return func->emitOpError("ds-insert-optimizer: the '")
+      return func->emitOpError("the '")
              << kStepStateKind << "' state is already updated";
   } else {
     step = ed.addState(kStepStateKind, "", i64, InitKind::zeros);
@@ -303,7 +303,7 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
                                  argIndex, DSDialect::kOptimAttrName),
                              error);
     if (failed(paramConfig))
-      return func->emitOpError("ds-insert-optimizer: '")
+      return func->emitOpError("'")
              << DSDialect::kOptimAttrName << "' of parameter '" << name
              << "': " << error;
     const OptimizerConfig &pc = *paramConfig;
@@ -397,6 +397,7 @@ struct InsertOptimizerPass
     : public mlir::ds::impl::InsertOptimizerPassBase<InsertOptimizerPass> {
   using Base::Base;
   void runOnOperation() override {
+    ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
     InsertOptimizerPassOptions options;
     options.kind = kind;
@@ -415,7 +416,7 @@ struct InsertOptimizerPass
     options.minLrFactor = minLrFactor;
     std::string error;
     if (failed(validateOptimizerOptions(options, error))) {
-      module.emitError("ds-insert-optimizer: ") << error;
+      module.emitError(error);
       return signalPassFailure();
     }
     if (failed(mlir::ds::detail::forEachTrainStep(

@@ -189,3 +189,32 @@ LogicalResult mlir::ds::detail::forEachTrainStep(
       return failure();
   return success();
 }
+
+ScopedPassNamePrefix::ScopedPassNamePrefix(MLIRContext *ctx, StringRef pass)
+    : ctx(ctx), prefix((pass + ": ").str()),
+      handler(ctx, [this](Diagnostic &diag) { return handle(diag); }) {}
+
+LogicalResult ScopedPassNamePrefix::handle(Diagnostic &diag) {
+  // The named copy goes to the handlers registered before this one.
+  if (reemitting)
+    return failure();
+  std::string message = diag.str();
+  StringRef text(message);
+  // An op error reads "'func.func' op <message>": the name goes after that.
+  size_t start = 0;
+  if (text.starts_with("'")) {
+    size_t op = text.find("' op ");
+    if (op != StringRef::npos)
+      start = op + 5;
+  }
+  if (text.drop_front(start).starts_with("ds-"))
+    return failure();
+  Diagnostic named(diag.getLocation(), diag.getSeverity());
+  named << text.take_front(start) << prefix << text.drop_front(start);
+  for (Diagnostic &note : diag.getNotes())
+    named.attachNote(note.getLocation()) << note.str();
+  reemitting = true;
+  ctx->getDiagEngine().emit(std::move(named));
+  reemitting = false;
+  return success();
+}

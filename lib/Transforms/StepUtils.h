@@ -19,6 +19,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -91,6 +92,25 @@ FailureOr<TrainingContract> requireGradientStep(FunctionOpInterface func,
 
 /// Whether the step has a state whose kind starts with `prefix`.
 bool hasStateWithPrefix(const TrainingContract &contract, StringRef prefix);
+
+/// While alive, names the pass in every diagnostic emitted in `ctx`:
+/// "<pass>: " goes before the message (after the "'op' op " of an op
+/// error), unless the message already starts with a ds pass name. Library
+/// functions (insertOptimizer, clipGradients, ...) leave their messages
+/// unnamed, since a tool or another pass may call them; the pass that calls
+/// them installs this.
+class ScopedPassNamePrefix {
+public:
+  ScopedPassNamePrefix(MLIRContext *ctx, StringRef pass);
+
+private:
+  LogicalResult handle(Diagnostic &diag);
+
+  MLIRContext *ctx;
+  std::string prefix;
+  bool reemitting = false;
+  ScopedDiagnosticHandler handler;
+};
 
 /// Applies `fn` to each function of `module` marked `ds.train_step` (those
 /// present on entry: functions `fn` adds are not visited). Fails at the
