@@ -47,23 +47,23 @@ using namespace mlir::ds::detail;
 LogicalResult
 mlir::ds::validateClipOptions(const ClipGradientsPassOptions &options,
                               std::string &error) {
-  auto fail = [&](const Twine &msg) {
-    error = msg.str();
+  auto fail = [&](StringRef option, const Twine &reason) {
+    error = optionError("ds-clip-gradients", option, reason);
     return failure();
   };
   if (options.mode == ClipMode::Adaptive &&
       options.normType != ClipNormType::L2)
-    return fail("norm-type applies to mode=global; the adaptive mode picks "
-                "the norm per parameter");
+    return fail("norm-type", "applies to mode=global; the adaptive mode picks "
+                             "the norm per parameter");
   if (!(options.maxNorm > 0) || !std::isfinite(options.maxNorm))
-    return fail("max-norm must be positive and finite, got " +
-                std::to_string(options.maxNorm));
+    return fail("max-norm", "must be positive and finite, got " +
+                                std::to_string(options.maxNorm));
   if (options.history < 1 || options.history > (int64_t(1) << 24))
-    return fail("history must be in [1, 2^24], got " +
-                std::to_string(options.history));
+    return fail("history",
+                "must be in [1, 2^24], got " + std::to_string(options.history));
   if (!(options.noiseStd >= 0) || !std::isfinite(options.noiseStd))
-    return fail("noise-std must be finite and >= 0, got " +
-                std::to_string(options.noiseStd));
+    return fail("noise-std", "must be finite and >= 0, got " +
+                                 std::to_string(options.noiseStd));
   return success();
 }
 

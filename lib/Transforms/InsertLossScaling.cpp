@@ -42,39 +42,44 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::detail;
 
-LogicalResult mlir::ds::validateLossScalingOptions(
-    const InsertLossScalingPassOptions &options, std::string &error) {
-  const InsertLossScalingPassOptions &o = options;
-  auto fail = [&](const Twine &msg) {
-    error = msg.str();
+LogicalResult
+mlir::ds::validateLossScalingOptions(const InsertLossScalingPassOptions &o,
+                                     std::string &error) {
+  auto fail = [&](StringRef option, const Twine &reason) {
+    error = optionError("ds-insert-loss-scaling", option, reason);
     return failure();
   };
+  auto got = [](double v) { return ", got " + std::to_string(v); };
+  constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
   if (!(o.initScale > 0) || !std::isfinite(o.initScale) ||
       !std::isfinite(static_cast<float>(o.initScale)))
-    return fail("init-scale must be positive and finite in f32, got " +
-                std::to_string(o.initScale));
-  if (!(o.growthFactor > 1))
-    return fail("growth-factor must be > 1, got " +
-                std::to_string(o.growthFactor));
+    return fail("init-scale",
+                "must be positive and finite in f32" + got(o.initScale));
+  if (!(o.growthFactor > 1) || !std::isfinite(o.growthFactor))
+    return fail("growth-factor",
+                "must be > 1 and finite" + got(o.growthFactor));
   if (!(o.backoffFactor > 0 && o.backoffFactor < 1))
-    return fail("backoff-factor must be in (0, 1), got " +
-                std::to_string(o.backoffFactor));
-  if (o.growthInterval < 1 ||
-      o.growthInterval > std::numeric_limits<int32_t>::max())
-    return fail("growth-interval must be >= 1, got " + Twine(o.growthInterval));
-  if (o.hysteresis < 1 || o.hysteresis > std::numeric_limits<int32_t>::max())
-    return fail("hysteresis must be >= 1, got " + Twine(o.hysteresis));
+    return fail("backoff-factor", "must be in (0, 1)" + got(o.backoffFactor));
+  if (o.growthInterval < 1 || o.growthInterval > kMaxI32)
+    return fail("growth-interval",
+                "must be in [1, 2^31), got " + Twine(o.growthInterval));
+  if (o.hysteresis < 1 || o.hysteresis > kMaxI32)
+    return fail("hysteresis",
+                "must be in [1, 2^31), got " + Twine(o.hysteresis));
   if (!(o.minScale >= 0) || o.minScale > o.initScale)
-    return fail("min-scale must be in [0, init-scale], got " +
-                std::to_string(o.minScale));
-  if (!(o.capGamma >= 0) || !(o.capMax >= 0))
-    return fail("activation-cap-gamma and activation-cap-max must be >= 0");
-  if (!(o.anomalyEpsilon >= 0))
-    return fail("anomaly-epsilon must be >= 0, got " +
-                std::to_string(o.anomalyEpsilon));
-  if (o.anomalyCount < 1 ||
-      o.anomalyCount > std::numeric_limits<int32_t>::max())
-    return fail("anomaly-count must be >= 1, got " + Twine(o.anomalyCount));
+    return fail("min-scale", "must be in [0, init-scale]" + got(o.minScale));
+  if (!(o.capGamma >= 0) || !std::isfinite(o.capGamma))
+    return fail("activation-cap-gamma",
+                "must be >= 0 and finite" + got(o.capGamma));
+  if (!(o.capMax >= 0) || !std::isfinite(o.capMax))
+    return fail("activation-cap-max",
+                "must be >= 0 and finite" + got(o.capMax));
+  if (!(o.anomalyEpsilon >= 0) || !std::isfinite(o.anomalyEpsilon))
+    return fail("anomaly-epsilon",
+                "must be >= 0 and finite" + got(o.anomalyEpsilon));
+  if (o.anomalyCount < 1 || o.anomalyCount > kMaxI32)
+    return fail("anomaly-count",
+                "must be in [1, 2^31), got " + Twine(o.anomalyCount));
   return success();
 }
 

@@ -35,7 +35,9 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include "llvm/ADT/StringSwitch.h"
+
 #include "llvm/Support/MathExtras.h"
+#include <cmath>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_INSERTOPTIMIZERPASS
@@ -70,8 +72,9 @@ struct OptimizerConfig {
   /// `eps`, `weight_decay`), validated. Fails with a message in `error`.
   FailureOr<OptimizerConfig> withOverrides(DictionaryAttr overrides,
                                            std::string &error) const;
-  /// Checks the hyperparameters; fails with a message in `error`.
-  LogicalResult validate(std::string &error) const;
+  /// Checks the hyperparameters; fails naming the option (as the pass
+  /// spells it) and the reason.
+  LogicalResult validate(std::string &option, std::string &reason) const;
 };
 
 } // namespace
@@ -119,33 +122,58 @@ OptimizerConfig::fromOptions(const InsertOptimizerPassOptions &o) {
 LogicalResult
 mlir::ds::validateOptimizerOptions(const InsertOptimizerPassOptions &options,
                                    std::string &error) {
-  return OptimizerConfig::fromOptions(options).validate(error);
+  std::string option, reason;
+  // -1 (the default) means the kind's value; other negatives are mistakes.
+  if (options.momentum < 0 && options.momentum != -1.0)
+    option = "momentum", reason = "must be in [0, 1), or -1 for the kind's "
+                                  "default, got " +
+                                  std::to_string(options.momentum);
+  else if (options.weightDecay < 0 && options.weightDecay != -1.0)
+    option = "weight-decay", reason = "must be >= 0, or -1 for the kind's "
+                                      "default, got " +
+                                      std::to_string(options.weightDecay);
+  else if (succeeded(
+               OptimizerConfig::fromOptions(options).validate(option, reason)))
+    return success();
+  error = optionError("ds-insert-optimizer", option, reason);
+  return failure();
 }
 
-LogicalResult OptimizerConfig::validate(std::string &error) const {
-  auto fail = [&](const Twine &msg) {
-    error = msg.str();
+LogicalResult OptimizerConfig::validate(std::string &option,
+                                        std::string &reason) const {
+  auto fail = [&](StringRef name, const Twine &why) {
+    option = name.str();
+    reason = why.str();
     return failure();
   };
-  if (!(lr > 0))
-    return fail("lr must be positive, got " + std::to_string(lr));
-  if (momentum < 0 || momentum >= 1)
-    return fail("momentum must be in [0, 1), got " + std::to_string(momentum));
+  auto got = [](double v) { return ", got " + std::to_string(v); };
+  if (!(lr > 0) || !std::isfinite(lr))
+    return fail("lr", "must be positive and finite" + got(lr));
+  if (!(momentum >= 0 && momentum < 1))
+    return fail("momentum", "must be in [0, 1)" + got(momentum));
+  if (!(dampening >= 0 && dampening <= 1))
+    return fail("dampening", "must be in [0, 1]" + got(dampening));
   if (nesterov && (momentum <= 0 || dampening != 0))
-    return fail("nesterov needs momentum > 0 and dampening = 0");
-  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-    return fail("beta1 and beta2 must be in [0, 1)");
-  if (!(eps >= 0) || weightDecay < 0)
-    return fail("eps and weight-decay must be non-negative");
+    return fail("nesterov", "needs momentum > 0 and dampening = 0");
+  if (!(beta1 >= 0 && beta1 < 1))
+    return fail("beta1", "must be in [0, 1)" + got(beta1));
+  if (!(beta2 >= 0 && beta2 < 1))
+    return fail("beta2", "must be in [0, 1)" + got(beta2));
+  if (!(eps > 0) || !std::isfinite(eps))
+    return fail("eps", "must be positive and finite" + got(eps));
+  if (!(weightDecay >= 0) || !std::isfinite(weightDecay))
+    return fail("weight-decay", "must be >= 0 and finite" + got(weightDecay));
   if (schedule == LRSchedule::WarmupCosine) {
     if (totalSteps <= 0 || warmupSteps < 0 || warmupSteps >= totalSteps)
-      return fail("schedule warmup-cosine needs 0 <= warmup-steps < "
-                  "total-steps, got warmup-steps=" +
-                  Twine(warmupSteps) + " total-steps=" + Twine(totalSteps));
+      return fail("schedule", "warmup-cosine needs 0 <= warmup-steps < "
+                              "total-steps, got warmup-steps=" +
+                                  Twine(warmupSteps) +
+                                  " total-steps=" + Twine(totalSteps));
     if (!(warmupStartFactor > 0 && warmupStartFactor <= 1))
-      return fail("warmup-start-factor must be in (0, 1]");
+      return fail("warmup-start-factor",
+                  "must be in (0, 1]" + got(warmupStartFactor));
     if (!(minLrFactor >= 0 && minLrFactor <= 1))
-      return fail("min-lr-factor must be in [0, 1]");
+      return fail("min-lr-factor", "must be in [0, 1]" + got(minLrFactor));
   }
   return success();
 }
@@ -188,8 +216,11 @@ OptimizerConfig::withOverrides(DictionaryAttr overrides,
   number("weight_decay", c.weightDecay);
   if (auto nesterov = overrides.getAs<BoolAttr>("nesterov"))
     c.nesterov = nesterov.getValue();
-  if (failed(c.validate(error)))
+  std::string option, reason;
+  if (failed(c.validate(option, reason))) {
+    error = option + " " + reason;
     return failure();
+  }
   return c;
 }
 

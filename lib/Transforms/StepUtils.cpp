@@ -207,7 +207,7 @@ LogicalResult ScopedPassNamePrefix::handle(Diagnostic &diag) {
     if (op != StringRef::npos)
       start = op + 5;
   }
-  if (text.drop_front(start).starts_with("ds-"))
+  if (text.drop_front(start).starts_with("ds-") || text.contains(" of pass '"))
     return failure();
   Diagnostic named(diag.getLocation(), diag.getSeverity());
   named << text.take_front(start) << prefix << text.drop_front(start);
@@ -217,4 +217,9 @@ LogicalResult ScopedPassNamePrefix::handle(Diagnostic &diag) {
   ctx->getDiagEngine().emit(std::move(named));
   reemitting = false;
   return success();
+}
+
+std::string mlir::ds::detail::optionError(StringRef pass, StringRef option,
+                                          const Twine &reason) {
+  return ("in option '" + option + "' of pass '" + pass + "': " + reason).str();
 }

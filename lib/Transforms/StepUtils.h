@@ -93,9 +93,14 @@ FailureOr<TrainingContract> requireGradientStep(FunctionOpInterface func,
 /// Whether the step has a state whose kind starts with `prefix`.
 bool hasStateWithPrefix(const TrainingContract &contract, StringRef prefix);
 
+/// The message of a bad pass option: "in option 'O' of pass 'P': R" (pass
+/// options are not in the input file, so the location cannot say it).
+std::string optionError(StringRef pass, StringRef option, const Twine &reason);
+
 /// While alive, names the pass in every diagnostic emitted in `ctx`:
 /// "<pass>: " goes before the message (after the "'op' op " of an op
-/// error), unless the message already starts with a ds pass name. Library
+/// error), unless the message already starts with a ds pass name or says
+/// "of pass '...'". Library
 /// functions (insertOptimizer, clipGradients, ...) leave their messages
 /// unnamed, since a tool or another pass may call them; the pass that calls
 /// them installs this.

@@ -8,10 +8,10 @@
 
 // MODE: for the --mode option: Cannot find option named 'layerwise'!
 // NORM: for the --norm-type option: Cannot find option named '1'!
-// ADAPTNORM: ds-clip-gradients: norm-type applies to mode=global
-// MAX: ds-clip-gradients: max-norm must be positive and finite
-// HIST: ds-clip-gradients: history must be in [1, 2^24], got 0
-// NOISE: ds-clip-gradients: noise-std must be finite and >= 0
+// ADAPTNORM: in option 'norm-type' of pass 'ds-clip-gradients': applies to mode=global
+// MAX: in option 'max-norm' of pass 'ds-clip-gradients': must be positive and finite
+// HIST: in option 'history' of pass 'ds-clip-gradients': must be in [1, 2^24], got 0
+// NOISE: in option 'noise-std' of pass 'ds-clip-gradients': must be finite and >= 0
 
 // expected-error@+1 {{ds-clip-gradients: the step has no gradients; run ds-autodiff first}}
 func.func @negative_no_grads(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>})

@@ -5,11 +5,11 @@
 // RUN: not ds-opt %s --ds-insert-loss-scaling="init-scale=1e40" -split-input-file 2>&1 | FileCheck %s --check-prefix=INIT
 // RUN: not ds-opt %s --ds-insert-loss-scaling="anomaly-count=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=COUNT
 
-// GROWTH: ds-insert-loss-scaling: growth-factor must be > 1, got 1.000000
-// BACKOFF: ds-insert-loss-scaling: backoff-factor must be in (0, 1), got 1.500000
-// HYST: ds-insert-loss-scaling: hysteresis must be >= 1, got 0
-// INIT: ds-insert-loss-scaling: init-scale must be positive and finite in f32
-// COUNT: ds-insert-loss-scaling: anomaly-count must be >= 1, got 0
+// GROWTH: in option 'growth-factor' of pass 'ds-insert-loss-scaling': must be > 1 and finite, got 1.000000
+// BACKOFF: in option 'backoff-factor' of pass 'ds-insert-loss-scaling': must be in (0, 1), got 1.500000
+// HYST: in option 'hysteresis' of pass 'ds-insert-loss-scaling': must be in [1, 2^31), got 0
+// INIT: in option 'init-scale' of pass 'ds-insert-loss-scaling': must be positive and finite in f32
+// COUNT: in option 'anomaly-count' of pass 'ds-insert-loss-scaling': must be in [1, 2^31), got 0
 
 // expected-error@+1 {{ds-insert-loss-scaling: the step has no gradients; run ds-autodiff first}}
 func.func @negative_no_grads(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>})

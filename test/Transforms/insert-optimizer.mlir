@@ -4,6 +4,17 @@
 // RUN: not ds-opt %s --ds-insert-optimizer="kind=lamb" -split-input-file 2>&1 | FileCheck %s --check-prefix=BADKIND
 // RUN: not ds-opt %s --ds-insert-optimizer="schedule=warmup-cosine total-steps=5 warmup-steps=5" -split-input-file 2>&1 | FileCheck %s --check-prefix=BADSCHED
 // RUN: not ds-opt %s --ds-insert-optimizer="lr=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=BADLR
+// Out-of-range values are refused, naming the option and the pass.
+// RUN: not ds-opt %s --ds-insert-optimizer="lr=1e400" 2>&1 | FileCheck %s --check-prefix=LRINF
+// RUN: not ds-opt %s --ds-insert-optimizer="kind=momentum momentum=-3" 2>&1 | FileCheck %s --check-prefix=MOMNEG
+// RUN: not ds-opt %s --ds-insert-optimizer="kind=sgd dampening=7" 2>&1 | FileCheck %s --check-prefix=DAMP
+// RUN: not ds-opt %s --ds-insert-optimizer="weight-decay=-5" 2>&1 | FileCheck %s --check-prefix=WDNEG
+// RUN: not ds-opt %s --ds-insert-optimizer="eps=0" 2>&1 | FileCheck %s --check-prefix=EPS
+// LRINF: error: in option 'lr' of pass 'ds-insert-optimizer': must be positive and finite, got inf
+// MOMNEG: error: in option 'momentum' of pass 'ds-insert-optimizer': must be in [0, 1), or -1 for the kind's default, got -3.000000
+// DAMP: error: in option 'dampening' of pass 'ds-insert-optimizer': must be in [0, 1], got 7.000000
+// WDNEG: error: in option 'weight-decay' of pass 'ds-insert-optimizer': must be >= 0, or -1 for the kind's default, got -5.000000
+// EPS: error: in option 'eps' of pass 'ds-insert-optimizer': must be positive and finite, got 0.000000
 
 // The structure of the update; the numbers are checked step by step against
 // torch.optim in test/Integration/Optimizers.
@@ -28,8 +39,8 @@
 // SGD-NOT: momentum_buffer
 
 // BADKIND: for the --kind option: Cannot find option named 'lamb'!
-// BADSCHED: error: ds-insert-optimizer: schedule warmup-cosine needs 0 <= warmup-steps < total-steps, got warmup-steps=5 total-steps=5
-// BADLR: error: ds-insert-optimizer: lr must be positive
+// BADSCHED: error: in option 'schedule' of pass 'ds-insert-optimizer': warmup-cosine needs 0 <= warmup-steps < total-steps, got warmup-steps=5 total-steps=5
+// BADLR: error: in option 'lr' of pass 'ds-insert-optimizer': must be positive and finite, got 0
 func.func @step(%w: tensor<4x3xf32> {ds.param = "w", ds.init = #ds.init<normal, 0.02>},
                 %x: tensor<2x3xf32> {ds.input = "x"})
     -> (tensor<f32> {ds.loss}, tensor<4x3xf32> {ds.grad = 0 : i64}) attributes {ds.train_step} {

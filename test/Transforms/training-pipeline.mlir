@@ -35,7 +35,7 @@
 // BAD: error: ds-training-pipeline: cannot parse the options 'optimizer-kind=sgd optimizer-lr=x'
 // BADKIND: for the --optimizer-kind option: Cannot find option named 'lamb'!
 // NESTED: no such option optimizer
-// RANGE: error: ds-insert-loss-scaling: growth-factor must be > 1, got 0.500000
+// RANGE: error: in option 'growth-factor' of pass 'ds-insert-loss-scaling': must be > 1 and finite, got 0.500000
 
 func.func @step(%x: tensor<8x16xf32> {ds.input = "x"}, %y: tensor<8xi64> {ds.input = "y"},
     %wq: tensor<16x16xf32> {ds.param = "attn.q_proj.weight", ds.init = #ds.init<normal, 0.1>},
