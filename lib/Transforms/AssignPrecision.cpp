@@ -56,7 +56,9 @@ using mlir::ds::detail::tensorType;
 
 namespace {
 
-bool isForward(Operation *op) { return !op->hasAttr(DSDialect::kVjpOfAttrName); }
+bool isForward(Operation *op) {
+  return !op->hasAttr(DSDialect::kVjpOfAttrName);
+}
 
 bool isFloatTensor(Value v) {
   auto t = tensorType(v);
@@ -76,12 +78,18 @@ std::string locText(LocationAttr loc) {
   return "";
 }
 
+/// Ops a parameter is traced through: data movement, and casts (a rounded
+/// weight is still the weight).
+bool isView(Operation *op) {
+  return op->hasTrait<ds::OpTrait::DataMovement>() || isa<CastOp>(op);
+}
+
 /// Parameters an op consumes (through views), by name.
 SmallVector<StringRef> consumedParams(Operation *op, FunctionOpInterface func) {
   SmallVector<StringRef> names;
   for (Value v : op->getOperands()) {
     while (Operation *def = v.getDefiningOp()) {
-      if (!isa<ReshapeOp, TransposeOp, CastOp, BroadcastOp, SliceOp>(def))
+      if (!isView(def))
         break;
       v = def->getOperand(0);
     }
@@ -96,7 +104,7 @@ SmallVector<StringRef> consumedParams(Operation *op, FunctionOpInterface func) {
 /// Whether `v` is a parameter (through views).
 bool isParamDerived(Value v, FunctionOpInterface func) {
   while (Operation *def = v.getDefiningOp()) {
-    if (!isa<ReshapeOp, TransposeOp, CastOp, BroadcastOp, SliceOp>(def))
+    if (!isView(def))
       return false;
     v = def->getOperand(0);
   }
@@ -118,11 +126,9 @@ struct Decision {
   std::string role, label;
 };
 
-/// Whether an op can run on narrower operands by retyping it (elementwise
-/// and shape ops whose operands and result share the element type).
+/// Whether an op can run on narrower operands by retyping it.
 bool isRetypable(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, ReluOp, SiluOp,
-             SigmoidOp, TanhOp, GeluOp, NegOp, AbsOp, SqrtOp, RsqrtOp>(op);
+  return op->hasTrait<ds::OpTrait::Retypable>();
 }
 
 } // namespace
@@ -374,7 +380,10 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
                    : isa<MatMulOp, Conv2DOp>(op) ? f32
                                                  : compute;
     Type grad = rule ? rule->grad : Type();
-    if (!isa<ReshapeOp, TransposeOp, SliceOp, BroadcastOp, ConcatOp>(op))
+    // Ops that only move data get no entry: they have no precision of their
+    // own. Concat moves data too (from several operands, so it is not
+    // DataMovement); casts are not here: they round.
+    if (!op->hasTrait<ds::OpTrait::DataMovement>() && !isa<ConcatOp>(op))
       entry(op, d.role, d.label, compute, storage, grad, rule,
             channelLayers.count(op));
     if (!rule)
@@ -558,7 +567,8 @@ static void recordMap(FunctionOpInterface func, ArrayRef<Attribute> entries) {
   MLIRContext *ctx = func->getContext();
   auto module = func->getParentOfType<ModuleOp>();
   NamedAttrList maps;
-  if (auto old = module->getAttrOfType<DictionaryAttr>(DSDialect::kPrecisionMapAttrName))
+  if (auto old = module->getAttrOfType<DictionaryAttr>(
+          DSDialect::kPrecisionMapAttrName))
     maps.append(old.getValue());
   maps.set(SymbolTable::getSymbolName(func), ArrayAttr::get(ctx, entries));
   module->setAttr(DSDialect::kPrecisionMapAttrName, maps.getDictionary(ctx));
@@ -647,11 +657,13 @@ mlir::ds::assignPrecision(FunctionOpInterface func,
     return func->emitOpError("ds-assign-precision: internal error: the "
                              "high-precision variant's signature differs");
   NamedAttrList schedules;
-  if (auto old = module->getAttrOfType<DictionaryAttr>(DSDialect::kPrecisionScheduleAttrName))
+  if (auto old = module->getAttrOfType<DictionaryAttr>(
+          DSDialect::kPrecisionScheduleAttrName))
     schedules.append(old.getValue());
   schedules.set(SymbolTable::getSymbolName(func),
                 scheduleAttr(func, high, policy, options));
-  module->setAttr(DSDialect::kPrecisionScheduleAttrName, schedules.getDictionary(ctx));
+  module->setAttr(DSDialect::kPrecisionScheduleAttrName,
+                  schedules.getDictionary(ctx));
   return high;
 }
 

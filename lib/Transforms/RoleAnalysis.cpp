@@ -20,10 +20,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ds/Transforms/RoleAnalysis.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Transforms/RoleAnalysis.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Matchers.h"
@@ -44,12 +44,14 @@ ArrayRef<StringLiteral> mlir::ds::allRoles() {
 
 namespace {
 
-bool isForward(Operation *op) { return !op->hasAttr(DSDialect::kVjpOfAttrName); }
+bool isForward(Operation *op) {
+  return !op->hasAttr(DSDialect::kVjpOfAttrName);
+}
 
 /// Ops that move or reinterpret data without computing: a role looks
-/// through them.
+/// through them. Casts too: a rounded activation has its producer's role.
 bool isView(Operation *op) {
-  return isa<ReshapeOp, TransposeOp, CastOp, SliceOp, BroadcastOp>(op);
+  return op->hasTrait<ds::OpTrait::DataMovement>() || isa<CastOp>(op);
 }
 
 /// Whether `v` is a rank-0 or splat constant (a scale, a mask fill).
@@ -153,7 +155,7 @@ SmallVector<Operation *> usersOf(Value v) {
 }
 
 bool isActivation(Operation *op) {
-  return isa<GeluOp, ReluOp, SiluOp, SigmoidOp, TanhOp>(op);
+  return op->hasTrait<ds::OpTrait::Activation>();
 }
 
 /// The role a module path names, for projections: `layers.0.attn.q_proj`
