@@ -20,12 +20,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Analysis/Activity.h"
+#include "ds/Analysis/RoleAnalysis.h"
+#include "ds/Analysis/StepQueries.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Transforms/Passes.h"
 #include "ds/Transforms/PrecisionPolicy.h"
-#include "ds/Transforms/RoleAnalysis.h"
 
 #include "ChannelPrecision.h"
 #include "PrecisionMaterializer.h"
@@ -38,8 +40,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Format.h"
 
+#include <array>
 #include <cmath>
-#include <functional>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_ASSIGNPRECISIONPASS
@@ -50,20 +52,10 @@ using namespace mlir;
 using namespace mlir::ds;
 using mlir::ds::detail::ChannelLayer;
 using mlir::ds::detail::ChannelSplitter;
-using mlir::ds::detail::CreatedOps;
 using mlir::ds::detail::Materializer;
 using mlir::ds::detail::tensorType;
 
 namespace {
-
-bool isForward(Operation *op) {
-  return !op->hasAttr(DSDialect::kVjpOfAttrName);
-}
-
-bool isFloatTensor(Value v) {
-  auto t = tensorType(v);
-  return t && isa<FloatType>(t.getElementType());
-}
 
 std::string typeName(Type t) {
   std::string s;
@@ -78,38 +70,12 @@ std::string locText(LocationAttr loc) {
   return "";
 }
 
-/// Ops a parameter is traced through: data movement, and casts (a rounded
-/// weight is still the weight).
-bool isView(Operation *op) {
-  return op->hasTrait<ds::OpTrait::DataMovement>() || isa<CastOp>(op);
-}
-
 /// Parameters an op consumes (through views), by name.
-SmallVector<StringRef> consumedParams(Operation *op, FunctionOpInterface func) {
+SmallVector<StringRef> consumedParamNames(Operation *op) {
   SmallVector<StringRef> names;
-  for (Value v : op->getOperands()) {
-    while (Operation *def = v.getDefiningOp()) {
-      if (!isView(def))
-        break;
-      v = def->getOperand(0);
-    }
-    if (auto arg = dyn_cast<BlockArgument>(v))
-      if (auto name = func.getArgAttrOfType<StringAttr>(
-              arg.getArgNumber(), DSDialect::kParamAttrName))
-        names.push_back(name.getValue());
-  }
+  for (BlockArgument arg : consumedParams(op))
+    names.push_back(getParamName(arg));
   return names;
-}
-
-/// Whether `v` is a parameter (through views).
-bool isParamDerived(Value v, FunctionOpInterface func) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (!isView(def))
-      return false;
-    v = def->getOperand(0);
-  }
-  auto arg = dyn_cast<BlockArgument>(v);
-  return arg && func.getArgAttr(arg.getArgNumber(), DSDialect::kParamAttrName);
 }
 
 /// A label for state keys and the map: the module path, else role#id.
@@ -150,21 +116,26 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
                              "ds-insert-optimizer");
   if (!contract->hasGrads())
     return func->emitOpError("ds-assign-precision: the step has no gradients "
-                             "('ds.grad' results); run ds-autodiff first, so "
-                             "that the backward gets its precisions too");
+                             "('")
+           << DSDialect::kGradAttrName
+           << "' results); run ds-autodiff first, so that the backward gets "
+              "its precisions too";
   Block &body = func.getFunctionBody().front();
 
-  // 1. Roles; backward ops inherit theirs.
+  // 1. Roles, written as `ds.role` (this pass owns them; the analysis only
+  //    reads); backward ops inherit theirs.
   RoleAnalysis roles(func);
-  roles.annotate();
+  for (Operation &op : body.without_terminator())
+    if (StringRef r = roles.roleOf(&op); !r.empty())
+      op.setAttr(DSDialect::kRoleAttrName, StringAttr::get(ctx, r));
   llvm::DenseMap<int64_t, Operation *> forwardById;
   for (Operation &op : body.without_terminator())
     if (auto id = op.getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
-        id && isForward(&op))
+        id && isForwardOp(&op))
       forwardById[id.getInt()] = &op;
   for (Operation &op : body.without_terminator()) {
     auto id = op.getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
-    if (!id || isForward(&op))
+    if (!id || isForwardOp(&op))
       continue;
     if (Operation *fwd = forwardById.lookup(id.getInt()))
       if (auto r = fwd->getAttrOfType<StringAttr>(DSDialect::kRoleAttrName))
@@ -175,12 +146,12 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   SmallVector<Decision> decisions;
   int64_t counter = 0;
   for (Operation &op : body.without_terminator()) {
-    if (!isForward(&op) || !isa<DSDialect>(op.getDialect()))
+    if (!isForwardOp(&op) || !isa<DSDialect>(op.getDialect()))
       continue;
     if (!llvm::any_of(op.getResults(), isFloatTensor))
       continue;
     StringRef role = roles.roleOf(&op);
-    SmallVector<StringRef> params = consumedParams(&op, func);
+    SmallVector<StringRef> params = consumedParamNames(&op);
     Decision d{&op, policy.match(&op, role, params), role.str(),
                opLabel(&op, role, counter++)};
     if (d.rule) {
@@ -288,8 +259,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     // The contraction axis of each operand, for 1 x B tiles.
     int64_t kA = mm.getTransposeLhs() ? rankA - 2 : rankA - 1;
     int64_t kB = mm.getTransposeRhs() ? rankB - 1 : rankB - 2;
-    bool weightA = isParamDerived(mm.getLhs(), func);
-    bool weightB = isParamDerived(mm.getRhs(), func);
+    bool weightA = static_cast<bool>(traceToParam(mm.getLhs()));
+    bool weightB = static_cast<bool>(traceToParam(mm.getRhs()));
     auto a = prepareOperand(
         mm, mm.getLhs(), ta, scaling,
         (label + "." + (nameA.empty() ? (weightA ? "weight" : "input") : nameA))
@@ -443,32 +414,31 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   }
 
   // Backward GEMMs of ops with a `grad` type: the cotangent operand in
-  // that type, the primal operand in the forward's compute type.
-  llvm::DenseMap<Value, bool> dependsOnSeed;
-  for (Operation &opRef :
-       llvm::make_early_inc_range(body.without_terminator())) {
-    Operation *op = &opRef;
-    if (isForward(op) || !mlir::ds::detail::isChannelBackwardKernel(op))
-      continue;
+  // that type, the primal operand in the forward's compute type. A
+  // cotangent depends on the backward seed; a primal value (a weight, an
+  // activation, maybe reshaped by the backward) does not. Which operand is
+  // which is read off the IR before any kernel is rebuilt (a rebuilt
+  // kernel's result stands for the old one, with the same dependence).
+  struct GradKernel {
+    Operation *op;
+    std::array<bool, 2> cotangent;
+  };
+  SmallVector<GradKernel> kernels;
+  {
+    SeedDependence seeds(body);
+    for (Operation &op : body.without_terminator())
+      if (!isForwardOp(&op) && mlir::ds::detail::isChannelBackwardKernel(&op))
+        kernels.push_back({&op,
+                           {seeds.dependsOnSeed(op.getOperand(0)),
+                            seeds.dependsOnSeed(op.getOperand(1))}});
+  }
+  for (GradKernel &kernel : kernels) {
+    Operation *op = kernel.op;
     auto id = op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
     const PrecisionRule *rule = id ? ruleById.lookup(id.getInt()) : nullptr;
     ChannelLayer *layer = id ? channelById.lookup(id.getInt()) : nullptr;
     if (!rule || (!rule->grad && !layer))
       continue;
-    // A cotangent depends on the backward seed; a primal value (a weight,
-    // an activation, maybe reshaped by the backward) does not.
-    std::function<bool(Value)> isCotangent = [&](Value v) -> bool {
-      auto it = dependsOnSeed.find(v);
-      if (it != dependsOnSeed.end())
-        return it->second;
-      Operation *def = v.getDefiningOp();
-      bool dep =
-          def &&
-          (def->hasAttr(DSDialect::kSeedAttrName) ||
-           (!isForward(def) && llvm::any_of(def->getOperands(), isCotangent)));
-      dependsOnSeed[v] = dep;
-      return dep;
-    };
     Type fwdType = rule->compute ? rule->compute : f32;
     // The k-th gradient kernel of the forward op labelled L is L.grad<k>.
     std::string label = labelById.lookup(id.getInt()) + ".grad" +
@@ -479,7 +449,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       entry(op, role, label, rule->grad ? rule->grad : fwdType, f32, Type(),
             rule, /*channelSplit=*/true);
       if (failed(splitter.splitBackward(b, op, *layer, *rule, fwdType, label,
-                                        isCotangent)))
+                                        kernel.cotangent)))
         return failure();
       continue;
     }
@@ -491,7 +461,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       b.setInsertionPoint(op);
       for (unsigned i = 0; i < 2; ++i) {
         Value v = op->getOperand(i);
-        bool cotangent = isCotangent(v);
+        bool cotangent = kernel.cotangent[i];
         FailureOr<Value> r = m.roundTrip(
             b, op->getLoc(), op, v, cotangent ? rule->grad : fwdType,
             rule->scaling,
@@ -504,8 +474,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       continue;
     }
     auto mm = cast<MatMulOp>(op);
-    Type ta = isCotangent(mm.getLhs()) ? rule->grad : fwdType;
-    Type tb = isCotangent(mm.getRhs()) ? rule->grad : fwdType;
+    Type ta = kernel.cotangent[0] ? rule->grad : fwdType;
+    Type tb = kernel.cotangent[1] ? rule->grad : fwdType;
     Type compute = ta == rule->grad ? ta : tb;
     entry(mm, role, label, compute, f32, Type(), rule, /*channelSplit=*/false);
     // What the rebuild creates belongs to the backward: tag it like the
@@ -519,7 +489,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
     b.setListener(nullptr);
     if (failed(y))
       return failure();
-    for (Operation *op : created.ops)
+    for (Operation *op : created.getOps())
       for (NamedAttribute tag : tags)
         if (!op->hasAttr(tag.getName()))
           op->setAttr(tag.getName(), tag.getValue());
@@ -534,7 +504,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
   for (Operation &opRef :
        llvm::make_early_inc_range(body.without_terminator())) {
     auto widen = dyn_cast<CastOp>(&opRef);
-    if (!widen || !isForward(widen) ||
+    if (!widen || !isForwardOp(widen) ||
         !widen.getType().getElementType().isF32())
       continue;
     Type from = widen.getInput().getType().getElementType();
@@ -542,7 +512,7 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
       continue;
     SmallVector<OpOperand *> backwardUses;
     for (OpOperand &use : widen->getUses())
-      if (!isForward(use.getOwner()))
+      if (!isForwardOp(use.getOwner()))
         backwardUses.push_back(&use);
     if (backwardUses.empty())
       continue;
@@ -553,7 +523,8 @@ static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
         first = use->getOwner();
     b.setInsertionPoint(first);
     Operation *copy = b.clone(*widen);
-    copy->setAttr(DSDialect::kVjpOfAttrName, b.getStringAttr("ds.cast"));
+    copy->setAttr(DSDialect::kVjpOfAttrName,
+                  b.getStringAttr(CastOp::getOperationName()));
     for (OpOperand *use : backwardUses)
       use->set(copy->getResult(0));
   }

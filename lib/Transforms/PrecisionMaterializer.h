@@ -13,6 +13,7 @@
 
 #include "StepUtils.h"
 
+#include "ds/Analysis/StepQueries.h"
 #include "ds/Transforms/PrecisionPolicy.h"
 
 #include "mlir/IR/Builders.h"
@@ -26,14 +27,6 @@ namespace mlir::ds::detail {
 inline RankedTensorType tensorType(Value v) {
   return dyn_cast<RankedTensorType>(v.getType());
 }
-
-/// Records the ops a builder inserts.
-struct CreatedOps : public OpBuilder::Listener {
-  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-    ops.push_back(op);
-  }
-  SmallVector<Operation *> ops;
-};
 
 /// Builds the scaling and cast ops, and collects the new state.
 class Materializer {

@@ -8,7 +8,7 @@
 
 #include "ds/Transforms/PrecisionPolicy.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Transforms/RoleAnalysis.h"
+#include "ds/Analysis/RoleAnalysis.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
