@@ -1,45 +1,33 @@
 //===- AssignPrecision.cpp - Per-op precisions and FP8 scaling ------------===//
 //
-// Implements ds-assign-precision in the analyse-then-mutate style:
-//  1. roles (RoleAnalysis), written as `ds.role` and inherited by backward
-//     ops through `ds.op_id`;
-//  2. one decision per forward op from the policy (first matching rule),
-//     checked (no FP8 reductions); backward GEMMs and convolution
-//     gradients take the `grad` type of their forward op's rule for the
-//     cotangent operand;
-//  3. materialisation (PrecisionMaterializer.h): casts for compute and
-//     storage types, FP8 scaling (delayed with amax-history state,
-//     current, or block), FP32 accumulation and descaling for GEMMs; the
-//     channel split of the channel level (ChannelPrecision.h);
-//  4. the new state (amax histories, channel estimates) as argument/update
-//     pairs, and the decisions as the module's `ds.precision_map`;
-//  5. with a schedule, a high-precision variant of the step with the same
-//     signature and the `ds.precision_schedule` the runner follows.
-// Everything is built from ds ops, so the same IR lowers for the CPU
-// (emulated narrow types) and later for the GPU (real FP8 GEMMs).
+// Implements ds-assign-precision: the pass, and the time level around the
+// per-step work. PrecisionAssigner (PrecisionAssigner.h) applies the policy
+// to one step in phases: decide (roles, one rule per forward op), validate,
+// materialise the forward and the backward, keep narrow copies for the
+// backward, record the decisions as the module's `ds.precision_map`. Here,
+// with a schedule or anomaly steps, a high-precision variant of the step is
+// cloned first and given the same state ("observe" mode, nothing rounded),
+// so both share one signature, and the `ds.precision_schedule` the runner
+// follows says which variant runs when. Everything is built from ds ops, so
+// the same IR lowers for the CPU (emulated narrow types) and later for the
+// GPU (real FP8 GEMMs).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSDialect.h"
-#include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Transforms/Passes.h"
 #include "ds/Transforms/PrecisionPolicy.h"
-#include "ds/Transforms/RoleAnalysis.h"
 
-#include "ChannelPrecision.h"
-#include "PrecisionMaterializer.h"
+#include "PrecisionAssigner.h"
+#include "StepUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
-#include "llvm/ADT/MapVector.h"
-#include "llvm/Support/Format.h"
-
 #include <cmath>
-#include <functional>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_ASSIGNPRECISIONPASS
@@ -48,521 +36,7 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
-using mlir::ds::detail::ChannelLayer;
-using mlir::ds::detail::ChannelSplitter;
-using mlir::ds::detail::CreatedOps;
-using mlir::ds::detail::Materializer;
-using mlir::ds::detail::tensorType;
-
-namespace {
-
-bool isForward(Operation *op) { return !op->hasAttr(DSDialect::kVjpOfAttrName); }
-
-bool isFloatTensor(Value v) {
-  auto t = tensorType(v);
-  return t && isa<FloatType>(t.getElementType());
-}
-
-std::string typeName(Type t) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  t.print(os);
-  return s;
-}
-
-std::string locText(LocationAttr loc) {
-  if (auto f = dyn_cast_or_null<FileLineColLoc>(loc))
-    return (f.getFilename().strref() + ":" + Twine(f.getLine())).str();
-  return "";
-}
-
-/// Parameters an op consumes (through views), by name.
-SmallVector<StringRef> consumedParams(Operation *op, FunctionOpInterface func) {
-  SmallVector<StringRef> names;
-  for (Value v : op->getOperands()) {
-    while (Operation *def = v.getDefiningOp()) {
-      if (!isa<ReshapeOp, TransposeOp, CastOp, BroadcastOp, SliceOp>(def))
-        break;
-      v = def->getOperand(0);
-    }
-    if (auto arg = dyn_cast<BlockArgument>(v))
-      if (auto name = func.getArgAttrOfType<StringAttr>(
-              arg.getArgNumber(), DSDialect::kParamAttrName))
-        names.push_back(name.getValue());
-  }
-  return names;
-}
-
-/// Whether `v` is a parameter (through views).
-bool isParamDerived(Value v, FunctionOpInterface func) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (!isa<ReshapeOp, TransposeOp, CastOp, BroadcastOp, SliceOp>(def))
-      return false;
-    v = def->getOperand(0);
-  }
-  auto arg = dyn_cast<BlockArgument>(v);
-  return arg && func.getArgAttr(arg.getArgNumber(), DSDialect::kParamAttrName);
-}
-
-/// A label for state keys and the map: the module path, else role#id.
-std::string opLabel(Operation *op, StringRef role, int64_t id) {
-  if (auto m = op->getAttrOfType<StringAttr>(DSDialect::kModuleAttrName))
-    return (m.getValue() + "#" + Twine(id)).str();
-  return ((role.empty() ? StringRef("op") : role) + "#" + Twine(id)).str();
-}
-
-/// What the pass decided for one op.
-struct Decision {
-  Operation *op;
-  const PrecisionRule *rule = nullptr;
-  std::string role, label;
-};
-
-/// Whether an op can run on narrower operands by retyping it (elementwise
-/// and shape ops whose operands and result share the element type).
-bool isRetypable(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, ReluOp, SiluOp,
-             SigmoidOp, TanhOp, GeluOp, NegOp, AbsOp, SqrtOp, RsqrtOp>(op);
-}
-
-} // namespace
-
-/// Applies `policy` to `func`; appends map entries to `map`.
-/// With `observe`, builds the high-precision variant: the same state and
-/// metrics, nothing rounded.
-static LogicalResult assignPrecisionImpl(FunctionOpInterface func,
-                                         const PrecisionPolicy &policy,
-                                         bool observe,
-                                         SmallVectorImpl<Attribute> &map) {
-  MLIRContext *ctx = func->getContext();
-  FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
-  if (failed(contract))
-    return failure();
-  if (contract->hasParamUpdates())
-    return func->emitOpError("ds-assign-precision: the step already updates "
-                             "its parameters; run ds-assign-precision before "
-                             "ds-insert-optimizer");
-  if (!contract->hasGrads())
-    return func->emitOpError("ds-assign-precision: the step has no gradients "
-                             "('ds.grad' results); run ds-autodiff first, so "
-                             "that the backward gets its precisions too");
-  Block &body = func.getFunctionBody().front();
-
-  // 1. Roles; backward ops inherit theirs.
-  RoleAnalysis roles(func);
-  roles.annotate();
-  llvm::DenseMap<int64_t, Operation *> forwardById;
-  for (Operation &op : body.without_terminator())
-    if (auto id = op.getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
-        id && isForward(&op))
-      forwardById[id.getInt()] = &op;
-  for (Operation &op : body.without_terminator()) {
-    auto id = op.getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
-    if (!id || isForward(&op))
-      continue;
-    if (Operation *fwd = forwardById.lookup(id.getInt()))
-      if (auto r = fwd->getAttrOfType<StringAttr>(DSDialect::kRoleAttrName))
-        op.setAttr(DSDialect::kRoleAttrName, r);
-  }
-
-  // 2. Decisions for forward ops.
-  SmallVector<Decision> decisions;
-  int64_t counter = 0;
-  for (Operation &op : body.without_terminator()) {
-    if (!isForward(&op) || !isa<DSDialect>(op.getDialect()))
-      continue;
-    if (!llvm::any_of(op.getResults(), isFloatTensor))
-      continue;
-    StringRef role = roles.roleOf(&op);
-    SmallVector<StringRef> params = consumedParams(&op, func);
-    Decision d{&op, policy.match(&op, role, params), role.str(),
-               opLabel(&op, role, counter++)};
-    if (d.rule) {
-      bool fp8 = (d.rule->compute && isFP8(d.rule->compute)) ||
-                 (d.rule->storage && isFP8(d.rule->storage)) ||
-                 (d.rule->grad && isFP8(d.rule->grad));
-      if (fp8 && !isa<MatMulOp>(op)) {
-        InFlightDiagnostic diag =
-            op.emitOpError("ds-assign-precision: ")
-            << d.rule->label << " maps this op to FP8; only matmuls run in FP8 "
-            << "(reductions, norms, softmax, losses and elementwise ops stay "
-               "in at least BF16)";
-        diag.attachNote(Location(d.rule->loc)) << "the rule is here";
-        return failure();
-      }
-      for (Value v : op.getOperands())
-        if (isFloatTensor(v) && !tensorType(v).getElementType().isF32())
-          return op.emitOpError("ds-assign-precision: expects f32 operands, "
-                                "got ")
-                 << v.getType();
-    }
-    decisions.push_back(std::move(d));
-  }
-
-  // Channel level: the matched matmuls whose rule narrows them.
-  // (In program order: the estimates become state in this order, the same
-  // in both variants.)
-  llvm::MapVector<Operation *, ChannelLayer> channelLayers;
-  const ChannelSettings &channel = policy.channel;
-  if (channel.enabled)
-    for (Decision &d : decisions) {
-      if (!d.rule || !llvm::is_contained(channel.roles, d.role))
-        continue;
-      bool narrow = (d.rule->compute && !d.rule->compute.isF32()) ||
-                    (d.rule->storage && !d.rule->storage.isF32()) ||
-                    (d.rule->grad && !d.rule->grad.isF32());
-      if (!narrow)
-        continue;
-      // The promoted channels must get more bits, not fewer.
-      Type high = channel.high ? channel.high : Builder(ctx).getF32Type();
-      for (Type t : {d.rule->compute, d.rule->storage, d.rule->grad})
-        if (t && t.getIntOrFloatBitWidth() > high.getIntOrFloatBitWidth()) {
-          InFlightDiagnostic diag =
-              d.op->emitOpError("ds-assign-precision: the channel level's "
-                                "high type ")
-              << high << " is narrower than " << t << " of " << d.rule->label;
-          diag.attachNote(Location(channel.loc)) << "the channel section";
-          return failure();
-        }
-      ChannelLayer layer;
-      std::string why = channelCandidate(d.op, func, layer);
-      if (!why.empty()) {
-        if (!observe)
-          d.op->emitWarning("ds-assign-precision: the channel level does not "
-                            "apply to this ")
-              << d.role << " op: " << why;
-        continue;
-      }
-      channelLayers[d.op] = layer;
-    }
-  llvm::DenseMap<int64_t, ChannelLayer *> channelById;
-  for (auto &[op, layer] : channelLayers)
-    if (auto id = op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName))
-      channelById[id.getInt()] = &layer;
-
-  // 3. Materialise, forward then backward.
-  Materializer m(func, policy, observe);
-  OpBuilder b(ctx);
-  Type f32 = b.getF32Type();
-  // The rule of each forward op by number, for its backward GEMMs (the
-  // forward op itself may be rebuilt below).
-  llvm::DenseMap<int64_t, const PrecisionRule *> ruleById;
-  llvm::DenseMap<int64_t, std::string> labelById;
-  llvm::DenseMap<int64_t, unsigned> gradGemms;
-  for (Decision &d : decisions)
-    if (auto id = d.op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName)) {
-      ruleById[id.getInt()] = d.rule;
-      labelById[id.getInt()] = d.label;
-    }
-  // Quantises one matmul operand; returns (operand, scale or null).
-  auto prepareOperand = [&](Operation *op, Value x, Type t, FP8Scaling scaling,
-                            StringRef key, int64_t kAxis,
-                            bool weight) -> FailureOr<std::pair<Value, Value>> {
-    Location loc = op->getLoc();
-    if (!isFP8(t))
-      return std::make_pair(m.cast(b, loc, x, t), Value());
-    if (scaling == FP8Scaling::Block) {
-      FailureOr<Value> d = m.blockRoundTrip(b, loc, op, x, t, kAxis, weight);
-      if (failed(d))
-        return failure();
-      return std::make_pair(*d, Value());
-    }
-    return m.quantize(b, loc, x, t, scaling, key);
-  };
-  // Rebuilds matmul `mm` with operand types (ta, tb) and an f32 result
-  // (FP32 accumulation); per-tensor FP8 scales are divided out after it.
-  // Returns the value that replaces the matmul's result.
-  auto rebuildMatmul = [&](MatMulOp mm, Type ta, Type tb, FP8Scaling scaling,
-                           StringRef label, StringRef nameA,
-                           StringRef nameB) -> FailureOr<Value> {
-    b.setInsertionPoint(mm);
-    Location loc = mm.getLoc();
-    int64_t rankA = mm.getLhs().getType().getRank();
-    int64_t rankB = mm.getRhs().getType().getRank();
-    // The contraction axis of each operand, for 1 x B tiles.
-    int64_t kA = mm.getTransposeLhs() ? rankA - 2 : rankA - 1;
-    int64_t kB = mm.getTransposeRhs() ? rankB - 1 : rankB - 2;
-    bool weightA = isParamDerived(mm.getLhs(), func);
-    bool weightB = isParamDerived(mm.getRhs(), func);
-    auto a = prepareOperand(
-        mm, mm.getLhs(), ta, scaling,
-        (label + "." + (nameA.empty() ? (weightA ? "weight" : "input") : nameA))
-            .str(),
-        kA, weightA);
-    if (failed(a))
-      return failure();
-    auto bb = prepareOperand(
-        mm, mm.getRhs(), tb, scaling,
-        (label + "." + (nameB.empty() ? (weightB ? "weight" : "input") : nameB))
-            .str(),
-        kB, weightB);
-    if (failed(bb))
-      return failure();
-    Value y =
-        MatMulOp::create(b, loc, mm.getType(), a->first, bb->first,
-                         mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
-    y.getDefiningOp()->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
-    if (a->second || bb->second) {
-      Value s = a->second && bb->second
-                    ? MulOp::create(b, loc, a->second, bb->second)
-                    : (a->second ? a->second : bb->second);
-      y = MulOp::create(b, loc, y,
-                        DivOp::create(b, loc, m.f32(b, loc, 1.0), s));
-    }
-    mm.getResult().replaceAllUsesWith(y);
-    mm->erase();
-    return y;
-  };
-
-  SmallVector<Attribute> entries;
-  auto entry = [&](Operation *op, StringRef role, StringRef label, Type compute,
-                   Type storage, Type grad, const PrecisionRule *rule,
-                   bool channelSplit) {
-    SmallVector<NamedAttribute> f;
-    std::string why = rule ? rule->label : "no rule: f32";
-    if (rule && !locText(rule->loc).empty())
-      why += " at " + locText(rule->loc);
-    if (observe) {
-      // The high-precision variant: everything f32.
-      compute = storage = f32;
-      grad = Type();
-      why = "time level: the high-precision variant (" + why + " observed)";
-      rule = nullptr;
-    } else if (rule && rule->compute && !rule->compute.isF32() &&
-               !isa<MatMulOp, Conv2DOp>(op) && !isRetypable(op)) {
-      why +=
-          " (compute type not applied: " + op->getName().getStringRef().str() +
-          " runs in f32)";
-      compute = f32;
-    }
-    f.push_back(
-        b.getNamedAttr("op", b.getStringAttr(op->getName().getStringRef())));
-    f.push_back(b.getNamedAttr("label", b.getStringAttr(label)));
-    if (!role.empty())
-      f.push_back(b.getNamedAttr("role", b.getStringAttr(role)));
-    f.push_back(b.getNamedAttr("compute", b.getStringAttr(typeName(compute))));
-    f.push_back(b.getNamedAttr("storage", b.getStringAttr(typeName(storage))));
-    if (grad)
-      f.push_back(b.getNamedAttr("grad", b.getStringAttr(typeName(grad))));
-    if (rule && ((rule->compute && isFP8(rule->compute)) ||
-                 (rule->grad && isFP8(rule->grad))))
-      f.push_back(b.getNamedAttr(
-          "scaling", b.getStringAttr(stringifyFP8Scaling(rule->scaling))));
-    if (channelSplit) {
-      std::string text;
-      llvm::raw_string_ostream os(text);
-      os << "output channels whose gradient variance exceeds "
-         << llvm::format("%g", channel.threshold)
-         << "x the layer mean (running estimate, momentum "
-         << llvm::format("%g", channel.momentum) << ") run in "
-         << typeName(observe ? Type(f32) : channel.high);
-      f.push_back(b.getNamedAttr("channel", b.getStringAttr(text)));
-    }
-    f.push_back(b.getNamedAttr("rule", b.getStringAttr(why)));
-    entries.push_back(b.getDictionaryAttr(f));
-  };
-
-  ChannelSplitter splitter(m, channel);
-
-  for (Decision &d : decisions) {
-    Operation *op = d.op;
-    const PrecisionRule *rule = d.rule;
-    Type compute = rule && rule->compute ? rule->compute : f32;
-    // Matmuls and convolutions accumulate and return FP32; other ops keep their
-    // result in the type they compute in unless told otherwise.
-    Type storage = rule && rule->storage         ? rule->storage
-                   : isa<MatMulOp, Conv2DOp>(op) ? f32
-                                                 : compute;
-    Type grad = rule ? rule->grad : Type();
-    if (!isa<ReshapeOp, TransposeOp, SliceOp, BroadcastOp, ConcatOp>(op))
-      entry(op, d.role, d.label, compute, storage, grad, rule,
-            channelLayers.count(op));
-    if (!rule)
-      continue;
-    Location loc = op->getLoc();
-    if (auto it = channelLayers.find(op); it != channelLayers.end()) {
-      if (failed(splitter.splitForward(b, op, it->second, *rule, compute,
-                                       storage, d.label)))
-        return failure();
-      continue;
-    }
-    // The f32 value the op's consumers read, and the value of that type
-    // in the op's own precision when it computed in a narrow type.
-    Value result = op->getNumResults() == 1 ? op->getResult(0) : Value();
-    Value narrow;
-    if (auto mm = dyn_cast<MatMulOp>(op)) {
-      if (rule->compute && compute != f32) {
-        FailureOr<Value> y =
-            rebuildMatmul(mm, compute, compute, rule->scaling, d.label, "", "");
-        if (failed(y))
-          return failure();
-        result = *y;
-      }
-    } else if (isa<Conv2DOp>(op) && rule->compute && compute != f32) {
-      // Operands rounded to the compute type; the convolution accumulates
-      // in FP32 (FP8 convolutions are refused above).
-      b.setInsertionPoint(op);
-      for (unsigned i = 0; i < 2; ++i) {
-        FailureOr<Value> r =
-            m.roundTrip(b, loc, op, op->getOperand(i), compute, rule->scaling,
-                        d.label + (i ? ".weight" : ".input"), 1, i == 1);
-        if (failed(r))
-          return failure();
-        op->setOperand(i, *r);
-      }
-    } else if (rule->compute && compute != f32 && isRetypable(op) && !observe) {
-      b.setInsertionPoint(op);
-      for (OpOperand &operand : op->getOpOperands())
-        if (isFloatTensor(operand.get()))
-          operand.set(m.cast(b, loc, operand.get(), compute));
-      narrow = op->getResult(0);
-      narrow.setType(tensorType(narrow).clone(compute));
-      b.setInsertionPointAfter(op);
-      result = m.cast(b, loc, narrow, f32);
-      narrow.replaceAllUsesExcept(result, result.getDefiningOp());
-    }
-    // Storage: what consumers (and the backward) read is the value kept in
-    // the storage type; an op that computed in it already is.
-    if (rule->storage && storage != f32 && result && !observe &&
-        !(narrow && storage == compute) &&
-        tensorType(result).getElementType() == f32) {
-      b.setInsertionPointAfterValue(result);
-      Value stored = m.cast(b, loc, result, storage);
-      Value back = m.cast(b, loc, stored, f32);
-      result.replaceAllUsesExcept(back, stored.getDefiningOp());
-    }
-  }
-
-  // Backward GEMMs of ops with a `grad` type: the cotangent operand in
-  // that type, the primal operand in the forward's compute type.
-  llvm::DenseMap<Value, bool> dependsOnSeed;
-  for (Operation &opRef :
-       llvm::make_early_inc_range(body.without_terminator())) {
-    Operation *op = &opRef;
-    if (isForward(op) || !mlir::ds::detail::isChannelBackwardKernel(op))
-      continue;
-    auto id = op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
-    const PrecisionRule *rule = id ? ruleById.lookup(id.getInt()) : nullptr;
-    ChannelLayer *layer = id ? channelById.lookup(id.getInt()) : nullptr;
-    if (!rule || (!rule->grad && !layer))
-      continue;
-    // A cotangent depends on the backward seed; a primal value (a weight,
-    // an activation, maybe reshaped by the backward) does not.
-    std::function<bool(Value)> isCotangent = [&](Value v) -> bool {
-      auto it = dependsOnSeed.find(v);
-      if (it != dependsOnSeed.end())
-        return it->second;
-      Operation *def = v.getDefiningOp();
-      bool dep =
-          def &&
-          (def->hasAttr(DSDialect::kSeedAttrName) ||
-           (!isForward(def) && llvm::any_of(def->getOperands(), isCotangent)));
-      dependsOnSeed[v] = dep;
-      return dep;
-    };
-    Type fwdType = rule->compute ? rule->compute : f32;
-    // The k-th gradient kernel of the forward op labelled L is L.grad<k>.
-    std::string label = labelById.lookup(id.getInt()) + ".grad" +
-                        std::to_string(gradGemms[id.getInt()]++);
-    auto roleAttr = op->getAttrOfType<StringAttr>(DSDialect::kRoleAttrName);
-    StringRef role = roleAttr ? roleAttr.getValue() : StringRef();
-    if (layer) {
-      entry(op, role, label, rule->grad ? rule->grad : fwdType, f32, Type(),
-            rule, /*channelSplit=*/true);
-      if (failed(splitter.splitBackward(b, op, *layer, *rule, fwdType, label,
-                                        isCotangent)))
-        return failure();
-      continue;
-    }
-    if (!isa<MatMulOp>(op)) {
-      // A convolution gradient: the cotangent in `grad`, the other operand
-      // in the forward's compute type, both rounded in f32.
-      entry(op, role, label, rule->grad, f32, Type(), rule,
-            /*channelSplit=*/false);
-      b.setInsertionPoint(op);
-      for (unsigned i = 0; i < 2; ++i) {
-        Value v = op->getOperand(i);
-        bool cotangent = isCotangent(v);
-        FailureOr<Value> r = m.roundTrip(
-            b, op->getLoc(), op, v, cotangent ? rule->grad : fwdType,
-            rule->scaling,
-            label + (cotangent ? ".cotangent" : ".operand" + std::to_string(i)),
-            1, false);
-        if (failed(r))
-          return failure();
-        op->setOperand(i, *r);
-      }
-      continue;
-    }
-    auto mm = cast<MatMulOp>(op);
-    Type ta = isCotangent(mm.getLhs()) ? rule->grad : fwdType;
-    Type tb = isCotangent(mm.getRhs()) ? rule->grad : fwdType;
-    Type compute = ta == rule->grad ? ta : tb;
-    entry(mm, role, label, compute, f32, Type(), rule, /*channelSplit=*/false);
-    // What the rebuild creates belongs to the backward: tag it like the
-    // gradient GEMM, so later passes and the memory accounting see it so.
-    DictionaryAttr tags = mm->getDiscardableAttrDictionary();
-    CreatedOps created;
-    b.setListener(&created);
-    FailureOr<Value> y = rebuildMatmul(mm, ta, tb, rule->scaling, label,
-                                       ta == rule->grad ? "cotangent" : "",
-                                       tb == rule->grad ? "cotangent" : "");
-    b.setListener(nullptr);
-    if (failed(y))
-      return failure();
-    for (Operation *op : created.ops)
-      for (NamedAttribute tag : tags)
-        if (!op->hasAttr(tag.getName()))
-          op->setAttr(tag.getName(), tag.getValue());
-  }
-  for (auto &[op, layer] : channelLayers)
-    splitter.updateEstimate(b, layer, body.getTerminator());
-
-  // 4. What the backward keeps is the narrow copy: a forward widening cast
-  //    (storage -> f32) read by backward ops is repeated inside the
-  //    backward, so the narrow value, not its f32 widening, lives from the
-  //    forward to the backward (the memory the storage type saves).
-  for (Operation &opRef :
-       llvm::make_early_inc_range(body.without_terminator())) {
-    auto widen = dyn_cast<CastOp>(&opRef);
-    if (!widen || !isForward(widen) ||
-        !widen.getType().getElementType().isF32())
-      continue;
-    Type from = widen.getInput().getType().getElementType();
-    if (!isa<FloatType>(from) || from.isF32() || from.isF64())
-      continue;
-    SmallVector<OpOperand *> backwardUses;
-    for (OpOperand &use : widen->getUses())
-      if (!isForward(use.getOwner()))
-        backwardUses.push_back(&use);
-    if (backwardUses.empty())
-      continue;
-    // Before the first backward user (uses are in program order once sorted).
-    Operation *first = backwardUses.front()->getOwner();
-    for (OpOperand *use : backwardUses)
-      if (use->getOwner()->isBeforeInBlock(first))
-        first = use->getOwner();
-    b.setInsertionPoint(first);
-    Operation *copy = b.clone(*widen);
-    copy->setAttr(DSDialect::kVjpOfAttrName, b.getStringAttr("ds.cast"));
-    for (OpOperand *use : backwardUses)
-      use->set(copy->getResult(0));
-  }
-  m.finish();
-  map.append(entries.begin(), entries.end());
-  return success();
-}
-
-/// Records `entries` under `func`'s name in the module's `ds.precision_map`.
-static void recordMap(FunctionOpInterface func, ArrayRef<Attribute> entries) {
-  MLIRContext *ctx = func->getContext();
-  auto module = func->getParentOfType<ModuleOp>();
-  NamedAttrList maps;
-  if (auto old = module->getAttrOfType<DictionaryAttr>(DSDialect::kPrecisionMapAttrName))
-    maps.append(old.getValue());
-  maps.set(SymbolTable::getSymbolName(func), ArrayAttr::get(ctx, entries));
-  module->setAttr(DSDialect::kPrecisionMapAttrName, maps.getDictionary(ctx));
-}
+using mlir::ds::detail::PrecisionAssigner;
 
 /// The runner's schedule for `step`: which variant runs which steps, and
 /// how long the high variant runs after a gradient anomaly.
@@ -633,25 +107,27 @@ mlir::ds::assignPrecision(FunctionOpInterface func,
         high, (SymbolTable::getSymbolName(func).getValue() + "_high").str());
     SymbolTable(module).insert(high, std::next(Block::iterator(func)));
   }
-  SmallVector<Attribute> map;
-  if (failed(assignPrecisionImpl(func, policy, /*observe=*/false, map)))
+  PrecisionAssigner low(func, policy, /*observe=*/false);
+  if (failed(low.run()))
     return failure();
-  recordMap(func, map);
+  low.recordMap();
   if (!high)
     return FunctionOpInterface();
-  map.clear();
-  if (failed(assignPrecisionImpl(high, policy, /*observe=*/true, map)))
+  PrecisionAssigner observed(high, policy, /*observe=*/true);
+  if (failed(observed.run()))
     return failure();
-  recordMap(high, map);
+  observed.recordMap();
   if (high.getFunctionType() != func.getFunctionType())
     return func->emitOpError("ds-assign-precision: internal error: the "
                              "high-precision variant's signature differs");
   NamedAttrList schedules;
-  if (auto old = module->getAttrOfType<DictionaryAttr>(DSDialect::kPrecisionScheduleAttrName))
+  if (auto old = module->getAttrOfType<DictionaryAttr>(
+          DSDialect::kPrecisionScheduleAttrName))
     schedules.append(old.getValue());
   schedules.set(SymbolTable::getSymbolName(func),
                 scheduleAttr(func, high, policy, options));
-  module->setAttr(DSDialect::kPrecisionScheduleAttrName, schedules.getDictionary(ctx));
+  module->setAttr(DSDialect::kPrecisionScheduleAttrName,
+                  schedules.getDictionary(ctx));
   return high;
 }
 

@@ -23,6 +23,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Analysis/Activity.h"
+#include "ds/Analysis/StepQueries.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
@@ -35,7 +37,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/DenseSet.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_AUTODIFFPASS
@@ -44,50 +45,6 @@ namespace mlir::ds {
 
 using namespace mlir;
 using namespace mlir::ds;
-
-namespace {
-
-bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
-
-/// Records every op a builder inserts, so the backward ops can be tagged.
-struct CreatedOps : public OpBuilder::Listener {
-  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-    ops.push_back(op);
-  }
-  SmallVector<Operation *> ops;
-};
-
-/// The active values of `body`: floating-point tensors on a path from a
-/// parameter to `loss`.
-llvm::DenseSet<Value> findActiveValues(Block &body, ArrayRef<Value> params,
-                                       Value loss) {
-  llvm::DenseSet<Value> fromParams(params.begin(), params.end());
-  for (Operation &op : body)
-    if (llvm::any_of(op.getOperands(),
-                     [&](Value v) { return fromParams.contains(v); }))
-      for (Value r : op.getResults())
-        if (isFloatTensor(r))
-          fromParams.insert(r);
-
-  llvm::DenseSet<Value> toLoss{loss};
-  for (Operation &op : llvm::reverse(body))
-    if (llvm::any_of(op.getResults(),
-                     [&](Value v) { return toLoss.contains(v); }))
-      for (Value v : op.getOperands())
-        if (isFloatTensor(v))
-          toLoss.insert(v);
-
-  llvm::DenseSet<Value> active;
-  for (Value v : fromParams)
-    if (toLoss.contains(v))
-      active.insert(v);
-  return active;
-}
-
-} // namespace
 
 LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
   // Callable outside a pass manager: make sure what it builds is loaded.
@@ -115,7 +72,7 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
   SmallVector<Value> params;
   for (unsigned i : paramIndices)
     params.push_back(body.getArgument(i));
-  llvm::DenseSet<Value> active = findActiveValues(body, params, loss);
+  ActivityAnalysis activity(body, params, loss);
 
   // The forward ops, before the backward is appended.
   SmallVector<Operation *> forward;
@@ -134,7 +91,7 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
   };
 
   // The seed: d loss / d loss = 1, marked for loss scaling.
-  if (active.contains(loss)) {
+  if (activity.isActive(loss)) {
     auto type = cast<RankedTensorType>(loss.getType());
     auto seed = arith::ConstantOp::create(
         b, loss.getLoc(), type,
@@ -146,7 +103,7 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
 
   for (Operation *op : llvm::reverse(forward)) {
     bool hasActiveGrad = llvm::any_of(op->getResults(), [&](Value r) {
-      return active.contains(r) && grads.count(r);
+      return activity.isActive(r) && grads.count(r);
     });
     if (!hasActiveGrad)
       continue;
@@ -157,8 +114,8 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
              << "', which lies between the parameters and the loss";
     SmallVector<Value> resultGrads;
     for (Value r : op->getResults())
-      resultGrads.push_back(active.contains(r) ? grads.lookup(r) : Value());
-    size_t firstCreated = created.ops.size();
+      resultGrads.push_back(activity.isActive(r) ? grads.lookup(r) : Value());
+    size_t firstCreated = created.size();
     SmallVector<Value> operandGrads;
     if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
       return op->emitOpError("ds-autodiff: building the gradient failed");
@@ -167,17 +124,18 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
              << operandGrads.size() << " gradients for " << op->getNumOperands()
              << " operands";
     for (auto [operand, g] : llvm::zip_equal(op->getOperands(), operandGrads))
-      if (g && active.contains(operand))
+      if (g && activity.isActive(operand))
         accumulate(operand, g);
     // Tag what this rule (and the accumulations) created, and link it to
     // the forward op by a shared number.
     StringAttr vjpOf = b.getStringAttr(op->getName().getStringRef());
     IntegerAttr opId = b.getI64IntegerAttr(nextOpId++);
     op->setAttr(DSDialect::kOpIdAttrName, opId);
-    for (Operation *newOp : ArrayRef(created.ops).drop_front(firstCreated)) {
+    for (Operation *newOp : created.getOps().drop_front(firstCreated)) {
       newOp->setAttr(DSDialect::kVjpOfAttrName, vjpOf);
       newOp->setAttr(DSDialect::kOpIdAttrName, opId);
-      for (StringRef name : {DSDialect::kModuleAttrName, DSDialect::kRoleAttrName})
+      for (StringRef name :
+           {DSDialect::kModuleAttrName, DSDialect::kRoleAttrName})
         if (Attribute a = op->getAttr(name))
           newOp->setAttr(name, a);
     }
@@ -207,7 +165,7 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
 
   // Rules compute every operand's gradient; drop the ones nobody needs
   // (inputs, labels), newest first so that chains die together.
-  for (Operation *op : llvm::reverse(created.ops))
+  for (Operation *op : llvm::reverse(created.getOps()))
     if (isOpTriviallyDead(op))
       op->erase();
   return success();

@@ -161,11 +161,11 @@ LogicalResult ChannelSplitter::splitForward(OpBuilder &b, Operation *op,
   return success();
 }
 
-LogicalResult
-ChannelSplitter::splitBackward(OpBuilder &b, Operation *op, ChannelLayer &layer,
-                               const PrecisionRule &rule, Type compute,
-                               StringRef label,
-                               llvm::function_ref<bool(Value)> isCotangent) {
+LogicalResult ChannelSplitter::splitBackward(OpBuilder &b, Operation *op,
+                                             ChannelLayer &layer,
+                                             const PrecisionRule &rule,
+                                             Type compute, StringRef label,
+                                             ArrayRef<bool> cotangent) {
   b.setInsertionPoint(op);
   DictionaryAttr tags = op->getDiscardableAttrDictionary();
   CreatedOps created;
@@ -189,7 +189,7 @@ ChannelSplitter::splitBackward(OpBuilder &b, Operation *op, ChannelLayer &layer,
     }
     if (v == layer.weight)
       return layer.weightEff;
-    if (!isCotangent(v))
+    if (!cotangent[i])
       return m.roundTrip(b, op->getLoc(), op, v, compute, rule.scaling,
                          (label + ".operand" + Twine(i)).str(), kAxis, false);
     std::string key = (label + ".cotangent").str();
@@ -216,7 +216,7 @@ ChannelSplitter::splitBackward(OpBuilder &b, Operation *op, ChannelLayer &layer,
   rebuilt->setOperand(1, *rhs);
   b.setListener(nullptr);
   // What the rebuild creates belongs to the backward: tag it alike.
-  for (Operation *c : created.ops)
+  for (Operation *c : created.getOps())
     for (NamedAttribute tag : tags)
       if (!c->hasAttr(tag.getName()))
         c->setAttr(tag.getName(), tag.getValue());

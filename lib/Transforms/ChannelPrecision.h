@@ -13,7 +13,7 @@
 
 #include "PrecisionMaterializer.h"
 
-#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/ArrayRef.h"
 
 #include <string>
 
@@ -55,11 +55,11 @@ public:
                              Type storage, StringRef label);
   /// Rebuilds a backward kernel of the layer: the forward's operands as the
   /// forward read them, the output's cotangent per channel between the
-  /// high type and the rule's `grad` type.
+  /// high type and the rule's `grad` type. `cotangent[i]`: whether operand
+  /// `i` depends on the backward seed (SeedDependence).
   LogicalResult splitBackward(OpBuilder &b, Operation *op, ChannelLayer &layer,
                               const PrecisionRule &rule, Type compute,
-                              StringRef label,
-                              llvm::function_ref<bool(Value)> isCotangent);
+                              StringRef label, ArrayRef<bool> cotangent);
   /// Appends the estimate's update, before `terminator` (whose operands are
   /// the step's results: the weight's gradient among them).
   void updateEstimate(OpBuilder &b, ChannelLayer &layer, Operation *terminator);

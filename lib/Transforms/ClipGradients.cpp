@@ -21,6 +21,7 @@
 
 #include "StepUtils.h"
 
+#include "ds/Analysis/RoleAnalysis.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
@@ -127,18 +128,34 @@ mlir::ds::clipGradients(FunctionOpInterface func,
   };
   SmallVector<Grad> grads;
   Block &body = ed.body;
+  // Each parameter's norm, first by what the structure says the parameter
+  // is for: the roles of the forward ops consuming it, inferred here so that
+  // this does not depend on ds-assign-precision having written `ds.role`.
+  // Attention first (as in the keyword rules): L2; FFN: the infinity norm.
+  // When the structure gives neither, the keywords of its name and of the
+  // `ds.module` / `ds.role` of the ops using it decide (classifyClipNorm).
+  RoleAnalysis roles(func);
   for (auto [i, r] : llvm::enumerate(contract->results)) {
     if (r.role != ResultRole::Grad)
       continue;
     BlockArgument param = body.getArgument(r.argIndex);
-    SmallVector<StringRef> annotations;
-    for (Operation *user : param.getUsers())
-      for (StringRef attr : {DSDialect::kModuleAttrName, DSDialect::kRoleAttrName})
-        if (auto str = user->getAttrOfType<StringAttr>(attr))
-          annotations.push_back(str.getValue());
+    SmallVector<StringRef> consumerRoles = roles.rolesOfConsumers(param);
+    ClipNormKind kind;
+    if (llvm::any_of(consumerRoles, role::isAttention)) {
+      kind = ClipNormKind::L2;
+    } else if (llvm::any_of(consumerRoles, role::isFeedForward)) {
+      kind = ClipNormKind::Inf;
+    } else {
+      SmallVector<StringRef> annotations;
+      for (Operation *user : param.getUsers())
+        for (StringRef attr :
+             {DSDialect::kModuleAttrName, DSDialect::kRoleAttrName})
+          if (auto str = user->getAttrOfType<StringAttr>(attr))
+            annotations.push_back(str.getValue());
+      kind = classifyClipNorm(contract->args[r.argIndex].name, annotations);
+    }
     grads.push_back(
-        {static_cast<unsigned>(i), ed.terminator->getOperand(i),
-         classifyClipNorm(contract->args[r.argIndex].name, annotations)});
+        {static_cast<unsigned>(i), ed.terminator->getOperand(i), kind});
   }
 
   auto sumSquares = [&](Value g) {

@@ -22,6 +22,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Transforms/ImportLinalg.h"
+#include "ds/Analysis/Activity.h"
+#include "ds/Analysis/StepQueries.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
@@ -34,7 +36,6 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::ds {
@@ -45,52 +46,17 @@ namespace mlir::ds {
 using namespace mlir;
 using namespace mlir::ds;
 
-namespace {
-
-/// Keeps the set of ops the import created, so that what is left of the
-/// input can be counted.
-struct CreatedOps : public RewriterBase::Listener {
-  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-    ops.insert(op);
-  }
-  void notifyOperationErased(Operation *op) override { ops.erase(op); }
-  llvm::DenseSet<Operation *> ops;
-};
-
-bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
-
-/// The first non-ds op of `body` with a float tensor result that depends
-/// on a parameter or state and that the loss depends on.
-Operation *findBlockingOp(Block &body, ArrayRef<Value> sources, Value loss) {
-  llvm::DenseSet<Value> fromSources(sources.begin(), sources.end());
+/// The first non-ds op of `body` that produces an active value: one that
+/// depends on `sources` (parameters and state) and that `loss` depends on.
+/// ds-autodiff would need a gradient rule for it.
+static Operation *findBlockingOp(Block &body, ArrayRef<Value> sources,
+                                 Value loss) {
+  ActivityAnalysis activity(body, sources, loss);
   for (Operation &op : body)
-    if (llvm::any_of(op.getOperands(),
-                     [&](Value v) { return fromSources.contains(v); }))
-      for (Value r : op.getResults())
-        if (isFloatTensor(r))
-          fromSources.insert(r);
-  llvm::DenseSet<Value> toLoss{loss};
-  for (Operation &op : llvm::reverse(body))
-    if (llvm::any_of(op.getResults(),
-                     [&](Value v) { return toLoss.contains(v); }))
-      for (Value v : op.getOperands())
-        if (isFloatTensor(v))
-          toLoss.insert(v);
-  for (Operation &op : body) {
-    if (isa<DSDialect>(op.getDialect()))
-      continue;
-    if (llvm::any_of(op.getResults(), [&](Value r) {
-          return fromSources.contains(r) && toLoss.contains(r);
-        }))
+    if (!isa<DSDialect>(op.getDialect()) && activity.hasActiveResult(&op))
       return &op;
-  }
   return nullptr;
 }
-
-} // namespace
 
 LogicalResult mlir::ds::importLinalg(FunctionOpInterface func,
                                      ImportReport &report) {
@@ -124,6 +90,8 @@ LogicalResult mlir::ds::importLinalg(FunctionOpInterface func,
     original.push_back(&op);
   report.numOps = original.size();
 
+  // Keeps the ops the import created, so that what is left of the input
+  // can be counted.
   CreatedOps created;
   IRRewriter rewriter(ctx, &created);
   auto tryRaise = [&](Operation *op, bool raisePad) {
@@ -161,7 +129,7 @@ LogicalResult mlir::ds::importLinalg(FunctionOpInterface func,
 
   unsigned left = 0;
   for (Operation &op : body.without_terminator())
-    if (!created.ops.contains(&op)) {
+    if (!created.contains(&op)) {
       ++left;
       ++report.left[op.getName().getStringRef()];
     }

@@ -1,6 +1,8 @@
 //===- PrecisionMaterializer.cpp - Casts, FP8 scaling, precision state ----===//
 //
-// Implements PrecisionMaterializer.h.
+// Implements PrecisionMaterializer.h: the cast and FP8 building blocks,
+// and the operand preparation and matmul rebuilding ds-assign-precision's
+// forward and backward phases share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -168,4 +170,61 @@ FailureOr<Value> Materializer::roundTrip(OpBuilder &b, Location loc,
     return q;
   return DivOp::create(b, loc, cast(b, loc, q, b.getF32Type()), scale)
       .getResult();
+}
+
+FailureOr<std::pair<Value, Value>>
+Materializer::prepareOperand(OpBuilder &b, Operation *op, Value x, Type t,
+                             FP8Scaling scaling, StringRef key, int64_t kAxis,
+                             bool weight) {
+  Location loc = op->getLoc();
+  if (!isFP8(t))
+    return std::make_pair(cast(b, loc, x, t), Value());
+  if (scaling == FP8Scaling::Block) {
+    FailureOr<Value> d = blockRoundTrip(b, loc, op, x, t, kAxis, weight);
+    if (failed(d))
+      return failure();
+    return std::make_pair(*d, Value());
+  }
+  return quantize(b, loc, x, t, scaling, key);
+}
+
+FailureOr<Value> Materializer::rebuildMatmul(OpBuilder &b, MatMulOp mm, Type ta,
+                                             Type tb, FP8Scaling scaling,
+                                             StringRef label, StringRef nameA,
+                                             StringRef nameB) {
+  b.setInsertionPoint(mm);
+  Location loc = mm.getLoc();
+  int64_t rankA = mm.getLhs().getType().getRank();
+  int64_t rankB = mm.getRhs().getType().getRank();
+  // The contraction axis of each operand, for 1 x B tiles.
+  int64_t kA = mm.getTransposeLhs() ? rankA - 2 : rankA - 1;
+  int64_t kB = mm.getTransposeRhs() ? rankB - 1 : rankB - 2;
+  bool weightA = static_cast<bool>(traceToParam(mm.getLhs()));
+  bool weightB = static_cast<bool>(traceToParam(mm.getRhs()));
+  auto keyOf = [&](StringRef name, bool weight) {
+    return (label + "." +
+            (name.empty() ? StringRef(weight ? "weight" : "input") : name))
+        .str();
+  };
+  auto a = prepareOperand(b, mm, mm.getLhs(), ta, scaling,
+                          keyOf(nameA, weightA), kA, weightA);
+  if (failed(a))
+    return failure();
+  auto bb = prepareOperand(b, mm, mm.getRhs(), tb, scaling,
+                           keyOf(nameB, weightB), kB, weightB);
+  if (failed(bb))
+    return failure();
+  Value y =
+      MatMulOp::create(b, loc, mm.getType(), a->first, bb->first,
+                       mm.getTransposeLhsAttr(), mm.getTransposeRhsAttr());
+  y.getDefiningOp()->setDiscardableAttrs(mm->getDiscardableAttrDictionary());
+  if (a->second || bb->second) {
+    Value s = a->second && bb->second
+                  ? MulOp::create(b, loc, a->second, bb->second)
+                  : (a->second ? a->second : bb->second);
+    y = MulOp::create(b, loc, y, DivOp::create(b, loc, f32(b, loc, 1.0), s));
+  }
+  mm.getResult().replaceAllUsesWith(y);
+  mm->erase();
+  return y;
 }

@@ -13,6 +13,8 @@
 
 #include "StepUtils.h"
 
+#include "ds/Analysis/StepQueries.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Transforms/PrecisionPolicy.h"
 
 #include "mlir/IR/Builders.h"
@@ -26,14 +28,6 @@ namespace mlir::ds::detail {
 inline RankedTensorType tensorType(Value v) {
   return dyn_cast<RankedTensorType>(v.getType());
 }
-
-/// Records the ops a builder inserts.
-struct CreatedOps : public OpBuilder::Listener {
-  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
-    ops.push_back(op);
-  }
-  SmallVector<Operation *> ops;
-};
 
 /// Builds the scaling and cast ops, and collects the new state.
 class Materializer {
@@ -84,6 +78,21 @@ public:
   FailureOr<Value> roundTrip(OpBuilder &b, Location loc, Operation *op, Value x,
                              Type t, FP8Scaling scaling, StringRef key,
                              int64_t axis, bool weight);
+
+  /// One matmul operand `x` of `op` in type `t`: a cast for non-FP8 types,
+  /// a block round trip under block scaling, else per-tensor quantisation
+  /// (state key `key`). Returns the operand and its scale (null when none).
+  FailureOr<std::pair<Value, Value>>
+  prepareOperand(OpBuilder &b, Operation *op, Value x, Type t,
+                 FP8Scaling scaling, StringRef key, int64_t kAxis, bool weight);
+  /// Rebuilds `mm` with operand types (`ta`, `tb`) and an f32 result (FP32
+  /// accumulation); per-tensor FP8 scales are divided out after it. Operand
+  /// keys are `<label>.<name>`, the name defaulting to "weight" for a
+  /// parameter and "input" otherwise. Replaces and erases `mm`; returns the
+  /// value that replaces its result.
+  FailureOr<Value> rebuildMatmul(OpBuilder &b, MatMulOp mm, Type ta, Type tb,
+                                 FP8Scaling scaling, StringRef label,
+                                 StringRef nameA, StringRef nameB);
 
   /// Appends the new state's updates and metrics to the signature.
   void finish() { editor.finish(); }

@@ -7,15 +7,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Transforms/PrecisionPolicy.h"
+#include "ds/Analysis/RoleAnalysis.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Transforms/RoleAnalysis.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/YAMLParser.h"
@@ -137,7 +136,10 @@ public:
     return t;
   }
 
-  LogicalResult parseRule(yaml::Node *n, unsigned index, PrecisionRule &rule);
+  /// A rule: its match keys (RuleMatcher.h) into `match`, what it assigns
+  /// into `rule`.
+  LogicalResult parseRule(yaml::Node *n, unsigned index, PrecisionRule &rule,
+                          RuleMatch &match);
   LogicalResult parseFP8(yaml::Node *n, FP8Settings &fp8);
   LogicalResult parseChannel(yaml::Node *n, ChannelSettings &c);
   LogicalResult parseSchedule(yaml::Node *n, ScheduleSettings &s);
@@ -167,49 +169,13 @@ LogicalResult forEachKey(Parser &p, yaml::Node *n, StringRef what, Fn fn) {
 }
 
 LogicalResult Parser::parseRule(yaml::Node *n, unsigned index,
-                                PrecisionRule &rule) {
+                                PrecisionRule &rule, RuleMatch &match) {
   rule.loc = locOf(n);
+  auto failAt = [&](yaml::Node *at, const Twine &msg) { return fail(at, msg); };
   LogicalResult r = forEachKey(
       *this, n, "a rule", [&](StringRef key, yaml::Node *k, yaml::Node *v) {
-        if (key == "op") {
-          auto ops = scalarOrList(v, "op");
-          if (failed(ops))
-            return failure();
-          for (std::string &op : *ops) {
-            if (!StringRef(op).starts_with("ds."))
-              op = "ds." + op;
-            if (!RegisteredOperationName::lookup(op, ctx))
-              return fail(v, "unknown op '" + op + "'");
-          }
-          rule.ops = std::move(*ops);
-          return success();
-        }
-        if (key == "role") {
-          auto roles = scalarOrList(v, "role");
-          if (failed(roles))
-            return failure();
-          for (const std::string &r : *roles)
-            if (!llvm::is_contained(allRoles(), StringRef(r))) {
-              std::string known;
-              for (StringRef k : allRoles())
-                known += (known.empty() ? "" : ", ") + k.str();
-              return fail(v,
-                          "unknown role '" + r + "'; expected one of " + known);
-            }
-          rule.roles = std::move(*roles);
-          return success();
-        }
-        if (key == "param" || key == "module") {
-          auto glob = scalar(v, key);
-          if (failed(glob))
-            return failure();
-          if (auto e = llvm::GlobPattern::create(*glob); !e) {
-            std::string msg = llvm::toString(e.takeError());
-            return fail(v, "bad pattern '" + *glob + "': " + msg);
-          }
-          (key == "param" ? rule.param : rule.module) = *glob;
-          return success();
-        }
+        if (RuleMatch::isMatchKey(key))
+          return match.parseKey(key, v, ctx, failAt);
         if (key == "compute" || key == "storage" || key == "grad") {
           auto t = type(v, key);
           if (failed(t))
@@ -240,8 +206,7 @@ LogicalResult Parser::parseRule(yaml::Node *n, unsigned index,
       });
   if (failed(r))
     return failure();
-  if (rule.ops.empty() && rule.roles.empty() && rule.param.empty() &&
-      rule.module.empty())
+  if (match.empty())
     return fail(n, "rule #" + Twine(index) +
                        " matches nothing: give op, role, param or module");
   if (!rule.compute && !rule.storage && !rule.grad)
@@ -251,28 +216,19 @@ LogicalResult Parser::parseRule(yaml::Node *n, unsigned index,
   bool fp8 = (rule.compute && isFP8(rule.compute)) ||
              (rule.storage && isFP8(rule.storage));
   if (fp8) {
-    for (const std::string &op : rule.ops)
+    for (const std::string &op : match.ops)
       if (isReductionLike(op))
         return fail(n, "rule #" + Twine(index) + " maps a reduction ('" + op +
                            "') to FP8; reductions, norms, softmax, exp/log "
                            "and losses stay in at least BF16");
-    for (const std::string &r : rule.roles)
+    for (const std::string &r : match.roles)
       if (isReductionLikeRole(r))
         return fail(n, "rule #" + Twine(index) + " maps a reduction (role '" +
                            r +
                            "') to FP8; reductions, norms, softmax and losses "
                            "stay in at least BF16");
   }
-  std::string label = "rule #" + std::to_string(index);
-  if (!rule.roles.empty())
-    label += " (role " + llvm::join(rule.roles, ",") + ")";
-  else if (!rule.ops.empty())
-    label += " (op " + llvm::join(rule.ops, ",") + ")";
-  else if (!rule.param.empty())
-    label += " (param " + rule.param + ")";
-  else
-    label += " (module " + rule.module + ")";
-  rule.label = label;
+  rule.label = "rule #" + std::to_string(index) + " (" + match.describe() + ")";
   return success();
 }
 
@@ -377,9 +333,11 @@ LogicalResult Parser::parseRoot(yaml::Node *n, PrecisionPolicy &policy) {
           unsigned i = 0;
           for (yaml::Node &item : *seq) {
             PrecisionRule rule;
-            if (failed(parseRule(&item, i++, rule)))
+            RuleMatch match;
+            if (failed(parseRule(&item, i++, rule, match)))
               return failure();
             policy.rules.push_back(std::move(rule));
+            policy.matcher.append(std::move(match));
           }
           return success();
         }
@@ -480,27 +438,6 @@ PrecisionPolicy PrecisionPolicy::getDefault(MLIRContext *ctx) {
 
 const PrecisionRule *PrecisionPolicy::match(Operation *op, StringRef role,
                                             ArrayRef<StringRef> params) const {
-  StringRef opName = op->getName().getStringRef();
-  StringRef module;
-  if (auto m = op->getAttrOfType<StringAttr>(DSDialect::kModuleAttrName))
-    module = m.getValue();
-  for (const PrecisionRule &rule : rules) {
-    if (!rule.ops.empty() && !llvm::is_contained(rule.ops, opName))
-      continue;
-    if (!rule.roles.empty() && !llvm::is_contained(rule.roles, role))
-      continue;
-    if (!rule.module.empty()) {
-      auto glob = llvm::GlobPattern::create(rule.module);
-      if (!glob || !glob->match(module))
-        continue;
-    }
-    if (!rule.param.empty()) {
-      auto glob = llvm::GlobPattern::create(rule.param);
-      if (!glob ||
-          llvm::none_of(params, [&](StringRef p) { return glob->match(p); }))
-        continue;
-    }
-    return &rule;
-  }
-  return nullptr;
+  std::optional<unsigned> i = matcher.match(op, role, params);
+  return i ? &rules[*i] : nullptr;
 }

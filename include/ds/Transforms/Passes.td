@@ -407,8 +407,15 @@ def ClipGradientsPass : Pass<"ds-clip-gradients", "::mlir::ModuleOp"> {
     `t = 0.9 t + 0.1 mean(H)`; each gradient becomes
     `g * min(1, t / ||g||)`, where `||g||` is the L2 norm for attention
     parameters, the infinity norm for FFN parameters and the L2 norm for
-    every other one. A parameter is attention when its name, or the
-    `ds.module` / `ds.role` of an op using it, contains `attn`,
+    every other one. What a parameter is for comes first from the structure
+    of the step: the pass runs the role analysis itself (it does not need
+    ds-assign-precision to have written `ds.role`), and a parameter consumed
+    (through reshapes, transposes, slices, broadcasts and casts; a bias
+    through the projection it is added to) by a forward op with an
+    attention role (`attn.*`) is attention, else one consumed by an FFN role
+    (`ffn.*`) is FFN. When the structure gives neither, the names decide:
+    a parameter is attention when its name, or the `ds.module` /
+    `ds.role` of an op using it, contains `attn`,
     `attention`, `q_proj`, `k_proj`, `v_proj`, `out_proj` or `qkv`; FFN when
     a dotted component is `mlp`, `ffn`, `fc`, `up`, `down` or `gate`, or
     starts with one of them followed by a digit or `_` (`fc1`, `up_proj`),

@@ -12,6 +12,8 @@
 #ifndef DS_TRANSFORMS_PRECISIONPOLICY_H
 #define DS_TRANSFORMS_PRECISIONPOLICY_H
 
+#include "ds/Transforms/RuleMatcher.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
 #include "mlir/IR/Operation.h"
@@ -37,13 +39,9 @@ enum class FP8Scaling {
 
 llvm::StringRef stringifyFP8Scaling(FP8Scaling s);
 
-/// One rule: what it matches and what it assigns. Unset fields assign
-/// nothing (the op keeps f32 there).
+/// What one rule assigns; what it matches is the policy's matcher entry of
+/// the same index. Unset fields assign nothing (the op keeps f32 there).
 struct PrecisionRule {
-  llvm::SmallVector<std::string> ops;   ///< op names, e.g. "ds.matmul"
-  llvm::SmallVector<std::string> roles; ///< roles, e.g. "attn.q"
-  std::string param;                    ///< glob over consumed parameter names
-  std::string module;                   ///< glob over `ds.module`
   Type compute, storage, grad;
   FP8Scaling scaling = FP8Scaling::Delayed;
   /// Where the rule is written (file:line:col), and a short description.
@@ -96,7 +94,9 @@ public:
   const PrecisionRule *match(Operation *op, llvm::StringRef role,
                              llvm::ArrayRef<llvm::StringRef> params) const;
 
+  /// The rules in file order; `rules[i]` applies where `matcher` picks i.
   llvm::SmallVector<PrecisionRule> rules;
+  RuleMatcher matcher;
   FP8Settings fp8;
   ChannelSettings channel;
   ScheduleSettings schedule;

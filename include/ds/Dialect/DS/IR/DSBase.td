@@ -1,7 +1,7 @@
 //===- DSBase.td - ds dialect definition -------------------*- tablegen -*-===//
 //
-// The `ds` dialect and the pieces every ds op shares: the base op class and
-// the static-shape trait.
+// The `ds` dialect and the pieces every ds op shares: the base op class, the
+// static-shape trait and the op-category traits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,6 +80,28 @@ def DS_Dialect : Dialect {
 /// Every tensor operand and result of the op has a ranked, static shape. The
 /// error names the offending value, since that is what the user must fix.
 def DS_StaticShapes : NativeOpTrait<"StaticShapes"> {
+  let cppNamespace = "::mlir::ds::OpTrait";
+}
+
+//===----------------------------------------------------------------------===//
+// Op categories (DSTraits.h). Passes ask an op for its category instead of
+// keeping their own lists of ops.
+//===----------------------------------------------------------------------===//
+
+/// Moves data, computes nothing: the result holds elements of the one tensor
+/// operand, rearranged, selected or repeated. Analyses look through it.
+def DS_DataMovement : NativeOpTrait<"DataMovement"> {
+  let cppNamespace = "::mlir::ds::OpTrait";
+}
+
+/// Elementwise and meaningful in a narrower float type: computing it in bf16
+/// or f16 takes only retyping its operands and result.
+def DS_Retypable : NativeOpTrait<"Retypable"> {
+  let cppNamespace = "::mlir::ds::OpTrait";
+}
+
+/// A pointwise nonlinearity, the middle of a feed-forward block.
+def DS_Activation : NativeOpTrait<"Activation"> {
   let cppNamespace = "::mlir::ds::OpTrait";
 }
 

@@ -77,7 +77,7 @@ def DS_MatMulOp : DS_Op<"matmul", [Pure, DeclareOpInterfaceMethods<DS_Differenti
 
 class DS_BinaryOp<string mnemonic, string formula, string grad,
                   list<Trait> traits = []>
-    : DS_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor,
+    : DS_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor, DS_Retypable,
         DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>], traits)> {
   let summary = "Elementwise `" # formula # "` with explicit broadcast";
   let description = [{
@@ -87,7 +87,8 @@ class DS_BinaryOp<string mnemonic, string formula, string grad,
     and each dimension is either equal or 1 in one of them (that operand is
     repeated along it), or one operand is rank 0 (a scalar). Changing rank
     takes a `ds.reshape` or `ds.broadcast`. The operands share an element
-    type, float or integer.
+    type, float or integer. The op is `Retypable`: ds-assign-precision may
+    compute it in a narrower float type by retyping operands and result.
 
     Gradient: }] # grad # [{ Where an operand was broadcast, its gradient is
     summed over the broadcast dimensions back to the operand's shape.
@@ -118,12 +119,16 @@ def DS_MinimumOp : DS_BinaryOp<"minimum", "min(lhs, rhs)",
     "the cotangent flows to the smaller operand; on ties it is split evenly "
     "between both (as PyTorch's `torch.minimum`).", [Commutative]>;
 
-def DS_BroadcastOp : DS_Op<"broadcast", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
+def DS_BroadcastOp : DS_Op<"broadcast", [Pure, DS_DataMovement,
+    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Broadcasts a tensor into a larger shape (broadcast_in_dim)";
   let description = [{
     Operand dimension `i` maps to result dimension `dims[i]` (strictly
     increasing); it must have the result's size there or size 1 (then it is
     repeated). Result dimensions no operand dimension maps to are new.
+
+    The op is `DataMovement`: it computes nothing, so analyses (parameter
+    tracing, roles) look through it.
 
     Gradient: `dx` = `dy` summed over the new and the repeated dimensions,
     reshaped to the operand's shape.
@@ -163,23 +168,31 @@ class DS_UnaryOp<string mnemonic, string formula, string grad,
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+// Activations (DS_Activation) are what a feed-forward block's role is
+// found by; exp and log are not DS_Retypable: they stay in f32 (see
+// ds-assign-precision), the others may compute in a narrower type.
 def DS_ReluOp : DS_UnaryOp<"relu", "max(x, 0)",
-    "`dx = dy * (x > 0)` (0 at x = 0, as PyTorch).">;
+    "`dx = dy * (x > 0)` (0 at x = 0, as PyTorch).",
+    [DS_Retypable, DS_Activation]>;
 def DS_SiluOp : DS_UnaryOp<"silu", "x * sigmoid(x)",
-    "`dx = dy * s * (1 + x * (1 - s))` with `s = sigmoid(x)`.">;
+    "`dx = dy * s * (1 + x * (1 - s))` with `s = sigmoid(x)`.",
+    [DS_Retypable, DS_Activation]>;
 def DS_SigmoidOp : DS_UnaryOp<"sigmoid", "1 / (1 + exp(-x))",
-    "`dx = dy * y * (1 - y)`.">;
-def DS_TanhOp : DS_UnaryOp<"tanh", "tanh(x)", "`dx = dy * (1 - y^2)`.">;
+    "`dx = dy * y * (1 - y)`.", [DS_Retypable, DS_Activation]>;
+def DS_TanhOp : DS_UnaryOp<"tanh", "tanh(x)", "`dx = dy * (1 - y^2)`.",
+    [DS_Retypable, DS_Activation]>;
 def DS_ExpOp : DS_UnaryOp<"exp", "exp(x)", "`dx = dy * y`.">;
 def DS_LogOp : DS_UnaryOp<"log", "log(x)", "`dx = dy / x`.">;
-def DS_SqrtOp : DS_UnaryOp<"sqrt", "sqrt(x)", "`dx = dy / (2 y)`.">;
+def DS_SqrtOp : DS_UnaryOp<"sqrt", "sqrt(x)", "`dx = dy / (2 y)`.",
+    [DS_Retypable]>;
 def DS_RsqrtOp : DS_UnaryOp<"rsqrt", "1 / sqrt(x)",
-    "`dx = -dy * y^3 / 2`.">;
-def DS_NegOp : DS_UnaryOp<"neg", "-x", "`dx = -dy`.">;
-def DS_AbsOp : DS_UnaryOp<"abs", "|x|", "`dx = dy * sign(x)` (0 at x = 0).">;
+    "`dx = -dy * y^3 / 2`.", [DS_Retypable]>;
+def DS_NegOp : DS_UnaryOp<"neg", "-x", "`dx = -dy`.", [DS_Retypable]>;
+def DS_AbsOp : DS_UnaryOp<"abs", "|x|", "`dx = dy * sign(x)` (0 at x = 0).",
+    [DS_Retypable]>;
 
-def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
+def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType, DS_Retypable,
+    DS_Activation, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Gaussian error linear unit, exact (erf) or tanh form";
   let description = [{
     `approximate = none` (the default): `y = x * Phi(x)` with
@@ -219,7 +232,9 @@ def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape,
     scaled FP8 tensors); infinities stay infinities where the target has
     them. Float to integer truncates toward zero; integer to float rounds
     to nearest. On the CPU, casts to and from bf16, f16 and FP8 are exact
-    integer code (ds-emulate-narrow-floats).
+    integer code (ds-emulate-narrow-floats). A cast rounds, so it is not
+    `DataMovement`; analyses that trace a parameter still look through it
+    (a rounded weight is the same weight).
 
     Gradient: `dx = cast(dy)` back to the operand's element type (the
     identity up to rounding); integer operands receive none.
@@ -402,11 +417,15 @@ def DS_ReduceMaxOp : DS_ReduceOp<"reduce_max", "the maximum",
 //===----------------------------------------------------------------------===//
 
 def DS_TransposeOp : DS_Op<"transpose",
-    [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
+    [Pure, InferTypeOpAdaptor, DS_DataMovement,
+     DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Permutes dimensions";
   let description = [{
     `result[i_perm[0], ..., i_perm[n-1]] = input[i_0, ..., i_n-1]`, i.e.
     result dimension `k` is input dimension `permutation[k]`.
+
+    The op is `DataMovement`: it computes nothing, so analyses (parameter
+    tracing, roles) look through it.
 
     Gradient: `dx = transpose(dy)` with the inverse permutation.
 
@@ -421,11 +440,15 @@ def DS_TransposeOp : DS_Op<"transpose",
   }];
 }
 
-def DS_ReshapeOp : DS_Op<"reshape", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
+def DS_ReshapeOp : DS_Op<"reshape", [Pure, DS_DataMovement,
+    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Reinterprets the shape in row-major order";
   let description = [{
     Same elements in the same row-major order, new static shape with the
     same number of elements.
+
+    The op is `DataMovement`: it computes nothing, so analyses (parameter
+    tracing, roles) look through it.
 
     Gradient: `dx = reshape(dy)` to the operand's shape.
 
@@ -439,12 +462,16 @@ def DS_ReshapeOp : DS_Op<"reshape", [Pure, DeclareOpInterfaceMethods<DS_Differen
   let hasVerifier = 1;
 }
 
-def DS_SliceOp : DS_Op<"slice", [Pure, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
+def DS_SliceOp : DS_Op<"slice", [Pure, DS_DataMovement,
+    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Extracts a strided box";
   let description = [{
     `result[i...] = input[offsets + i * strides]`; the result type gives the
     sizes. `strides` defaults to all ones. Every selected index must be in
     bounds.
+
+    The op is `DataMovement`: it computes nothing, so analyses (parameter
+    tracing, roles) look through it.
 
     Gradient: `dx` is zero except at the selected positions, where it is
     `dy` (a strided insert into zeros).
@@ -472,7 +499,9 @@ def DS_ConcatOp : DS_Op<"concat",
   let summary = "Concatenates tensors along one axis";
   let description = [{
     Joins one or more tensors of equal rank and element type along `axis`;
-    all other dimensions must agree.
+    all other dimensions must agree. It computes nothing either, but it is
+    not `DataMovement`: its result has several sources, and analyses that
+    trace a value to its one source stop at it.
 
     Gradient: each operand receives the slice of `dy` at its position.
 

@@ -20,10 +20,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ds/Transforms/RoleAnalysis.h"
+#include "ds/Analysis/RoleAnalysis.h"
+#include "ds/Analysis/StepQueries.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
-#include "ds/Dialect/DS/IR/TrainingContract.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Matchers.h"
@@ -42,17 +42,21 @@ ArrayRef<StringLiteral> mlir::ds::allRoles() {
   return kAll;
 }
 
-namespace {
-
-bool isForward(Operation *op) { return !op->hasAttr(DSDialect::kVjpOfAttrName); }
-
-/// Ops that move or reinterpret data without computing: a role looks
-/// through them.
-bool isView(Operation *op) {
-  return isa<ReshapeOp, TransposeOp, CastOp, SliceOp, BroadcastOp>(op);
+bool mlir::ds::role::isAttention(StringRef r) {
+  return llvm::is_contained(
+      {kAttnQ, kAttnK, kAttnV, kAttnQKV, kAttnScores, kAttnContext, kAttnOut},
+      r);
 }
 
-/// Whether `v` is a rank-0 or splat constant (a scale, a mask fill).
+bool mlir::ds::role::isFeedForward(StringRef r) {
+  return llvm::is_contained({kFfnUp, kFfnGate, kFfnAct, kFfnDown}, r);
+}
+
+namespace {
+
+/// Whether `v` is a rank-0 or splat constant (a scale, a mask fill). Only
+/// the ops that turn a scalar into a splat are looked through here (not
+/// transposes or slices), as the score patterns this recognises use them.
 bool isConstantLike(Value v) {
   if (Operation *def = v.getDefiningOp())
     return matchPattern(def, m_Constant()) ||
@@ -61,26 +65,10 @@ bool isConstantLike(Value v) {
   return false;
 }
 
-/// The parameter argument `v` is (through views), or null.
-BlockArgument traceToParam(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (!isView(def))
-      return nullptr;
-    v = def->getOperand(0);
-  }
-  auto arg = dyn_cast<BlockArgument>(v);
-  if (!arg)
-    return nullptr;
-  auto func = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp());
-  if (!func || !func.getArgAttr(arg.getArgNumber(), DSDialect::kParamAttrName))
-    return nullptr;
-  return arg;
-}
-
 /// A matmul with a parameter operand: a linear layer.
 bool isProjection(Operation *op) {
   auto mm = dyn_cast<MatMulOp>(op);
-  return mm && isForward(op) &&
+  return mm && isForwardOp(op) &&
          (traceToParam(mm.getLhs()) || traceToParam(mm.getRhs()));
 }
 
@@ -105,7 +93,7 @@ bool isScoreAdjustment(Operation *op) {
 /// (when `adjustments`) score scaling and masking.
 Operation *sourceOf(Value v, bool adjustments = false) {
   while (Operation *def = v.getDefiningOp()) {
-    if (isView(def) || isBiasAdd(def)) {
+    if (isLookThroughOp(def) || isBiasAdd(def)) {
       // A bias add: follow the non-parameter operand.
       if (auto add = dyn_cast<AddOp>(def))
         v = traceToParam(add.getLhs()) ? add.getRhs() : add.getLhs();
@@ -141,9 +129,9 @@ SmallVector<Operation *> usersOf(Value v) {
     if (!seen.insert(x).second)
       continue;
     for (Operation *user : x.getUsers()) {
-      if (!isForward(user))
+      if (!isForwardOp(user))
         continue;
-      if (isView(user) || isBiasAdd(user))
+      if (isLookThroughOp(user) || isBiasAdd(user))
         todo.push_back(user->getResult(0));
       else
         out.push_back(user);
@@ -153,7 +141,7 @@ SmallVector<Operation *> usersOf(Value v) {
 }
 
 bool isActivation(Operation *op) {
-  return isa<GeluOp, ReluOp, SiluOp, SigmoidOp, TanhOp>(op);
+  return op->hasTrait<ds::OpTrait::Activation>();
 }
 
 /// The role a module path names, for projections: `layers.0.attn.q_proj`
@@ -283,7 +271,7 @@ RoleAnalysis::RoleAnalysis(FunctionOpInterface func) {
   Block &body = func.getFunctionBody().front();
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
-    if (isForward(&op))
+    if (isForwardOp(&op))
       forward.push_back(&op);
   // Roles a front end wrote are facts.
   for (Operation *op : forward)
@@ -322,7 +310,34 @@ RoleAnalysis::RoleAnalysis(FunctionOpInterface func) {
   }
 }
 
-void RoleAnalysis::annotate() const {
-  for (auto &[op, r] : roles)
-    op->setAttr(DSDialect::kRoleAttrName, StringAttr::get(op->getContext(), r));
+SmallVector<StringRef> RoleAnalysis::rolesOfConsumers(Value param) const {
+  SmallVector<StringRef> out;
+  SmallVector<Value> todo{param};
+  llvm::DenseSet<Value> seen;
+  while (!todo.empty()) {
+    Value v = todo.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (Operation *user : v.getUsers()) {
+      if (!isForwardOp(user))
+        continue;
+      if (isLookThroughOp(user)) {
+        todo.push_back(user->getResult(0));
+        continue;
+      }
+      StringRef r = roleOf(user);
+      // A bias: what it is for is the projection it is added to.
+      if (auto add = dyn_cast<AddOp>(user); add && r.empty()) {
+        Value other = add.getLhs() == v ? add.getRhs() : add.getLhs();
+        Operation *def = other.getDefiningOp();
+        while (def && isLookThroughOp(def))
+          def = def->getOperand(0).getDefiningOp();
+        if (def)
+          r = roleOf(def);
+      }
+      if (!r.empty())
+        out.push_back(r);
+    }
+  }
+  return out;
 }

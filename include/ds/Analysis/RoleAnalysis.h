@@ -7,14 +7,20 @@
 // a front end (`ds.module`) then refine projections the structure left
 // generic, and a `ds.role` already on an op is kept.
 //
+// A pure analysis: it never writes the roles into the IR. The pass that
+// owns them (ds-assign-precision) writes `ds.role`; others (ds-clip-gradients)
+// ask for them without depending on that pass having run.
+//
 //===----------------------------------------------------------------------===//
 
-#ifndef DS_TRANSFORMS_ROLEANALYSIS_H
-#define DS_TRANSFORMS_ROLEANALYSIS_H
+#ifndef DS_ANALYSIS_ROLEANALYSIS_H
+#define DS_ANALYSIS_ROLEANALYSIS_H
 
 #include "mlir/IR/Operation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
@@ -42,6 +48,11 @@ inline constexpr llvm::StringLiteral kHead = "head";
 inline constexpr llvm::StringLiteral kReduction = "reduction";
 inline constexpr llvm::StringLiteral kLinear = "linear";
 inline constexpr llvm::StringLiteral kConv = "conv";
+
+/// Whether `r` is one of the attention roles (attn.*).
+bool isAttention(llvm::StringRef r);
+/// Whether `r` is one of the feed-forward roles (ffn.*).
+bool isFeedForward(llvm::StringRef r);
 } // namespace role
 
 /// Every role name, for policy validation and messages.
@@ -60,8 +71,11 @@ public:
   /// Whether the structure (not a name) decided `op`'s role.
   bool isStructural(Operation *op) const { return structural.contains(op); }
 
-  /// Writes every role as a `ds.role` attribute.
-  void annotate() const;
+  /// The roles of the forward ops that consume `param` (a parameter
+  /// argument), looking through data movement and casts; a bias add that
+  /// has no role of its own counts as the op whose output it biases. In use
+  /// order, without the empty role; may repeat.
+  llvm::SmallVector<llvm::StringRef> rolesOfConsumers(Value param) const;
 
 private:
   void set(Operation *op, llvm::StringRef role, bool fromStructure = true);
@@ -75,4 +89,4 @@ private:
 
 } // namespace mlir::ds
 
-#endif // DS_TRANSFORMS_ROLEANALYSIS_H
+#endif // DS_ANALYSIS_ROLEANALYSIS_H
