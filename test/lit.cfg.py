@@ -38,10 +38,17 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 config.excludes.append("Inputs")
 
 # %ds_python: the project's virtual environment (numpy, torch, ml_dtypes).
-# Tests that need it say `REQUIRES: python-venv`.
+# Tests that need it say `REQUIRES: python-venv`. lit applies substitutions
+# in list order, each to what the previous ones left, so an earlier pattern
+# that matched "%ds_python" (or a prefix of it) would shadow this entry: it
+# goes first, replacing any earlier definition. (lit's default substitutions,
+# llvm_config.use_default_substitutions, define %python as lit's own
+# interpreter, not %ds_python; the venv path holds no substitution pattern.)
 if os.path.exists(config.ds_python):
     config.available_features.add("python-venv")
-    config.substitutions.append(("%ds_python", config.ds_python))
+    config.substitutions = [(k, v) for (k, v) in config.substitutions
+                            if k != "%ds_python"]
+    config.substitutions.insert(0, ("%ds_python", config.ds_python))
 else:
     lit_config.warning("no Python venv at %s; tests needing it are skipped"
                        % config.ds_python)

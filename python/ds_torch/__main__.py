@@ -6,16 +6,22 @@ Writes the ds module and one .npy per parameter and buffer, and prints the
 ds-run command that trains it.
 """
 
+from __future__ import annotations
+
 import argparse
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
 
 from .export import export_training_step
 from .mlir_text import ExportError
 
 
-def load_factory(spec):
+def load_factory(spec: str) -> Callable[[], Any]:
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
         raise ExportError("expected FILE.py:FACTORY, got '%s'" % spec)
@@ -32,7 +38,8 @@ def load_factory(spec):
     return factory
 
 
-def unpack(setup):
+def unpack(setup: Any) -> tuple[torch.nn.Module, Callable[..., torch.Tensor],
+                              Sequence[torch.Tensor], torch.optim.Optimizer | None]:
     if isinstance(setup, dict):
         missing = [k for k in ("model", "loss_fn", "example_batch") if k not in setup]
         if missing:
@@ -45,7 +52,7 @@ def unpack(setup):
                       "[, optimizer]) or a dict with those keys")
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ds_torch",
                                  description="PyTorch models into ds-mlir")
     sub = ap.add_subparsers(dest="command", required=True)

@@ -8,20 +8,28 @@ tuples, Python scalars). It returns what the node produces. The table
 `coverage_table`).
 """
 
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
+from torch._ops import OpOverload
 
 from .mlir_text import ExportError, Value
 
 aten = torch.ops.aten
 
-RULES = {}
-NOTES = {}
+# rule(cx, node, *args, **kwargs) -> what the node produces.
+Rule = Callable[..., Any]
+
+RULES: dict[OpOverload, Rule] = {}
+NOTES: dict[OpOverload, str] = {}
 
 
-def rule(*overloads, note=""):
-    def register(fn):
+def rule(*overloads: OpOverload, note: str = "") -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
         for ov in overloads:
             RULES[ov] = fn
             NOTES[ov] = note
@@ -33,15 +41,15 @@ class Const:
     """A tensor computed at export time (it depends on no input); becomes an
     `arith.constant` only where a ds op needs it."""
 
-    def __init__(self, tensor):
+    def __init__(self, tensor: torch.Tensor) -> None:
         self.tensor = tensor
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return tuple(self.tensor.shape)
 
     @property
-    def dtype(self):
+    def dtype(self) -> torch.dtype:
         return self.tensor.dtype
 
 
@@ -49,7 +57,7 @@ class Transposed:
     """A rank-2 transpose not yet emitted: a matmul folds it into its
     transpose flag; any other use materialises it."""
 
-    def __init__(self, source):
+    def __init__(self, source: Value) -> None:
         self.source = source
         self.shape = (source.shape[1], source.shape[0])
         self.dtype = source.dtype
@@ -433,10 +441,10 @@ class Lazy:
     """A multi-result node whose first result is built and whose others are
     built on first use (the statistics of a normalisation)."""
 
-    def __init__(self, first, rest):
+    def __init__(self, first: Value, rest: Callable[[], tuple[Any, ...]]) -> None:
         self.first, self._rest, self._built = first, rest, None
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Any:
         if i == 0:
             return self.first
         if self._built is None:
@@ -549,7 +557,7 @@ class Opaque:
     only a backward rule consumes, without reading it; any other use is an
     error."""
 
-    def __init__(self, node, what):
+    def __init__(self, node: torch.fx.Node, what: str) -> None:
         self.node, self.what = node, what
 
 
@@ -660,6 +668,6 @@ def _random(cx, node, *args, **kwargs):
                                "create yet" % node.target)
 
 
-def coverage_table():
+def coverage_table() -> list[tuple[str, str]]:
     """(overload name, note) for every mapped aten overload, sorted."""
     return sorted((str(ov), NOTES[ov]) for ov in RULES)

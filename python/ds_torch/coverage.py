@@ -5,8 +5,11 @@ table, so the table cannot drift from the code.
     python -m ds_torch.coverage --check docs/TorchOpCoverage.md  # compare
 """
 
+from __future__ import annotations
+
 import argparse
 import sys
+from collections.abc import Sequence
 
 import torch
 
@@ -34,11 +37,11 @@ COMMON_OPS = [
 ]
 
 
-def _name(overload):
+def _name(overload: object) -> str:
     return str(overload).replace("aten.", "", 1)
 
 
-def render():
+def render() -> str:
     rows = sorted((_name(ov), NOTES[ov]) for ov in RULES)
     backward = {str(ov) for ov in RULES
                 if RULES[ov].__module__.endswith("backward_rules")}
@@ -97,7 +100,7 @@ def render():
     return "\n".join(out)
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("path")
     ap.add_argument("--check", action="store_true")

@@ -5,12 +5,16 @@ verifier does, and emits the op in its custom assembly form. The aten
 rules (aten_rules.py) are written against these, never against raw text.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
 import torch
 
-from .mlir_text import ExportError, Value, float_literal, i64_array
+from .mlir_text import ExportError, FunctionBuilder, Value, float_literal, i64_array
 
 
-def _broadcast_shapes(a, b):
+def _broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
     if len(a) == 0:
         return tuple(b)
     if len(b) == 0:
@@ -27,11 +31,11 @@ def _broadcast_shapes(a, b):
 
 
 class DS:
-    def __init__(self, fb):
+    def __init__(self, fb: FunctionBuilder) -> None:
         self.fb = fb
 
     # -- shapes ------------------------------------------------------------
-    def reshape(self, x, shape):
+    def reshape(self, x: Value, shape: Iterable[int]) -> Value:
         shape = tuple(shape)
         if shape == x.shape:
             return x
@@ -39,7 +43,7 @@ class DS:
                           trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
         return r
 
-    def transpose(self, x, perm):
+    def transpose(self, x: Value, perm: Iterable[int]) -> Value:
         perm = [int(p) for p in perm]
         if perm == list(range(x.rank)):
             return x
@@ -49,7 +53,7 @@ class DS:
                           trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
         return r
 
-    def broadcast(self, x, shape, dims):
+    def broadcast(self, x: Value, shape: Iterable[int], dims: Iterable[int]) -> Value:
         shape = tuple(shape)
         if shape == x.shape:
             return x
@@ -58,13 +62,14 @@ class DS:
                           trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
         return r
 
-    def expand(self, x, shape):
+    def expand(self, x: Value, shape: Iterable[int]) -> Value:
         """numpy-style broadcast of `x` to `shape` (leading dims new)."""
         shape = tuple(shape)
         lead = len(shape) - x.rank
         return self.broadcast(x, shape, list(range(lead, len(shape))))
 
-    def slice(self, x, offsets, shape, strides=None):
+    def slice(self, x: Value, offsets: Sequence[int], shape: Iterable[int],
+              strides: Sequence[int] | None = None) -> Value:
         shape = tuple(shape)
         if shape == x.shape and not any(offsets):
             return x
@@ -75,7 +80,7 @@ class DS:
                           trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
         return r
 
-    def concat(self, xs, axis):
+    def concat(self, xs: Sequence[Value], axis: int) -> Value:
         shape = list(xs[0].shape)
         shape[axis] = sum(x.shape[axis] for x in xs)
         (r,) = self.fb.op("ds.concat %s axis = %d" % (", ".join(x.name for x in xs), axis),
@@ -84,7 +89,7 @@ class DS:
                                                 Value("", shape, xs[0].dtype).type))
         return r
 
-    def cast(self, x, dtype):
+    def cast(self, x: Value, dtype: torch.dtype) -> Value:
         if x.dtype == dtype:
             return x
         (r,) = self.fb.op("ds.cast %s" % x.name, [x.shape], [dtype],
@@ -92,7 +97,7 @@ class DS:
         return r
 
     # -- elementwise -------------------------------------------------------
-    def align(self, a, b):
+    def align(self, a: Value, b: Value) -> tuple[Value, Value]:
         """Gives `a` and `b` equal ranks (numpy alignment) unless one is a
         scalar, which ds broadcasts as it is."""
         if a.rank == b.rank or a.rank == 0 or b.rank == 0:
@@ -101,7 +106,7 @@ class DS:
             return self.reshape(a, (1,) * (b.rank - a.rank) + a.shape), b
         return a, self.reshape(b, (1,) * (a.rank - b.rank) + b.shape)
 
-    def binary(self, name, a, b):
+    def binary(self, name: str, a: Value, b: Value) -> Value:
         a, b = self.align(a, b)
         shape = _broadcast_shapes(a.shape, b.shape)
         (r,) = self.fb.op("ds.%s %s, %s" % (name, a.name, b.name), [shape], [a.dtype],
@@ -109,7 +114,7 @@ class DS:
                                                     Value("", shape, a.dtype).type))
         return r
 
-    def compare(self, pred, a, b):
+    def compare(self, pred: str, a: Value, b: Value) -> Value:
         a, b = self.align(a, b)
         shape = _broadcast_shapes(a.shape, b.shape)
         (r,) = self.fb.op("ds.compare %s, %s, %s" % (pred, a.name, b.name), [shape],
@@ -118,10 +123,10 @@ class DS:
                                                     Value("", shape, torch.bool).type))
         return r
 
-    def select(self, cond, t, f):
+    def select(self, cond: Value, t: Value, f: Value) -> Value:
         rank = max(cond.rank, t.rank, f.rank)
 
-        def lift(v):
+        def lift(v: Value) -> Value:
             if v.rank in (0, rank):
                 return v
             return self.reshape(v, (1,) * (rank - v.rank) + v.shape)
@@ -133,13 +138,14 @@ class DS:
                                                         Value("", shape, t.dtype).type))
         return r
 
-    def unary(self, name, x, props=""):
+    def unary(self, name: str, x: Value, props: str = "") -> Value:
         (r,) = self.fb.op("ds.%s %s%s" % (name, x.name, props), [x.shape], [x.dtype],
                           trailer=x.type)
         return r
 
     # -- reductions --------------------------------------------------------
-    def reduce(self, name, x, dims, keep_dims=False):
+    def reduce(self, name: str, x: Value, dims: Iterable[int],
+               keep_dims: bool = False) -> Value:
         dims = sorted(set(d % x.rank for d in dims)) if x.rank else []
         if not dims:
             return x
@@ -152,7 +158,7 @@ class DS:
         return r
 
     # -- linear algebra and nn ---------------------------------------------
-    def matmul(self, a, b, ta=False, tb=False):
+    def matmul(self, a: Value, b: Value, ta: bool = False, tb: bool = False) -> Value:
         m = a.shape[-1] if ta else a.shape[-2]
         n = b.shape[-2] if tb else b.shape[-1]
         shape = tuple(a.shape[:-2]) + (m, n)
@@ -163,23 +169,24 @@ class DS:
                                                     Value("", shape, a.dtype).type))
         return r
 
-    def softmax(self, name, x, axis):
+    def softmax(self, name: str, x: Value, axis: int) -> Value:
         return self.unary(name, x, " axis = %d" % (axis % x.rank))
 
-    def layer_norm(self, x, w, b, eps):
+    def layer_norm(self, x: Value, w: Value, b: Value, eps: float) -> Value:
         (r,) = self.fb.op("ds.layer_norm %s, %s, %s eps = %s" % (
             x.name, w.name, b.name, float_literal(eps, torch.float64)),
             [x.shape], [x.dtype], trailer="%s, %s, %s" % (x.type, w.type, b.type))
         return r
 
-    def batch_norm(self, x, w, b, mean, var, momentum, eps):
+    def batch_norm(self, x: Value, w: Value, b: Value, mean: Value, var: Value,
+                   momentum: float, eps: float) -> list[Value]:
         c = (x.shape[1],)
         return self.fb.op("ds.batch_norm %s, %s, %s, %s, %s momentum = %s eps = %s" % (
             x.name, w.name, b.name, mean.name, var.name,
             float_literal(momentum, torch.float64), float_literal(eps, torch.float64)),
             [x.shape, c, c], [x.dtype] * 3, trailer="%s, %s" % (x.type, w.type))
 
-    def embedding(self, table, idx):
+    def embedding(self, table: Value, idx: Value) -> Value:
         shape = idx.shape + (table.shape[1],)
         (r,) = self.fb.op("ds.embedding %s, %s" % (table.name, idx.name), [shape],
                           [table.dtype],
@@ -187,7 +194,9 @@ class DS:
                                                     Value("", shape, table.dtype).type))
         return r
 
-    def conv2d(self, x, w, b, shape, strides, padding, dilation, groups):
+    def conv2d(self, x: Value, w: Value, b: Value | None, shape: Iterable[int],
+               strides: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+               groups: int) -> Value:
         operands = [x, w] + ([b] if b is not None else [])
         text = "ds.conv2d %s strides = %s padding = %s dilation = %s groups = %d" % (
             ", ".join(v.name for v in operands), i64_array(strides), i64_array(padding),
@@ -197,14 +206,15 @@ class DS:
                                                 Value("", shape, x.dtype).type))
         return r
 
-    def pool2d(self, name, x, shape, kernel, strides, padding):
+    def pool2d(self, name: str, x: Value, shape: Iterable[int], kernel: Sequence[int],
+               strides: Sequence[int], padding: Sequence[int]) -> Value:
         text = "ds.%s %s kernel = %s strides = %s padding = %s" % (
             name, x.name, i64_array(kernel), i64_array(strides), i64_array(padding))
         (r,) = self.fb.op(text, [shape], [x.dtype],
                           trailer="%s -> %s" % (x.type, Value("", shape, x.dtype).type))
         return r
 
-    def loss(self, name, a, b):
+    def loss(self, name: str, a: Value, b: Value) -> Value:
         shape = ()
         if name == "mse_loss":
             trailer = "%s -> %s" % (a.type, Value("", shape, a.dtype).type)
@@ -214,5 +224,5 @@ class DS:
                           trailer=trailer)
         return r
 
-    def causal_mask(self, x):
+    def causal_mask(self, x: Value) -> Value:
         return self.unary("causal_mask", x)

@@ -23,11 +23,15 @@ With `joint=True` the step also traces PyTorch's own backward
 the backward to ds-autodiff.
 """
 
+from __future__ import annotations
+
 import inspect
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,7 +41,8 @@ from torch.func import functional_call
 from . import backward_rules  # noqa: F401 (registers the backward rules)
 from .aten_rules import RULES, Const, Lazy, Opaque, Transposed
 from .ds_ops import DS
-from .mlir_text import ExportError, FunctionBuilder, Value, attr_dict, location, string
+from .mlir_text import (ExportError, FunctionBuilder, Location, Value, attr_dict, location,
+                        string)
 from .optim import optimizer_attributes
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -56,13 +61,14 @@ class ExportedStep:
     "gradient").
     """
 
-    def __init__(self, mlir, initial_values, params, states, inputs, level):
+    def __init__(self, mlir: str, initial_values: dict[str, np.ndarray], params: list[str],
+                 states: list[str], inputs: list[str], level: str) -> None:
         self.mlir = mlir
         self.initial_values = initial_values
         self.params, self.states, self.inputs = params, states, inputs
         self.level = level
 
-    def save(self, mlir_path, params_dir=None):
+    def save(self, mlir_path: str | os.PathLike[str], params_dir: str | None = None) -> None:
         """Writes the module and, if `params_dir` is given, one `.npy` per
         parameter and state. Each is written to a temporary name first and
         renamed, so a failure leaves no half-written output."""
@@ -80,7 +86,7 @@ class ExportedStep:
             raise
 
 
-def save_arrays(arrays, directory):
+def save_arrays(arrays: Mapping[str, np.ndarray], directory: str) -> None:
     """Writes `name.npy` for every array into `directory` atomically (a new
     directory renamed into place; an existing one is replaced)."""
     parent = os.path.dirname(os.path.abspath(directory))
@@ -102,7 +108,7 @@ def save_arrays(arrays, directory):
         raise
 
 
-def _user_frame(stack_trace):
+def _user_frame(stack_trace: str | None) -> Location | None:
     """(file, line, code) of the innermost frame outside torch and this
     package, from an fx node's stack trace."""
     if not stack_trace:
@@ -115,7 +121,7 @@ def _user_frame(stack_trace):
     return best
 
 
-def _module_path(node):
+def _module_path(node: torch.fx.Node) -> str | None:
     stack = node.meta.get("nn_module_stack")
     if not stack:
         return None
@@ -126,7 +132,7 @@ def _module_path(node):
     return path or None
 
 
-def _fallback_location(fn):
+def _fallback_location(fn: Callable[..., Any]) -> Location | None:
     """Where `fn` is defined, when it is the user's; else None."""
     try:
         path = inspect.getsourcefile(fn)
@@ -141,7 +147,7 @@ def _fallback_location(fn):
 class _Converter:
     """Walks the traced graph and builds the function body."""
 
-    def __init__(self, graph, fallback_loc):
+    def __init__(self, graph: torch.fx.Graph, fallback_loc: Location | None) -> None:
         self.graph = graph
         self.fb = FunctionBuilder()
         self.ds = DS(self.fb)
@@ -152,11 +158,11 @@ class _Converter:
         self.updates = {}  # placeholder index -> Value
 
     # -- helpers for rules ---------------------------------------------------
-    def location_of(self, node):
+    def location_of(self, node: torch.fx.Node) -> Location | None:
         frame = _user_frame(node.meta.get("stack_trace"))
         return frame or self.fallback_loc
 
-    def unsupported(self, node, what=None):
+    def unsupported(self, node: torch.fx.Node, what: str | None = None) -> ExportError:
         """An ExportError located at `node`'s source line: `what` is not
         supported, or, without `what`, the op has no mapping."""
         frame = self.location_of(node)
@@ -170,13 +176,13 @@ class _Converter:
         return ExportError("%serror: %s%s\n(the mapped aten ops are listed in "
                            "docs/TorchOpCoverage.md)" % (where, message, code))
 
-    def scalar(self, v, dtype):
+    def scalar(self, v: bool | int | float, dtype: torch.dtype) -> Value:
         return self.fb.scalar(v, dtype)
 
-    def constant(self, tensor):
+    def constant(self, tensor: torch.Tensor) -> Value:
         return self.fb.constant(tensor)
 
-    def dtype_of(self, x):
+    def dtype_of(self, x: Any) -> torch.dtype:
         if isinstance(x, (Value, Const, Transposed)):
             return x.dtype
         if isinstance(x, Lazy):
@@ -187,7 +193,7 @@ class _Converter:
             return torch.int64
         return torch.get_default_dtype()
 
-    def value(self, x, dtype=None):
+    def value(self, x: Any, dtype: torch.dtype | None = None) -> Value:
         """Materialises `x` as a Value, cast to `dtype` when given."""
         if isinstance(x, Lazy):
             x = x.first
@@ -206,21 +212,21 @@ class _Converter:
             return self.ds.cast(x, dtype)
         return x
 
-    def producer_of(self, arg):
+    def producer_of(self, arg: Any) -> torch.fx.Node | None:
         return arg if isinstance(arg, torch.fx.Node) else None
 
-    def _placeholder_of(self, x):
+    def _placeholder_of(self, x: Any) -> int | None:
         for node, value in self.env.items():
             if value is x and node.op == "placeholder":
                 return self.placeholder_index[node]
         return None
 
-    def record_inplace_update(self, buffer_value, new_value):
+    def record_inplace_update(self, buffer_value: Any, new_value: Value) -> None:
         index = self._placeholder_of(buffer_value)
         if index is not None:
             self.updates[index] = new_value
 
-    def record_copy(self, dst_node, src):
+    def record_copy(self, dst_node: torch.fx.Node, src: Any) -> None:
         if dst_node.op != "placeholder":
             raise self.unsupported(self.node, "an in-place write into an "
                                               "intermediate tensor")
@@ -274,7 +280,7 @@ class _Converter:
             return tuple(Const(o) if isinstance(o, torch.Tensor) else o for o in out)
         return out
 
-    def run(self, arg_values):
+    def run(self, arg_values: Sequence[Value]) -> Any:
         live = self._live_nodes()
         const_nodes = set()
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
@@ -320,7 +326,7 @@ class _Converter:
         return outputs
 
 
-def _functional_variant(target):
+def _functional_variant(target: Any) -> Any:
     """aten.add_.Tensor -> aten.add.Tensor, for in-place overloads."""
     schema = getattr(target, "_schema", None)
     if schema is None or not schema.is_mutable:
@@ -332,7 +338,7 @@ def _functional_variant(target):
     return getattr(functional, target._overloadname, None) if functional else None
 
 
-def _flatten_outputs(outputs):
+def _flatten_outputs(outputs: Any) -> list[Any]:
     if isinstance(outputs, (list, tuple)):
         flat = []
         for o in outputs:
@@ -341,8 +347,11 @@ def _flatten_outputs(outputs):
     return [outputs]
 
 
-def export_training_step(model, loss_fn, example_batch, optimizer=None, *,
-                         input_names=None, joint=False, func_name="step"):
+def export_training_step(model: torch.nn.Module, loss_fn: Callable[..., torch.Tensor],
+                         example_batch: Sequence[torch.Tensor],
+                         optimizer: torch.optim.Optimizer | None = None, *,
+                         input_names: Sequence[str] | None = None, joint: bool = False,
+                         func_name: str = "step") -> ExportedStep:
     """Exports one training step of `model` as a ds module.
 
     `loss = loss_fn(model(*example_batch[:-1]), example_batch[-1])` defines

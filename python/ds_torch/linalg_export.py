@@ -38,7 +38,11 @@ for the models of test/Integration/Torch/parity_models.py (with that
 directory on sys.path or given by --models), or call `write_linalg`.
 """
 
+from __future__ import annotations
+
 import copy
+import os
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -48,7 +52,7 @@ __all__ = ["export_linalg", "write_linalg"]
 _LARGE_ELEMENTS_LIMIT = 1 << 40
 
 
-def _input_names(n):
+def _input_names(n: int) -> list[str]:
     """Default names of the batch tensors: x (or x0, x1, ...) and labels."""
     if n == 1:
         return ["labels"]
@@ -85,7 +89,9 @@ class _Step(torch.nn.Module):
         return (loss, *new_buffers)
 
 
-def export_linalg(model, loss_fn, example_batch, dtype=None, input_names=None):
+def export_linalg(model: torch.nn.Module, loss_fn: Callable[..., torch.Tensor],
+                  example_batch: Sequence[torch.Tensor], dtype: torch.dtype | None = None,
+                  input_names: Sequence[str] | None = None) -> tuple[str, str]:
     """Returns `(mlir_text, import_options)` for the training step of
     `model` under `loss_fn` on batches shaped like `example_batch`.
 
@@ -132,8 +138,10 @@ def export_linalg(model, loss_fn, example_batch, dtype=None, input_names=None):
     return text, options
 
 
-def write_linalg(path, model, loss_fn, example_batch, dtype=None,
-                 input_names=None):
+def write_linalg(path: str | os.PathLike[str], model: torch.nn.Module,
+                 loss_fn: Callable[..., torch.Tensor],
+                 example_batch: Sequence[torch.Tensor], dtype: torch.dtype | None = None,
+                 input_names: Sequence[str] | None = None) -> str:
     """Writes the module of `export_linalg` to `path`; returns the import
     options."""
     text, options = export_linalg(model, loss_fn, example_batch, dtype,
@@ -143,7 +151,7 @@ def write_linalg(path, model, loss_fn, example_batch, dtype=None,
     return options
 
 
-def _main(argv=None):
+def _main(argv: Sequence[str] | None = None) -> None:
     import argparse
     import os
     import sys

@@ -6,18 +6,24 @@ needs, per parameter, and the update itself is ds-insert-optimizer's
 (torch.optim's formulas in torch's order of operations).
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 import torch
 
 from .mlir_text import ExportError, float_literal, string
 
 
-def _number(v):
+def _number(v: float | torch.Tensor) -> float:
     if isinstance(v, torch.Tensor):
         v = v.item()
     return float(v)
 
 
-def _group_entries(optimizer, group):
+def _group_entries(optimizer: torch.optim.Optimizer,
+                   group: Mapping[str, Any]) -> dict[str, Any]:
     name = type(optimizer).__name__
     for flag in ("amsgrad", "maximize"):
         if group.get(flag):
@@ -43,7 +49,9 @@ def _group_entries(optimizer, group):
     return entries
 
 
-def optimizer_attributes(optimizer, named_params):
+def optimizer_attributes(optimizer: torch.optim.Optimizer | None,
+                         named_params: Iterable[tuple[str, torch.Tensor]]
+                         ) -> dict[str, str] | None:
     """{parameter name: `ds.optim` attribute text} for every parameter the
     optimizer updates. Parameters it does not hold are not trained."""
     if optimizer is None:

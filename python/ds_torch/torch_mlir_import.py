@@ -6,11 +6,16 @@ torch-mlir's wheel carries its own MLIR, so the linalg module travels as
 text to a ds-opt process; nothing of ds-mlir is loaded here.
 """
 
+from __future__ import annotations
+
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
 
 from .export import ExportedStep
 from .linalg_export import export_linalg
@@ -18,7 +23,7 @@ from .mlir_text import ExportError
 from .optim import optimizer_attributes
 
 
-def find_ds_opt(ds_opt=None):
+def find_ds_opt(ds_opt: str | None = None) -> str:
     """`ds_opt`, else $DS_OPT, else ds-opt on PATH."""
     path = ds_opt or os.environ.get("DS_OPT") or shutil.which("ds-opt")
     if not path:
@@ -27,7 +32,7 @@ def find_ds_opt(ds_opt=None):
     return path
 
 
-def _add_optim(text, attrs):
+def _add_optim(text: str, attrs: Mapping[str, str]) -> str:
     """Adds `ds.optim` to each parameter's argument attributes of the raised
     module (printed by ds-opt: `ds.param = "<name>"` appears once per
     parameter, inside its argument's attribute dictionary)."""
@@ -40,8 +45,14 @@ def _add_optim(text, attrs):
     return text
 
 
-def import_via_torch_mlir(model, loss_fn, example_batch, optimizer=None, *,
-                          input_names=None, ds_opt=None, keep_linalg=None):
+def import_via_torch_mlir(model: torch.nn.Module,
+                          loss_fn: Callable[..., torch.Tensor],
+                          example_batch: Sequence[torch.Tensor],
+                          optimizer: torch.optim.Optimizer | None = None, *,
+                          input_names: Sequence[str] | None = None,
+                          ds_opt: str | None = None,
+                          keep_linalg: str | os.PathLike[str] | None = None
+                          ) -> ExportedStep:
     """Exports the step of `model` with torch-mlir (linalg-on-tensors),
     raises it with `ds-opt --ds-import-linalg` and returns an ExportedStep.
 
