@@ -101,6 +101,15 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   return config;
 }
 
+std::string TrainingPipelineOptions::getRepeatedOption() const {
+  std::vector<std::string> repeated;
+  for (const auto &entry : OptionsMap)
+    if (entry.second->getNumOccurrences() > 1)
+      repeated.push_back(entry.first.str());
+  llvm::sort(repeated);
+  return repeated.empty() ? std::string() : repeated.front();
+}
+
 void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   auto cleanup = [&] {
     OpPassManager &f = pm.nest<func::FuncOp>();
@@ -246,6 +255,10 @@ void mlir::ds::registerDSPipelines() {
         if (failed(options.parseFromString(text)))
           return emitError("ds-training-pipeline: cannot parse the options '" +
                            text + "'");
+        if (std::string twice = options.getRepeatedOption(); !twice.empty())
+          return emitError("in option '" + twice +
+                           "' of pass 'ds-training-pipeline': given more than "
+                           "once; give each option once");
         buildTrainingPipeline(pm, options.getConfig());
         return success();
       },

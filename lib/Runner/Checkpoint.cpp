@@ -40,7 +40,19 @@ namespace json = llvm::json;
 bool ds::runner::detail::useRenameExchange = true;
 
 static constexpr StringRef kFormatName = "ds-checkpoint";
-static constexpr int64_t kFormatVersion = 1;
+/// Version 2 covers the runner state and the manifest with a checksum.
+static constexpr int64_t kFormatVersion = 2;
+
+/// The checksum of everything in the manifest but the checksum itself:
+/// llvm::json prints object keys sorted, so the text is canonical.
+static std::string manifestChecksum(const json::Object &runner,
+                                    const json::Array &tensors) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << json::Value(json::Object{{"runner", json::Object(runner)},
+                                 {"tensors", json::Array(tensors)}});
+  return formatHash(hashBytes(text));
+}
 
 //===----------------------------------------------------------------------===//
 // Key escaping
@@ -163,13 +175,34 @@ populate(StringRef tmp,
                      tensor->bytes.size())))},
     });
   }
+  std::string checksum = manifestChecksum(runnerState, manifest);
   json::Object root{{"format", kFormatName},
                     {"version", kFormatVersion},
                     {"runner", json::Object(runnerState)},
-                    {"tensors", std::move(manifest)}};
+                    {"tensors", std::move(manifest)},
+                    {"xxh3", checksum}};
   llvm::SmallString<256> statePath(tmp);
   path::append(statePath, kRunnerStateFile);
   return writeJsonAtomic(statePath, json::Value(std::move(root)));
+}
+
+/// Removes `.<name>.tmp-XXXXXX` directories in `parent`: the temporaries of
+/// writes of checkpoint `name` that never finished.
+static void removeStaleTemporaries(StringRef parent, StringRef name) {
+  std::string prefix = ("." + name + ".tmp-").str();
+  std::error_code ec;
+  std::vector<std::string> stale;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    StringRef file = path::filename(it->path());
+    if (!file.starts_with(prefix) || file.size() != prefix.size() + 6 ||
+        !llvm::all_of(file.drop_front(prefix.size()), llvm::isAlnum))
+      continue;
+    if (fs::is_directory(it->path()))
+      stale.push_back(it->path());
+  }
+  for (const std::string &dir : stale)
+    fs::remove_directories(dir);
 }
 
 llvm::Error ds::runner::writeCheckpoint(
@@ -225,7 +258,10 @@ llvm::Error ds::runner::writeCheckpoint(
   if (std::error_code ec = fs::create_directories(parent))
     return fail(Twine(parent) + ": " + ec.message());
 
-  // 3. Assemble the new checkpoint in a temporary directory beside `dir`.
+  // 3. Assemble the new checkpoint in a temporary directory beside `dir`,
+  //    first removing what an interrupted write (a killed run) left: only
+  //    directories named as this function names them.
+  removeStaleTemporaries(parent, name);
   llvm::SmallString<256> tmp;
   if (std::error_code ec =
           fs::createUniqueDirectory(parent + "/." + name + ".tmp", tmp))
@@ -373,13 +409,23 @@ Expected<Checkpoint> ds::runner::readCheckpoint(StringRef dir) {
   if (!obj || obj->getString("format") != kFormatName)
     return corrupt(Twine(kRunnerStateFile) + ": not a " + kFormatName +
                    " manifest");
-  if (obj->getInteger("version") != kFormatVersion)
-    return corrupt(Twine(kRunnerStateFile) + ": unsupported version");
+  std::optional<int64_t> version = obj->getInteger("version");
+  if (version != kFormatVersion)
+    return corrupt(Twine(kRunnerStateFile) + ": format version " +
+                   (version ? Twine(*version) : Twine("missing")) +
+                   ", this ds-run reads version " + Twine(kFormatVersion));
   json::Object *runner = obj->getObject("runner");
   json::Array *entries = obj->getArray("tensors");
-  if (!runner || !entries)
+  std::optional<StringRef> checksum = obj->getString("xxh3");
+  if (!runner || !entries || !checksum)
     return corrupt(Twine(kRunnerStateFile) +
-                   ": needs a 'runner' object and a 'tensors' array");
+                   ": needs a 'runner' object, a 'tensors' array and 'xxh3'");
+  std::string actual = manifestChecksum(*runner, *entries);
+  if (actual != *checksum)
+    return corrupt(Twine(kRunnerStateFile) + ": checksum mismatch (recorded " +
+                   *checksum + ", content " + actual +
+                   "): the manifest was edited or "
+                   "damaged");
 
   // 2. Every tensor, verified against the manifest.
   Checkpoint ckpt;

@@ -376,7 +376,8 @@ static std::string dataSetShape(ArrayRef<int64_t> stepShape) {
 /// into `data` and `paths`; returns the common number of samples.
 static Expected<int64_t> loadDataSet(ArrayRef<InputSpec> specs,
                                      const llvm::StringMap<std::string> &files,
-                                     bool eval, std::vector<HostTensor> &data,
+                                     bool eval, bool allowNonfinite,
+                                     std::vector<HostTensor> &data,
                                      std::vector<std::string> &paths) {
   StringRef setName = eval ? "evaluation data file" : "data file";
   // 1. Exactly the inputs have files.
@@ -462,6 +463,24 @@ static Expected<int64_t> loadDataSet(ArrayRef<InputSpec> specs,
                                        llvm::Twine(spec.range) + ")");
       }
     }
+    // 4. Float values finite: a NaN or inf sample poisons every step that
+    //    draws it, silently.
+    if (!isInteger(spec.dtype) && !allowNonfinite) {
+      int64_t rowSize = std::max<int64_t>(numElements(want.drop_front()), 1);
+      for (int64_t i = 0, e = tensor->numElements(); i < e; ++i) {
+        double v = tensor->getDouble(i);
+        if (std::isfinite(v))
+          continue;
+        return llvm::createStringError(
+            what + ": row " + llvm::Twine(i / rowSize) + ", column " +
+            llvm::Twine(i % rowSize) + " is " +
+            (std::isnan(v) ? "nan"
+             : v > 0       ? "inf"
+                           : "-inf") +
+            " (columns count the elements of a sample in row-major order); "
+            "pass --allow-nonfinite-inputs to train on it anyway");
+      }
+    }
     data.push_back(std::move(*tensor));
     paths.push_back(std::move(path));
   }
@@ -472,7 +491,7 @@ Expected<std::unique_ptr<DataFeed>>
 FileFeed::create(ArrayRef<InputSpec> inputs,
                  const llvm::StringMap<std::string> &files,
                  const std::optional<llvm::StringMap<std::string>> &evalFiles,
-                 double heldOutFraction) {
+                 double heldOutFraction, bool allowNonfinite) {
   if (inputs.empty())
     return llvm::createStringError("the training step has no batch inputs");
   for (const InputSpec &spec : inputs) {
@@ -488,16 +507,18 @@ FileFeed::create(ArrayRef<InputSpec> inputs,
   }
 
   std::unique_ptr<FileFeed> feed(new FileFeed(inputs));
-  Expected<int64_t> samples = loadDataSet(inputs, files, /*eval=*/false,
-                                          feed->trainData, feed->trainPaths);
+  Expected<int64_t> samples =
+      loadDataSet(inputs, files, /*eval=*/false, allowNonfinite,
+                  feed->trainData, feed->trainPaths);
   if (!samples)
     return samples.takeError();
   feed->trainRows = {false, 0, *samples};
 
   int64_t batch = inputs[0].shape[0];
   if (evalFiles) {
-    Expected<int64_t> evalSamples = loadDataSet(
-        inputs, *evalFiles, /*eval=*/true, feed->evalData, feed->evalPaths);
+    Expected<int64_t> evalSamples =
+        loadDataSet(inputs, *evalFiles, /*eval=*/true, allowNonfinite,
+                    feed->evalData, feed->evalPaths);
     if (!evalSamples)
       return evalSamples.takeError();
     feed->heldOutRows = {true, 0, *evalSamples};

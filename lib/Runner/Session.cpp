@@ -254,6 +254,41 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   program->level = level->first;
   FunctionOpInterface step = level->second;
 
+  // Flags that cannot be applied to this level are refused, naming what the
+  // module has compiled in, rather than ignored.
+  if (!options.asIs && program->level == ModuleLevel::Lowered) {
+    const mlir::ds::TrainingPipelineConfig &p = options.pipeline;
+    const char *flag = p.precision     ? "--precision"
+                       : p.lossScaling ? "--loss-scaling"
+                       : p.clip        ? "--clip-gradients"
+                                       : nullptr;
+    if (flag)
+      return diags.error(llvm::Twine(flag) +
+                         " cannot be applied: the module is already lowered "
+                         "(its passes are compiled in); apply it to the ds "
+                         "module before lowering");
+  }
+  if (!options.asIs && !options.optimizerFlags.empty() &&
+      (program->level == ModuleLevel::Lowered ||
+       program->level == ModuleLevel::TrainingStep)) {
+    std::string compiled = "compiled in";
+    if (auto all = module->getAttrOfType<DictionaryAttr>(
+            mlir::ds::DSDialect::kOptimizerAttrName)) {
+      StringRef name = step ? step.getName() : StringRef(options.entry);
+      auto one = name.empty() ? StringAttr() : all.getAs<StringAttr>(name);
+      if (!one && !all.empty())
+        one = dyn_cast<StringAttr>(all.begin()->getValue());
+      if (one)
+        compiled = "compiled in: " + one.str();
+    }
+    return diags.error(
+        options.optimizerFlags.front() +
+        " cannot be applied: the module is a " +
+        stringifyModuleLevel(program->level).str() + " whose optimizer is " +
+        compiled +
+        "; give optimizer flags with a forward + loss or gradient module");
+  }
+
   double start = nowSeconds();
   std::string stepName = step ? step.getName().str() : options.entry;
   std::string evalName;

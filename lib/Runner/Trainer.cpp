@@ -15,14 +15,17 @@
 #include "ds/Runner/Report.h"
 #include "ds/Runtime/ds_runtime.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 using namespace ds::runner;
 using llvm::Error;
@@ -83,6 +86,11 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
     out << "ds-run: note: the step updates no parameter; the loss will not "
            "change\n";
 
+  for (auto [i, res] : llvm::enumerate(c.results))
+    if (res.role == ResultRole::Metric && res.name == "found_inf" &&
+        res.type.getRank() == 0)
+      t->foundInfResult = i;
+
   // Data: one feed input per ds.input argument.
   std::vector<InputSpec> specs;
   for (auto [i, arg] : llvm::enumerate(c.args)) {
@@ -113,10 +121,11 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
     Expected<std::unique_ptr<DataFeed>> feed =
         options.dataFiles.empty()
             ? SyntheticFeed::create(specs, options.seed)
-            : FileFeed::create(specs, options.dataFiles,
-                               options.evalFiles.empty()
-                                   ? std::nullopt
-                                   : std::optional(options.evalFiles));
+            : FileFeed::create(
+                  specs, options.dataFiles,
+                  options.evalFiles.empty() ? std::nullopt
+                                            : std::optional(options.evalFiles),
+                  /*heldOutFraction=*/0.1, options.allowNonfiniteInputs);
     if (!feed)
       return feed.takeError();
     t->data = std::move(*feed);
@@ -136,6 +145,8 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
                   "(--loss-scaling, or ds-insert-loss-scaling{"
                   "inject-nonfinite=1})");
 
+  if (Error e = t->checkOutputs())
+    return std::move(e);
   dsrt_set_num_threads(options.threads);
   if (Error e = t->initState())
     return std::move(e);
@@ -143,6 +154,84 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
     if (Error e = t->restore(options.resumeDir))
       return std::move(e);
   return t;
+}
+
+/// Whether a file can be created in the directory `dir` ("" = the current
+/// one): creates and removes a probe file, which is what writing will do.
+static bool canCreateIn(llvm::StringRef dir) {
+  llvm::SmallString<256> probe(dir.empty() ? "." : dir);
+  llvm::sys::path::append(probe, ".ds-run-probe-%%%%%%");
+  int fd;
+  llvm::SmallString<256> made;
+  if (llvm::sys::fs::createUniqueFile(probe, fd, made))
+    return false;
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  llvm::sys::fs::remove(made);
+  return true;
+}
+
+/// Checks that `path` can become a file (`wantDir` false) or a directory.
+static Error checkOutputPath(llvm::StringRef flag, llvm::StringRef path,
+                             bool wantDir) {
+  namespace fs = llvm::sys::fs;
+  std::string where = flag.str() + " " + path.str();
+  if (fs::exists(path)) {
+    bool isDir = fs::is_directory(path);
+    if (isDir != wantDir)
+      return errorf(where + ": is " + (isDir ? "a directory" : "a file") +
+                    "; expected " + (wantDir ? "a directory" : "a file path"));
+    // An existing directory is written into (or replaced beside itself).
+    if (wantDir && !canCreateIn(path))
+      return errorf(where + ": the directory is not writable");
+  }
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  if (!parent.empty() && !fs::is_directory(parent))
+    return errorf(where + ": directory '" + parent + "' does not exist");
+  if (!canCreateIn(parent))
+    return errorf(where + ": cannot create files in '" +
+                  (parent.empty() ? llvm::StringRef(".") : parent) + "'");
+  return Error::success();
+}
+
+Error Trainer::checkOutputs() const {
+  if (!options.reportPath.empty())
+    if (Error e = checkOutputPath("--report", options.reportPath, false))
+      return e;
+  if (!options.checkpointDir.empty())
+    if (Error e = checkOutputPath("--checkpoint", options.checkpointDir, true))
+      return e;
+  if (!options.saveResultsDir.empty())
+    if (Error e =
+            checkOutputPath("--save-results", options.saveResultsDir, true))
+      return e;
+  // Checkpoint keys: one file per parameter and state, named by its key.
+  if (options.checkpointDir.empty())
+    return Error::success();
+  const auto &c = program.contract();
+  std::map<std::string, unsigned> seen;
+  // File names longer than this fail on Linux file systems (NAME_MAX).
+  constexpr size_t kMaxFileName = 255;
+  for (auto [i, arg] : llvm::enumerate(c.args)) {
+    if (arg.role == ArgRole::Input)
+      continue;
+    std::string key = tensorKey(i);
+    auto [it, inserted] = seen.try_emplace(key, i);
+    if (!inserted)
+      return errorf("--checkpoint: " +
+                    mlir::ds::stringifyArgRole(c.args[it->second].role) + " '" +
+                    c.args[it->second].name + "' and " +
+                    mlir::ds::stringifyArgRole(arg.role) + " '" + arg.name +
+                    "' would share the checkpoint key '" + key +
+                    "'; rename one of them");
+    if (tensorFileName(key).size() > kMaxFileName)
+      return errorf("--checkpoint: the checkpoint file of " +
+                    mlir::ds::stringifyArgRole(arg.role) + " '" +
+                    llvm::StringRef(arg.name).take_front(40) + "...' (" +
+                    llvm::Twine(arg.name.size()) +
+                    " characters) would have a name over " +
+                    llvm::Twine(kMaxFileName) + " bytes; shorten the name");
+  }
+  return Error::success();
 }
 
 /// A stream id per tensor name, so each tensor's initial value depends only
@@ -245,6 +334,24 @@ Error Trainer::restore(llvm::StringRef dir) {
       return e;
     args[i] = it->second;
   }
+  // State the step does not have would be dropped: a checkpoint of another
+  // optimizer or technique (e.g. --optimizer sgd on AdamW moments).
+  std::vector<std::string> extra;
+  std::set<std::string> used;
+  for (auto [i, arg] : llvm::enumerate(c.args))
+    if (arg.role != ArgRole::Input)
+      used.insert(tensorKey(i));
+  for (const auto &entry : ckpt->tensors)
+    if (!used.count(entry.first))
+      extra.push_back("'" + entry.first + "'");
+  if (!extra.empty()) {
+    llvm::sort(extra);
+    return errorf("--resume " + dir + ": the checkpoint holds " +
+                  llvm::join(extra, ", ") +
+                  ", which this step does not have (was it written with "
+                  "other optimizer or technique flags?); resume with the "
+                  "flags it was trained with");
+  }
   std::optional<int64_t> savedStep = state.getInteger("step");
   std::optional<int64_t> cursor = state.getInteger("data_cursor");
   std::optional<int64_t> seed = state.getInteger("seed");
@@ -255,8 +362,18 @@ Error Trainer::restore(llvm::StringRef dir) {
   if (static_cast<uint64_t>(*seed) != options.seed)
     return errorf("--resume " + dir + ": the checkpoint used --seed " +
                   std::to_string(*seed) + "; resume with the same seed");
+  std::optional<int64_t> fallback = state.getInteger("precision_fallback_left");
+  if (*savedStep < 0 || *cursor < 0 || (fallback && *fallback < 0))
+    return errorf("--resume " + dir + ": runner state out of range (step " +
+                  llvm::Twine(*savedStep) + ", data_cursor " +
+                  llvm::Twine(*cursor) + "); the checkpoint is damaged");
+  if (*savedStep >= options.steps)
+    return errorf("--resume " + dir + ": the checkpoint is at step " +
+                  llvm::Twine(*savedStep) + ", which is not below --steps " +
+                  llvm::Twine(options.steps) +
+                  ": nothing is left to train (raise --steps)");
   step = *savedStep;
-  fallbackLeft = state.getInteger("precision_fallback_left").value_or(0);
+  fallbackLeft = fallback.value_or(0);
   if (data)
     data->setCursor(static_cast<uint64_t>(*cursor));
   if (!options.quiet)
@@ -399,6 +516,25 @@ Error Trainer::run() {
                     " (state left as after step " + std::to_string(step) + ")");
     double ms = (nowSeconds() - start) * 1e3;
     double loss = scalarOf(results[lossIndex]);
+    // A non-finite loss on a step loss scaling did not skip means the
+    // training is broken: stop before its results replace the last good
+    // state, and keep that state in the checkpoint.
+    if (!std::isfinite(loss) && !options.allowNonfiniteLoss &&
+        !(foundInfResult && scalarOf(results[*foundInfResult]) > 0.5)) {
+      std::string kept;
+      if (!options.checkpointDir.empty()) {
+        if (Error e = saveCheckpoint(options.checkpointDir))
+          return e;
+        kept = "; the state after step " + std::to_string(step) +
+               " is in the checkpoint " + options.checkpointDir;
+      }
+      out.flush();
+      return errorf(
+          "step " + std::to_string(step + 1) + ": the loss is " +
+          (std::isnan(loss) ? "nan" : "inf") +
+          (foundInfResult ? " on a step loss scaling did not skip" : "") +
+          "; stopped" + kept + " (--allow-nonfinite-loss trains on)");
+    }
     // Swap the new values in; the old buffers receive the next results.
     llvm::json::Object metrics, channels;
     for (auto [i, res] : llvm::enumerate(c.results)) {

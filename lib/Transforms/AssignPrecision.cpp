@@ -80,22 +80,21 @@ mlir::ds::assignPrecision(FunctionOpInterface func,
                           const PrecisionPolicy &policy,
                           const AssignPrecisionOptions &options) {
   MLIRContext *ctx = func->getContext();
-  ctx->loadDialect<arith::ArithDialect, DSDialect>();
   auto module = func->getParentOfType<ModuleOp>();
   if (!module)
-    return func->emitOpError("ds-assign-precision: the step must be in a "
+    return func->emitOpError("the step must be in a "
                              "module");
   const ScheduleSettings &schedule = policy.schedule;
   if (schedule.enabled && options.totalSteps <= 0) {
     InFlightDiagnostic diag =
-        func->emitOpError("ds-assign-precision: the policy's schedule needs "
+        func->emitOpError("the policy's schedule needs "
                           "the training length: pass total-steps=N (ds-run "
                           "passes its --steps)");
     diag.attachNote(Location(schedule.loc)) << "the schedule is here";
     return failure();
   }
   if (options.anomalySteps < 0)
-    return func->emitOpError("ds-assign-precision: anomaly-steps must be "
+    return func->emitOpError("anomaly-steps must be "
                              "non-negative, got ")
            << options.anomalySteps;
   // The time level: a high-precision variant, cloned before any change and
@@ -118,7 +117,7 @@ mlir::ds::assignPrecision(FunctionOpInterface func,
     return failure();
   observed.recordMap();
   if (high.getFunctionType() != func.getFunctionType())
-    return func->emitOpError("ds-assign-precision: internal error: the "
+    return func->emitOpError("internal error: the "
                              "high-precision variant's signature differs");
   NamedAttrList schedules;
   if (auto old = module->getAttrOfType<DictionaryAttr>(
@@ -136,6 +135,7 @@ struct AssignPrecisionPass
     : public mlir::ds::impl::AssignPrecisionPassBase<AssignPrecisionPass> {
   using Base::Base;
   void runOnOperation() override {
+    mlir::ds::detail::ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
     FailureOr<PrecisionPolicy> loaded =
@@ -143,6 +143,10 @@ struct AssignPrecisionPass
             ? FailureOr<PrecisionPolicy>(PrecisionPolicy::getDefault(ctx))
             : PrecisionPolicy::load(policy, module.getLoc());
     if (failed(loaded))
+      return signalPassFailure();
+    if (failed(mlir::ds::detail::checkOptionsGivenOnce(
+            getOperation(), getArgument(),
+            {&policy, &totalSteps, &anomalySteps})))
       return signalPassFailure();
     AssignPrecisionPassOptions options;
     options.policy = policy;

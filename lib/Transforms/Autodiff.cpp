@@ -48,22 +48,21 @@ using namespace mlir::ds;
 
 LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
   // Callable outside a pass manager: make sure what it builds is loaded.
-  func->getContext()->loadDialect<arith::ArithDialect, DSDialect>();
   FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
   if (failed(contract))
     return failure();
   if (contract->hasGrads())
-    return func->emitOpError("ds-autodiff: the step already returns "
+    return func->emitOpError("the step already returns "
                              "gradients ('")
            << DSDialect::kGradAttrName
            << "' results); differentiate a forward + loss step";
   if (contract->hasParamUpdates())
-    return func->emitOpError("ds-autodiff: the step already updates its "
+    return func->emitOpError("the step already updates its "
                              "parameters; run ds-autodiff before "
                              "ds-insert-optimizer");
   Region &region = func.getFunctionBody();
   if (!region.hasOneBlock())
-    return func->emitOpError("ds-autodiff: expects a function with one block");
+    return func->emitOpError("expects a function with one block");
   Block &body = region.front();
   Operation *terminator = body.getTerminator();
   Value loss = terminator->getOperand(contract->getLossIndex());
@@ -109,7 +108,7 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
       continue;
     auto differentiable = dyn_cast<DifferentiableOpInterface>(op);
     if (!differentiable)
-      return op->emitOpError("ds-autodiff: no gradient rule for '")
+      return op->emitOpError("no gradient rule for '")
              << op->getName()
              << "', which lies between the parameters and the loss";
     SmallVector<Value> resultGrads;
@@ -118,9 +117,9 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
     size_t firstCreated = created.size();
     SmallVector<Value> operandGrads;
     if (failed(differentiable.buildVJP(b, resultGrads, operandGrads)))
-      return op->emitOpError("ds-autodiff: building the gradient failed");
+      return op->emitOpError("building the gradient failed");
     if (operandGrads.size() != op->getNumOperands())
-      return op->emitOpError("ds-autodiff: gradient rule returned ")
+      return op->emitOpError("gradient rule returned ")
              << operandGrads.size() << " gradients for " << op->getNumOperands()
              << " operands";
     for (auto [operand, g] : llvm::zip_equal(op->getOperands(), operandGrads))
@@ -174,6 +173,7 @@ LogicalResult mlir::ds::differentiateTrainingStep(FunctionOpInterface func) {
 namespace {
 struct AutodiffPass : public mlir::ds::impl::AutodiffPassBase<AutodiffPass> {
   void runOnOperation() override {
+    mlir::ds::detail::ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
     if (failed(mlir::ds::detail::forEachTrainStep(module, "ds-autodiff",
                                                   differentiateTrainingStep)))

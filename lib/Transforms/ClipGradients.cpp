@@ -294,6 +294,10 @@ struct ClipGradientsPass
   using Base::Base;
   void runOnOperation() override {
     ScopedPassNamePrefix named(&getContext(), getArgument());
+    if (failed(checkOptionsGivenOnce(
+            getOperation(), getArgument(),
+            {&mode, &maxNorm, &normType, &history, &noiseStd})))
+      return signalPassFailure();
     ClipGradientsPassOptions options;
     options.mode = mode;
     options.maxNorm = maxNorm;

@@ -29,6 +29,8 @@
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Transforms/Passes.h"
 
+#include "StepUtils.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -61,19 +63,18 @@ static Operation *findBlockingOp(Block &body, ArrayRef<Value> sources,
 LogicalResult mlir::ds::importLinalg(FunctionOpInterface func,
                                      ImportReport &report) {
   MLIRContext *ctx = func->getContext();
-  ctx->loadDialect<DSDialect, arith::ArithDialect>();
   Region &region = func.getFunctionBody();
   if (region.empty())
     return success();
   if (!region.hasOneBlock())
-    return func->emitOpError("ds-import-linalg: expects a function with one "
+    return func->emitOpError("expects a function with one "
                              "block");
   Block &body = region.front();
 
   // tm_tensor ops (scatter, sort, attention) have no ds meaning here.
   WalkResult walk = func->walk([&](Operation *op) {
     if (op->getName().getDialectNamespace() == "tm_tensor") {
-      op->emitOpError("ds-import-linalg: cannot handle '")
+      op->emitOpError("cannot handle '")
           << op->getName()
           << "' (tm_tensor ops have no ds equivalent; export the model "
              "without it)";
@@ -146,7 +147,7 @@ LogicalResult mlir::ds::importLinalg(FunctionOpInterface func,
       sources.push_back(body.getArgument(i));
   Value loss = body.getTerminator()->getOperand(contract->getLossIndex());
   if (Operation *blocking = findBlockingOp(body, sources, loss))
-    return blocking->emitOpError("ds-import-linalg: cannot raise '")
+    return blocking->emitOpError("cannot raise '")
            << blocking->getName()
            << "', which lies between the parameters and the loss";
   return success();
@@ -158,12 +159,13 @@ struct ImportLinalgPass
   using Base::Base;
 
   void runOnOperation() override {
+    mlir::ds::detail::ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
     if (!args.empty() || !results.empty()) {
       auto target = dyn_cast_or_null<FunctionOpInterface>(
           SymbolTable::lookupSymbolIn(module, funcName));
       if (!target) {
-        module.emitError("ds-import-linalg: no function named '")
+        module.emitError("no function named '")
             << funcName << "' to attach the contract to";
         return signalPassFailure();
       }

@@ -20,6 +20,8 @@
 
 #include "StepUtils.h"
 
+#include "ds/Analysis/StepQueries.h"
+
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
@@ -84,11 +86,6 @@ mlir::ds::validateLossScalingOptions(const InsertLossScalingPassOptions &o,
 }
 
 namespace {
-
-bool isFloatTensor(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && isa<FloatType>(t.getElementType());
-}
 
 /// The activations of the loss op: starting at the op defining the loss,
 /// follow rank-0 float operands back until an op has non-scalar float
@@ -373,6 +370,12 @@ struct InsertLossScalingPass
   using Base::Base;
   void runOnOperation() override {
     ScopedPassNamePrefix named(&getContext(), getArgument());
+    if (failed(checkOptionsGivenOnce(
+            getOperation(), getArgument(),
+            {&initScale, &growthFactor, &backoffFactor, &growthInterval,
+             &hysteresis, &minScale, &capGamma, &capMax, &anomaly,
+             &anomalyEpsilon, &anomalyCount, &injectNonfinite})))
+      return signalPassFailure();
     InsertLossScalingPassOptions options;
     options.initScale = initScale;
     options.growthFactor = growthFactor;

@@ -32,10 +32,12 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MathExtras.h"
 #include <cmath>
 
@@ -253,6 +255,44 @@ Value scheduleFactor(ScalarBuilder &s, const OptimizerConfig &c, Value t) {
 
 } // namespace
 
+/// Records the optimizer compiled into `func` in the module's
+/// `ds.optimizer`, so that a tool can say what a flag would have changed.
+static void recordOptimizer(FunctionOpInterface func,
+                            const OptimizerConfig &c) {
+  auto module = func->getParentOfType<ModuleOp>();
+  if (!module)
+    return;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  switch (c.kind) {
+  case OptimizerConfig::Kind::Sgd:
+    os << "sgd lr=" << llvm::format("%g", c.lr)
+       << " momentum=" << llvm::format("%g", c.momentum)
+       << " dampening=" << llvm::format("%g", c.dampening)
+       << (c.nesterov ? " nesterov" : "");
+    break;
+  case OptimizerConfig::Kind::Adam:
+  case OptimizerConfig::Kind::AdamW:
+    os << (c.kind == OptimizerConfig::Kind::Adam ? "adam" : "adamw")
+       << " lr=" << llvm::format("%g", c.lr)
+       << " beta1=" << llvm::format("%g", c.beta1)
+       << " beta2=" << llvm::format("%g", c.beta2)
+       << " eps=" << llvm::format("%g", c.eps);
+    break;
+  }
+  os << " weight-decay=" << llvm::format("%g", c.weightDecay);
+  if (c.schedule == LRSchedule::WarmupCosine)
+    os << " schedule=warmup-cosine warmup-steps=" << c.warmupSteps
+       << " total-steps=" << c.totalSteps;
+  MLIRContext *ctx = func->getContext();
+  NamedAttrList all;
+  if (auto old =
+          module->getAttrOfType<DictionaryAttr>(DSDialect::kOptimizerAttrName))
+    all.append(old.getValue());
+  all.set(SymbolTable::getSymbolName(func), StringAttr::get(ctx, text));
+  module->setAttr(DSDialect::kOptimizerAttrName, all.getDictionary(ctx));
+}
+
 LogicalResult
 mlir::ds::insertOptimizer(FunctionOpInterface func,
                           const InsertOptimizerPassOptions &options) {
@@ -385,20 +425,36 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
       }
       newP = sub(p, mul(g, scalarT(lrT)));
     } else {
-      Value m = ed.addState("adam.m", name, type, InitKind::zeros);
-      Value v = ed.addState("adam.v", name, type, InitKind::zeros);
+      // Narrow (f16, bf16) parameters: the moments, eps and the update are
+      // f32, as mixed-precision optimizers keep them (eps = 1e-8 is 0 in
+      // f16, and v underflows), and only the new parameter is rounded.
+      Type wide = et;
+      if (auto ft = dyn_cast<FloatType>(et); ft && ft.getWidth() < 32)
+        wide = b.getF32Type();
+      auto wideType = type.clone(wide);
+      auto widen = [&](Value x) -> Value {
+        return wide == et ? x : Value(CastOp::create(b, ploc, wideType, x));
+      };
+      auto scalarW = [&](Value x) { return s.tensor(x, wide); };
+      auto constW = [&](double v) { return s.tensor(s.f64(v), wide); };
+      Value m = ed.addState("adam.m", name, wideType, InitKind::zeros);
+      Value v = ed.addState("adam.v", name, wideType, InitKind::zeros);
+      Value pw = widen(p);
+      g = widen(g);
       if (pc.kind == OptimizerConfig::Kind::Adam && pc.weightDecay != 0)
-        g = add(g, mul(p, constT(pc.weightDecay)));
+        g = add(g, mul(pw, constW(pc.weightDecay)));
       if (pc.kind == OptimizerConfig::Kind::AdamW && pc.weightDecay != 0)
-        p = mul(p,
-                scalarT(s.sub(s.f64(1.0), s.mul(lrT, s.f64(pc.weightDecay)))));
-      Value m1 = add(m, mul(sub(g, m), constT(1.0 - pc.beta1)));
+        pw = mul(pw,
+                 scalarW(s.sub(s.f64(1.0), s.mul(lrT, s.f64(pc.weightDecay)))));
+      Value m1 = add(m, mul(sub(g, m), constW(1.0 - pc.beta1)));
       Value v1 =
-          add(mul(v, constT(pc.beta2)), mul(mul(g, g), constT(1.0 - pc.beta2)));
-      Value denom = add(div(SqrtOp::create(b, ploc, v1), scalarT(bc2Sqrt)),
-                        constT(pc.eps));
-      Value stepSize = scalarT(s.sub(s.f64(0.0), s.div(lrT, bc1)));
-      newP = add(p, mul(stepSize, div(m1, denom)));
+          add(mul(v, constW(pc.beta2)), mul(mul(g, g), constW(1.0 - pc.beta2)));
+      Value denom = add(div(SqrtOp::create(b, ploc, v1), scalarW(bc2Sqrt)),
+                        constW(pc.eps));
+      Value stepSize = scalarW(s.sub(s.f64(0.0), s.div(lrT, bc1)));
+      newP = add(pw, mul(stepSize, div(m1, denom)));
+      if (wide != et)
+        newP = CastOp::create(b, ploc, type, newP);
       stateUpdates.push_back({m, guard(m, m1)});
       stateUpdates.push_back({v, guard(v, v1)});
     }
@@ -420,6 +476,7 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
     return failure();
   ed.addMetric("lr", lrMetric);
   ed.finish();
+  recordOptimizer(func, config);
   return success();
 }
 
@@ -430,6 +487,12 @@ struct InsertOptimizerPass
   void runOnOperation() override {
     ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
+    if (failed(checkOptionsGivenOnce(
+            getOperation(), getArgument(),
+            {&kind, &lr, &momentum, &dampening, &nesterov, &beta1, &beta2, &eps,
+             &weightDecay, &schedule, &warmupSteps, &totalSteps,
+             &warmupStartFactor, &minLrFactor})))
+      return signalPassFailure();
     InsertOptimizerPassOptions options;
     options.kind = kind;
     options.lr = lr;

@@ -98,11 +98,11 @@ LogicalResult PrecisionAssigner::checkStep() {
   if (failed(contract))
     return failure();
   if (contract->hasParamUpdates())
-    return func->emitOpError("ds-assign-precision: the step already updates "
+    return func->emitOpError("the step already updates "
                              "its parameters; run ds-assign-precision before "
                              "ds-insert-optimizer");
   if (!contract->hasGrads())
-    return func->emitOpError("ds-assign-precision: the step has no gradients "
+    return func->emitOpError("the step has no gradients "
                              "('")
            << DSDialect::kGradAttrName
            << "' results); run ds-autodiff first, so that the backward gets "
@@ -162,7 +162,7 @@ LogicalResult PrecisionAssigner::validate() {
                (d.rule->grad && isFP8(d.rule->grad));
     if (fp8 && !isa<MatMulOp>(op)) {
       InFlightDiagnostic diag =
-          op.emitOpError("ds-assign-precision: ")
+          op.emitOpError("")
           << d.rule->label << " maps this op to FP8; only matmuls run in FP8 "
           << "(reductions, norms, softmax, losses and elementwise ops stay "
              "in at least BF16)";
@@ -171,7 +171,7 @@ LogicalResult PrecisionAssigner::validate() {
     }
     for (Value v : op.getOperands())
       if (isFloatTensor(v) && !tensorType(v).getElementType().isF32())
-        return op.emitOpError("ds-assign-precision: expects f32 operands, "
+        return op.emitOpError("expects f32 operands, "
                               "got ")
                << v.getType();
   }
@@ -194,10 +194,10 @@ LogicalResult PrecisionAssigner::selectChannelLayers() {
     Type high = channel.high ? channel.high : f32;
     for (Type t : {d.rule->compute, d.rule->storage, d.rule->grad})
       if (t && t.getIntOrFloatBitWidth() > high.getIntOrFloatBitWidth()) {
-        InFlightDiagnostic diag =
-            d.op->emitOpError("ds-assign-precision: the channel level's "
-                              "high type ")
-            << high << " is narrower than " << t << " of " << d.rule->label;
+        InFlightDiagnostic diag = d.op->emitOpError("the channel level's "
+                                                    "high type ")
+                                  << high << " is narrower than " << t << " of "
+                                  << d.rule->label;
         diag.attachNote(Location(channel.loc)) << "the channel section";
         return failure();
       }
@@ -205,7 +205,7 @@ LogicalResult PrecisionAssigner::selectChannelLayers() {
     std::string why = channelCandidate(d.op, func, layer);
     if (!why.empty()) {
       if (!observe)
-        d.op->emitWarning("ds-assign-precision: the channel level does not "
+        d.op->emitWarning("the channel level does not "
                           "apply to this ")
             << d.role << " op: " << why;
       continue;

@@ -123,7 +123,7 @@ FailureOr<Value> Materializer::blockRoundTrip(OpBuilder &b, Location loc,
     int64_t blk = policy.fp8.weightBlock;
     int64_t r = shape[rank - 2], c = shape[rank - 1];
     if (r % blk || c % blk)
-      return op->emitOpError("ds-assign-precision: block scaling needs the "
+      return op->emitOpError("block scaling needs the "
                              "weight's dims ")
              << r << "x" << c << " divisible by fp8.weight-block " << blk;
     split.append(shape.begin(), shape.end() - 2);
@@ -133,7 +133,7 @@ FailureOr<Value> Materializer::blockRoundTrip(OpBuilder &b, Location loc,
     int64_t blk = policy.fp8.activationBlock;
     int64_t k = shape[axis];
     if (k % blk)
-      return op->emitOpError("ds-assign-precision: block scaling needs the "
+      return op->emitOpError("block scaling needs the "
                              "contraction size ")
              << k << " divisible by fp8.activation-block " << blk;
     for (int64_t i = 0; i < rank; ++i) {

@@ -398,7 +398,7 @@ FailureOr<PrecisionPolicy> PrecisionPolicy::load(StringRef path,
                                                  Location errLoc) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer) {
-    emitError(errLoc) << "ds-assign-precision: cannot read policy '" << path
+    emitError(errLoc) << "cannot read policy '" << path
                       << "': " << buffer.getError().message();
     return failure();
   }

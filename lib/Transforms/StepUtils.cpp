@@ -223,3 +223,15 @@ std::string mlir::ds::detail::optionError(StringRef pass, StringRef option,
                                           const Twine &reason) {
   return ("in option '" + option + "' of pass '" + pass + "': " + reason).str();
 }
+
+LogicalResult mlir::ds::detail::checkOptionsGivenOnce(
+    ModuleOp module, StringRef pass,
+    std::initializer_list<const llvm::cl::Option *> options) {
+  for (const llvm::cl::Option *option : options)
+    if (option->getNumOccurrences() > 1)
+      return module.emitError(
+          optionError(pass, option->ArgStr,
+                      "given " + Twine(option->getNumOccurrences()) +
+                          " times; give each option once"));
+  return success();
+}

@@ -22,6 +22,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <string>
 
@@ -96,6 +97,13 @@ bool hasStateWithPrefix(const TrainingContract &contract, StringRef prefix);
 /// The message of a bad pass option: "in option 'O' of pass 'P': R" (pass
 /// options are not in the input file, so the location cannot say it).
 std::string optionError(StringRef pass, StringRef option, const Twine &reason);
+
+/// Fails with "in option 'O' of pass 'P': given twice" on `module` when one
+/// of `options` was given more than once (the last value would silently
+/// win).
+LogicalResult
+checkOptionsGivenOnce(ModuleOp module, StringRef pass,
+                      std::initializer_list<const llvm::cl::Option *> options);
 
 /// While alive, names the pass in every diagnostic emitted in `ctx`:
 /// "<pass>: " goes before the message (after the "'op' op " of an op

@@ -1,20 +1,20 @@
 // Policy files that are wrong get an error at their line.
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-bad-role.yaml 2>&1 | FileCheck %s --check-prefix=ROLE
-// ROLE: policy-bad-role.yaml:4:11: error: unknown role 'attn.z'; expected one of attn.q, attn.k
+// ROLE: policy-bad-role.yaml:4:11: error: ds-assign-precision: unknown role 'attn.z'; expected one of attn.q, attn.k
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-bad-type.yaml 2>&1 | FileCheck %s --check-prefix=TYPE
-// TYPE: policy-bad-type.yaml:3:14: error: unknown type 'fp4' for compute; expected f32, bf16, f16, f8E4M3FN or f8E5M2
+// TYPE: policy-bad-type.yaml:3:14: error: ds-assign-precision: unknown type 'fp4' for compute; expected f32, bf16, f16, f8E4M3FN or f8E5M2
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-fp8-reduction.yaml 2>&1 | FileCheck %s --check-prefix=RED
-// RED: policy-fp8-reduction.yaml:3:5: error: rule #0 maps a reduction ('ds.reduce_sum') to FP8; reductions, norms, softmax, exp/log and losses stay in at least BF16
+// RED: policy-fp8-reduction.yaml:3:5: error: ds-assign-precision: rule #0 maps a reduction ('ds.reduce_sum') to FP8; reductions, norms, softmax, exp/log and losses stay in at least BF16
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-fp8-norm.yaml 2>&1 | FileCheck %s --check-prefix=NORM
-// NORM: policy-fp8-norm.yaml:2:5: error: rule #0 maps a reduction (role 'norm') to FP8
+// NORM: policy-fp8-norm.yaml:2:5: error: ds-assign-precision: rule #0 maps a reduction (role 'norm') to FP8
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-syntax.yaml 2>&1 | FileCheck %s --check-prefix=SYNTAX
-// SYNTAX: policy-syntax.yaml:3:19: error: Expected quote at end of scalar
+// SYNTAX: policy-syntax.yaml:3:19: error: ds-assign-precision: Expected quote at end of scalar
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-bad-key.yaml 2>&1 | FileCheck %s --check-prefix=KEY
-// KEY: policy-bad-key.yaml:3:5: error: unknown rule key 'precision'; expected op, role, param, module, compute, storage, grad or scaling
+// KEY: policy-bad-key.yaml:3:5: error: ds-assign-precision: unknown rule key 'precision'; expected op, role, param, module, compute, storage, grad or scaling
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-unknown-op.yaml 2>&1 | FileCheck %s --check-prefix=OP
-// OP: policy-unknown-op.yaml:2:9: error: unknown op 'ds.matmull'
+// OP: policy-unknown-op.yaml:2:9: error: ds-assign-precision: unknown op 'ds.matmull'
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-empty-rule.yaml 2>&1 | FileCheck %s --check-prefix=EMPTY
-// EMPTY: policy-empty-rule.yaml:2:5: error: rule #0 matches nothing: give op, role, param or module
+// EMPTY: policy-empty-rule.yaml:2:5: error: ds-assign-precision: rule #0 matches nothing: give op, role, param or module
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/no-such-policy.yaml 2>&1 | FileCheck %s --check-prefix=MISSING
 // MISSING: error: ds-assign-precision: cannot read policy '{{.*}}no-such-policy.yaml': No such file or directory
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-catchall-fp8.yaml 2>&1 | FileCheck %s --check-prefix=CATCH

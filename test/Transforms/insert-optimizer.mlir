@@ -10,6 +10,8 @@
 // RUN: not ds-opt %s --ds-insert-optimizer="kind=sgd dampening=7" 2>&1 | FileCheck %s --check-prefix=DAMP
 // RUN: not ds-opt %s --ds-insert-optimizer="weight-decay=-5" 2>&1 | FileCheck %s --check-prefix=WDNEG
 // RUN: not ds-opt %s --ds-insert-optimizer="eps=0" 2>&1 | FileCheck %s --check-prefix=EPS
+// RUN: not ds-opt %s --ds-insert-optimizer="lr=1 lr=2" 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: error: in option 'lr' of pass 'ds-insert-optimizer': given 2 times; give each option once
 // LRINF: error: in option 'lr' of pass 'ds-insert-optimizer': must be positive and finite, got inf
 // MOMNEG: error: in option 'momentum' of pass 'ds-insert-optimizer': must be in [0, 1), or -1 for the kind's default, got -3.000000
 // DAMP: error: in option 'dampening' of pass 'ds-insert-optimizer': must be in [0, 1], got 7.000000

@@ -6,6 +6,8 @@
 // RUN: not ds-opt %s --ds-training-pipeline="optimizer='kind=sgd'" 2>&1 | FileCheck %s --check-prefix=NESTED
 // A value outside a pass's range is that pass's located error.
 // RUN: not ds-opt %s --ds-training-pipeline="loss-scaling-growth-factor=0.5" 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: not ds-opt %s --ds-training-pipeline="optimizer-lr=1 optimizer-lr=2" 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: error: in option 'optimizer-lr' of pass 'ds-training-pipeline': given more than once
 // Options of a technique turn it on, as policy does for precision.
 // RUN: ds-opt %s --ds-training-pipeline="clip-max-norm=0.5" | FileCheck %s --check-prefix=IMPLIED
 // IMPLIED: ds.metric = "clip_coef"

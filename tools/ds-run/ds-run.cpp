@@ -76,6 +76,16 @@ cl::opt<std::string>
     saveResults("save-results",
                 cl::desc("Write every result of the last step as .npy"),
                 cl::value_desc("DIR"), cl::cat(runCat));
+cl::opt<bool> allowNonfiniteLoss(
+    "allow-nonfinite-loss",
+    cl::desc("Go on when the loss is NaN or inf on a step loss scaling did "
+             "not skip (default: stop, keeping the last good state)"),
+    cl::init(false), cl::cat(runCat));
+cl::opt<bool> allowNonfiniteInputs(
+    "allow-nonfinite-inputs",
+    cl::desc("Accept NaN and inf in float data files (default: refused, "
+             "naming the file, row and column)"),
+    cl::init(false), cl::cat(runCat));
 cl::opt<std::string> entry("entry", cl::desc("Step function to run"),
                            cl::cat(runCat));
 cl::opt<bool> asIs("as-is",
@@ -191,8 +201,14 @@ bool parseTechniqueOptions(mlir::ds::TrainingPipelineOptions &options,
   for (StringRef word : words)
     prefixed += " " + prefix.str() + "-" + word.str();
   // The parser prints what it rejects; say which word it was.
-  if (succeeded(options.parseFromString(prefixed)))
-    return true;
+  if (succeeded(options.parseFromString(prefixed))) {
+    std::string twice = options.getRepeatedOption();
+    if (twice.empty())
+      return true;
+    error = "option '" + StringRef(twice).drop_front(prefix.size() + 1).str() +
+            "' is given more than once";
+    return false;
+  }
   error =
       "cannot parse the options '" + text.str() + "' (see the message above)";
   return false;
@@ -208,7 +224,12 @@ bool parseAssignments(const cl::list<std::string> &list, StringRef flag,
              << item << "'\n";
       return false;
     }
-    out[name] = file.str();
+    auto [it, inserted] = out.try_emplace(name, file.str());
+    if (!inserted) {
+      errs() << "ds-run: error: --" << flag << " gives input '" << name
+             << "' twice ('" << it->second << "' and '" << file << "')\n";
+      return false;
+    }
   }
   return true;
 }
@@ -382,6 +403,11 @@ int main(int argc, char **argv) {
   if (!injectNonfinite.empty() &&
       !parseInjectSteps(injectNonfinite, steps, seed, injectSteps, error))
     return badOption(error);
+  for (cl::Option *flag : std::initializer_list<cl::Option *>{
+           &optKind, &lr, &momentum, &weightDecay, &beta1, &beta2, &eps,
+           &schedule, &warmupSteps, &totalSteps})
+    if (flag->getNumOccurrences())
+      prepare.optimizerFlags.push_back("--" + flag->ArgStr.str());
   prepare.optimizerSpelling =
       "kind=" + spellingOf(optKind).str() + " lr=" + std::to_string(lr);
   if (schedule != mlir::ds::LRSchedule::Constant)
@@ -410,6 +436,8 @@ int main(int argc, char **argv) {
   options.evalBatches = evalBatches;
   options.printEvery = printEvery;
   options.quiet = quiet;
+  options.allowNonfiniteLoss = allowNonfiniteLoss;
+  options.allowNonfiniteInputs = allowNonfiniteInputs;
   options.paramsDir = paramsDir;
   options.reportPath = reportPath;
   options.checkpointDir = checkpointDir;

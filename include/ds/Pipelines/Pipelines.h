@@ -213,6 +213,9 @@ struct TrainingPipelineOptions
 
   /// The passes these options run, with their options.
   TrainingPipelineConfig getConfig() const;
+  /// The first option given more than once, or "" (the last value would
+  /// silently win).
+  std::string getRepeatedOption() const;
 };
 
 /// Appends ds-training-pipeline to `pm`: the technique passes in the

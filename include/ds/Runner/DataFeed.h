@@ -168,13 +168,14 @@ public:
   /// Reads and validates every file: each input has a file (and no file
   /// names an unknown input), dtypes and shapes match, all files hold the
   /// same number of samples, integer values lie in [0, range) when the
-  /// range is known. Errors name the file, the input and what differs.
+  /// range is known, float values are finite unless `allowNonfinite`.
+  /// Errors name the file, the input and what differs.
   static llvm::Expected<std::unique_ptr<DataFeed>>
   create(llvm::ArrayRef<InputSpec> inputs,
          const llvm::StringMap<std::string> &files,
          const std::optional<llvm::StringMap<std::string>> &evalFiles =
              std::nullopt,
-         double heldOutFraction = 0.1);
+         double heldOutFraction = 0.1, bool allowNonfinite = false);
 
   /// Rows available to the training or held-out stream.
   int64_t numSamples(bool heldOut) const {

@@ -43,6 +43,9 @@ struct PrepareOptions {
   /// ds-training-pipeline runs them; the module's level decides whether
   /// ds-autodiff and ds-insert-optimizer run.
   mlir::ds::TrainingPipelineConfig pipeline;
+  /// The optimizer flags the user gave (e.g. "--lr 0.01"): a module whose
+  /// optimizer is compiled in refuses them rather than ignore them.
+  std::vector<std::string> optimizerFlags;
   /// Textual forms of the options, for the progress line.
   std::string optimizerSpelling = "kind=adamw";
   std::string lossScalingSpelling, clipSpelling;

@@ -38,6 +38,11 @@ struct TrainOptions {
   /// Print a progress line every K steps (and at the last step).
   int64_t printEvery = 1;
   bool quiet = false;
+  /// Go on when the loss turns non-finite on a step loss scaling did not
+  /// skip (default: stop with an error, keeping the last good state).
+  bool allowNonfiniteLoss = false;
+  /// Accept NaN / inf in float data files (default: refused by location).
+  bool allowNonfiniteInputs = false;
   std::string paramsDir;
   llvm::StringMap<std::string> dataFiles, evalFiles;
   std::string reportPath;
@@ -71,6 +76,10 @@ private:
           llvm::raw_ostream &out)
       : program(program), options(options), out(out) {}
   llvm::Error initState();
+  /// Checks every output path and checkpoint key before the first step, so
+  /// that a finished run is never lost to a bad --report / --checkpoint /
+  /// --save-results.
+  llvm::Error checkOutputs() const;
   llvm::Error restore(llvm::StringRef dir);
   llvm::Error saveCheckpoint(llvm::StringRef dir);
   llvm::Error feed(uint64_t batch, bool heldOut);
@@ -90,6 +99,8 @@ private:
   std::vector<unsigned> inputArgs; ///< argument index of each feed input
   /// The `inject_nonfinite` input and the `loss_scale` state, if any.
   std::optional<unsigned> injectArg, lossScaleArg, iterationArg;
+  /// The `found_inf` metric result (loss scaling), if any.
+  std::optional<unsigned> foundInfResult;
   /// Steps skipped for non-finite gradients, and anomaly events.
   std::vector<int64_t> skippedSteps, anomalySteps;
   int64_t step = 0;

@@ -144,7 +144,8 @@ def AutodiffPass : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
     // after:  (..) -> (tensor<f32> {ds.loss}, tensor<4x3xf32> {ds.grad = 0 : i64})
     ```
   }];
-  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::ds::DSDialect"];
 }
 
 def InsertOptimizerPass : Pass<"ds-insert-optimizer", "::mlir::ModuleOp"> {
@@ -275,7 +276,8 @@ def AssignPrecisionPass : Pass<"ds-assign-precision", "::mlir::ModuleOp"> {
     (per step function: each op's compute/storage/grad type, scaling and
     the rule that chose it), which ds-run copies into its report.
   }];
-  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::ds::DSDialect"];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"\"",
            "Policy file (YAML or JSON); empty: the default policy">,

@@ -26,7 +26,7 @@ static std::pair<StringRef, StringRef> splitRole(StringRef entry) {
 LogicalResult mlir::ds::attachContract(FunctionOpInterface func,
                                        const ImportContractSpec &spec) {
   MLIRContext *ctx = func->getContext();
-  auto fail = [&]() { return func->emitOpError("ds-import-linalg: "); };
+  auto fail = [&]() { return func->emitOpError(""); };
   if (func->hasAttr(DSDialect::kTrainStepAttrName))
     return fail() << "@" << func.getName()
                   << " already has a training-step contract; drop the 'args' "

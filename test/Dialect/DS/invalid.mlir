@@ -626,6 +626,24 @@ func.func @negative_cross_entropy(%l: tensor<8x10xf32>, %y: tensor<4xi64>) {
 
 // -----
 
+func.func @negative_cross_entropy_i1_labels(%l: tensor<16x10xf32>, %y: tensor<16xi1>) {
+  // expected-error@+2 {{'ds.cross_entropy' op labels of type 1-bit integer cannot index 10 classes; use i32 or i64 labels}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.cross_entropy %l, %y : tensor<16x10xf32>, tensor<16xi1> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @negative_cross_entropy_i8_labels(%l: tensor<4x300xf32>, %y: tensor<4xi8>) {
+  // expected-error@+2 {{'ds.cross_entropy' op labels of type 8-bit integer cannot index 300 classes; use i32 or i64 labels}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = ds.cross_entropy %l, %y : tensor<4x300xf32>, tensor<4xi8> -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @negative_mse_types(%x: tensor<8xf32>, %y: tensor<4xf32>) {
   // expected-error@+1 {{'ds.mse_loss' op failed to verify that all of {input, target} have same type}}
   %0 = "ds.mse_loss"(%x, %y) : (tensor<8xf32>, tensor<4xf32>) -> tensor<f32>

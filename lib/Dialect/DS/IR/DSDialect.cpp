@@ -32,7 +32,8 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().strref();
   // Names from the front end (module path) and analyses (role), and the link
   // from a generated backward op to the forward op it differentiates.
-  if (name == "ds.module" || name == "ds.role" || name == "ds.vjp_of") {
+  if (name == DSDialect::kModuleAttrName || name == DSDialect::kRoleAttrName ||
+      name == DSDialect::kVjpOfAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError("attribute '") << name << "' must be a string";
     return success();
@@ -41,7 +42,7 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
   // differentiated forward op and gives its backward ops the same number,
   // so passes after it (precision assignment) treat a gradient GEMM
   // according to the forward op it belongs to.
-  if (name == "ds.op_id") {
+  if (name == DSDialect::kOpIdAttrName) {
     if (!isa<IntegerAttr>(attr.getValue()))
       return op->emitOpError("attribute 'ds.op_id' must be an integer");
     return success();
@@ -49,7 +50,8 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
   // Unit markers: the backward seed (the cotangent of the loss) that
   // ds-autodiff creates and loss scaling multiplies, and a tensor-level
   // matmul whose accumulator is not read (ds-prepare-library-gemms).
-  if (name == "ds.seed" || name == "ds.gemm_overwrite") {
+  if (name == DSDialect::kSeedAttrName ||
+      name == DSDialect::kGemmOverwriteAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError("attribute '") << name << "' is a unit attribute";
     return success();
@@ -88,8 +90,11 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   // ds-assign-precision's record of its decisions (per step function, a
-  // list of dictionaries) and the time-level schedule the runner follows.
-  if (name == "ds.precision_map" || name == "ds.precision_schedule") {
+  // list of dictionaries), the time-level schedule the runner follows, and
+  // ds-insert-optimizer's record of the optimizer it compiled in (per step
+  // function, its settings as text).
+  if (name == kPrecisionMapAttrName || name == kPrecisionScheduleAttrName ||
+      name == kOptimizerAttrName) {
     if (!isa<ModuleOp>(op))
       return op->emitOpError("'")
              << name << "' may only be attached to a module";

@@ -762,6 +762,17 @@ CrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                            "labels [N], got " +
                                formatShape(logits.getShape()) + " and " +
                                formatShape(labels.getShape()));
+  // Labels are signed class indices: their type must hold C - 1 (an i1
+  // label is 0 or -1, and i8 stops at 127).
+  unsigned width = labels.getElementType().getIntOrFloatBitWidth();
+  int64_t classes = logits.getDimSize(1);
+  if (width < 2 ||
+      (width < 64 && classes - 1 > (int64_t(1) << (width - 1)) - 1))
+    return inferError(
+        loc, "'ds.cross_entropy' op labels of type " + std::to_string(width) +
+                 "-bit integer cannot "
+                 "index " +
+                 std::to_string(classes) + " classes; use i32 or i64 labels");
   inferred.push_back(RankedTensorType::get({}, logits.getElementType()));
   return success();
 }

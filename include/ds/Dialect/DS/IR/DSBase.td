@@ -71,6 +71,10 @@ def DS_Dialect : Dialect {
         "ds.precision_map";
     static constexpr ::llvm::StringLiteral kPrecisionScheduleAttrName =
         "ds.precision_schedule";
+    /// Module attribute of ds-insert-optimizer: per step function, the
+    /// optimizer compiled into it, as text (for messages and reports).
+    static constexpr ::llvm::StringLiteral kOptimizerAttrName =
+        "ds.optimizer";
 
   private:
     void registerAttributes();
