@@ -1,7 +1,8 @@
 //===- Trainer.cpp - Run a compiled step for N steps ----------------------===//
 //
-// State initialisation from the contract, the step loop with progress lines
-// and held-out evaluation, checkpoints and the JSON report. Tensors are
+// The step loop with progress lines and held-out evaluation, and the JSON
+// report (TrainerState.cpp holds the state: initialisation, checkpoints,
+// output checks). Tensors are
 // double-buffered: a step writes into `results`, and only after it returned
 // successfully are updated tensors swapped into `args`, so the buffers are
 // reused and a failed step changes nothing.
@@ -9,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Runner/Trainer.h"
+
+#include "TrainerInternal.h"
 
 #include "ds/Runner/Checkpoint.h"
 #include "ds/Runner/Random.h"
@@ -35,9 +38,7 @@ using mlir::ds::ContractArg;
 using mlir::ds::InitKind;
 using mlir::ds::ResultRole;
 
-static Error errorf(const llvm::Twine &msg) {
-  return llvm::createStringError(msg.str());
-}
+using ds::runner::detail::errorf;
 
 /// JSON has no inf or NaN: a non-finite number (the loss of a poisoned
 /// step, say) is written as null.
@@ -154,251 +155,6 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
     if (Error e = t->restore(options.resumeDir))
       return std::move(e);
   return t;
-}
-
-/// Whether a file can be created in the directory `dir` ("" = the current
-/// one): creates and removes a probe file, which is what writing will do.
-static bool canCreateIn(llvm::StringRef dir) {
-  llvm::SmallString<256> probe(dir.empty() ? "." : dir);
-  llvm::sys::path::append(probe, ".ds-run-probe-%%%%%%");
-  int fd;
-  llvm::SmallString<256> made;
-  if (llvm::sys::fs::createUniqueFile(probe, fd, made))
-    return false;
-  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
-  llvm::sys::fs::remove(made);
-  return true;
-}
-
-/// Checks that `path` can become a file (`wantDir` false) or a directory.
-static Error checkOutputPath(llvm::StringRef flag, llvm::StringRef path,
-                             bool wantDir) {
-  namespace fs = llvm::sys::fs;
-  std::string where = flag.str() + " " + path.str();
-  if (fs::exists(path)) {
-    bool isDir = fs::is_directory(path);
-    if (isDir != wantDir)
-      return errorf(where + ": is " + (isDir ? "a directory" : "a file") +
-                    "; expected " + (wantDir ? "a directory" : "a file path"));
-    // An existing directory is written into (or replaced beside itself).
-    if (wantDir && !canCreateIn(path))
-      return errorf(where + ": the directory is not writable");
-  }
-  llvm::StringRef parent = llvm::sys::path::parent_path(path);
-  if (!parent.empty() && !fs::is_directory(parent))
-    return errorf(where + ": directory '" + parent + "' does not exist");
-  if (!canCreateIn(parent))
-    return errorf(where + ": cannot create files in '" +
-                  (parent.empty() ? llvm::StringRef(".") : parent) + "'");
-  return Error::success();
-}
-
-Error Trainer::checkOutputs() const {
-  if (!options.reportPath.empty())
-    if (Error e = checkOutputPath("--report", options.reportPath, false))
-      return e;
-  if (!options.checkpointDir.empty())
-    if (Error e = checkOutputPath("--checkpoint", options.checkpointDir, true))
-      return e;
-  if (!options.saveResultsDir.empty())
-    if (Error e =
-            checkOutputPath("--save-results", options.saveResultsDir, true))
-      return e;
-  // Checkpoint keys: one file per parameter and state, named by its key.
-  if (options.checkpointDir.empty())
-    return Error::success();
-  const auto &c = program.contract();
-  std::map<std::string, unsigned> seen;
-  // File names longer than this fail on Linux file systems (NAME_MAX).
-  constexpr size_t kMaxFileName = 255;
-  for (auto [i, arg] : llvm::enumerate(c.args)) {
-    if (arg.role == ArgRole::Input)
-      continue;
-    std::string key = tensorKey(i);
-    auto [it, inserted] = seen.try_emplace(key, i);
-    if (!inserted)
-      return errorf("--checkpoint: " +
-                    mlir::ds::stringifyArgRole(c.args[it->second].role) + " '" +
-                    c.args[it->second].name + "' and " +
-                    mlir::ds::stringifyArgRole(arg.role) + " '" + arg.name +
-                    "' would share the checkpoint key '" + key +
-                    "'; rename one of them");
-    if (tensorFileName(key).size() > kMaxFileName)
-      return errorf("--checkpoint: the checkpoint file of " +
-                    mlir::ds::stringifyArgRole(arg.role) + " '" +
-                    llvm::StringRef(arg.name).take_front(40) + "...' (" +
-                    llvm::Twine(arg.name.size()) +
-                    " characters) would have a name over " +
-                    llvm::Twine(kMaxFileName) + " bytes; shorten the name");
-  }
-  return Error::success();
-}
-
-/// A stream id per tensor name, so each tensor's initial value depends only
-/// on the seed and its name (not on the order of arguments).
-static uint64_t streamIdOf(llvm::StringRef name) {
-  return hashBytes(name) & ((uint64_t(1) << 62) - 1);
-}
-
-Error Trainer::initState() {
-  const auto &c = program.contract();
-  for (auto [i, arg] : llvm::enumerate(c.args)) {
-    if (arg.role == ArgRole::Input)
-      continue;
-    HostTensor &t = args[i];
-    std::string what =
-        (mlir::ds::stringifyArgRole(arg.role) + " '" + arg.name + "'").str();
-    // Parameters, and state initialised from a file (e.g. batch-norm
-    // running statistics from a front end), load from --params DIR by name
-    // or state key.
-    bool fromFile =
-        arg.role == ArgRole::Param || arg.init.getKind() == InitKind::file;
-    if (fromFile && !options.paramsDir.empty()) {
-      llvm::SmallString<256> path(options.paramsDir);
-      llvm::sys::path::append(path, arg.name + ".npy");
-      Expected<HostTensor> loaded = readNpy(path, t.dtype);
-      if (!loaded)
-        return errorf("--params: " + what + ": " +
-                      llvm::toString(loaded.takeError()));
-      if (Error e = checkTensor(*loaded, t.dtype, t.shape, what))
-        return e;
-      t = std::move(*loaded);
-      continue;
-    }
-    // The dropout generator's key comes from the seed, so that different
-    // seeds give different masks; its counter starts at 0.
-    // Other generators (`clip.rng`, ...) get keys of their own.
-    llvm::StringRef kind =
-        arg.role == ArgRole::State ? arg.state.getKind() : "";
-    if ((kind == "rng" || kind.ends_with(".rng")) && t.dtype == DType::I64 &&
-        t.numElements() == 2) {
-      std::string tag = "rng-key:" + std::to_string(options.seed);
-      if (kind != "rng")
-        tag += ":" + arg.name;
-      t.setInt(0, static_cast<int64_t>(hashBytes(tag)));
-      t.setInt(1, 0);
-      continue;
-    }
-    double value = arg.init.getValueAsDouble();
-    Error e = Error::success();
-    switch (arg.init.getKind()) {
-    case InitKind::zeros:
-      e = fillConstant(t, 0.0);
-      break;
-    case InitKind::ones:
-      e = fillConstant(t, 1.0);
-      break;
-    case InitKind::constant:
-      e = fillConstant(t, value);
-      break;
-    case InitKind::normal:
-      e = fillNormal(t, value, options.seed, streamIdOf(arg.name));
-      break;
-    case InitKind::uniform:
-      e = fillUniform(t, value, options.seed, streamIdOf(arg.name));
-      break;
-    case InitKind::file:
-      return errorf(what +
-                    " is initialised from a file; pass --params DIR "
-                    "with " +
-                    arg.name + ".npy");
-    }
-    if (e)
-      return errorf(what + ": " + llvm::toString(std::move(e)));
-  }
-  return Error::success();
-}
-
-Error Trainer::restore(llvm::StringRef dir) {
-  Expected<Checkpoint> ckpt = readCheckpoint(dir);
-  if (!ckpt)
-    return ckpt.takeError();
-  const llvm::json::Object &state = ckpt->runnerState;
-  auto hash = state.getString("module_hash");
-  if (!hash || *hash != options.moduleHash)
-    return errorf("--resume " + dir +
-                  ": the checkpoint was written for a different module "
-                  "(module hash " +
-                  (hash ? hash->str() : std::string("missing")) + ", this is " +
-                  options.moduleHash + ")");
-  const auto &c = program.contract();
-  for (auto [i, arg] : llvm::enumerate(c.args)) {
-    if (arg.role == ArgRole::Input)
-      continue;
-    auto it = ckpt->tensors.find(tensorKey(i));
-    if (it == ckpt->tensors.end())
-      return errorf("--resume " + dir + ": no tensor for '" + tensorKey(i) +
-                    "'");
-    if (Error e = checkTensor(it->second, args[i].dtype, args[i].shape,
-                              "checkpoint tensor '" + tensorKey(i) + "'"))
-      return e;
-    args[i] = it->second;
-  }
-  // State the step does not have would be dropped: a checkpoint of another
-  // optimizer or technique (e.g. --optimizer sgd on AdamW moments).
-  std::vector<std::string> extra;
-  std::set<std::string> used;
-  for (auto [i, arg] : llvm::enumerate(c.args))
-    if (arg.role != ArgRole::Input)
-      used.insert(tensorKey(i));
-  for (const auto &entry : ckpt->tensors)
-    if (!used.count(entry.first))
-      extra.push_back("'" + entry.first + "'");
-  if (!extra.empty()) {
-    llvm::sort(extra);
-    return errorf("--resume " + dir + ": the checkpoint holds " +
-                  llvm::join(extra, ", ") +
-                  ", which this step does not have (was it written with "
-                  "other optimizer or technique flags?); resume with the "
-                  "flags it was trained with");
-  }
-  std::optional<int64_t> savedStep = state.getInteger("step");
-  std::optional<int64_t> cursor = state.getInteger("data_cursor");
-  std::optional<int64_t> seed = state.getInteger("seed");
-  if (!savedStep || !cursor || !seed)
-    return errorf("--resume " + dir +
-                  ": runner state lacks step, "
-                  "data_cursor or seed");
-  if (static_cast<uint64_t>(*seed) != options.seed)
-    return errorf("--resume " + dir + ": the checkpoint used --seed " +
-                  std::to_string(*seed) + "; resume with the same seed");
-  std::optional<int64_t> fallback = state.getInteger("precision_fallback_left");
-  if (*savedStep < 0 || *cursor < 0 || (fallback && *fallback < 0))
-    return errorf("--resume " + dir + ": runner state out of range (step " +
-                  llvm::Twine(*savedStep) + ", data_cursor " +
-                  llvm::Twine(*cursor) + "); the checkpoint is damaged");
-  if (*savedStep >= options.steps)
-    return errorf("--resume " + dir + ": the checkpoint is at step " +
-                  llvm::Twine(*savedStep) + ", which is not below --steps " +
-                  llvm::Twine(options.steps) +
-                  ": nothing is left to train (raise --steps)");
-  step = *savedStep;
-  fallbackLeft = fallback.value_or(0);
-  if (data)
-    data->setCursor(static_cast<uint64_t>(*cursor));
-  if (!options.quiet)
-    out << "ds-run: resumed from " << dir << " at step " << step << "\n";
-  return Error::success();
-}
-
-Error Trainer::saveCheckpoint(llvm::StringRef dir) {
-  const auto &c = program.contract();
-  std::vector<std::string> keys;
-  std::vector<std::pair<std::string, const HostTensor *>> tensors;
-  for (auto [i, arg] : llvm::enumerate(c.args))
-    if (arg.role != ArgRole::Input)
-      tensors.push_back({tensorKey(i), &args[i]});
-  llvm::json::Object state{
-      {"step", step},
-      {"data_cursor", data ? static_cast<int64_t>(data->cursor()) : 0},
-      {"seed", static_cast<int64_t>(options.seed)},
-      {"module_hash", options.moduleHash},
-      {"module", options.modulePath},
-      {"threads", options.threads},
-      // The time level's anomaly fallback in progress.
-      {"precision_fallback_left", fallbackLeft},
-  };
-  return writeCheckpoint(dir, tensors, state);
 }
 
 Error Trainer::feed(uint64_t batch, bool heldOut) {
@@ -644,37 +400,6 @@ Error Trainer::run() {
   if (!options.reportPath.empty())
     if (Error e = writeReport())
       return e;
-  return Error::success();
-}
-
-Error Trainer::writeResults(llvm::StringRef dir) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return errorf("--save-results " + dir + ": " + ec.message());
-  const auto &c = program.contract();
-  for (auto [i, res] : llvm::enumerate(c.results)) {
-    std::string name;
-    switch (res.role) {
-    case ResultRole::Loss:
-      name = "loss";
-      break;
-    case ResultRole::Update:
-      name = "update." + c.args[res.argIndex].name;
-      break;
-    case ResultRole::Grad:
-      name = "grad." + c.args[res.argIndex].name;
-      break;
-    case ResultRole::Metric:
-      name = "metric." + res.name;
-      break;
-    }
-    // Updates were swapped into the arguments after the step.
-    const HostTensor &t =
-        res.role == ResultRole::Update ? args[res.argIndex] : results[i];
-    llvm::SmallString<256> path(dir);
-    llvm::sys::path::append(path, name + ".npy");
-    if (Error e = writeNpyAtomic(path, t))
-      return e;
-  }
   return Error::success();
 }
 
