@@ -221,6 +221,141 @@ func.func @conv_pool(%x: tensor<2x1x8x8xf32>, %w: tensor<4x1x3x3xf32>, %b: tenso
   return %q : tensor<2x4x6x6xf32>
 }
 
+// x.pow(n) as torch-mlir prints it (generic form, captured i64 exponent):
+// products of x, the reciprocal of one for a negative n, 1 for n = 0.
+// CHECK-LABEL: func @fpowi
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf64>)
+// CHECK: %[[SQ:.*]] = ds.mul %[[X]], %[[X]] : tensor<4x8xf64>, tensor<4x8xf64> -> tensor<4x8xf64>
+// CHECK: %[[SQ2:.*]] = ds.mul %[[X]], %[[X]]
+// CHECK: %[[CUBE:.*]] = ds.mul %[[X]], %[[SQ2]]
+// CHECK: %[[SQ3:.*]] = ds.mul %[[X]], %[[X]]
+// CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f64>
+// CHECK: %[[INV:.*]] = ds.div %[[ONE]], %[[SQ3]] : tensor<f64>, tensor<4x8xf64> -> tensor<4x8xf64>
+// CHECK: %[[ONES:.*]] = arith.constant dense<1.000000e+00> : tensor<f64>
+// CHECK: %[[B:.*]] = ds.broadcast %[[ONES]] {{.*}} -> tensor<4x8xf64>
+// CHECK: return %[[SQ]], %[[CUBE]], %[[INV]], %[[B]]
+"func.func"() <{function_type = (tensor<4x8xf64>) -> (tensor<4x8xf64>, tensor<4x8xf64>, tensor<4x8xf64>, tensor<4x8xf64>), sym_name = "fpowi"}> ({
+^bb0(%x: tensor<4x8xf64>):
+  %c2 = "arith.constant"() <{value = 2 : i64}> : () -> i64
+  %c3 = "arith.constant"() <{value = 3 : i64}> : () -> i64
+  %cm2 = "arith.constant"() <{value = -2 : i64}> : () -> i64
+  %c0 = "arith.constant"() <{value = 0 : i64}> : () -> i64
+  %e = "tensor.empty"() : () -> tensor<4x8xf64>
+  %r2 = "linalg.generic"(%x, %e) <{indexing_maps = [#id2, #id2], iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>], operandSegmentSizes = array<i32: 1, 1>}> ({
+  ^bb0(%in: f64, %out: f64):
+    %p = "math.fpowi"(%in, %c2) <{fastmath = #arith.fastmath<none>}> : (f64, i64) -> f64
+    "linalg.yield"(%p) : (f64) -> ()
+  }) : (tensor<4x8xf64>, tensor<4x8xf64>) -> tensor<4x8xf64>
+  %r3 = "linalg.generic"(%x, %e) <{indexing_maps = [#id2, #id2], iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>], operandSegmentSizes = array<i32: 1, 1>}> ({
+  ^bb0(%in: f64, %out: f64):
+    %p = "math.fpowi"(%in, %c3) <{fastmath = #arith.fastmath<none>}> : (f64, i64) -> f64
+    "linalg.yield"(%p) : (f64) -> ()
+  }) : (tensor<4x8xf64>, tensor<4x8xf64>) -> tensor<4x8xf64>
+  %rm2 = "linalg.generic"(%x, %e) <{indexing_maps = [#id2, #id2], iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>], operandSegmentSizes = array<i32: 1, 1>}> ({
+  ^bb0(%in: f64, %out: f64):
+    %p = "math.fpowi"(%in, %cm2) <{fastmath = #arith.fastmath<none>}> : (f64, i64) -> f64
+    "linalg.yield"(%p) : (f64) -> ()
+  }) : (tensor<4x8xf64>, tensor<4x8xf64>) -> tensor<4x8xf64>
+  %r0 = "linalg.generic"(%x, %e) <{indexing_maps = [#id2, #id2], iterator_types = [#linalg.iterator_type<parallel>, #linalg.iterator_type<parallel>], operandSegmentSizes = array<i32: 1, 1>}> ({
+  ^bb0(%in: f64, %out: f64):
+    %p = "math.fpowi"(%in, %c0) <{fastmath = #arith.fastmath<none>}> : (f64, i64) -> f64
+    "linalg.yield"(%p) : (f64) -> ()
+  }) : (tensor<4x8xf64>, tensor<4x8xf64>) -> tensor<4x8xf64>
+  "func.return"(%r2, %r3, %rm2, %r0) : (tensor<4x8xf64>, tensor<4x8xf64>, tensor<4x8xf64>, tensor<4x8xf64>) -> ()
+}) : () -> ()
+
+// powf: a constant 0.5 / -0.5 is sqrt / rsqrt, an integral one a product
+// (constants in the body as well as captured); any other exponent
+// exp(y log x) (x > 0).
+// CHECK-LABEL: func @powf
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[Y:.*]]: tensor<4x8xf32>)
+// CHECK: %[[S:.*]] = ds.sqrt %[[X]]
+// CHECK: %[[RS:.*]] = ds.rsqrt %[[X]]
+// CHECK: %[[SQ:.*]] = ds.mul %[[X]], %[[X]]
+// CHECK: %[[L:.*]] = ds.log %[[X]]
+// CHECK: %[[YL:.*]] = ds.mul %[[Y]], %[[L]]
+// CHECK: %[[P:.*]] = ds.exp %[[YL]]
+// CHECK: return %[[S]], %[[RS]], %[[SQ]], %[[P]]
+func.func @powf(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %half = arith.constant 0.5 : f32
+  %mhalf = arith.constant -0.5 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r0, %r1, %r2, %r3 = linalg.generic {indexing_maps = [#id2, #id2, #id2, #id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %y : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e, %e, %e, %e : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%in: f32, %iny: f32, %o0: f32, %o1: f32, %o2: f32, %o3: f32):
+    %two = arith.constant 2.0 : f32
+    %s = math.powf %in, %half : f32
+    %rs = math.powf %in, %mhalf : f32
+    %sq = math.powf %in, %two : f32
+    %p = math.powf %in, %iny : f32
+    linalg.yield %s, %rs, %sq, %p : f32, f32, f32, f32
+  } -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+  return %r0, %r1, %r2, %r3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// exp2 = exp(x ln 2); fma = x*y + z; rsqrt; log1p and expm1 with Kahan's
+// correction for |x| < 1.
+// CHECK-LABEL: func @math_compositions
+// CHECK-SAME: (%[[X:.*]]: tensor<8xf64>, %[[Y:.*]]: tensor<8xf64>, %[[Z:.*]]: tensor<8xf64>)
+// CHECK: %[[LN2:.*]] = arith.constant dense<0.69314718055994529> : tensor<f64>
+// CHECK: %[[XL:.*]] = ds.mul %[[X]], %[[LN2]]
+// CHECK: %[[E2:.*]] = ds.exp %[[XL]]
+// CHECK: %[[XY:.*]] = ds.mul %[[X]], %[[Y]]
+// CHECK: %[[F:.*]] = ds.add %[[XY]], %[[Z]]
+// CHECK: %[[R:.*]] = ds.rsqrt %[[X]]
+// CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f64>
+// CHECK: %[[U:.*]] = ds.add %[[ONE]], %[[X]]
+// CHECK: %[[LU:.*]] = ds.log %[[U]]
+// CHECK: %[[UM1:.*]] = ds.sub %[[U]], %[[ONE]]
+// CHECK: %[[Q:.*]] = ds.div %[[X]], %[[UM1]]
+// CHECK: %[[C:.*]] = ds.mul %[[LU]], %[[Q]]
+// CHECK: %[[EQ:.*]] = ds.compare eq, %[[U]], %[[ONE]]
+// CHECK: %[[SM:.*]] = ds.select %[[EQ]], %[[X]], %[[C]]
+// CHECK: %[[A:.*]] = ds.abs %[[X]]
+// CHECK: %[[LT:.*]] = ds.compare lt, %[[A]], %[[ONE]]
+// CHECK: %[[L1P:.*]] = ds.select %[[LT]], %[[SM]], %[[LU]]
+// CHECK: %[[EU:.*]] = ds.exp %[[X]]
+// CHECK: %[[EM:.*]] = ds.sub %[[EU]], %{{.*}}
+// CHECK: ds.log %[[EU]]
+// CHECK: %[[EM1:.*]] = ds.select %{{.*}}, %{{.*}}, %[[EM]]
+// CHECK: return %[[E2]], %[[F]], %[[R]], %[[L1P]], %[[EM1]]
+func.func @math_compositions(%x: tensor<8xf64>, %y: tensor<8xf64>, %z: tensor<8xf64>) -> (tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>) {
+  %e = tensor.empty() : tensor<8xf64>
+  %r:5 = linalg.generic {indexing_maps = [#id1, #id1, #id1, #id1, #id1, #id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%x, %y, %z : tensor<8xf64>, tensor<8xf64>, tensor<8xf64>) outs(%e, %e, %e, %e, %e : tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>) {
+  ^bb0(%a: f64, %b: f64, %c: f64, %o0: f64, %o1: f64, %o2: f64, %o3: f64, %o4: f64):
+    %0 = math.exp2 %a : f64
+    %1 = math.fma %a, %b, %c : f64
+    %2 = math.rsqrt %a : f64
+    %3 = math.log1p %a : f64
+    %4 = math.expm1 %a : f64
+    linalg.yield %0, %1, %2, %3, %4 : f64, f64, f64, f64, f64
+  } -> (tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>)
+  return %r#0, %r#1, %r#2, %r#3, %r#4 : tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>
+}
+
+// An integer power with an exponent read from a tensor (exp(y log x) would
+// be NaN for x < 0) and ops ds has no composition for stay upstream.
+// CHECK-LABEL: func @negative_pow_and_trig
+// CHECK: math.fpowi
+// CHECK: math.sin
+func.func @negative_pow_and_trig(%x: tensor<8xf64>, %n: tensor<8xi32>) -> (tensor<8xf64>, tensor<8xf64>) {
+  %e = tensor.empty() : tensor<8xf64>
+  %p = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%x, %n : tensor<8xf64>, tensor<8xi32>) outs(%e : tensor<8xf64>) {
+  ^bb0(%a: f64, %k: i32, %o: f64):
+    %0 = math.fpowi %a, %k : f64, i32
+    linalg.yield %0 : f64
+  } -> tensor<8xf64>
+  %s = linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf64>) outs(%e : tensor<8xf64>) {
+  ^bb0(%a: f64, %o: f64):
+    %0 = math.sin %a : f64
+    linalg.yield %0 : f64
+  } -> tensor<8xf64>
+  return %p, %s : tensor<8xf64>, tensor<8xf64>
+}
+
 // Integer label arithmetic stays upstream; ops the pass does not know stay.
 // CHECK-LABEL: func @negative_stays_upstream
 // CHECK: linalg.generic

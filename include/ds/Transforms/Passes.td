@@ -54,8 +54,19 @@ def ImportLinalgPass : Pass<"ds-import-linalg", "::mlir::ModuleOp"> {
       `maximumf/maxnumf/minimumf/minnumf`, integer `addi/subi/muli`,
       `math.exp/log/tanh/sqrt/rsqrt/absf`, `cmpf/cmpi` + `select` ->
       `ds.compare` / `ds.select` (unordered predicates as negated ordered
-      ones), casts -> `ds.cast`, captured scalar constants -> rank-0
-      tensors, the exact GELU body (`x * (erf(x / sqrt 2) + 1) * 0.5`) ->
+      ones), casts -> `ds.cast`, scalar constants (captured or in the body)
+      -> rank-0 tensors. Composed of ds ops: `math.fpowi` / `math.powf`
+      with a constant exponent as PyTorch's pow kernel computes it (0.5 ->
+      `ds.sqrt`, -0.5 -> `ds.rsqrt`, an integer n with |n| <= 64 -> products
+      of x by squaring, `1 /` that for n < 0, 1 for n = 0), `math.powf`
+      with any other exponent -> `exp(y * log x)` (defined for x > 0 only;
+      `math.fpowi` with a non-constant exponent is never raised so, since
+      it is wrong for x < 0); `math.exp2` -> `exp(x ln 2)`; `math.fma` ->
+      `x * y + z` (two roundings); `math.log1p` / `math.expm1` -> `log(1 +
+      x)` / `exp(x) - 1` with Kahan's correction (`log(u) * x / (u - 1)`,
+      `(u - 1) * x / log(u)`) for |x| < 1. ds has no op or composition for
+      `math.sin/cos/erf/floor/ceil`: bodies with them stay upstream (except
+      erf inside the exact GELU body). The exact GELU body (`x * (erf(x / sqrt 2) + 1) * 0.5`) ->
       `ds.gelu`. Reductions (`addf` / `maximumf` into the output) become
       `ds.reduce_sum` / `ds.reduce_max` (an initial value other than a fill
       of 0 / -inf is added / maxed in); a multi-result generic whose other

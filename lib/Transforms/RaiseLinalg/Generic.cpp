@@ -8,7 +8,10 @@
 // would. Captured scalar constants become rank-0 tensors. A yielded value
 // is combined with its output when the op reduces (`addf` -> reduce_sum,
 // `maximumf` -> reduce_max, with keep_dims) and finally moved into the
-// result's layout.
+// result's layout. Scalar ops ds has no op for are composed of ds ops
+// (pow, exp2, fma, log1p, expm1), each chosen to compute what PyTorch
+// computes for the same op to within the parity tolerances, not merely a
+// formula that agrees in exact arithmetic.
 //
 // The translation is demand-driven, from the yielded values: ops nobody
 // needs (the `cf.assert`s torch-mlir puts around gathers, an argmax's index
@@ -154,6 +157,23 @@ private:
   FailureOr<std::pair<Value, bool>> translateCondition(Value c);
   FailureOr<Value> translateExtract(tensor::ExtractOp extract);
   FailureOr<Value> reduce(unsigned resultIndex, Value yielded);
+  FailureOr<Value> translatePow(Operation *pow);
+  FailureOr<Value> translateLog1p(Operation *log1p);
+  FailureOr<Value> translateExpm1(Operation *expm1);
+  /// x^n by repeated squaring; 1 / x^|n| for negative n; 1 for n = 0.
+  Value integerPower(Value x, int64_t n);
+  /// A rank-0 constant `value` of the (float) element type of `like`.
+  Value constantLike(Value like, double value) {
+    return scalarTensorConstant(
+        b, loc, b.getFloatAttr(getElementTypeOrSelf(like.getType()), value));
+  }
+  /// A translated float operand `i` of `o`.
+  FailureOr<Value> floatOperand(Operation *o, unsigned i) {
+    FailureOr<Value> x = translate(o->getOperand(i));
+    if (failed(x) || !isa<FloatType>(getElementTypeOrSelf(x->getType())))
+      return failure();
+    return x;
+  }
 
   template <typename DSOp> FailureOr<Value> binary(Operation *o) {
     FailureOr<Value> l = translate(o->getOperand(0));
@@ -352,6 +372,34 @@ FailureOr<Value> GenericRaiser::translateOp(Operation *o) {
       .Case<math::SqrtOp>([&](auto) { return unary<SqrtOp>(o); })
       .Case<math::RsqrtOp>([&](auto) { return unary<RsqrtOp>(o); })
       .Case<math::AbsFOp>([&](auto) { return unary<AbsOp>(o); })
+      .Case<math::FPowIOp, math::PowFOp>([&](auto) { return translatePow(o); })
+      .Case<math::Log1pOp>([&](auto) { return translateLog1p(o); })
+      .Case<math::ExpM1Op>([&](auto) { return translateExpm1(o); })
+      .Case<math::Exp2Op>([&](auto) -> FailureOr<Value> {
+        // 2^x = exp(x ln 2).
+        FailureOr<Value> x = floatOperand(o, 0);
+        if (failed(x))
+          return failure();
+        Value ln2 = constantLike(*x, std::log(2.0));
+        return Value(ExpOp::create(b, loc, MulOp::create(b, loc, *x, ln2)));
+      })
+      .Case<math::FmaOp>([&](auto) -> FailureOr<Value> {
+        // Rounded twice where fma rounds once: within the tolerances.
+        FailureOr<Value> x = floatOperand(o, 0);
+        FailureOr<Value> y = failed(x) ? x : floatOperand(o, 1);
+        FailureOr<Value> z = failed(y) ? y : floatOperand(o, 2);
+        if (failed(z))
+          return failure();
+        return Value(AddOp::create(b, loc, MulOp::create(b, loc, *x, *y), *z));
+      })
+      .Case<arith::ConstantOp>([&](arith::ConstantOp c) -> FailureOr<Value> {
+        // A scalar constant defined in the body, as captured ones.
+        Type t = c.getType();
+        auto typed = dyn_cast<TypedAttr>(c.getValue());
+        if (!typed || !(isa<FloatType>(t) || t.isSignlessInteger()))
+          return failure();
+        return scalarTensorConstant(b, loc, typed);
+      })
       .Case<arith::ExtFOp, arith::TruncFOp, arith::SIToFPOp, arith::FPToSIOp,
             arith::ExtSIOp, arith::TruncIOp>([&](auto) { return castTo(o); })
       .Case<arith::CmpFOp, arith::CmpIOp>([&](auto) -> FailureOr<Value> {
@@ -382,6 +430,96 @@ FailureOr<Value> GenericRaiser::translateOp(Operation *o) {
       .Case<tensor::ExtractOp>(
           [&](tensor::ExtractOp e) { return translateExtract(e); })
       .Default([](Operation *) { return failure(); });
+}
+
+/// The largest |n| of a constant integer exponent raised as a product:
+/// beyond it the squarings would add up more rounding than std::pow's.
+constexpr int64_t kMaxProductExponent = 64;
+
+Value GenericRaiser::integerPower(Value x, int64_t n) {
+  if (n == 0)
+    return constantLike(x, 1.0);
+  // Square-and-multiply: x^2 = x*x and x^3 = x*(x*x), bit for bit what
+  // PyTorch's pow kernel computes for these exponents; others differ from
+  // std::pow by a few ulps.
+  uint64_t m = n < 0 ? -static_cast<uint64_t>(n) : n;
+  Value result, square = x;
+  while (true) {
+    if (m & 1)
+      result = result ? Value(MulOp::create(b, loc, result, square)) : square;
+    m >>= 1;
+    if (!m)
+      break;
+    square = MulOp::create(b, loc, square, square);
+  }
+  // PyTorch: 1 / x for -1 (reciprocal), 1 / (x*x) for -2.
+  if (n < 0)
+    result = DivOp::create(b, loc, constantLike(x, 1.0), result);
+  return result;
+}
+
+FailureOr<Value> GenericRaiser::translatePow(Operation *pow) {
+  FailureOr<Value> x = floatOperand(pow, 0);
+  if (failed(x))
+    return failure();
+  // A constant exponent is computed exactly as PyTorch's pow kernel
+  // special-cases it: sqrt, rsqrt, products of x.
+  if (std::optional<double> c = getScalarConstant(pow->getOperand(1))) {
+    if (*c == 0.5)
+      return Value(SqrtOp::create(b, loc, *x));
+    if (*c == -0.5)
+      return Value(RsqrtOp::create(b, loc, *x));
+    if (*c == std::trunc(*c) && std::abs(*c) <= kMaxProductExponent)
+      return integerPower(*x, static_cast<int64_t>(*c));
+  }
+  // exp(y log x) is only right for x > 0 (NaN for x < 0, where an integer
+  // y has a real answer): never use it for an integer exponent.
+  if (isa<math::FPowIOp>(pow))
+    return failure();
+  FailureOr<Value> y = floatOperand(pow, 1);
+  if (failed(y))
+    return failure();
+  Value logX = LogOp::create(b, loc, *x);
+  return Value(ExpOp::create(b, loc, MulOp::create(b, loc, *y, logX)));
+}
+
+FailureOr<Value> GenericRaiser::translateLog1p(Operation *log1p) {
+  FailureOr<Value> x = floatOperand(log1p, 0);
+  if (failed(x))
+    return failure();
+  // log(1 + x) loses every digit of a tiny x; Kahan's correction
+  // log(u) * x / (u - 1), u = 1 + x, keeps them (u - 1 is exact), with
+  // x itself where u rounds to 1. Outside |x| < 1 plain log(1 + x) is
+  // accurate and handles -1 and +inf.
+  Value one = constantLike(*x, 1.0);
+  Value u = AddOp::create(b, loc, one, *x);
+  Value plain = LogOp::create(b, loc, u);
+  Value corrected = MulOp::create(
+      b, loc, plain, DivOp::create(b, loc, *x, SubOp::create(b, loc, u, one)));
+  Value uIsOne = CompareOp::create(b, loc, ComparePredicate::eq, u, one);
+  Value small = SelectOp::create(b, loc, uIsOne, *x, corrected);
+  Value isSmall = CompareOp::create(b, loc, ComparePredicate::lt,
+                                    AbsOp::create(b, loc, *x), one);
+  return Value(SelectOp::create(b, loc, isSmall, small, plain));
+}
+
+FailureOr<Value> GenericRaiser::translateExpm1(Operation *expm1) {
+  FailureOr<Value> x = floatOperand(expm1, 0);
+  if (failed(x))
+    return failure();
+  // The same correction: (u - 1) * x / log(u), u = exp(x), for |x| < 1
+  // (x where u rounds to 1); exp(x) - 1 elsewhere, where it is accurate
+  // and gives -1 and +inf at the ends.
+  Value one = constantLike(*x, 1.0);
+  Value u = ExpOp::create(b, loc, *x);
+  Value plain = SubOp::create(b, loc, u, one);
+  Value corrected = MulOp::create(
+      b, loc, plain, DivOp::create(b, loc, *x, LogOp::create(b, loc, u)));
+  Value uIsOne = CompareOp::create(b, loc, ComparePredicate::eq, u, one);
+  Value small = SelectOp::create(b, loc, uIsOne, *x, corrected);
+  Value isSmall = CompareOp::create(b, loc, ComparePredicate::lt,
+                                    AbsOp::create(b, loc, *x), one);
+  return Value(SelectOp::create(b, loc, isSmall, small, plain));
 }
 
 FailureOr<Value> GenericRaiser::reduce(unsigned resultIndex, Value yielded) {

@@ -1,4 +1,4 @@
-"""The three models of the PyTorch parity tests, small enough to train 20
+"""The models of the PyTorch parity tests, small enough to train 20
 steps in a few seconds, each with a loss function and a batch generator.
 
 Used by both import paths (ds_torch's make_fx front end and torch-mlir +
@@ -98,6 +98,36 @@ class CNN(nn.Module):
         return self.fc(x.flatten(1))
 
 
+class RMSNorm(nn.Module):
+    """Written out as in LLaMA-style code, so that the export holds
+    `x.pow(2)` and `rsqrt`, not a fused norm."""
+
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class RMSNormMLP(nn.Module):
+    """A regression MLP whose hidden layer is RMS-normalised."""
+
+    def __init__(self, d_in=16, hidden=32, d_out=4):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, hidden)
+        self.norm = RMSNorm(hidden)
+        self.fc2 = nn.Linear(hidden, d_out)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.norm(self.fc1(x))))
+
+
+def squared_error(pred, target):
+    return ((pred - target) ** 2).mean()
+
+
 def lm_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -113,4 +143,17 @@ MODELS = {
     "cnn": (CNN, F.cross_entropy,
             lambda g, dt: (torch.randn(4, 1, 8, 8, generator=g, dtype=dt),
                            torch.randint(0, 10, (4,), generator=g))),
+    # Regression: the squared error written out (a pow) and F.mse_loss.
+    "rmsnorm": (RMSNormMLP, squared_error,
+                lambda g, dt: (torch.randn(8, 16, generator=g, dtype=dt),
+                               torch.randn(8, 4, generator=g, dtype=dt))),
+    "mse": (lambda: RMSNormMLP(d_in=8, hidden=16, d_out=3), F.mse_loss,
+            lambda g, dt: (torch.randn(6, 8, generator=g, dtype=dt),
+                           torch.randn(6, 3, generator=g, dtype=dt))),
+}
+
+# Models the --joint path (PyTorch's backward through the ds_torch front
+# end) cannot take yet, and why.
+JOINT_UNSUPPORTED = {
+    "mse": "aten.mse_loss_backward has no ds_torch mapping",
 }
