@@ -214,6 +214,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   //     DDP's all-reduce).
   //  6. ds-insert-optimizer.
   //  7. [ds-partition-pipeline], last: it cuts the finished step.
+  //  7b. canonicalize + cse on the finished step.
   //  8. Lowering (ds-cpu-pipeline).
   // Bracketed passes do not exist yet.
 
@@ -236,6 +237,15 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   // 6. The update last, guarded by found_inf when loss scaling ran.
   if (config.optimizer)
     pm.addPass(createInsertOptimizerPass(*config.optimizer));
+  // 7b. Clean up the finished step, so that what a reader or a lit test sees
+  //     has no `x * 1`, reshape pairs or repeated scalar code. The ds folds
+  //     are exact, so numerics do not change. Not earlier: the greedy
+  //     driver merges equal constants, which would drop the `ds.seed`
+  //     marker before ds-insert-loss-scaling finds it, and folding or CSE
+  //     would lose the forward/backward annotations (`ds.op_id`,
+  //     `ds.vjp_of`) that ds-assign-precision reads.
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
   // 8. Lowering.
   if (config.lower)
     buildCPUPipeline(pm, config.libraryGemm);
@@ -248,7 +258,8 @@ void mlir::ds::registerDSPipelines() {
       "ds-training-pipeline",
       "The training techniques in their canonical order: ds-autodiff, "
       "ds-assign-precision, ds-insert-loss-scaling, ds-clip-gradients, "
-      "ds-insert-optimizer (and ds-cpu-pipeline with lower=true)",
+      "ds-insert-optimizer, then canonicalize and cse (and ds-cpu-pipeline "
+      "with lower=true)",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> emitError) {
         TrainingPipelineOptions options;

@@ -214,7 +214,7 @@ mlir::ds::clipGradients(FunctionOpInterface func,
     Value histState = ed.addState("clip.history", "", histT, InitKind::zeros);
     Value norm = globalL2();
     Value count = s.extractRaw(countState);
-    Value hI64 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(h));
+    Value hI64 = s.i64(h);
     // hist[count mod H] = norm, as a select against an iota (elementwise,
     // so it lowers and vectorises like every other ds op).
     Value slot = tensor::FromElementsOp::create(
@@ -227,14 +227,11 @@ mlir::ds::clipGradients(FunctionOpInterface func,
     Value atSlot = CompareOp::create(b, loc, ComparePredicate::eq, iota, slot);
     Value hist =
         SelectOp::create(b, loc, atSlot, s.tensor(norm, f64), histState);
-    Value count1 =
-        s.add(count, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1)));
+    Value count1 = s.add(count, s.i64(1));
     Value valid = arith::MinSIOp::create(b, loc, count1, hI64);
     Value mean = s.div(s.extract(reduceAll(b, loc, hist)),
                        arith::SIToFPOp::create(b, loc, f64, valid));
-    Value first =
-        s.cmpi(arith::CmpIPredicate::eq, count,
-               arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+    Value first = s.cmpi(arith::CmpIPredicate::eq, count, s.i64(0));
     Value thr = s.select(
         first, norm, s.add(s.mul(s.f64(0.9), thrOld), s.mul(s.f64(0.1), mean)));
     for (Grad &g : grads) {

@@ -1,6 +1,7 @@
 // RUN: ds-opt %s --ds-insert-optimizer -split-input-file | FileCheck %s --check-prefix=ADAMW
 // RUN: ds-opt %s --ds-insert-optimizer="kind=momentum lr=0.1 nesterov=true" -split-input-file | FileCheck %s --check-prefix=MOM
 // RUN: ds-opt %s --ds-insert-optimizer="kind=sgd schedule=warmup-cosine warmup-steps=10 total-steps=100" -split-input-file | FileCheck %s --check-prefix=SGD
+// RUN: ds-opt %s --ds-insert-optimizer -split-input-file | FileCheck %s --check-prefix=ONCE
 // RUN: not ds-opt %s --ds-insert-optimizer="kind=lamb" -split-input-file 2>&1 | FileCheck %s --check-prefix=BADKIND
 // RUN: not ds-opt %s --ds-insert-optimizer="schedule=warmup-cosine total-steps=5 warmup-steps=5" -split-input-file 2>&1 | FileCheck %s --check-prefix=BADSCHED
 // RUN: not ds-opt %s --ds-insert-optimizer="lr=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=BADLR
@@ -30,6 +31,12 @@
 // ADAMW: math.powf
 // ADAMW: ds.sqrt
 // ADAMW-NOT: ds.grad
+
+// The scalars share their constants (ScalarBuilder's cache): one 1.0.
+// ONCE-LABEL: func.func @step
+// ONCE: arith.constant 1.000000e+00 : f64
+// ONCE-NOT: arith.constant 1.000000e+00 : f64
+// ONCE: return
 
 // MOM-LABEL: func.func @step
 // MOM-SAME: ds.state = #ds.state<"momentum_buffer", of = "w">

@@ -24,6 +24,11 @@
 // CHECK-SAME: ds.state = #ds.state<"fp8.amax_history.attn.q#0.input">
 // CHECK-SAME: ds.state = #ds.state<"loss_scale">
 // CHECK-SAME: ds.metric = "found_inf"
+// The finished step is canonicalized and CSE'd: the constants are hoisted
+// to the top, one per value, shared by loss scaling, clipping and the
+// optimizer.
+// CHECK: arith.constant 1.000000e+00 : f64
+// CHECK-NOT: arith.constant 1.000000e+00 : f64
 // CHECK: ds.cast {{.*}} saturate {{.*}} -> tensor<8x16xf8E4M3FN>
 // CHECK-NOT: ds.grad =
 

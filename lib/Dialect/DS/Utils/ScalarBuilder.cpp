@@ -14,15 +14,34 @@
 using namespace mlir;
 using namespace mlir::ds;
 
-Value ScalarBuilder::f64(double v) {
-  return arith::ConstantOp::create(b, loc, b.getF64FloatAttr(v));
+Value ScalarBuilder::constant(TypedAttr attr) {
+  APInt bits;
+  if (auto f = dyn_cast<FloatAttr>(attr))
+    bits = f.getValue().bitcastToAPInt();
+  else
+    bits = cast<IntegerAttr>(attr).getValue();
+  Block *block = b.getInsertionBlock();
+  if (!block || bits.getBitWidth() > 64)
+    return arith::ConstantOp::create(b, loc, attr);
+  std::pair<Type, uint64_t> key(attr.getType(), bits.getZExtValue());
+  // Reuse only what dominates the new use: the constant is in the block
+  // being built and before the insertion point (the builder may have moved
+  // back up the block, or into another one, since it was created).
+  if (Value cached = constants.lookup(key)) {
+    Operation *def = cached.getDefiningOp();
+    Block::iterator ip = b.getInsertionPoint();
+    if (def->getBlock() == block &&
+        (ip == block->end() || def->isBeforeInBlock(&*ip)))
+      return cached;
+  }
+  Value created = arith::ConstantOp::create(b, loc, attr);
+  constants[key] = created;
+  return created;
 }
-Value ScalarBuilder::i32(int32_t v) {
-  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-}
-Value ScalarBuilder::i64(int64_t v) {
-  return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-}
+
+Value ScalarBuilder::f64(double v) { return constant(b.getF64FloatAttr(v)); }
+Value ScalarBuilder::i32(int32_t v) { return constant(b.getI32IntegerAttr(v)); }
+Value ScalarBuilder::i64(int64_t v) { return constant(b.getI64IntegerAttr(v)); }
 Value ScalarBuilder::add(Value x, Value y) {
   if (isa<FloatType>(x.getType()))
     return arith::AddFOp::create(b, loc, x, y);
@@ -68,14 +87,13 @@ Value ScalarBuilder::ori(Value x, Value y) {
   return arith::OrIOp::create(b, loc, x, y);
 }
 Value ScalarBuilder::noti(Value x) {
-  Value t = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  Value t = constant(b.getBoolAttr(true));
   return arith::XOrIOp::create(b, loc, x, t);
 }
 Value ScalarBuilder::isFinite(Value x) {
   // |x| < inf is false for inf and (ordered compare) for NaN.
   Value a = math::AbsFOp::create(b, loc, x);
-  Value inf = arith::ConstantOp::create(
-      b, loc,
+  Value inf = constant(
       b.getFloatAttr(x.getType(), std::numeric_limits<double>::infinity()));
   return cmpf(arith::CmpFPredicate::OLT, a, inf);
 }

@@ -104,14 +104,24 @@ class DS_BinaryOp<string mnemonic, string formula, string grad,
   }];
 }
 
+// The four arithmetic ops fold away their identity operand where that is
+// exact (x + -0.0, x - +0.0, x * 1, x / 1; see DSFolders.cpp).
 def DS_AddOp : DS_BinaryOp<"add", "lhs + rhs",
-    "`dlhs = dy`, `drhs = dy`.", [Commutative]>;
+    "`dlhs = dy`, `drhs = dy`.", [Commutative]> {
+  let hasFolder = 1;
+}
 def DS_SubOp : DS_BinaryOp<"sub", "lhs - rhs",
-    "`dlhs = dy`, `drhs = -dy`.">;
+    "`dlhs = dy`, `drhs = -dy`."> {
+  let hasFolder = 1;
+}
 def DS_MulOp : DS_BinaryOp<"mul", "lhs * rhs",
-    "`dlhs = dy * rhs`, `drhs = dy * lhs`.", [Commutative]>;
+    "`dlhs = dy * rhs`, `drhs = dy * lhs`.", [Commutative]> {
+  let hasFolder = 1;
+}
 def DS_DivOp : DS_BinaryOp<"div", "lhs / rhs",
-    "`dlhs = dy / rhs`, `drhs = -dy * lhs / rhs^2`.">;
+    "`dlhs = dy / rhs`, `drhs = -dy * lhs / rhs^2`."> {
+  let hasFolder = 1;
+}
 def DS_MaximumOp : DS_BinaryOp<"maximum", "max(lhs, rhs)",
     "the cotangent flows to the larger operand; on ties it is split evenly "
     "between both (as PyTorch's `torch.maximum`).", [Commutative]>;
@@ -143,6 +153,7 @@ def DS_BroadcastOp : DS_Op<"broadcast", [Pure, DS_DataMovement,
     $input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -250,6 +261,7 @@ def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape,
     $input (`saturate` $saturate^)? attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -438,6 +450,7 @@ def DS_TransposeOp : DS_Op<"transpose",
   let assemblyFormat = [{
     $input $permutation attr-dict `:` type($input) `->` type($result)
   }];
+  let hasFolder = 1;
 }
 
 def DS_ReshapeOp : DS_Op<"reshape", [Pure, DS_DataMovement,
@@ -460,6 +473,7 @@ def DS_ReshapeOp : DS_Op<"reshape", [Pure, DS_DataMovement,
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def DS_SliceOp : DS_Op<"slice", [Pure, DS_DataMovement,

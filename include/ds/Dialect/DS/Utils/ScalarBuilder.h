@@ -7,6 +7,10 @@
 // that build update rules (optimizer, loss scaling, clipping) and the
 // ds-to-linalg lowering share it, so that a conversion rule is written once.
 //
+// Constants are cached per builder: a pass that asks for `f64(1.0)` ten
+// times gets one `arith.constant`, which keeps the update rules readable in
+// the IR and in lit tests without a canonicalize run.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef DS_DIALECT_DS_UTILS_SCALARBUILDER_H
@@ -14,11 +18,22 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <utility>
 
 namespace mlir::ds {
 
 /// Builds scalar (f64 / i1 / i32 / i64) arithmetic at one location and
 /// converts between scalars and rank-0 tensors.
+///
+/// Constants are reused: `f64(1.0)` returns the Value of an earlier
+/// `f64(1.0)` of the same builder. That suits the passes, which build their
+/// scalars sequentially in one block (before the step's terminator). A cached
+/// constant is only returned when it dominates the insertion point (it is
+/// in the insertion block, before the insertion point); anywhere else a new
+/// one is created and cached instead. The cache assumes that the constants
+/// it handed out are not erased while the builder is in use.
 class ScalarBuilder {
 public:
   ScalarBuilder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
@@ -57,6 +72,15 @@ public:
 
   OpBuilder &b;
   Location loc;
+
+private:
+  /// An `arith.constant` of `attr` (a float or integer of at most 64 bits),
+  /// the cached one when it dominates the insertion point.
+  Value constant(TypedAttr attr);
+
+  /// The constants built so far, by type and bit pattern (so +0.0 and -0.0
+  /// are two entries).
+  llvm::DenseMap<std::pair<Type, uint64_t>, Value> constants;
 };
 
 } // namespace mlir::ds
