@@ -97,9 +97,8 @@ ClipNormKind mlir::ds::classifyClipNorm(StringRef name,
   return ClipNormKind::L2;
 }
 
-LogicalResult
-mlir::ds::clipGradients(FunctionOpInterface func,
-                        const ClipGradientsPassOptions &config) {
+LogicalResult mlir::ds::clipGradients(FunctionOpInterface func,
+                                      const ClipGradientsPassOptions &config) {
   FailureOr<TrainingContract> contract =
       detail::requireGradientStep(func, "ds-clip-gradients");
   if (failed(contract))

@@ -77,31 +77,17 @@ public:
   }
 
   FailureOr<std::string> scalar(yaml::Node *n, StringRef what) {
-    auto *s = dyn_cast_or_null<yaml::ScalarNode>(n);
-    if (!s) {
-      (void)fail(n, what + " must be a scalar");
-      return failure();
-    }
-    SmallString<32> storage;
-    return s->getValue(storage).str();
+    auto onError = [this](yaml::Node *at, const Twine &m) {
+      return fail(at, m);
+    };
+    return readPolicyScalar(n, what, onError);
   }
   FailureOr<SmallVector<std::string>> scalarOrList(yaml::Node *n,
                                                    StringRef what) {
-    SmallVector<std::string> out;
-    if (auto *seq = dyn_cast<yaml::SequenceNode>(n)) {
-      for (yaml::Node &item : *seq) {
-        FailureOr<std::string> s = scalar(&item, what);
-        if (failed(s))
-          return failure();
-        out.push_back(*s);
-      }
-      return out;
-    }
-    FailureOr<std::string> s = scalar(n, what);
-    if (failed(s))
-      return failure();
-    out.push_back(*s);
-    return out;
+    auto onError = [this](yaml::Node *at, const Twine &m) {
+      return fail(at, m);
+    };
+    return readPolicyScalarOrList(n, what, onError);
   }
   FailureOr<double> number(yaml::Node *n, StringRef what) {
     FailureOr<std::string> s = scalar(n, what);

@@ -19,9 +19,8 @@ using namespace mlir;
 using namespace mlir::ds;
 namespace yaml = llvm::yaml;
 
-/// The text of scalar `n` ("<what> must be a scalar" otherwise).
-static FailureOr<std::string> scalar(yaml::Node *n, StringRef what,
-                                     PolicyErrorFn fail) {
+FailureOr<std::string> mlir::ds::readPolicyScalar(yaml::Node *n, StringRef what,
+                                                  PolicyErrorFn fail) {
   auto *s = dyn_cast_or_null<yaml::ScalarNode>(n);
   if (!s) {
     (void)fail(n, what + " must be a scalar");
@@ -31,20 +30,20 @@ static FailureOr<std::string> scalar(yaml::Node *n, StringRef what,
   return s->getValue(storage).str();
 }
 
-/// A scalar or a list of scalars.
-static FailureOr<SmallVector<std::string>>
-scalarOrList(yaml::Node *n, StringRef what, PolicyErrorFn fail) {
+FailureOr<SmallVector<std::string>>
+mlir::ds::readPolicyScalarOrList(yaml::Node *n, StringRef what,
+                                 PolicyErrorFn fail) {
   SmallVector<std::string> out;
   if (auto *seq = dyn_cast<yaml::SequenceNode>(n)) {
     for (yaml::Node &item : *seq) {
-      FailureOr<std::string> s = scalar(&item, what, fail);
+      FailureOr<std::string> s = readPolicyScalar(&item, what, fail);
       if (failed(s))
         return failure();
       out.push_back(*s);
     }
     return out;
   }
-  FailureOr<std::string> s = scalar(n, what, fail);
+  FailureOr<std::string> s = readPolicyScalar(n, what, fail);
   if (failed(s))
     return failure();
   out.push_back(*s);
@@ -58,7 +57,7 @@ bool RuleMatch::isMatchKey(StringRef key) {
 LogicalResult RuleMatch::parseKey(StringRef key, yaml::Node *value,
                                   MLIRContext *ctx, PolicyErrorFn fail) {
   if (key == "op") {
-    auto names = scalarOrList(value, "op", fail);
+    auto names = readPolicyScalarOrList(value, "op", fail);
     if (failed(names))
       return failure();
     for (std::string &op : *names) {
@@ -71,7 +70,7 @@ LogicalResult RuleMatch::parseKey(StringRef key, yaml::Node *value,
     return success();
   }
   if (key == "role") {
-    auto names = scalarOrList(value, "role", fail);
+    auto names = readPolicyScalarOrList(value, "role", fail);
     if (failed(names))
       return failure();
     for (const std::string &r : *names)
@@ -86,7 +85,7 @@ LogicalResult RuleMatch::parseKey(StringRef key, yaml::Node *value,
     return success();
   }
   assert((key == "param" || key == "module") && "not a match key");
-  auto glob = scalar(value, key, fail);
+  auto glob = readPolicyScalar(value, key, fail);
   if (failed(glob))
     return failure();
   if (auto e = llvm::GlobPattern::create(*glob); !e) {

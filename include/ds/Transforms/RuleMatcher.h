@@ -33,6 +33,17 @@ namespace mlir::ds {
 using PolicyErrorFn =
     llvm::function_ref<LogicalResult(llvm::yaml::Node *node, const Twine &)>;
 
+/// The text of the scalar `node` of a policy file; "<what> must be a
+/// scalar" through `fail` otherwise. Shared by every policy section.
+FailureOr<std::string> readPolicyScalar(llvm::yaml::Node *node,
+                                        llvm::StringRef what,
+                                        PolicyErrorFn fail);
+
+/// A scalar or a list of scalars of a policy file.
+FailureOr<llvm::SmallVector<std::string>>
+readPolicyScalarOrList(llvm::yaml::Node *node, llvm::StringRef what,
+                       PolicyErrorFn fail);
+
 /// What one rule matches. Empty keys match every op.
 struct RuleMatch {
   llvm::SmallVector<std::string> ops;   ///< op names, e.g. "ds.matmul"

@@ -207,7 +207,8 @@ struct ConvertLinalgToDSRuntimePass
         candidates.push_back(op);
     });
     for (linalg::LinalgOp op : candidates)
-      if (failed(rewriteMatmul(module, op)) && op->hasAttr(DSDialect::kGemmOverwriteAttrName))
+      if (failed(rewriteMatmul(module, op)) &&
+          op->hasAttr(DSDialect::kGemmOverwriteAttrName))
         restoreZeroFill(op); // Stays linalg and becomes loops.
   }
 };
