@@ -10,6 +10,7 @@
 
 #include "ds/Conversion/Passes.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/Linalg/GenericVJP.h"
 #include "ds/Pipelines/Pipelines.h"
 #include "ds/Transforms/Passes.h"
 
@@ -17,9 +18,11 @@
 
 namespace mlir::ds {
 
-/// Adds the ds dialect to `registry`.
+/// Adds the ds dialect to `registry`, and the gradient rule of
+/// `linalg.generic` for when linalg is loaded.
 inline void registerDSDialects(DialectRegistry &registry) {
   registry.insert<DSDialect>();
+  registerLinalgGenericVJPModel(registry);
 }
 
 /// Registers every ds pass and pipeline with the global pass registry.

@@ -132,6 +132,13 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   // 2b. Everything but the GEMMs is tiled and vectorised while it is still
   //     on tensors: tiles become slices that bufferization writes in place,
   //     and the vector reads/writes fold onto the whole tensors.
+  //     math.fpowi first becomes products (constant exponents) or
+  //     powf(x, float(n)), which libm's pow computes exactly for integral
+  //     exponents of negative bases: LLVM's powi takes a scalar exponent,
+  //     and a vectorised body would give it a vector.
+  math::MathExpandOpsPassOptions expandPowI;
+  expandPowI.opMnemonics = {"fpowi"};
+  pm.addNestedPass<func::FuncOp>(math::createMathExpandOpsPass(expandPowI));
   pm.addNestedPass<func::FuncOp>(createVectorizeCPUPass());
   cleanup();
   // 3. Tensors -> buffers. Results become out-parameters that the runner

@@ -13,8 +13,11 @@
 //  4. removes the dead upstream ops (fills, empties, absorbed transposes and
 //     pads, scalar constants);
 //  5. checks, on a training step, that no upstream op is left between the
-//     parameters (or state) and the loss, where ds-autodiff would need a
-//     gradient rule for it, and reports the fraction raised as a remark.
+//     parameters (or state) and the loss that ds-autodiff has no gradient
+//     rule for: an elementwise `linalg.generic` whose body has no ds
+//     equivalent (sin, erf, floor, ...) stays and is differentiated from
+//     its scalar body (ds/Dialect/Linalg/GenericVJP.h); and reports the
+//     fraction raised as a remark.
 // Upstream ops that stay (integer label arithmetic, masks, iotas) are
 // tolerated by ds-autodiff, which never differentiates them, and lowered
 // by ds-cpu-pipeline as they are.
@@ -27,6 +30,7 @@
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Dialect/Linalg/GenericVJP.h"
 #include "ds/Transforms/Passes.h"
 
 #include "StepUtils.h"
@@ -49,14 +53,23 @@ using namespace mlir;
 using namespace mlir::ds;
 
 /// The first non-ds op of `body` that produces an active value: one that
-/// depends on `sources` (parameters and state) and that `loss` depends on.
-/// ds-autodiff would need a gradient rule for it.
+/// depends on `sources` (parameters and state) and that `loss` depends on,
+/// and that ds-autodiff has no gradient rule for. Elementwise generics the
+/// raise left are differentiated from their scalar body (GenericVJP.h);
+/// `why` says what stops one that cannot be.
 static Operation *findBlockingOp(Block &body, ArrayRef<Value> sources,
-                                 Value loss) {
+                                 Value loss, std::string &why) {
   ActivityAnalysis activity(body, sources, loss);
-  for (Operation &op : body)
-    if (!isa<DSDialect>(op.getDialect()) && activity.hasActiveResult(&op))
-      return &op;
+  for (Operation &op : body) {
+    if (isa<DSDialect>(op.getDialect()) || !activity.hasActiveResult(&op))
+      continue;
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      why = whyNotDifferentiable(generic);
+      if (why.empty())
+        continue;
+    }
+    return &op;
+  }
   return nullptr;
 }
 
@@ -146,10 +159,16 @@ LogicalResult mlir::ds::importLinalg(FunctionOpInterface func,
     for (unsigned i : contract->getArgIndices(role))
       sources.push_back(body.getArgument(i));
   Value loss = body.getTerminator()->getOperand(contract->getLossIndex());
-  if (Operation *blocking = findBlockingOp(body, sources, loss))
-    return blocking->emitOpError("cannot raise '")
-           << blocking->getName()
-           << "', which lies between the parameters and the loss";
+  std::string why;
+  if (Operation *blocking = findBlockingOp(body, sources, loss, why)) {
+    InFlightDiagnostic diag = blocking->emitOpError("cannot raise '")
+                              << blocking->getName()
+                              << "', which lies between the parameters and "
+                                 "the loss";
+    if (!why.empty())
+      diag << ", nor differentiate it: " << why;
+    return diag;
+  }
   return success();
 }
 

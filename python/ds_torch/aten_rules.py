@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch._ops import OpOverload
 
-from .mlir_text import ExportError, Value
+from .mlir_text import ExportError, Value, float_literal
 
 aten = torch.ops.aten
 
@@ -305,7 +305,8 @@ def _reciprocal(cx, node, x):
     return cx.ds.binary("div", cx.scalar(1.0, x.dtype), x)
 
 
-@rule(aten.pow.Tensor_Scalar, note="exponents 0.5, 1, 2, 3, -0.5, -1 only")
+@rule(aten.pow.Tensor_Scalar, note="0.5, 1, 2, 3, -0.5, -1 as ds ops; others a linalg.generic "
+      "of math.fpowi / math.powf")
 def _pow(cx, node, x, e):
     x = cx.value(x)
     ds = cx.ds
@@ -321,7 +322,55 @@ def _pow(cx, node, x, e):
         return ds.unary("rsqrt", x)
     if e == -1:
         return ds.binary("div", cx.scalar(1.0, x.dtype), x)
-    raise cx.unsupported(node, "pow with exponent %r" % (e,))
+    if isinstance(e, int) or float(e).is_integer():
+        return ds.elementwise(["%%n = arith.constant %d : i32" % int(e),
+                               "%v = math.fpowi %in0, %n : {t}, i32"], [x])
+    lit = float_literal(float(e), x.dtype)
+    return ds.elementwise(["%%e = arith.constant %s : {t}" % lit.replace("{", "{{"),
+                           "%v = math.powf %in0, %e : {t}"], [x])
+
+
+@rule(aten.pow.Tensor_Tensor, note="linalg.generic of math.powf")
+def _pow_tensor(cx, node, x, e):
+    x, e = _binary_operands(cx, node, x, e)
+    return cx.ds.elementwise(["%v = math.powf %in0, %in1 : {t}"], [x, e])
+
+
+def _scalar_body(body):
+    def convert(cx, node, x, *args, **kwargs):
+        _, dtype = _result_meta(node)
+        return cx.ds.elementwise(body, [cx.value(x, dtype)])
+    return convert
+
+
+# Elementwise ops ds has no op for: a linalg.generic of the scalar op, which
+# ds-autodiff differentiates from its body (torch.round rounds half to even).
+_SIGN = ["%z = arith.constant 0.0 : {t}", "%o = arith.constant 1.0 : {t}",
+         "%m = arith.constant -1.0 : {t}", "%p = arith.cmpf ogt, %in0, %z : {t}",
+         "%n = arith.cmpf olt, %in0, %z : {t}", "%s = arith.select %n, %m, %z : {t}",
+         "%v = arith.select %p, %o, %s : {t}"]
+for _ovs, _body, _note in [
+        ((aten.sin.default,), ["%v = math.sin %in0 : {t}"], "math.sin"),
+        ((aten.cos.default,), ["%v = math.cos %in0 : {t}"], "math.cos"),
+        ((aten.tan.default,), ["%v = math.tan %in0 : {t}"], "math.tan"),
+        ((aten.sinh.default,), ["%v = math.sinh %in0 : {t}"], "math.sinh"),
+        ((aten.cosh.default,), ["%v = math.cosh %in0 : {t}"], "math.cosh"),
+        ((aten.asin.default,), ["%v = math.asin %in0 : {t}"], "math.asin"),
+        ((aten.acos.default,), ["%v = math.acos %in0 : {t}"], "math.acos"),
+        ((aten.atan.default,), ["%v = math.atan %in0 : {t}"], "math.atan"),
+        ((aten.erf.default,), ["%v = math.erf %in0 : {t}"], "math.erf"),
+        ((aten.erfc.default,), ["%v = math.erfc %in0 : {t}"], "math.erfc"),
+        ((aten.exp2.default,), ["%v = math.exp2 %in0 : {t}"], "math.exp2"),
+        ((aten.expm1.default,), ["%v = math.expm1 %in0 : {t}"], "math.expm1"),
+        ((aten.log1p.default,), ["%v = math.log1p %in0 : {t}"], "math.log1p"),
+        ((aten.log2.default,), ["%v = math.log2 %in0 : {t}"], "math.log2"),
+        ((aten.log10.default,), ["%v = math.log10 %in0 : {t}"], "math.log10"),
+        ((aten.floor.default,), ["%v = math.floor %in0 : {t}"], "math.floor"),
+        ((aten.ceil.default,), ["%v = math.ceil %in0 : {t}"], "math.ceil"),
+        ((aten.round.default,), ["%v = math.roundeven %in0 : {t}"], "math.roundeven"),
+        ((aten.trunc.default,), ["%v = math.trunc %in0 : {t}"], "math.trunc"),
+        ((aten.sign.default, aten.sgn.default), _SIGN, "selects of -1, 0, 1")]:
+    rule(*_ovs, note="linalg.generic of " + _note)(_scalar_body(_body))
 
 
 @rule(aten.clamp_min.default, note="ds.maximum with a scalar")

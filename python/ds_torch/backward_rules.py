@@ -46,6 +46,30 @@ def _gelu_backward(cx, node, g, x, approximate="none"):
     return r
 
 
+@rule(aten.silu_backward.default, note="dy * s * (1 + x * (1 - s)), s = sigmoid(x)")
+def _silu_backward(cx, node, g, x):
+    ds = cx.ds
+    g, x = cx.value(g), cx.value(x)
+    s = ds.unary("sigmoid", x)
+    one = cx.scalar(1.0, x.dtype)
+    inner = ds.binary("add", one, ds.binary("mul", x, ds.binary("sub", one, s)))
+    return ds.binary("mul", g, ds.binary("mul", s, inner))
+
+
+@rule(aten.mse_loss_backward.default,
+      note="dy * 2 (x - target), / N for the mean reduction")
+def _mse_loss_backward(cx, node, g, x, target, reduction):
+    ds = cx.ds
+    g, x, target = cx.value(g), cx.value(x), cx.value(target)
+    numel = 1
+    for d in x.shape:
+        numel *= d
+    # torch's Reduction enum: 0 none, 1 mean, 2 sum.
+    norm = 2.0 / numel if reduction == 1 else 2.0
+    diff = ds.binary("mul", ds.binary("sub", x, target), cx.scalar(norm, x.dtype))
+    return ds.binary("mul", diff, g)
+
+
 @rule(aten._softmax_backward_data.default,
       note="y * (dy - sum(dy * y)) along the axis")
 def _softmax_backward(cx, node, g, y, dim, dtype):

@@ -93,8 +93,11 @@ def render() -> str:
         "",
         "`ds-opt --ds-import-linalg` raises torch-mlir's linalg-on-tensors",
         "instead (see its description in docs/generated/DSPasses.md); what it",
-        "cannot raise stays an upstream op, and an upstream op between the",
-        "parameters and the loss is an import error naming it.",
+        "cannot raise stays an upstream op. An elementwise op ds has no op for",
+        "(`sin`, `cos`, `erf`, `floor`, `atan2`, ...) stays a `linalg.generic`",
+        "that ds-autodiff differentiates from its scalar body, so no",
+        "elementwise torch op is a dead end there; any other upstream op",
+        "between the parameters and the loss is an import error naming it.",
         "",
     ]
     return "\n".join(out)

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from .mlir_text import ExportError, FunctionBuilder, Value, float_literal, i64_array
+from .mlir_text import (ExportError, FunctionBuilder, Value, element_type, float_literal,
+                        i64_array, location)
 
 
 def _broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
@@ -137,6 +138,38 @@ class DS:
                           trailer="%s, %s, %s -> %s" % (cond.type, t.type, f.type,
                                                         Value("", shape, t.dtype).type))
         return r
+
+    def elementwise(self, body: Sequence[str], xs: Sequence[Value]) -> Value:
+        """A `linalg.generic` applying scalar ops to `xs` (broadcast to one
+        shape first, all of one float dtype) for an elementwise op ds has no
+        op for; ds-autodiff differentiates it from this body. `body` lines
+        use %in0, %in1, ... and `{t}` for the element type, and define %v."""
+        shape = tuple(torch.broadcast_shapes(*[x.shape for x in xs]))
+        xs = [self.expand(x, shape) for x in xs]
+        dtype = xs[0].dtype
+        t = element_type(dtype)
+        fb = self.fb
+        out = Value("", shape, dtype)
+        empty = fb.fresh(shape, dtype)
+        result = fb.fresh(shape, dtype)
+        dims = ", ".join("d%d" % i for i in range(len(shape)))
+        ident = "affine_map<(%s) -> (%s)>" % (dims, dims)
+        attrs = {"indexing_maps": "[%s]" % ", ".join([ident] * (len(xs) + 1)),
+                 "iterator_types": "[%s]" % ", ".join(['"parallel"']
+                                                     * len(shape))}
+        attrs.update(fb.op_attrs)
+        loc = location(fb.loc)
+        args = ", ".join("%%in%d: %s" % (k, t) for k in range(len(xs)))
+        fb.lines.append("    %s = tensor.empty() : %s %s" % (empty.name, out.type, loc))
+        fb.lines.append("    %s = linalg.generic {%s} ins(%s : %s) outs(%s : %s) {" % (
+            result.name, ", ".join("%s = %s" % kv for kv in attrs.items()),
+            ", ".join(x.name for x in xs), ", ".join(x.type for x in xs),
+            empty.name, out.type))
+        fb.lines.append("    ^bb0(%s, %%out: %s):" % (args, t))
+        fb.lines += ["      " + line.format(t=t) for line in body]
+        fb.lines.append("      linalg.yield %%v : %s" % t)
+        fb.lines.append("    } -> %s %s" % (out.type, loc))
+        return result
 
     def unary(self, name: str, x: Value, props: str = "") -> Value:
         (r,) = self.fb.op("ds.%s %s%s" % (name, x.name, props), [x.shape], [x.dtype],

@@ -22,18 +22,43 @@ func.func @step(%w: tensor<4xf32>, %x: tensor<4xf32>, %extra: tensor<4xf32>) -> 
 
 #id1 = affine_map<(d0) -> (d0)>
 #sum = affine_map<(d0) -> ()>
-// erf outside the GELU body has no ds op: the generic stays, between the
-// parameter and the loss.
+// remf has neither a ds op nor a derivative rule: the generic stays, between
+// the parameter and the loss, and ds-autodiff could not differentiate it.
 func.func @step(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<f32> {
   %c0 = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<4xf32>
-  // expected-error @+1 {{ds-import-linalg: cannot raise 'linalg.generic', which lies between the parameters and the loss}}
+  // expected-error @+1 {{ds-import-linalg: cannot raise 'linalg.generic', which lies between the parameters and the loss, nor differentiate it: its body's 'arith.remf' has no derivative rule}}
   %r = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
       ins(%w, %x : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) {
   ^bb0(%a: f32, %b: f32, %out: f32):
-    %m = arith.mulf %a, %b : f32
-    %f = math.erf %m : f32
-    linalg.yield %f : f32
+    %m = arith.remf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<4xf32>
+  %e0 = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%c0 : f32) outs(%e0 : tensor<f32>) -> tensor<f32>
+  %s = linalg.generic {indexing_maps = [#id1, #sum], iterator_types = ["reduction"]}
+      ins(%r : tensor<4xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %in, %out : f32
+    linalg.yield %a : f32
+  } -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+#id1 = affine_map<(d0) -> (d0)>
+#sum = affine_map<(d0) -> ()>
+// A body that reads its output is not elementwise in its inputs alone.
+func.func @step(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<f32> {
+  %c0 = arith.constant 0.0 : f32
+  // expected-error @+1 {{ds-import-linalg: cannot raise 'linalg.generic', which lies between the parameters and the loss, nor differentiate it: its body reads its output operand}}
+  %r = linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]}
+      ins(%w : tensor<4xf32>) outs(%x : tensor<4xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %m = math.sin %a : f32
+    %n = arith.remf %m, %out : f32
+    linalg.yield %n : f32
   } -> tensor<4xf32>
   %e0 = tensor.empty() : tensor<f32>
   %z = linalg.fill ins(%c0 : f32) outs(%e0 : tensor<f32>) -> tensor<f32>

@@ -304,19 +304,27 @@ func.func @powf(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4x8xf32>, t
 // CHECK: %[[F:.*]] = ds.add %[[XY]], %[[Z]]
 // CHECK: %[[R:.*]] = ds.rsqrt %[[X]]
 // CHECK: %[[ONE:.*]] = arith.constant dense<1.000000e+00> : tensor<f64>
-// CHECK: %[[U:.*]] = ds.add %[[ONE]], %[[X]]
-// CHECK: %[[LU:.*]] = ds.log %[[U]]
-// CHECK: %[[UM1:.*]] = ds.sub %[[U]], %[[ONE]]
-// CHECK: %[[Q:.*]] = ds.div %[[X]], %[[UM1]]
-// CHECK: %[[C:.*]] = ds.mul %[[LU]], %[[Q]]
-// CHECK: %[[EQ:.*]] = ds.compare eq, %[[U]], %[[ONE]]
-// CHECK: %[[SM:.*]] = ds.select %[[EQ]], %[[X]], %[[C]]
+// CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<f64>
 // CHECK: %[[A:.*]] = ds.abs %[[X]]
 // CHECK: %[[LT:.*]] = ds.compare lt, %[[A]], %[[ONE]]
+// CHECK: %[[U:.*]] = ds.add %[[ONE]], %[[X]]
+// CHECK: %[[LU:.*]] = ds.log %[[U]]
+// The corrected side sees 0 where it is not taken, and a denominator of 1
+// where 1 + x rounds to 1, so its gradient is never 0 / 0.
+// CHECK: %[[XS:.*]] = ds.select %[[LT]], %[[X]], %[[ZERO]]
+// CHECK: %[[US:.*]] = ds.add %[[ONE]], %[[XS]]
+// CHECK: %[[LUS:.*]] = ds.log %[[US]]
+// CHECK: %[[UM1:.*]] = ds.sub %[[US]], %[[ONE]]
+// CHECK: %[[EQ:.*]] = ds.compare eq, %[[US]], %[[ONE]]
+// CHECK: %[[DEN:.*]] = ds.select %[[EQ]], %[[ONE]], %[[UM1]]
+// CHECK: %[[Q:.*]] = ds.div %[[XS]], %[[DEN]]
+// CHECK: %[[C:.*]] = ds.mul %[[LUS]], %[[Q]]
+// CHECK: %[[SM:.*]] = ds.select %[[EQ]], %[[XS]], %[[C]]
 // CHECK: %[[L1P:.*]] = ds.select %[[LT]], %[[SM]], %[[LU]]
 // CHECK: %[[EU:.*]] = ds.exp %[[X]]
 // CHECK: %[[EM:.*]] = ds.sub %[[EU]], %{{.*}}
-// CHECK: ds.log %[[EU]]
+// CHECK: ds.exp
+// CHECK: ds.log
 // CHECK: %[[EM1:.*]] = ds.select %{{.*}}, %{{.*}}, %[[EM]]
 // CHECK: return %[[E2]], %[[F]], %[[R]], %[[L1P]], %[[EM1]]
 func.func @math_compositions(%x: tensor<8xf64>, %y: tensor<8xf64>, %z: tensor<8xf64>) -> (tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>) {

@@ -65,8 +65,9 @@ def ImportLinalgPass : Pass<"ds-import-linalg", "::mlir::ModuleOp"> {
       `x * y + z` (two roundings); `math.log1p` / `math.expm1` -> `log(1 +
       x)` / `exp(x) - 1` with Kahan's correction (`log(u) * x / (u - 1)`,
       `(u - 1) * x / log(u)`) for |x| < 1. ds has no op or composition for
-      `math.sin/cos/erf/floor/ceil`: bodies with them stay upstream (except
-      erf inside the exact GELU body). The exact GELU body (`x * (erf(x / sqrt 2) + 1) * 0.5`) ->
+      `math.sin/cos/tan/erf/floor/ceil/atan/...`: an elementwise generic
+      with them stays upstream (except erf inside the exact GELU body),
+      and ds-autodiff differentiates it from its scalar body (see below). The exact GELU body (`x * (erf(x / sqrt 2) + 1) * 0.5`) ->
       `ds.gelu`. Reductions (`addf` / `maximumf` into the output) become
       `ds.reduce_sum` / `ds.reduce_max` (an initial value other than a fill
       of 0 / -inf is added / maxed in); a multi-result generic whose other
@@ -98,9 +99,17 @@ def ImportLinalgPass : Pass<"ds-import-linalg", "::mlir::ModuleOp"> {
     `update:<param or state kind>`, `metric:<name>`). Wrong counts, unknown
     roles and updates of unknown arguments are located errors.
 
-    On a training step, an upstream op left between the parameters (or
-    state) and the loss blocks differentiation: the import fails with a
-    located error naming it. A `tm_tensor` op is an error too. With
+    On a training step, an elementwise `linalg.generic` left between the
+    parameters (or state) and the loss stays in the step: ds-autodiff
+    differentiates it from its scalar body (forward-mode rules for the
+    arith and math ops, one gradient generic per input, summed over the
+    loops the input is broadcast along; `ds/Dialect/Linalg/GenericVJP.h`).
+    Any other upstream op there, or a generic that reduces, reads its
+    output or has a body op without a derivative rule, blocks
+    differentiation: the import fails with a located error naming it and
+    the reason, e.g. `cannot raise 'linalg.generic', which lies between
+    the parameters and the loss, nor differentiate it: its body's
+    'arith.remf' has no derivative rule`. A `tm_tensor` op is an error too. With
     `report` (the default) each function gets a remark with the fraction of
     its ops raised and the upstream ops left, by name:
 
@@ -145,6 +154,18 @@ def AutodiffPass : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
     The seed (the cotangent of the loss, 1) is an `arith.constant` marked
     `ds.seed`. Backward ops carry `ds.vjp_of` (the forward op's name) and
     copy the forward op's `ds.module` and `ds.role`.
+
+    `linalg.generic` has a gradient rule too (an external model of the
+    interface, registered with the ds dialect): an elementwise generic on
+    static tensors (parallel loops, inputs indexed by loop dimensions or a
+    0 for a size-1 dimension, outputs by a permutation of the loops, no
+    reads of its outputs) is differentiated from its scalar body, whose
+    arith and math ops (`sin`, `cos`, `tan`, `sinh`, `cosh`, `asin`,
+    `acos`, `atan`, `atan2`, `erf`, `erfc`, `exp`, `exp2`, `expm1`, `log`,
+    `log2`, `log10`, `log1p`, `sqrt`, `rsqrt`, `cbrt`, `tanh`, `absf`,
+    `powf`, `fpowi`, `fma`, `floor`, `ceil`, `round`, ...) have
+    forward-mode derivative rules following PyTorch's conventions at
+    kinks (|x|' = sign x, floor' = 0).
 
     An op without a gradient rule on a path from a parameter to the loss is
     a located error naming it. Runs first in the training pipeline; a step

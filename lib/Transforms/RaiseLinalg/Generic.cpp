@@ -160,6 +160,8 @@ private:
   FailureOr<Value> translatePow(Operation *pow);
   FailureOr<Value> translateLog1p(Operation *log1p);
   FailureOr<Value> translateExpm1(Operation *expm1);
+  /// log1p or expm1 of `x` with Kahan's correction for |x| < 1.
+  Value kahanCorrected(Value x, bool isLog1p);
   /// x^n by repeated squaring; 1 / x^|n| for negative n; 1 for n = 0.
   Value integerPower(Value x, int64_t n);
   /// A rank-0 constant `value` of the (float) element type of `like`.
@@ -491,16 +493,7 @@ FailureOr<Value> GenericRaiser::translateLog1p(Operation *log1p) {
   // log(u) * x / (u - 1), u = 1 + x, keeps them (u - 1 is exact), with
   // x itself where u rounds to 1. Outside |x| < 1 plain log(1 + x) is
   // accurate and handles -1 and +inf.
-  Value one = constantLike(*x, 1.0);
-  Value u = AddOp::create(b, loc, one, *x);
-  Value plain = LogOp::create(b, loc, u);
-  Value corrected = MulOp::create(
-      b, loc, plain, DivOp::create(b, loc, *x, SubOp::create(b, loc, u, one)));
-  Value uIsOne = CompareOp::create(b, loc, ComparePredicate::eq, u, one);
-  Value small = SelectOp::create(b, loc, uIsOne, *x, corrected);
-  Value isSmall = CompareOp::create(b, loc, ComparePredicate::lt,
-                                    AbsOp::create(b, loc, *x), one);
-  return Value(SelectOp::create(b, loc, isSmall, small, plain));
+  return kahanCorrected(*x, /*isLog1p=*/true);
 }
 
 FailureOr<Value> GenericRaiser::translateExpm1(Operation *expm1) {
@@ -510,16 +503,35 @@ FailureOr<Value> GenericRaiser::translateExpm1(Operation *expm1) {
   // The same correction: (u - 1) * x / log(u), u = exp(x), for |x| < 1
   // (x where u rounds to 1); exp(x) - 1 elsewhere, where it is accurate
   // and gives -1 and +inf at the ends.
-  Value one = constantLike(*x, 1.0);
-  Value u = ExpOp::create(b, loc, *x);
-  Value plain = SubOp::create(b, loc, u, one);
-  Value corrected = MulOp::create(
-      b, loc, plain, DivOp::create(b, loc, *x, LogOp::create(b, loc, u)));
-  Value uIsOne = CompareOp::create(b, loc, ComparePredicate::eq, u, one);
-  Value small = SelectOp::create(b, loc, uIsOne, *x, corrected);
+  return kahanCorrected(*x, /*isLog1p=*/false);
+}
+
+Value GenericRaiser::kahanCorrected(Value x, bool isLog1p) {
+  Value one = constantLike(x, 1.0), zero = constantLike(x, 0.0);
+  // u = 1 + v or exp(v); the result is log u or u - 1, corrected by
+  // x / (the other one).
+  auto terms = [&](Value v) {
+    Value u = isLog1p ? Value(AddOp::create(b, loc, one, v))
+                      : Value(ExpOp::create(b, loc, v));
+    Value logU = LogOp::create(b, loc, u);
+    Value uMinusOne = SubOp::create(b, loc, u, one);
+    return isLog1p ? std::make_tuple(u, logU, uMinusOne)
+                   : std::make_tuple(u, uMinusOne, logU);
+  };
   Value isSmall = CompareOp::create(b, loc, ComparePredicate::lt,
-                                    AbsOp::create(b, loc, *x), one);
-  return Value(SelectOp::create(b, loc, isSmall, small, plain));
+                                    AbsOp::create(b, loc, x), one);
+  Value plain = std::get<1>(terms(x));
+  // The corrected branch sees 0 where it is not taken and a denominator of
+  // 1 where u rounds to 1, so that neither it nor its gradient is ever
+  // 0 / 0 or inf * 0: ds-autodiff differentiates both sides of a select,
+  // and a NaN on the side not taken would still reach the gradient.
+  Value xs = SelectOp::create(b, loc, isSmall, x, zero);
+  auto [us, num, other] = terms(xs);
+  Value usIsOne = CompareOp::create(b, loc, ComparePredicate::eq, us, one);
+  Value den = SelectOp::create(b, loc, usIsOne, one, other);
+  Value corrected = MulOp::create(b, loc, num, DivOp::create(b, loc, xs, den));
+  Value small = SelectOp::create(b, loc, usIsOne, xs, corrected);
+  return SelectOp::create(b, loc, isSmall, small, plain);
 }
 
 FailureOr<Value> GenericRaiser::reduce(unsigned resultIndex, Value yielded) {

@@ -113,7 +113,108 @@ def matmul(ls, rs, out, flags=""):
                 % (flags + " " if flags else "", t(ls), t(rs), t(out)), out)
 
 
+def generic(name, params, ins, body, out_shape, positive=(), outs=None,
+            post=""):
+    """An elementwise linalg.generic that ds-autodiff differentiates from
+    its scalar body. ins: (value, shape, affine map) per input; body: the
+    scalar ops on %a0, %a1, ..., ending in `linalg.yield`; outs: (shape,
+    affine map) per result (default: one result of out_shape, identity);
+    post: ds text turning the results %g#k into %out."""
+    rank = len(out_shape)
+    dims = ", ".join("d%d" % i for i in range(rank))
+    outs = outs or [(out_shape, "(%s)" % dims)]
+    maps = ", ".join("affine_map<(%s) -> %s>" % (dims, m)
+                     for m in [i[2] for i in ins] + [o[1] for o in outs])
+    args = ", ".join("%%a%d: f64" % k for k in range(len(ins))) + ", " + \
+        ", ".join("%%o%d: f64" % k for k in range(len(outs)))
+    text = ["  %%e%d = tensor.empty() : %s" % (k, t(o[0]))
+            for k, o in enumerate(outs)]
+    result = "%out" if not post else "%%g:%d" % len(outs)
+    text.append(
+        "  %s = linalg.generic {indexing_maps = [%s], iterator_types = [%s]}"
+        " ins(%s : %s) outs(%s : %s) {\n  ^bb0(%s):\n%s\n  } -> (%s)" % (
+            result, maps, ", ".join(['"parallel"'] * rank),
+            ", ".join(i[0] for i in ins), ", ".join(t(i[1]) for i in ins),
+            ", ".join("%%e%d" % k for k in range(len(outs))),
+            ", ".join(t(o[0]) for o in outs), args, body,
+            ", ".join(t(o[0]) for o in outs)))
+    if post:
+        text.append(post)
+    return Case(name, params, "\n".join(text), out_shape, positive=positive)
+
+
 CASES = {
+    # Elementwise generics the import keeps (bodies without a ds op) and
+    # ds-autodiff differentiates from their scalar body: every derivative
+    # rule of ScalarDerivatives.cpp, broadcasting by a constant-0 map, by a
+    # projection and from rank 0, several results and a permuted output.
+    "generic": [
+        generic("trig", {"p": [3, 5], "q": [3, 5]},
+                [("%p", [3, 5], "(d0, d1)"), ("%q", [3, 5], "(d0, d1)")],
+                "    %s = math.sin %a0 : f64\n    %c = math.cos %a1 : f64\n"
+                "    %k = arith.constant 0.3 : f64\n    %m = arith.mulf %a0, %k : f64\n"
+                "    %n = math.tan %m : f64\n    %sc = arith.mulf %s, %c : f64\n"
+                "    %r = arith.addf %sc, %n : f64\n    linalg.yield %r : f64",
+                [3, 5]),
+        generic("erf_broadcast", {"p": [3, 5], "q": [1, 5], "r": [3]},
+                [("%p", [3, 5], "(d0, d1)"), ("%q", [1, 5], "(0, d1)"),
+                 ("%r", [3], "(d0)")],
+                "    %m = arith.mulf %a0, %a1 : f64\n    %e = math.erf %m : f64\n"
+                "    %c = math.erfc %a2 : f64\n    %d = arith.divf %e, %c : f64\n"
+                "    linalg.yield %d : f64", [3, 5]),
+        generic("hyperbolic_inverse", {"p": [3, 5], "q": [3, 5]},
+                [("%p", [3, 5], "(d0, d1)"), ("%q", [3, 5], "(d0, d1)")],
+                "    %k = arith.constant 0.9 : f64\n    %th = math.tanh %a0 : f64\n"
+                "    %u = arith.mulf %th, %k : f64\n    %as = math.asin %u : f64\n"
+                "    %ac = math.acos %u : f64\n    %sh = math.sinh %a1 : f64\n"
+                "    %ch = math.cosh %a0 : f64\n    %at = math.atan %a1 : f64\n"
+                "    %a2 = math.atan2 %a0, %a1 : f64\n    %s1 = arith.addf %as, %ac : f64\n"
+                "    %s2 = arith.mulf %sh, %ch : f64\n    %s3 = arith.subf %at, %a2 : f64\n"
+                "    %s4 = arith.mulf %s1, %s2 : f64\n    %s5 = arith.addf %s4, %s3 : f64\n"
+                "    linalg.yield %s5 : f64", [3, 5]),
+        generic("pow", {"p": [3, 5], "q": [3, 5]},
+                [("%p", [3, 5], "(d0, d1)"), ("%q", [3, 5], "(d0, d1)")],
+                "    %c3 = arith.constant 3 : i32\n    %c0 = arith.constant 0 : i32\n"
+                "    %w = math.powf %a0, %a1 : f64\n    %i = math.fpowi %a1, %c3 : f64, i32\n"
+                "    %z = math.fpowi %a1, %c0 : f64, i32\n    %f = math.fma %w, %i, %z : f64\n"
+                "    linalg.yield %f : f64", [3, 5], positive=["p"]),
+        generic("exp_log", {"p": [3, 5], "q": [3, 5]},
+                [("%p", [3, 5], "(d0, d1)"), ("%q", [3, 5], "(d0, d1)")],
+                "    %e2 = math.exp2 %a1 : f64\n    %em = math.expm1 %a1 : f64\n"
+                "    %l2 = math.log2 %a0 : f64\n    %l10 = math.log10 %a0 : f64\n"
+                "    %l1 = math.log1p %a0 : f64\n    %cb = math.cbrt %a0 : f64\n"
+                "    %sq = math.sqrt %a0 : f64\n    %rs = math.rsqrt %a0 : f64\n"
+                "    %ex = math.exp %a1 : f64\n    %lg = math.log %a0 : f64\n"
+                "    %ab = math.absf %a1 : f64\n    %ng = arith.negf %ab : f64\n"
+                "    %s1 = arith.addf %e2, %em : f64\n    %s2 = arith.mulf %l2, %l10 : f64\n"
+                "    %s3 = arith.subf %l1, %cb : f64\n    %s4 = arith.divf %sq, %rs : f64\n"
+                "    %s5 = arith.mulf %ex, %lg : f64\n    %t1 = arith.addf %s1, %s2 : f64\n"
+                "    %t2 = arith.addf %s3, %s4 : f64\n    %t3 = arith.addf %s5, %ng : f64\n"
+                "    %t4 = arith.addf %t1, %t2 : f64\n    %t5 = arith.addf %t4, %t3 : f64\n"
+                "    linalg.yield %t5 : f64", [3, 5], positive=["p"]),
+        generic("piecewise", {"p": [3, 5], "q": [3, 5]},
+                [("%p", [3, 5], "(d0, d1)"), ("%q", [3, 5], "(d0, d1)")],
+                "    %fl = math.floor %a0 : f64\n    %ce = math.ceil %a1 : f64\n"
+                "    %ro = math.round %a0 : f64\n    %mx = arith.maximumf %a0, %a1 : f64\n"
+                "    %mn = arith.minnumf %a0, %a1 : f64\n"
+                "    %c = arith.cmpf ogt, %a0, %fl : f64\n    %sq = arith.mulf %a0, %a0 : f64\n"
+                "    %se = arith.select %c, %sq, %a1 : f64\n    %s1 = arith.mulf %fl, %a1 : f64\n"
+                "    %s2 = arith.addf %ce, %ro : f64\n    %s3 = arith.mulf %mx, %mn : f64\n"
+                "    %t1 = arith.addf %s1, %s2 : f64\n    %t2 = arith.addf %s3, %se : f64\n"
+                "    %t3 = arith.addf %t1, %t2 : f64\n    linalg.yield %t3 : f64", [3, 5]),
+        generic("two_results_permuted", {"p": [3, 5], "q": [5]},
+                [("%p", [3, 5], "(d0, d1)"), ("%q", [5], "(d1)")],
+                "    %s = math.sin %a0 : f64\n    %m = arith.mulf %a0, %a1 : f64\n"
+                "    %c = math.cos %m : f64\n    linalg.yield %s, %c : f64, f64",
+                [3, 5], outs=[([3, 5], "(d0, d1)"), ([5, 3], "(d1, d0)")],
+                post="  %%gt = ds.transpose %%g#1 [1, 0] : %s -> %s\n"
+                     "  %%out = ds.mul %%g#0, %%gt : %s, %s -> %s"
+                     % (t([5, 3]), t([3, 5]), t([3, 5]), t([3, 5]), t([3, 5]))),
+        generic("rank0_input", {"p": [], "q": [3, 5]},
+                [("%p", [], "()"), ("%q", [3, 5], "(d0, d1)")],
+                "    %m = arith.mulf %a0, %a1 : f64\n    %s = math.sin %m : f64\n"
+                "    linalg.yield %s : f64", [3, 5]),
+    ],
     "linalg": [
         matmul([3, 5], [5, 7], [3, 7]),
         matmul([5, 3], [5, 7], [3, 7], "transpose_lhs"),

@@ -124,6 +124,41 @@ class RMSNormMLP(nn.Module):
         return self.fc2(F.gelu(self.norm(self.fc1(x))))
 
 
+class SnakeMLP(nn.Module):
+    """Activations ds has no op for: Snake (x + sin^2(a x) / a, BigVGAN's,
+    with a learned frequency a per channel), erf and cos. Both ways in keep
+    them as linalg.generic ops that ds-autodiff differentiates from their
+    scalar bodies."""
+
+    def __init__(self, d_in=8, hidden=16, d_out=3):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, hidden)
+        self.alpha = nn.Parameter(1.0 + 0.5 * torch.rand(hidden))
+        self.fc2 = nn.Linear(hidden, d_out)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h = h + torch.sin(self.alpha * h).pow(2) / self.alpha
+        return self.fc2(torch.erf(h) * torch.cos(h))
+
+
+class SpecialMLP(nn.Module):
+    """log1p, expm1, exp2, a fractional pow and SiLU: the torch-mlir import
+    composes the first four of ds ops (with Kahan's corrections for log1p
+    and expm1), the make-fx front end keeps them as linalg.generic ops."""
+
+    def __init__(self, d_in=8, hidden=16, d_out=3):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, hidden)
+        self.fc2 = nn.Linear(hidden, d_out)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h = (torch.log1p(h * h) + torch.expm1(-h.abs()) + torch.exp2(0.5 * h)
+             + (h * h + 0.1).pow(0.75) + F.silu(h))
+        return self.fc2(h)
+
+
 def squared_error(pred, target):
     return ((pred - target) ** 2).mean()
 
@@ -150,10 +185,15 @@ MODELS = {
     "mse": (lambda: RMSNormMLP(d_in=8, hidden=16, d_out=3), F.mse_loss,
             lambda g, dt: (torch.randn(6, 8, generator=g, dtype=dt),
                            torch.randn(6, 3, generator=g, dtype=dt))),
+    # Elementwise ops without a ds op (sin, cos, erf).
+    "snake": (SnakeMLP, squared_error,
+              lambda g, dt: (torch.randn(6, 8, generator=g, dtype=dt),
+                             torch.randn(6, 3, generator=g, dtype=dt))),
+    "special": (SpecialMLP, F.mse_loss,
+                lambda g, dt: (torch.randn(6, 8, generator=g, dtype=dt),
+                               torch.randn(6, 3, generator=g, dtype=dt))),
 }
 
 # Models the --joint path (PyTorch's backward through the ds_torch front
 # end) cannot take yet, and why.
-JOINT_UNSUPPORTED = {
-    "mse": "aten.mse_loss_backward has no ds_torch mapping",
-}
+JOINT_UNSUPPORTED: dict[str, str] = {}

@@ -40,6 +40,9 @@ Value ScalarBuilder::constant(TypedAttr attr) {
 }
 
 Value ScalarBuilder::f64(double v) { return constant(b.getF64FloatAttr(v)); }
+Value ScalarBuilder::floatOf(Type type, double v) {
+  return constant(b.getFloatAttr(type, v));
+}
 Value ScalarBuilder::i32(int32_t v) { return constant(b.getI32IntegerAttr(v)); }
 Value ScalarBuilder::i64(int64_t v) { return constant(b.getI64IntegerAttr(v)); }
 Value ScalarBuilder::add(Value x, Value y) {

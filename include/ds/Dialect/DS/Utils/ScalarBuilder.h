@@ -39,6 +39,8 @@ public:
   ScalarBuilder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
 
   Value f64(double v);
+  /// A constant `v` of the float type `type` (rounded to it).
+  Value floatOf(Type type, double v);
   Value i32(int32_t v);
   Value i64(int64_t v);
   /// `x + y`, `x - y`, `x * y`: arith's float or integer op by the type.
