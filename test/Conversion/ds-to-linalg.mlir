@@ -725,3 +725,19 @@ func.func @upstream_ops_untouched(%x: tensor<4xf32>) -> f32 {
   %s = arith.addf %e, %f : f32
   return %s : f32
 }
+
+// Fake quantization: one parallel generic; a per-group scale is read
+// through the channel index divided by the group size, and the grid index
+// is zero_point + roundeven(x * (1 / scale)) with the reciprocal in f32.
+// CHECK-LABEL: func @fake_quant_group
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1 floordiv 4)>, affine_map<(d0, d1) -> (d0, d1 floordiv 4)>, affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+// CHECK: arith.divf
+// CHECK: arith.mulf
+// CHECK: math.roundeven
+// CHECK: arith.addf
+// CHECK: arith.maximumf
+// CHECK: arith.minimumf
+func.func @fake_quant_group(%x: tensor<8x12xf32>, %s: tensor<8x3xf32>, %q: tensor<f32>) -> tensor<8x12xf32> {
+  %0 = ds.fake_quant %x, %s, %s, %q, %q axis = 1 group_size = 4 : tensor<8x12xf32>, tensor<8x3xf32>, tensor<f32>
+  return %0 : tensor<8x12xf32>
+}

@@ -7,8 +7,8 @@
 // change (tensors stay tensors), hence no TypeConverter.
 //
 // The patterns live in one file per family (Elementwise, MatMul,
-// Reductions, Shape, NN, BackwardKernels); LoweringUtils holds the builders
-// they share.
+// Reductions, Shape, NN, BackwardKernels, Quant); LoweringUtils holds the
+// builders they share.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +39,7 @@ void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns) {
   lowering::populateShapePatterns(patterns);
   lowering::populateNNPatterns(patterns);
   lowering::populateBackwardKernelPatterns(patterns);
+  lowering::populateQuantPatterns(patterns);
 }
 
 namespace {

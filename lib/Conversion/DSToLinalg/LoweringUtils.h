@@ -141,6 +141,7 @@ void populateReductionPatterns(RewritePatternSet &patterns);
 void populateShapePatterns(RewritePatternSet &patterns);
 void populateNNPatterns(RewritePatternSet &patterns);
 void populateBackwardKernelPatterns(RewritePatternSet &patterns);
+void populateQuantPatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::ds::lowering
 

@@ -825,3 +825,91 @@ func.func @random_normal_bad_std(%r: tensor<2xi64>) -> tensor<4xf32> {
   %n, %r1 = ds.random_normal %r std = -1.0 : tensor<2xi64> -> tensor<4xf32>
   return %n : tensor<4xf32>
 }
+
+// -----
+
+func.func @fake_quant_scale_shape(%x: tensor<8x4xf32>, %s: tensor<4xf32>, %q: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant' op expects a scale of shape [8] for channels of axis 0, got 'tensor<4xf32>'}}
+  %0 = ds.fake_quant %x, %s, %s, %q, %q axis = 0 : tensor<8x4xf32>, tensor<4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_per_tensor(%x: tensor<8x4xf32>, %s: tensor<4xf32>, %q: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant' op per-tensor quantization (no axis) expects a rank-0 scale, got 'tensor<4xf32>'}}
+  %0 = ds.fake_quant %x, %s, %s, %q, %q : tensor<8x4xf32>, tensor<4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_axis(%x: tensor<8x4xf32>, %s: tensor<4xf32>, %q: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant' op axis 2 is out of range for 'tensor<8x4xf32>'}}
+  %0 = ds.fake_quant %x, %s, %s, %q, %q axis = 2 : tensor<8x4xf32>, tensor<4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_group(%x: tensor<8x12xf32>, %s: tensor<8x2xf32>, %q: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant' op group_size 5 does not divide dimension 1 of 'tensor<8x12xf32>' (size 12)}}
+  %0 = ds.fake_quant %x, %s, %s, %q, %q axis = 1 group_size = 5 : tensor<8x12xf32>, tensor<8x2xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_group_shape(%x: tensor<8x12xf32>, %s: tensor<8x4xf32>, %q: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant' op expects a scale of shape [8, 3] for groups of 4 along axis 1, got 'tensor<8x4xf32>'}}
+  %0 = ds.fake_quant %x, %s, %s, %q, %q axis = 1 group_size = 4 : tensor<8x12xf32>, tensor<8x4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_group_without_axis(%x: tensor<8x12xf32>, %s: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant' op group_size needs the axis it groups along}}
+  %0 = ds.fake_quant %x, %s, %s, %s, %s group_size = 4 : tensor<8x12xf32>, tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_format(%x: tensor<8x12xf32>, %s: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant' op format must be f8E4M3FN or f8E5M2, got 'bf16'}}
+  %0 = ds.fake_quant %x, %s, %s, %s, %s format = bf16 : tensor<8x12xf32>, tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_learned_fp8(%x: tensor<8x12xf32>, %s: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant' op a learned scale needs an integer grid; drop 'learned' or 'format'}}
+  %0 = ds.fake_quant %x, %s, %s, %s, %s format = f8E5M2 learned : tensor<8x12xf32>, tensor<f32>, tensor<f32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_qmin_rank(%x: tensor<8x12xf32>, %s: tensor<f32>, %q: tensor<1xf32>) {
+  // expected-error@+1 {{'ds.fake_quant' op expects rank-0 qmin and qmax, got 'tensor<1xf32>'}}
+  %0 = ds.fake_quant %x, %s, %s, %q, %q : tensor<8x12xf32>, tensor<f32>, tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @fake_quant_qmin_type(%x: tensor<8x12xf32>, %s: tensor<f32>, %q: tensor<f16>) {
+  // expected-error@+1 {{'ds.fake_quant' op expects qmin and qmax of the scale's element type 'f32', got 'f16'}}
+  %0 = ds.fake_quant %x, %s, %s, %q, %q : tensor<8x12xf32>, tensor<f32>, tensor<f16>
+  return
+}
+
+// -----
+
+func.func @fake_quant_grad_of(%x: tensor<8x12xf32>, %s: tensor<f32>) {
+  // expected-error@+1 {{'ds.fake_quant_grad' op the gradient of 'scale' exists only for a learned scale}}
+  %0 = ds.fake_quant_grad %x, %s, %s, %s, %s, %x of = scale : tensor<8x12xf32>, tensor<f32>, tensor<f32>
+  return
+}

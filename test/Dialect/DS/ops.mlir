@@ -241,3 +241,19 @@ func.func @backward_kernels(%x: tensor<4x8xf32>, %l: tensor<32x96xf32>, %y: tens
   %8 = ds.insert_slice %x into %z offsets [0, 0] strides [1, 2] : tensor<4x8xf32> into tensor<4x16xf32>
   return
 }
+
+// CHECK-LABEL: func @fake_quant
+func.func @fake_quant(%x: tensor<32x16xf32>, %s0: tensor<f32>, %sc: tensor<32xf32>,
+                      %sg: tensor<32x4xf32>, %q: tensor<f32>, %dy: tensor<32x16xf32>) {
+  // CHECK: ds.fake_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<32x16xf32>, tensor<f32>, tensor<f32>
+  %0 = ds.fake_quant %x, %s0, %s0, %q, %q : tensor<32x16xf32>, tensor<f32>, tensor<f32>
+  // CHECK: ds.fake_quant {{.*}} axis = 0 learned grad_scaling : tensor<32x16xf32>, tensor<32xf32>, tensor<f32>
+  %1 = ds.fake_quant %x, %sc, %sc, %q, %q axis = 0 learned grad_scaling : tensor<32x16xf32>, tensor<32xf32>, tensor<f32>
+  // CHECK: ds.fake_quant {{.*}} axis = 1 group_size = 4 : tensor<32x16xf32>, tensor<32x4xf32>, tensor<f32>
+  %2 = ds.fake_quant %x, %sg, %sg, %q, %q axis = 1 group_size = 4 : tensor<32x16xf32>, tensor<32x4xf32>, tensor<f32>
+  // CHECK: ds.fake_quant {{.*}} format = f8E4M3FN : tensor<32x16xf32>, tensor<f32>, tensor<f32>
+  %3 = ds.fake_quant %x, %s0, %s0, %q, %q format = f8E4M3FN : tensor<32x16xf32>, tensor<f32>, tensor<f32>
+  // CHECK: ds.fake_quant_grad {{.*}} of = scale axis = 0 learned : tensor<32x16xf32>, tensor<32xf32>, tensor<f32>
+  %4 = ds.fake_quant_grad %x, %sc, %sc, %q, %q, %dy of = scale axis = 0 learned : tensor<32x16xf32>, tensor<32xf32>, tensor<f32>
+  return
+}

@@ -794,3 +794,70 @@ LogicalResult MseLossOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   operandGrads[1] = g.neg(d);
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Quantization
+//===----------------------------------------------------------------------===//
+
+bool FakeQuantOp::isDifferentiableOperand(unsigned index) {
+  // The input always; scale and zero point only when learned (LSQ);
+  // qmin / qmax never.
+  return index == 0 || (getLearned() && (index == 1 || index == 2));
+}
+
+/// Sums a per-element gradient (of the input's shape) into the shape of the
+/// op's scale: over everything (per tensor), over all but the channel
+/// axis, or over each group (the axis split into groups x group_size).
+static Value sumIntoScale(GradBuilder &g, FakeQuantOp op, Value perElement) {
+  RankedTensorType input = op.getInput().getType();
+  int64_t rank = input.getRank();
+  std::optional<int64_t> axis = op.getAxis();
+  if (!axis)
+    return g.reduceSum(perElement, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
+                       /*keepDims=*/false);
+  std::optional<int64_t> groupSize = op.getGroupSize();
+  if (!groupSize) {
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *axis)
+        dims.push_back(d);
+    return g.reduceSum(perElement, dims, /*keepDims=*/false);
+  }
+  SmallVector<int64_t> split(input.getShape());
+  split[*axis] /= *groupSize;
+  split.insert(split.begin() + *axis + 1, *groupSize);
+  return g.reduceSum(g.reshape(perElement, split), {*axis + 1},
+                     /*keepDims=*/false);
+}
+
+LogicalResult FakeQuantOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  noGrads(*this, operandGrads);
+  Value dy = resultGrads[0];
+  if (!dy)
+    return success();
+  GradBuilder g(builder, getLoc());
+  auto perElement = [&](FakeQuantGradOf of) -> Value {
+    return FakeQuantGradOp::create(
+        builder, getLoc(), getInput().getType(), getInput(), getScale(),
+        getZeroPoint(), getQmin(), getQmax(), dy,
+        FakeQuantGradOfAttr::get(getContext(), of), getAxisAttr(),
+        getGroupSizeAttr(), getFormatAttr(), getLearnedAttr());
+  };
+  operandGrads[0] = perElement(FakeQuantGradOf::input);
+  if (!getLearned())
+    return success();
+  Type paramType = getScale().getType().getElementType();
+  // LSQ's gradient scale, 1 / sqrt(numel * qmax), with the bit-width's
+  // qmax of this step.
+  Value factor;
+  if (getGradScaling())
+    factor = g.rsqrt(g.mul(
+        g.scalar(paramType, getInput().getType().getNumElements()), getQmax()));
+  for (auto [index, of] : {std::pair(1u, FakeQuantGradOf::scale),
+                           std::pair(2u, FakeQuantGradOf::zero_point)}) {
+    Value summed = sumIntoScale(g, *this, g.castTo(perElement(of), paramType));
+    operandGrads[index] = factor ? g.mul(summed, factor) : summed;
+  }
+  return success();
+}

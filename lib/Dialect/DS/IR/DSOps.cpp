@@ -866,3 +866,78 @@ LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
 
 #define GET_OP_CLASSES
 #include "ds/Dialect/DS/IR/DSOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Quantization
+//===----------------------------------------------------------------------===//
+
+/// The checks ds.fake_quant and ds.fake_quant_grad share: the parameter
+/// types, the format and the granularity that `scale`'s shape must match.
+static LogicalResult verifyFakeQuant(Operation *op, RankedTensorType input,
+                                     RankedTensorType scale,
+                                     RankedTensorType qmin,
+                                     std::optional<int64_t> axis,
+                                     std::optional<int64_t> groupSize,
+                                     std::optional<Type> format, bool learned) {
+  if (qmin.getRank() != 0)
+    return op->emitOpError() << "expects rank-0 qmin and qmax, got " << qmin;
+  if (qmin.getElementType() != scale.getElementType())
+    return op->emitOpError()
+           << "expects qmin and qmax of the scale's element type "
+           << scale.getElementType() << ", got " << qmin.getElementType();
+  if (format) {
+    if (!isa<Float8E4M3FNType, Float8E5M2Type>(*format))
+      return op->emitOpError()
+             << "format must be f8E4M3FN or f8E5M2, got " << *format;
+    if (learned)
+      return op->emitOpError() << "a learned scale needs an integer grid; "
+                                  "drop 'learned' or 'format'";
+  }
+  int64_t rank = input.getRank();
+  if (groupSize && !axis)
+    return op->emitOpError() << "group_size needs the axis it groups along";
+  if (!axis) {
+    if (scale.getRank() != 0)
+      return op->emitOpError()
+             << "per-tensor quantization (no axis) expects a rank-0 scale, "
+                "got "
+             << scale;
+    return success();
+  }
+  if (*axis < 0 || *axis >= rank)
+    return op->emitOpError()
+           << "axis " << *axis << " is out of range for " << input;
+  int64_t size = input.getDimSize(*axis);
+  SmallVector<int64_t> expected{size};
+  if (groupSize) {
+    if (*groupSize <= 0 || size % *groupSize != 0)
+      return op->emitOpError()
+             << "group_size " << *groupSize << " does not divide dimension "
+             << *axis << " of " << input << " (size " << size << ")";
+    expected.assign(input.getShape().begin(), input.getShape().end());
+    expected[*axis] = size / *groupSize;
+  }
+  if (scale.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError()
+           << "expects a scale of shape " << formatShape(expected) << " for "
+           << (groupSize ? "groups of " + std::to_string(*groupSize) + " along"
+                         : std::string("channels of"))
+           << " axis " << *axis << ", got " << scale;
+  return success();
+}
+
+LogicalResult FakeQuantOp::verify() {
+  return verifyFakeQuant(*this, getInput().getType(), getScale().getType(),
+                         getQmin().getType(), getAxis(), getGroupSize(),
+                         getFormat(), getLearned());
+}
+
+LogicalResult FakeQuantGradOp::verify() {
+  if (getOf() != FakeQuantGradOf::input && !getLearned())
+    return emitOpError() << "the gradient of '"
+                         << stringifyFakeQuantGradOf(getOf())
+                         << "' exists only for a learned scale";
+  return verifyFakeQuant(*this, getInput().getType(), getScale().getType(),
+                         getQmin().getType(), getAxis(), getGroupSize(),
+                         getFormat(), getLearned());
+}

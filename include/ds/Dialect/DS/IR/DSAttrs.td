@@ -23,6 +23,15 @@ def DS_GeluApproximation : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::mlir::ds";
 }
 
+def DS_FakeQuantGradOf : I32EnumAttr<"FakeQuantGradOf",
+    "which operand's per-element gradient ds.fake_quant_grad computes", [
+      I32EnumAttrCase<"input", 0>,
+      I32EnumAttrCase<"scale", 1>,
+      I32EnumAttrCase<"zero_point", 2>
+    ]> {
+  let cppNamespace = "::mlir::ds";
+}
+
 def DS_InitKind : I32EnumAttr<"InitKind",
     "how the runner initialises a parameter or state tensor", [
       I32EnumAttrCase<"zeros", 0>,

@@ -995,4 +995,6 @@ def DS_AvgPool2DGradOp : DS_PoolGradOp<"avg_pool2d_grad", "avg_pool2d",
     "each window's cotangent divided by the window size goes to every input "
     "element of the window, accumulated where windows overlap.">;
 
+include "ds/Dialect/DS/IR/DSQuantOps.td"
+
 #endif // DS_DIALECT_DS_IR_DSOPS_TD
