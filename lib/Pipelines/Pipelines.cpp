@@ -45,6 +45,21 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   auto given = [](const llvm::cl::Option &o) {
     return o.getNumOccurrences() > 0;
   };
+  if (fakeQuant || given(fqWeights) || given(fqActivations) ||
+      given(fqWeightBits) || given(fqActivationBits) || given(fqReduceRange) ||
+      given(fqObserver) || given(fqAveragingConstant) ||
+      given(fqFreezeObserversAt) || given(fqFrom)) {
+    InsertFakeQuantPassOptions &o = config.fakeQuant.emplace();
+    o.weights = fqWeights;
+    o.activations = fqActivations;
+    o.weightBits = fqWeightBits;
+    o.activationBits = fqActivationBits;
+    o.reduceRange = fqReduceRange;
+    o.observer = fqObserver;
+    o.averagingConstant = fqAveragingConstant;
+    o.freezeObserversAt = fqFreezeObserversAt;
+    o.fakeQuantFrom = fqFrom;
+  }
   if (precision || given(policy) || given(anomalySteps)) {
     AssignPrecisionPassOptions &o = config.precision.emplace();
     o.policy = policy;
@@ -205,7 +220,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   // The canonical order (DESIGN.md). Every technique still to come has its
   // slot here, so that its issue plugs in without re-deciding the order:
   //
-  //  0. [ds-sparsify-matmul, then ds-insert-fake-quant] on the forward,
+  //  0. [ds-sparsify-matmul], then ds-insert-fake-quant, on the forward,
   //     before autodiff: they rewrite forward ops into ops whose gradient
   //     rules give the sparse backward and the straight-through estimator,
   //     so autodiff builds a consistent backward; sparsify first, so a
@@ -225,6 +240,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   //  8. Lowering (ds-cpu-pipeline).
   // Bracketed passes do not exist yet.
 
+  // 0. Fake quantization rewrites the forward; autodiff then builds the
+  //    straight-through backward from ds.fake_quant's rule.
+  if (config.fakeQuant)
+    pm.addPass(createInsertFakeQuantPass(*config.fakeQuant));
   // 1. The backward first: every technique below works on gradients.
   if (config.autodiff)
     pm.addPass(createAutodiffPass());
@@ -263,7 +282,8 @@ void mlir::ds::registerDSPipelines() {
   // PassPipelineRegistration, whose builders cannot fail.
   registerPassPipeline(
       "ds-training-pipeline",
-      "The training techniques in their canonical order: ds-autodiff, "
+      "The training techniques in their canonical order: "
+      "ds-insert-fake-quant, ds-autodiff, "
       "ds-assign-precision, ds-insert-loss-scaling, ds-clip-gradients, "
       "ds-insert-optimizer, then canonicalize and cse (and ds-cpu-pipeline "
       "with lower=true)",

@@ -35,6 +35,7 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
 /// TrainingPipelineOptions.
 struct TrainingPipelineConfig {
   /// ds-autodiff (off for a step that already has its gradients).
+  std::optional<InsertFakeQuantPassOptions> fakeQuant;
   bool autodiff = true;
   std::optional<AssignPrecisionPassOptions> precision;
   std::optional<InsertLossScalingPassOptions> lossScaling;
@@ -127,6 +128,44 @@ struct TrainingPipelineOptions
       *this, "loss-scaling-inject-nonfinite",
       llvm::cl::desc("Add the fault-injection input 'inject_nonfinite'"),
       llvm::cl::init(InsertLossScalingPassOptions().injectNonfinite)};
+
+  // ds-insert-fake-quant.
+  Opt::Option<bool> fakeQuant{*this, "fake-quant",
+                              llvm::cl::desc("Run ds-insert-fake-quant (QAT)"),
+                              llvm::cl::init(false)};
+  Opt::Option<bool> fqWeights{
+      *this, "fake-quant-weights", llvm::cl::desc("Fake-quantize the weights"),
+      llvm::cl::init(InsertFakeQuantPassOptions().weights)};
+  Opt::Option<bool> fqActivations{
+      *this, "fake-quant-activations",
+      llvm::cl::desc("Fake-quantize the activation inputs"),
+      llvm::cl::init(InsertFakeQuantPassOptions().activations)};
+  Opt::Option<int64_t> fqWeightBits{
+      *this, "fake-quant-weight-bits", llvm::cl::desc("Weight bits"),
+      llvm::cl::init(InsertFakeQuantPassOptions().weightBits)};
+  Opt::Option<int64_t> fqActivationBits{
+      *this, "fake-quant-activation-bits", llvm::cl::desc("Activation bits"),
+      llvm::cl::init(InsertFakeQuantPassOptions().activationBits)};
+  Opt::Option<bool> fqReduceRange{
+      *this, "fake-quant-reduce-range",
+      llvm::cl::desc("One activation bit less (x86 qconfig)"),
+      llvm::cl::init(InsertFakeQuantPassOptions().reduceRange)};
+  Opt::Option<QuantObserver> fqObserver{
+      *this, "fake-quant-observer", llvm::cl::desc("Range observer"),
+      llvm::cl::init(InsertFakeQuantPassOptions().observer),
+      quantObserverValues()};
+  Opt::Option<double> fqAveragingConstant{
+      *this, "fake-quant-averaging-constant",
+      llvm::cl::desc("Moving-average observer constant"),
+      llvm::cl::init(InsertFakeQuantPassOptions().averagingConstant)};
+  Opt::Option<int64_t> fqFreezeObserversAt{
+      *this, "fake-quant-freeze-observers-at",
+      llvm::cl::desc("Observers update while iteration < N; 0 = always"),
+      llvm::cl::init(InsertFakeQuantPassOptions().freezeObserversAt)};
+  Opt::Option<int64_t> fqFrom{
+      *this, "fake-quant-from",
+      llvm::cl::desc("Fake quantization from this iteration on"),
+      llvm::cl::init(InsertFakeQuantPassOptions().fakeQuantFrom)};
 
   // ds-clip-gradients.
   Opt::Option<bool> clip{*this, "clip", llvm::cl::desc("Run ds-clip-gradients"),

@@ -34,6 +34,8 @@ enum class LRSchedule { Constant, WarmupCosine };
 enum class ClipMode { Global, Adaptive };
 /// The norm of ds-clip-gradients' global mode.
 enum class ClipNormType { L2, Inf };
+/// The range observers of ds-insert-fake-quant.
+enum class QuantObserver { MovingAverage, MinMax, MaxAbs };
 
 /// The spellings of the enum options, shared by the passes and
 /// ds-training-pipeline.
@@ -67,6 +69,16 @@ inline llvm::cl::ValuesClass clipNormTypeValues() {
       clEnumValN(::mlir::ds::ClipNormType::L2, "2", "The L2 norm"),
       clEnumValN(::mlir::ds::ClipNormType::Inf, "inf",
                  "The infinity norm (largest |g|)"));
+}
+
+inline llvm::cl::ValuesClass quantObserverValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::QuantObserver::MovingAverage, "moving-average",
+                 "torch.ao's MovingAverage(PerChannel)MinMaxObserver"),
+      clEnumValN(::mlir::ds::QuantObserver::MinMax, "min-max",
+                 "torch.ao's (PerChannel)MinMaxObserver"),
+      clEnumValN(::mlir::ds::QuantObserver::MaxAbs, "max-abs",
+                 "This step's max |x| / qmax (the seeds')"));
 }
 
 #define GEN_PASS_DECL
@@ -107,6 +119,18 @@ validateLossScalingOptions(const InsertLossScalingPassOptions &options,
 /// has no `ds.seed`.
 LogicalResult insertLossScaling(FunctionOpInterface func,
                                 const InsertLossScalingPassOptions &options);
+
+/// Checks the options of ds-insert-fake-quant; fails with a message naming
+/// the option in `error`.
+LogicalResult
+validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
+                         std::string &error);
+
+/// Fake-quantizes the weight and activation inputs of the linear layers and
+/// convolutions of the forward + loss step `func`, adding the observers'
+/// state (see ds-insert-fake-quant). The options must have been validated.
+LogicalResult insertFakeQuant(FunctionOpInterface func,
+                              const InsertFakeQuantPassOptions &options);
 
 class PrecisionPolicy;
 /// The time-level settings of ds-assign-precision (its `policy` option is

@@ -421,6 +421,85 @@ def InsertLossScalingPass : Pass<"ds-insert-loss-scaling", "::mlir::ModuleOp"> {
   ];
 }
 
+def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
+  let summary = "Quantization-aware training: fake-quantize the inputs of "
+                "linear layers and convolutions, with observers as state";
+  let description = [{
+    Runs on the forward + loss step, before ds-autodiff (which then
+    differentiates through ds.fake_quant's straight-through estimator).
+    For every `ds.matmul` with an operand that is a parameter (a linear
+    layer's weight, seen through casts, transposes and reshapes) and every
+    `ds.conv2d`, the weight and the activation input are replaced by a
+    `ds.fake_quant` of them, exactly as a torch.ao `FakeQuantize` module
+    of `get_default_qat_qconfig("x86")` does, by default:
+
+    - weights: qint8 (`weight-bits`), per output channel, symmetric:
+      `scale = max(-min(min, 0), max(max, 0)) / ((qmax - qmin) / 2)`,
+      zero point 0;
+    - activations: quint8 (`activation-bits`) with `reduce-range` (0..127),
+      per tensor, affine: `scale = (max(max, 0) - min(min, 0)) / (qmax -
+      qmin)`, `zero_point = clamp(qmin - round(min(min, 0) / scale), qmin,
+      qmax)`;
+    - every scale floored at f32's epsilon;
+    - the observers (`observer`): `moving-average` (torch.ao's
+      MovingAverage[PerChannel]MinMaxObserver: the first observation is
+      taken as it is, later ones as `m + c * (x - m)` with `c =
+      averaging-constant`), `min-max` (the running extremes), or `max-abs`
+      (the seeds': this step's max |x|, symmetric, `scale = max|x| /
+      qmax`).
+
+    Each step observes its input first and then fake-quantizes it with the
+    parameters just computed (FakeQuantize's order). All of it is explicit
+    state, per quantized value `V` (a weight's parameter name, `L.input`
+    for the activation of layer `L`): `qat.min` / `qat.max` (starting at
+    +inf / -inf), `qat.scale` (starting at 1) and `qat.zero_point` (0), f32,
+    rank 0 or one per channel. The schedule reads the shared `iteration`
+    counter: observers update while `iteration < freeze-observers-at` (0:
+    always; then scale and zero point stay as they are, as after
+    `disable_observer`), and fake quantization applies from `iteration >=
+    fake-quant-from` (before that the step computes in full precision while
+    the observers already run, as before `enable_fake_quant`).
+
+    A step that already has `qat.*` state, or that has gradients, is a
+    located error; so are out-of-range options.
+
+    ```mlir
+    // before: %y = ds.matmul %x, %w transpose_rhs : ...
+    // after:  %xq = ds.fake_quant %x, %sx, %zx, %c0, %c127 : ...
+    //         %wq = ds.fake_quant %w, %sw, %zw, %cm128, %c127 axis = 0 : ...
+    //         %y = ds.matmul %xq, %wq transpose_rhs : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+  let options = [
+    Option<"weights", "weights", "bool", /*default=*/"true",
+           "Fake-quantize the weights">,
+    Option<"activations", "activations", "bool", /*default=*/"true",
+           "Fake-quantize the activation inputs">,
+    Option<"weightBits", "weight-bits", "int64_t", /*default=*/"8",
+           "Bits of the signed, symmetric, per-channel weight grid (2..16)">,
+    Option<"activationBits", "activation-bits", "int64_t", /*default=*/"8",
+           "Bits of the unsigned, affine, per-tensor activation grid "
+           "(2..16)">,
+    Option<"reduceRange", "reduce-range", "bool", /*default=*/"true",
+           "One bit less for activations (torch.ao's x86 qconfig: 0..127)">,
+    Option<"observer", "observer", "::mlir::ds::QuantObserver",
+           /*default=*/"::mlir::ds::QuantObserver::MovingAverage",
+           "How the quantization range is observed",
+           [{::mlir::ds::quantObserverValues()}]>,
+    Option<"averagingConstant", "averaging-constant", "double",
+           /*default=*/"0.01",
+           "The moving-average observer's constant, in (0, 1]">,
+    Option<"freezeObserversAt", "freeze-observers-at", "int64_t",
+           /*default=*/"0",
+           "Observers update while iteration < N; 0 = always">,
+    Option<"fakeQuantFrom", "fake-quant-from", "int64_t", /*default=*/"0",
+           "Fake quantization applies from this iteration on">
+  ];
+}
+
 def ClipGradientsPass : Pass<"ds-clip-gradients", "::mlir::ModuleOp"> {
   let summary = "Global (torch clip_grad_norm_) or adaptive per-tensor "
                 "gradient clipping";

@@ -499,6 +499,7 @@ void lowering::populateElementwisePatterns(RewritePatternSet &patterns) {
   patterns.add<UnaryLowering<RsqrtOp>>(ctx, emitMath<math::RsqrtOp>);
   patterns.add<UnaryLowering<NegOp>>(ctx, emitMath<arith::NegFOp>);
   patterns.add<UnaryLowering<AbsOp>>(ctx, emitMath<math::AbsFOp>);
+  patterns.add<UnaryLowering<RoundOp>>(ctx, emitMath<math::RoundEvenOp>);
   patterns.add<GeluLowering, GeluGradLowering, CompareLowering, SelectLowering,
                CastLowering, BroadcastLowering, CausalMaskLowering>(ctx);
 }

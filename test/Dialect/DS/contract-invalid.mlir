@@ -437,6 +437,11 @@ func.func private @negative_init_infinite() attributes {x = #ds.init<normal, 1.0
 
 // -----
 
+// expected-error@+1 {{init value must be a number (+-inf allowed)}}
+func.func private @negative_init_nan() attributes {x = #ds.init<constant, 0x7FF8000000000000>}
+
+// -----
+
 // expected-error@+1 {{result #1: 'ds.grad' = 3 is out of range; the function has 1 arguments}}
 func.func @negative_grad_range(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>}) -> (tensor<f32> {ds.loss}, tensor<4xf32> {ds.grad = 3 : i64}) attributes {ds.train_step} {
   %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>

@@ -80,8 +80,13 @@ void InitAttr::print(AsmPrinter &printer) const {
 LogicalResult InitAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                InitKind kind, llvm::APFloat apValue) {
   double value = apValue.convertToDouble();
-  if (!std::isfinite(value))
-    return emitError() << "init value must be finite";
+  // A constant may be +-inf: the range observers of QAT start there, as
+  // torch.ao's min/max buffers do. NaN never; scales must be finite.
+  if (std::isnan(value) || (kind != InitKind::constant && std::isinf(value)))
+    return emitError() << "init value must be "
+                       << (kind == InitKind::constant
+                               ? "a number (+-inf allowed)"
+                               : "finite");
   if ((kind == InitKind::normal || kind == InitKind::uniform) && value < 0)
     return emitError() << "init '" << stringifyInitKind(kind)
                        << "' needs a non-negative scale, got " << value;

@@ -410,6 +410,14 @@ LogicalResult NegOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
       [](GradBuilder &g, Value dy, Value, Value) { return g.neg(dy); });
 }
 
+LogicalResult RoundOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  // Piecewise constant: no gradient (an operand that only reaches the loss
+  // through ds.round gets zeros).
+  noGrads(*this, operandGrads);
+  return success();
+}
+
 LogicalResult AbsOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
   return unaryVJP(

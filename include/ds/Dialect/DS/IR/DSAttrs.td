@@ -60,7 +60,7 @@ def DS_InitAttr : DS_Attr<"Init", "init"> {
     |-----------------------------|---------------------------------------|
     | `#ds.init<zeros>`           | 0                                     |
     | `#ds.init<ones>`            | 1                                     |
-    | `#ds.init<constant, 0.5>`   | the given value                       |
+    | `#ds.init<constant, 0.5>`   | the given value (may be +-inf)        |
     | `#ds.init<normal, 0.02>`    | N(0, std^2) with the given std        |
     | `#ds.init<uniform, 0.125>`  | U(-b, b) with the given bound b       |
     | `#ds.init<file>`            | must be loaded (`ds-run --params DIR`)|

@@ -201,6 +201,8 @@ def DS_RsqrtOp : DS_UnaryOp<"rsqrt", "1 / sqrt(x)",
 def DS_NegOp : DS_UnaryOp<"neg", "-x", "`dx = -dy`.", [DS_Retypable]>;
 def DS_AbsOp : DS_UnaryOp<"abs", "|x|", "`dx = dy * sign(x)` (0 at x = 0).",
     [DS_Retypable]>;
+def DS_RoundOp : DS_UnaryOp<"round", "nearbyint(x)",
+    "`dx = 0` (piecewise constant, as torch.round; ties round to even).">;
 
 def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType, DS_Retypable,
     DS_Activation, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {

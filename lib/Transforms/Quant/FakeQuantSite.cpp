@@ -1,0 +1,171 @@
+//===- FakeQuantSite.cpp - Observe and fake-quantize one value ------------===//
+//
+// Implements FakeQuantSite.h with ds ops on f32 tensors of the parameters'
+// shape (rank 0 per tensor, [C] per channel), each step of torch.ao's
+// formulas one op, so that the results are bit-identical to its f32
+// arithmetic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FakeQuantSite.h"
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::quant;
+
+namespace {
+
+/// ds ops on f32 tensors, with rank-0 constants that broadcast.
+class TensorMath {
+public:
+  TensorMath(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  /// A rank-0 f32 constant, or a splat of `type`.
+  Value c(double v, RankedTensorType type = {}) {
+    if (!type)
+      type = RankedTensorType::get({}, b.getF32Type());
+    return arith::ConstantOp::create(
+        b, loc, type,
+        DenseElementsAttr::get(type, b.getFloatAttr(b.getF32Type(), v)));
+  }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) { return MaximumOp::create(b, loc, x, y); }
+  Value min(Value x, Value y) { return MinimumOp::create(b, loc, x, y); }
+  Value neg(Value x) { return NegOp::create(b, loc, x); }
+  Value abs(Value x) { return AbsOp::create(b, loc, x); }
+  Value round(Value x) { return RoundOp::create(b, loc, x); }
+  Value compare(ComparePredicate p, Value x, Value y) {
+    return CompareOp::create(b, loc, p, x, y);
+  }
+  Value select(Value cond, Value x, Value y) {
+    return SelectOp::create(b, loc, cond, x, y);
+  }
+  Value i64(int64_t v) {
+    auto type = RankedTensorType::get({}, b.getI64Type());
+    return arith::ConstantOp::create(
+        b, loc, type, DenseElementsAttr::get(type, llvm::ArrayRef<int64_t>{v}));
+  }
+  Value reduceMax(Value x, ArrayRef<int64_t> dims) {
+    return ReduceMaxOp::create(b, loc, x, b.getDenseI64ArrayAttr(dims),
+                               /*keep_dims=*/false);
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+/// torch.ao's calculate_qparams: (scale, zero point) of the range [lo, hi].
+std::pair<Value, Value> computeQParams(TensorMath &m, Value lo, Value hi,
+                                       const QuantSpec &spec) {
+  auto paramType = cast<RankedTensorType>(lo.getType());
+  const double eps = std::numeric_limits<float>::epsilon();
+  Value minNeg = m.min(lo, m.c(0.0)), maxPos = m.max(hi, m.c(0.0));
+  double qmin = spec.qmin, qmax = spec.qmax;
+  if (spec.observer == QuantObserver::MaxAbs) {
+    // The seeds' per-step scale: max|x| / (2^(b-1) - 1).
+    Value scale = m.div(m.max(m.neg(minNeg), maxPos), m.c(qmax));
+    return {m.max(scale, m.c(eps)), m.c(0.0, paramType)};
+  }
+  if (spec.symmetric) {
+    Value scale = m.div(m.max(m.neg(minNeg), maxPos), m.c((qmax - qmin) / 2));
+    // An unsigned symmetric grid is centred on its midpoint (quint8: 128).
+    double zp = qmin >= 0 ? std::floor((qmin + qmax) / 2) : 0.0;
+    return {m.max(scale, m.c(eps)), m.c(zp, paramType)};
+  }
+  Value scale = m.max(m.div(m.sub(maxPos, minNeg), m.c(qmax - qmin)), m.c(eps));
+  Value zp = m.sub(m.c(qmin), m.round(m.div(minNeg, scale)));
+  return {scale, m.min(m.max(zp, m.c(qmin)), m.c(qmax))};
+}
+
+} // namespace
+
+Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
+                                    Location loc, Value x, StringRef kind,
+                                    StringRef param, const QuantSpec &spec,
+                                    const QuantSchedule &schedule,
+                                    Value iteration) {
+  TensorMath m(b, loc);
+  auto xType = cast<RankedTensorType>(x.getType());
+  Type f32 = b.getF32Type();
+  SmallVector<int64_t> paramShape, dims;
+  for (int64_t d = 0; d < xType.getRank(); ++d) {
+    if (spec.axis && d == *spec.axis)
+      paramShape.push_back(xType.getDimSize(d));
+    else
+      dims.push_back(d);
+  }
+  auto paramType = RankedTensorType::get(paramShape, f32);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::string prefix = ("qat." + kind + ".").str();
+  Value minState =
+      ed.addState(prefix + "min", param, paramType, InitKind::constant, inf);
+  Value maxState =
+      ed.addState(prefix + "max", param, paramType, InitKind::constant, -inf);
+  Value scaleState =
+      ed.addState(prefix + "scale", param, paramType, InitKind::ones);
+  Value zpState =
+      ed.addState(prefix + "zero_point", param, paramType, InitKind::zeros);
+
+  // Observe (on the value as f32; the observer sees no gradient).
+  Value xf = x;
+  if (xType.getElementType() != f32)
+    xf = CastOp::create(b, loc, xType.clone(f32), x);
+  Value curMax = m.reduceMax(xf, dims);
+  Value curMin = m.neg(m.reduceMax(m.neg(xf), dims));
+  Value lo, hi;
+  switch (spec.observer) {
+  case QuantObserver::MovingAverage: {
+    // The first observation is taken as it is (the state is still +inf).
+    Value first = m.compare(ComparePredicate::eq, minState, m.c(inf));
+    Value c = m.c(spec.averagingConstant);
+    lo = m.select(first, curMin,
+                  m.add(minState, m.mul(c, m.sub(curMin, minState))));
+    hi = m.select(first, curMax,
+                  m.add(maxState, m.mul(c, m.sub(curMax, maxState))));
+    break;
+  }
+  case QuantObserver::MinMax:
+    lo = m.min(minState, curMin);
+    hi = m.max(maxState, curMax);
+    break;
+  case QuantObserver::MaxAbs:
+    lo = curMin;
+    hi = curMax;
+    break;
+  }
+  auto [scale, zp] = computeQParams(m, lo, hi, spec);
+  if (schedule.freezeObserversAt > 0) {
+    // After disable_observer: the range and the parameters stay.
+    Value observe = m.compare(ComparePredicate::lt, iteration,
+                              m.i64(schedule.freezeObserversAt));
+    lo = m.select(observe, lo, minState);
+    hi = m.select(observe, hi, maxState);
+    scale = m.select(observe, scale, scaleState);
+    zp = m.select(observe, zp, zpState);
+  }
+  ed.addUpdate(minState, lo);
+  ed.addUpdate(maxState, hi);
+  ed.addUpdate(scaleState, scale);
+  ed.addUpdate(zpState, zp);
+
+  // Quantize with the parameters just computed.
+  IntegerAttr axis = spec.axis ? b.getI64IntegerAttr(*spec.axis) : nullptr;
+  Value fq = FakeQuantOp::create(b, loc, xType, x, scale, zp, m.c(spec.qmin),
+                                 m.c(spec.qmax), axis, /*group_size=*/nullptr,
+                                 /*format=*/nullptr, /*learned=*/nullptr,
+                                 /*grad_scaling=*/nullptr);
+  if (schedule.fakeQuantFrom <= 0)
+    return fq;
+  return m.select(
+      m.compare(ComparePredicate::ge, iteration, m.i64(schedule.fakeQuantFrom)),
+      fq, x);
+}

@@ -1,0 +1,53 @@
+//===- FakeQuantSite.h - Observe and fake-quantize one value ----*- C++ -*-===//
+//
+// Private to lib/Transforms: the state, observer update, quantization
+// parameters and ds.fake_quant of one quantized value, with torch.ao's
+// arithmetic (MovingAverage[PerChannel]MinMaxObserver, MinMaxObserver,
+// calculate_qparams, FakeQuantize's observe-then-quantize order).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_TRANSFORMS_QUANT_FAKEQUANTSITE_H
+#define DS_LIB_TRANSFORMS_QUANT_FAKEQUANTSITE_H
+
+#include "../StepUtils.h"
+
+#include "ds/Transforms/Passes.h"
+
+#include <optional>
+
+namespace mlir::ds::quant {
+
+/// How one value is quantized.
+struct QuantSpec {
+  int64_t qmin = 0, qmax = 255;
+  /// Symmetric around 0 (weights) or affine (activations).
+  bool symmetric = false;
+  /// The channel dimension of per-channel quantization.
+  std::optional<int64_t> axis;
+  QuantObserver observer = QuantObserver::MovingAverage;
+  double averagingConstant = 0.01;
+};
+
+/// When observers update and fake quantization applies, by `iteration`.
+struct QuantSchedule {
+  /// Observers update while iteration < this; 0: always.
+  int64_t freezeObserversAt = 0;
+  /// Fake quantization from this iteration on.
+  int64_t fakeQuantFrom = 0;
+};
+
+/// Adds the state `qat.<kind>.{min,max,scale,zero_point}` of the layer
+/// whose weight is the parameter `param` to the step (kind: "weight" or
+/// "input"), observes `x` and returns
+/// its fake-quantized value (selected against `x` before
+/// `schedule.fakeQuantFrom`). Builds at `b`'s insertion point, which must
+/// follow `x`'s definition; `iteration` is the step's counter.
+Value observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b, Location loc,
+                             Value x, StringRef kind, StringRef param,
+                             const QuantSpec &spec,
+                             const QuantSchedule &schedule, Value iteration);
+
+} // namespace mlir::ds::quant
+
+#endif // DS_LIB_TRANSFORMS_QUANT_FAKEQUANTSITE_H
