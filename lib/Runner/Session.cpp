@@ -258,7 +258,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   // module has compiled in, rather than ignored.
   if (!options.asIs && program->level == ModuleLevel::Lowered) {
     const mlir::ds::TrainingPipelineConfig &p = options.pipeline;
-    const char *flag = p.precision     ? "--precision"
+    const char *flag = p.fakeQuant     ? "--fake-quant"
+                       : p.precision   ? "--precision"
                        : p.lossScaling ? "--loss-scaling"
                        : p.clip        ? "--clip-gradients"
                                        : nullptr;
@@ -326,12 +327,21 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
         return diags.error("loss scaling and gradient clipping apply to "
                            "forward + loss and gradient modules; this module "
                            "already is a training step");
+      // Fake quantization rewrites the forward before autodiff.
+      if (requested.fakeQuant && !needGrad)
+        return diags.error(
+            "--fake-quant cannot be applied: it rewrites the forward before "
+            "ds-autodiff, and this module is a " +
+            stringifyModuleLevel(program->level).str() +
+            "; give it a forward + loss module");
       mlir::ds::TrainingPipelineConfig config = requested;
       config.autodiff = needGrad;
       if (!needOpt)
         config.optimizer.reset();
       config.lower = false;
       std::string steps;
+      if (config.fakeQuant)
+        steps += "ds-insert-fake-quant{" + options.fakeQuantSpelling + "}, ";
       if (config.autodiff)
         steps += "ds-autodiff, ";
       if (config.precision)
@@ -365,9 +375,19 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
         log("ds-run: time level: compiled the high-precision variant " + name +
             " beside " + stepName);
     }
-    if (evalCopy)
+    if (evalCopy) {
+      // Evaluation quantizes as training does, with the scales and zero
+      // points the training step keeps (its observers do not run there).
+      if (const auto &fq = options.pipeline.fakeQuant) {
+        mlir::ds::InsertFakeQuantPassOptions frozen = *fq;
+        frozen.observe = false;
+        if (failed(mlir::ds::insertFakeQuant(
+                cast<FunctionOpInterface>(*evalCopy), frozen)))
+          return diags.error("fake-quantizing the evaluation step failed");
+      }
       SymbolTable(module).insert(evalCopy.release(),
                                  std::next(Block::iterator(step)));
+    }
 
     // The precision decisions, for the report (before lowering, which
     // keeps module attributes but is no place to depend on that).

@@ -159,7 +159,8 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
   FailureOr<Value> iteration = getOrAddIteration(ed, *contract);
   if (failed(iteration))
     return failure();
-  QuantSchedule schedule{options.freezeObserversAt, options.fakeQuantFrom};
+  QuantSchedule schedule{options.freezeObserversAt, options.fakeQuantFrom,
+                         options.observe};
   QuantSpec weightSpec, activationSpec;
   weightSpec.symmetric = true;
   weightSpec.qmin = -(int64_t(1) << (options.weightBits - 1));
@@ -174,8 +175,10 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
   }
 
   // One fake-quantized value per quantized value, built right after its
-  // definition (so it dominates every layer that reads it).
+  // definition (so it dominates every layer that reads it); those of
+  // arguments before the first op, in the order of the layers.
   llvm::MapVector<Value, Value> quantized;
+  Operation *firstOp = &region.front().front();
   for (Site &site : sites) {
     if ((site.isWeight && !options.weights) ||
         (!site.isWeight && !options.activations))
@@ -184,8 +187,8 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
     auto it = quantized.find(v);
     if (it == quantized.end()) {
       OpBuilder b(func.getContext());
-      if (auto arg = dyn_cast<BlockArgument>(v))
-        b.setInsertionPointToStart(arg.getOwner());
+      if (isa<BlockArgument>(v))
+        b.setInsertionPoint(firstOp);
       else
         b.setInsertionPointAfter(v.getDefiningOp());
       QuantSpec spec = site.isWeight ? weightSpec : activationSpec;
@@ -215,7 +218,7 @@ struct InsertFakeQuantPass
                                      {&weights, &activations, &weightBits,
                                       &activationBits, &reduceRange, &observer,
                                       &averagingConstant, &freezeObserversAt,
-                                      &fakeQuantFrom})))
+                                      &fakeQuantFrom, &observe})))
       return signalPassFailure();
     InsertFakeQuantPassOptions options;
     options.weights = weights;
@@ -227,6 +230,7 @@ struct InsertFakeQuantPass
     options.averagingConstant = averagingConstant;
     options.freezeObserversAt = freezeObserversAt;
     options.fakeQuantFrom = fakeQuantFrom;
+    options.observe = observe;
     std::string error;
     if (failed(validateFakeQuantOptions(options, error))) {
       module.emitError(error);

@@ -112,6 +112,13 @@ cl::opt<std::string> lossScaling(
              "a value gives its options, e.g. "
              "--loss-scaling='growth-interval=3 hysteresis=2'"),
     cl::value_desc("OPTIONS"), cl::cat(guardCat));
+cl::opt<std::string> fakeQuant(
+    "fake-quant", cl::ValueOptional,
+    cl::desc("Add ds-insert-fake-quant (quantization-aware training with "
+             "torch.ao's x86 qconfig) before autodiff; a value gives its "
+             "options, e.g. --fake-quant='weight-bits=4 "
+             "freeze-observers-at=500'"),
+    cl::value_desc("OPTIONS"), cl::cat(guardCat));
 cl::opt<std::string> clipGradients(
     "clip-gradients", cl::ValueOptional,
     cl::desc("Add ds-clip-gradients with these options, e.g. "
@@ -390,6 +397,14 @@ int main(int argc, char **argv) {
             mlir::ds::validateLossScalingOptions(*pipeline.lossScaling, error)))
       return badOption("--loss-scaling: " + error);
     prepare.lossScalingSpelling = StringRef(opts).trim().str();
+  }
+  if (fakeQuant.getNumOccurrences()) {
+    if (!parseTechniqueOptions(techniques, "fake-quant", fakeQuant, error))
+      return badOption("--fake-quant: " + error);
+    pipeline.fakeQuant = *techniques.getConfig().fakeQuant;
+    if (failed(mlir::ds::validateFakeQuantOptions(*pipeline.fakeQuant, error)))
+      return badOption("--fake-quant: " + error);
+    prepare.fakeQuantSpelling = fakeQuant;
   }
   if (clipGradients.getNumOccurrences()) {
     if (!parseTechniqueOptions(techniques, "clip", clipGradients, error))

@@ -48,7 +48,7 @@ struct PrepareOptions {
   std::vector<std::string> optimizerFlags;
   /// Textual forms of the options, for the progress line.
   std::string optimizerSpelling = "kind=adamw";
-  std::string lossScalingSpelling, clipSpelling;
+  std::string lossScalingSpelling, clipSpelling, fakeQuantSpelling;
   /// Run the module as it is (no autodiff / optimizer): for gradient checks.
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).

@@ -460,6 +460,10 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
     fake-quant-from` (before that the step computes in full precision while
     the observers already run, as before `enable_fake_quant`).
 
+    With `observe=false` no observer runs: the state's scales and zero
+    points are used as they are (ds-run builds its held-out evaluation
+    step so, from the training step's state).
+
     A step that already has `qat.*` state, or that has gradients, is a
     located error; so are out-of-range options.
 
@@ -496,7 +500,11 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
            /*default=*/"0",
            "Observers update while iteration < N; 0 = always">,
     Option<"fakeQuantFrom", "fake-quant-from", "int64_t", /*default=*/"0",
-           "Fake quantization applies from this iteration on">
+           "Fake quantization applies from this iteration on">,
+    Option<"observe", "observe", "bool", /*default=*/"true",
+           "false: the observers never update, the scales and zero points "
+           "in the state are used as they are (evaluation, fine-tuning with "
+           "frozen ranges)">
   ];
 }
 

@@ -115,6 +115,24 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
   Value zpState =
       ed.addState(prefix + "zero_point", param, paramType, InitKind::zeros);
 
+  IntegerAttr axis = spec.axis ? b.getI64IntegerAttr(*spec.axis) : nullptr;
+  auto fakeQuantize = [&](Value scale, Value zp) -> Value {
+    Value fq = FakeQuantOp::create(
+        b, loc, xType, x, scale, zp, m.c(spec.qmin), m.c(spec.qmax), axis,
+        /*group_size=*/nullptr, /*format=*/nullptr, /*learned=*/nullptr,
+        /*grad_scaling=*/nullptr);
+    if (schedule.fakeQuantFrom <= 0)
+      return fq;
+    return m.select(m.compare(ComparePredicate::ge, iteration,
+                              m.i64(schedule.fakeQuantFrom)),
+                    fq, x);
+  };
+  if (!schedule.observe) {
+    for (Value state : {minState, maxState, scaleState, zpState})
+      ed.addUpdate(state, state);
+    return fakeQuantize(scaleState, zpState);
+  }
+
   // Observe (on the value as f32; the observer sees no gradient).
   Value xf = x;
   if (xType.getElementType() != f32)
@@ -158,14 +176,5 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
   ed.addUpdate(zpState, zp);
 
   // Quantize with the parameters just computed.
-  IntegerAttr axis = spec.axis ? b.getI64IntegerAttr(*spec.axis) : nullptr;
-  Value fq = FakeQuantOp::create(b, loc, xType, x, scale, zp, m.c(spec.qmin),
-                                 m.c(spec.qmax), axis, /*group_size=*/nullptr,
-                                 /*format=*/nullptr, /*learned=*/nullptr,
-                                 /*grad_scaling=*/nullptr);
-  if (schedule.fakeQuantFrom <= 0)
-    return fq;
-  return m.select(
-      m.compare(ComparePredicate::ge, iteration, m.i64(schedule.fakeQuantFrom)),
-      fq, x);
+  return fakeQuantize(scale, zp);
 }

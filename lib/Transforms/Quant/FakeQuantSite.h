@@ -35,6 +35,8 @@ struct QuantSchedule {
   int64_t freezeObserversAt = 0;
   /// Fake quantization from this iteration on.
   int64_t fakeQuantFrom = 0;
+  /// False: no observer runs; the state's parameters are used as they are.
+  bool observe = true;
 };
 
 /// Adds the state `qat.<kind>.{min,max,scale,zero_point}` of the layer
