@@ -24,9 +24,10 @@ bool mlir::ds::isFloatTensor(Value v) {
 }
 
 bool mlir::ds::isLookThroughOp(Operation *op) {
-  // Casts round and so are not DataMovement, but the value they round is
-  // still the same parameter or activation.
-  return op->hasTrait<ds::OpTrait::DataMovement>() || isa<CastOp>(op);
+  // Casts and fake quantization round and so are not DataMovement, but the
+  // value they round is still the same parameter or activation.
+  return op->hasTrait<ds::OpTrait::DataMovement>() ||
+         isa<CastOp, FakeQuantOp>(op);
 }
 
 BlockArgument mlir::ds::traceToParam(Value v) {

@@ -191,6 +191,9 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
         b.setInsertionPoint(firstOp);
       else
         b.setInsertionPointAfter(v.getDefiningOp());
+      // Everything built here is quantization machinery.
+      CreatedOps created;
+      b.setListener(&created);
       QuantSpec spec = site.isWeight ? weightSpec : activationSpec;
       if (site.isWeight)
         spec.axis = site.axis;
@@ -198,6 +201,8 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
           observeAndFakeQuantize(ed, b, site.operand->getOwner()->getLoc(), v,
                                  site.isWeight ? "weight" : "input", site.param,
                                  spec, schedule, *iteration);
+      for (Operation *op : created.getOps())
+        op->setAttr(DSDialect::kQuantAttrName, b.getUnitAttr());
       it = quantized.insert({v, q}).first;
     }
     site.operand->set(it->second);

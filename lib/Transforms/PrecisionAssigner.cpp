@@ -140,10 +140,26 @@ void PrecisionAssigner::decide() {
       continue;
     if (!llvm::any_of(op.getResults(), isFloatTensor))
       continue;
+    // The observers and fake-quantizers of QAT keep their f32 arithmetic.
+    if (op.hasAttr(DSDialect::kQuantAttrName))
+      continue;
     StringRef role = roles.roleOf(&op);
     SmallVector<StringRef> params = consumedParamNames(&op);
-    decisions.push_back({&op, policy.match(&op, role, params), role.str(),
-                         opLabel(&op, role, counter++)});
+    Decision d{&op, policy.match(&op, role, params), role.str(),
+               opLabel(&op, role, counter++)};
+    // A layer whose inputs are fake-quantized: the quantization decides
+    // its precision, not the policy (DESIGN.md: the quant rule wins).
+    if (llvm::any_of(op.getOperands(), [](Value v) {
+          return v.getDefiningOp() &&
+                 v.getDefiningOp()->hasAttr(DSDialect::kQuantAttrName);
+        })) {
+      d.overridden = "quant: its inputs are fake-quantized "
+                     "(ds-insert-fake-quant), which wins over " +
+                     (d.rule ? "the rule '" + d.rule->label + "'"
+                             : std::string("the policy"));
+      d.rule = nullptr;
+    }
+    decisions.push_back(std::move(d));
   }
   for (Decision &d : decisions)
     if (auto id = d.op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName)) {
@@ -220,9 +236,12 @@ LogicalResult PrecisionAssigner::selectChannelLayers() {
 
 void PrecisionAssigner::addEntry(Operation *op, StringRef role, StringRef label,
                                  Type compute, Type storage, Type grad,
-                                 const PrecisionRule *rule, bool channelSplit) {
+                                 const PrecisionRule *rule, bool channelSplit,
+                                 StringRef overridden) {
   SmallVector<NamedAttribute> f;
-  std::string why = rule ? rule->label : "no rule: f32";
+  std::string why = !overridden.empty() ? overridden.str()
+                    : rule              ? rule->label
+                                        : "no rule: f32";
   if (rule && !locText(rule->loc).empty())
     why += " at " + locText(rule->loc);
   if (observe) {
@@ -281,7 +300,7 @@ LogicalResult PrecisionAssigner::materializeForward() {
     // DataMovement); casts are not here: they round.
     if (!op->hasTrait<ds::OpTrait::DataMovement>() && !isa<ConcatOp>(op))
       addEntry(op, d.role, d.label, compute, storage, grad, rule,
-               channelLayers.count(op));
+               channelLayers.count(op), d.overridden);
     if (!rule)
       continue;
     Location loc = op->getLoc();

@@ -48,6 +48,8 @@ private:
     Operation *op;
     const PrecisionRule *rule = nullptr;
     std::string role, label;
+    /// Why no rule applies although one may match ("" : the rule decides).
+    std::string overridden;
   };
 
   /// The step must have gradients and no parameter updates yet.
@@ -71,7 +73,7 @@ private:
   /// Appends one entry of the precision map.
   void addEntry(Operation *op, StringRef role, StringRef label, Type compute,
                 Type storage, Type grad, const PrecisionRule *rule,
-                bool channelSplit);
+                bool channelSplit, StringRef overridden = "");
 
   FunctionOpInterface func;
   const PrecisionPolicy &policy;

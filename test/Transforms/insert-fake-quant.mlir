@@ -20,14 +20,14 @@
 // CHECK-SAME: #ds.state<"qat.input.min", of = "fc2.weight">
 // CHECK-SAME: -> (tensor<f32> {ds.loss}, tensor<i64> {ds.update = 3 : i64}, tensor<8xf32> {ds.update = 4 : i64}
 // The per-channel observer of the weight reduces over the input dimension.
-// CHECK: ds.reduce_max %{{.*}} [1] : tensor<8x4xf32> -> tensor<8xf32>
-// CHECK: %[[WQ:.*]] = ds.fake_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} axis = 0 : tensor<8x4xf32>, tensor<8xf32>, tensor<f32>
+// CHECK: ds.reduce_max %{{.*}} [1] {ds.quant} : tensor<8x4xf32> -> tensor<8xf32>
+// CHECK: %[[WQ:.*]] = ds.fake_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} axis = 0 {ds.quant} : tensor<8x4xf32>, tensor<8xf32>, tensor<f32>
 // The activation: per tensor, affine.
-// CHECK: %[[XQ:.*]] = ds.fake_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<f32>, tensor<f32>
+// CHECK: %[[XQ:.*]] = ds.fake_quant %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {ds.quant} : tensor<2x4xf32>, tensor<f32>, tensor<f32>
 // The second layer's weight is [in, out]: its output channels are axis 1.
-// CHECK: ds.fake_quant {{.*}} axis = 1 : tensor<8x3xf32>, tensor<3xf32>, tensor<f32>
+// CHECK: ds.fake_quant {{.*}} axis = 1 {ds.quant} : tensor<8x3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK: ds.matmul %[[XQ]], %[[WQ]] transpose_rhs
-// CHECK: ds.fake_quant {{.*}} : tensor<2x8xf32>, tensor<f32>, tensor<f32>
+// CHECK: ds.fake_quant {{.*}} {ds.quant} : tensor<2x8xf32>, tensor<f32>, tensor<f32>
 // CHECK: %[[A:.*]] = ds.matmul
 // CHECK-NOT: ds.fake_quant
 // CHECK: ds.matmul %[[A]], %[[A]] transpose_rhs
@@ -36,16 +36,16 @@
 // ACT-NOT: qat.weight
 // ACT: qat.input.min
 // ACT-NOT: axis = 0
-// BITS: arith.constant dense<-8.000000e+00> : tensor<f32>
-// BITS: arith.constant dense<7.000000e+00> : tensor<f32>
+// BITS: arith.constant {ds.quant} dense<-8.000000e+00> : tensor<f32>
+// BITS: arith.constant {ds.quant} dense<7.000000e+00> : tensor<f32>
 // BITS: ds.minimum
-// BITS: arith.constant dense<2.550000e+02> : tensor<f32>
+// BITS: arith.constant {ds.quant} dense<2.550000e+02> : tensor<f32>
 // The schedule reads the counter: observers on while iteration < 10, fake
 // quantization from iteration 2.
-// SCHED: %[[LIMIT:.*]] = arith.constant dense<10> : tensor<i64>
-// SCHED: ds.compare lt, %{{.*}}, %[[LIMIT]] : tensor<i64>, tensor<i64> -> tensor<i1>
-// SCHED: %[[FROM:.*]] = arith.constant dense<2> : tensor<i64>
-// SCHED: %[[ON:.*]] = ds.compare ge, %{{.*}}, %[[FROM]] : tensor<i64>, tensor<i64> -> tensor<i1>
+// SCHED: %[[LIMIT:.*]] = arith.constant {ds.quant} dense<10> : tensor<i64>
+// SCHED: ds.compare lt, %{{.*}}, %[[LIMIT]] {ds.quant} : tensor<i64>, tensor<i64> -> tensor<i1>
+// SCHED: %[[FROM:.*]] = arith.constant {ds.quant} dense<2> : tensor<i64>
+// SCHED: %[[ON:.*]] = ds.compare ge, %{{.*}}, %[[FROM]] {ds.quant} : tensor<i64>, tensor<i64> -> tensor<i1>
 // SCHED: ds.select %[[ON]]
 // The backward goes through the straight-through estimator.
 // GRAD-DAG: ds.fake_quant_grad {{.*}} of = input {{.*}}: tensor<2x8xf32>, tensor<f32>, tensor<f32>
@@ -61,3 +61,9 @@ func.func @step(%w1: tensor<8x4xf32> {ds.param = "fc1.weight", ds.init = #ds.ini
   %l = ds.reduce_sum %s [0, 1] : tensor<2x2xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// With a precision policy, the quantization wins for the fake-quantized
+// layers (and the observers keep their f32 arithmetic); the map says so.
+// RUN: ds-opt %s --ds-insert-fake-quant --ds-autodiff --ds-assign-precision | FileCheck %s --check-prefix=PREC
+// PREC: op = "ds.matmul", role = "linear", rule = "quant: its inputs are fake-quantized (ds-insert-fake-quant), which wins over
+// PREC-NOT: ds.reduce_max{{.*}}rule

@@ -51,7 +51,8 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
   // ds-autodiff creates and loss scaling multiplies, and a tensor-level
   // matmul whose accumulator is not read (ds-prepare-library-gemms).
   if (name == DSDialect::kSeedAttrName ||
-      name == DSDialect::kGemmOverwriteAttrName) {
+      name == DSDialect::kGemmOverwriteAttrName ||
+      name == DSDialect::kQuantAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError("attribute '") << name << "' is a unit attribute";
     return success();

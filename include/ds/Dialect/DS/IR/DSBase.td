@@ -61,6 +61,10 @@ def DS_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kOpIdAttrName = "ds.op_id";
     /// The backward seed, d loss / d loss (unit, on an arith.constant).
     static constexpr ::llvm::StringLiteral kSeedAttrName = "ds.seed";
+    /// On an op ds-insert-fake-quant built (observers, ds.fake_quant): the
+    /// quantization machinery, which ds-assign-precision leaves alone
+    /// (unit).
+    static constexpr ::llvm::StringLiteral kQuantAttrName = "ds.quant";
     /// A tensor-level matmul whose accumulator is not read (unit).
     static constexpr ::llvm::StringLiteral kGemmOverwriteAttrName =
         "ds.gemm_overwrite";
