@@ -45,11 +45,12 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   auto given = [](const llvm::cl::Option &o) {
     return o.getNumOccurrences() > 0;
   };
-  if (fakeQuant || given(fqWeights) || given(fqActivations) ||
-      given(fqWeightBits) || given(fqActivationBits) || given(fqReduceRange) ||
-      given(fqObserver) || given(fqAveragingConstant) ||
+  if (fakeQuant || given(fqPolicy) || given(fqWeights) ||
+      given(fqActivations) || given(fqWeightBits) || given(fqActivationBits) ||
+      given(fqReduceRange) || given(fqObserver) || given(fqAveragingConstant) ||
       given(fqFreezeObserversAt) || given(fqFrom)) {
     InsertFakeQuantPassOptions &o = config.fakeQuant.emplace();
+    o.policy = fqPolicy;
     o.weights = fqWeights;
     o.activations = fqActivations;
     o.weightBits = fqWeightBits;

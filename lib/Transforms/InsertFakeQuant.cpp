@@ -1,21 +1,26 @@
 //===- InsertFakeQuant.cpp - Quantization-aware training ------------------===//
 //
 // Implements ds-insert-fake-quant: finds the linear layers (a ds.matmul
-// with a parameter operand) and convolutions of the forward, and replaces
-// their weight and activation inputs by observed fake-quantized values
-// (Quant/FakeQuantSite.h). A value several layers read (the input of the
-// Q, K and V projections) is quantized once, as one torch.ao observer
-// would see it.
+// with a parameter operand), convolutions and batch norms of the forward,
+// takes the first rule of the policy's quant: section that matches each
+// (the seeds' tiers by default), and replaces the weight and activation
+// inputs of the layers it quantizes by observed fake-quantized values
+// (Quant/FakeQuantSite.h), a batch norm's output by its dynamic-FP8 value,
+// and marks the layers a rule keeps for ds-assign-precision. A value several
+// layers read (the input of the Q, K and V projections) is quantized once, as
+// one torch.ao observer would see it.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Quant/FakeQuantSite.h"
 #include "StepUtils.h"
 
+#include "ds/Analysis/RoleAnalysis.h"
 #include "ds/Analysis/StepQueries.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Transforms/Passes.h"
+#include "ds/Transforms/PrecisionPolicy.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -33,45 +38,93 @@ using namespace mlir::ds::quant;
 
 namespace {
 
-/// One operand to fake-quantize.
+/// A layer (a matmul with a parameter operand, a convolution with a
+/// parameter weight) or a batch norm, and the quant rule that matched it.
 struct Site {
-  OpOperand *operand;
-  bool isWeight;
-  /// The weight's output-channel dimension.
-  int64_t axis = 0;
-  /// The layer's weight parameter, which names the state of both its
-  /// weight and its input.
+  Operation *op;
+  const QuantRule *rule;
+  /// For layers: the weight operand and its output-channel dimension; the
+  /// input operand.
+  OpOperand *weight = nullptr, *input = nullptr;
+  int64_t outAxis = 0;
+  /// The layer's weight parameter, which names its state.
   std::string param;
 };
 
-/// The linear layers and convolutions of the forward, in program order:
-/// the ops with a weight operand that is a parameter.
-SmallVector<Site> findSites(Block &body) {
+/// The layers and batch norms of the forward, in program order, with the
+/// rule of `quant` each matches (sites no rule matches are dropped).
+SmallVector<Site> findSites(FunctionOpInterface func,
+                            const QuantSettings &quant) {
+  RoleAnalysis roles(func);
   SmallVector<Site> sites;
-  auto add = [&](Operation *op, unsigned weightIndex, unsigned inputIndex,
-                 int64_t axis) {
-    StringRef param = getParamName(traceToParam(op->getOperand(weightIndex)));
-    sites.push_back({&op->getOpOperand(weightIndex), true, axis, param.str()});
-    sites.push_back({&op->getOpOperand(inputIndex), false, 0, param.str()});
-  };
-  for (Operation &op : body) {
+  for (Operation &op : func.getFunctionBody().front()) {
     if (!isForwardOp(&op))
       continue;
+    Site site{&op, nullptr};
     if (auto mm = dyn_cast<MatMulOp>(op)) {
       // The weight is quantized per output channel: the dimension that is
       // not contracted.
       int64_t rhsRank = mm.getRhs().getType().getRank();
       int64_t lhsRank = mm.getLhs().getType().getRank();
-      if (traceToParam(mm.getRhs()))
-        add(&op, 1, 0, mm.getTransposeRhs() ? rhsRank - 2 : rhsRank - 1);
-      else if (traceToParam(mm.getLhs()))
-        add(&op, 0, 1, mm.getTransposeLhs() ? lhsRank - 1 : lhsRank - 2);
+      if (traceToParam(mm.getRhs())) {
+        site.weight = &op.getOpOperand(1);
+        site.input = &op.getOpOperand(0);
+        site.outAxis = mm.getTransposeRhs() ? rhsRank - 2 : rhsRank - 1;
+      } else if (traceToParam(mm.getLhs())) {
+        site.weight = &op.getOpOperand(0);
+        site.input = &op.getOpOperand(1);
+        site.outAxis = mm.getTransposeLhs() ? lhsRank - 1 : lhsRank - 2;
+      } else {
+        continue;
+      }
     } else if (auto conv = dyn_cast<Conv2DOp>(op)) {
-      if (traceToParam(conv.getWeight()))
-        add(&op, 1, 0, /*axis=*/0);
+      if (!traceToParam(conv.getWeight()))
+        continue;
+      site.weight = &op.getOpOperand(1);
+      site.input = &op.getOpOperand(0);
+    } else if (!isa<BatchNormOp>(op)) {
+      continue;
     }
+    SmallVector<StringRef> params;
+    for (BlockArgument p : consumedParams(&op))
+      params.push_back(getParamName(p));
+    site.rule = quant.match(&op, roles.roleOf(&op), params);
+    if (!site.rule)
+      continue;
+    if (site.weight)
+      site.param = getParamName(traceToParam(site.weight->get())).str();
+    sites.push_back(site);
   }
   return sites;
+}
+
+/// "file:line:col" of a policy rule.
+std::string ruleAt(const QuantRule &rule) {
+  std::string text = rule.label;
+  if (auto loc = dyn_cast_or_null<FileLineColLoc>(rule.loc))
+    text += " at " + loc.getFilename().str() + ":" +
+            std::to_string(loc.getLine()) + ":" +
+            std::to_string(loc.getColumn());
+  return text;
+}
+
+/// The policy: the file's quant: section, or the default tiers.
+FailureOr<PrecisionPolicy>
+loadQuantPolicy(FunctionOpInterface func,
+                const InsertFakeQuantPassOptions &options) {
+  if (options.policy.empty())
+    return PrecisionPolicy::parse(
+        PrecisionPolicy::defaultQuantText(options.weightBits,
+                                          options.activationBits),
+        "<default quant policy>", func->getContext());
+  FailureOr<PrecisionPolicy> policy =
+      PrecisionPolicy::load(options.policy, func.getLoc());
+  if (succeeded(policy) && !policy->quant.enabled) {
+    emitError(FileLineColLoc::get(func->getContext(), options.policy, 1, 1))
+        << "the policy has no 'quant:' section for ds-insert-fake-quant";
+    return failure();
+  }
+  return policy;
 }
 
 } // namespace
@@ -148,10 +201,28 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
   if (!region.hasOneBlock())
     return func->emitOpError("expects a function with one block");
 
-  SmallVector<Site> sites = findSites(region.front());
+  FailureOr<PrecisionPolicy> policy = loadQuantPolicy(func, options);
+  if (failed(policy))
+    return failure();
+  SmallVector<Site> sites = findSites(func, policy->quant);
+  for (const Site &site : sites)
+    if (site.weight && site.rule->weightBits && site.rule->groupSize) {
+      auto w = cast<RankedTensorType>(site.weight->get().getType());
+      int64_t reduction = w.getRank() == 2 ? 1 - site.outAxis : -1;
+      if (reduction < 0)
+        return site.op->emitOpError("'")
+               << site.param << "' is " << w.getRank()
+               << "-D: per-group weights (" << ruleAt(*site.rule)
+               << ") need a 2-D weight; use per-channel";
+      if (w.getDimSize(reduction) % site.rule->groupSize != 0)
+        return site.op->emitOpError("group ")
+               << site.rule->groupSize << " of " << ruleAt(*site.rule)
+               << " does not divide the reduction dimension "
+               << w.getDimSize(reduction) << " of '" << site.param << "'";
+    }
   if (sites.empty()) {
-    func->emitWarning("found no linear layer or convolution to "
-                      "fake-quantize; the step is unchanged");
+    func->emitWarning("found no layer the quantization policy matches; the "
+                      "step is unchanged");
     return success();
   }
 
@@ -161,29 +232,31 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
     return failure();
   QuantSchedule schedule{options.freezeObserversAt, options.fakeQuantFrom,
                          options.observe};
-  QuantSpec weightSpec, activationSpec;
-  weightSpec.symmetric = true;
-  weightSpec.qmin = -(int64_t(1) << (options.weightBits - 1));
-  weightSpec.qmax = (int64_t(1) << (options.weightBits - 1)) - 1;
-  int64_t activationBits =
-      options.activationBits - (options.reduceRange ? 1 : 0);
-  activationSpec.qmin = 0;
-  activationSpec.qmax = (int64_t(1) << activationBits) - 1;
-  for (QuantSpec *spec : {&weightSpec, &activationSpec}) {
-    spec->observer = options.observer;
-    spec->averagingConstant = options.averagingConstant;
-  }
+  auto specFor = [&](int64_t bits, bool weight) {
+    QuantSpec spec;
+    spec.observer = options.observer;
+    spec.averagingConstant = options.averagingConstant;
+    if (weight) {
+      spec.symmetric = true;
+      spec.qmin = -(int64_t(1) << (bits - 1));
+      spec.qmax = (int64_t(1) << (bits - 1)) - 1;
+    } else {
+      int64_t b = bits - (options.reduceRange ? 1 : 0);
+      spec.qmin = 0;
+      spec.qmax = (int64_t(1) << b) - 1;
+    }
+    return spec;
+  };
 
   // One fake-quantized value per quantized value, built right after its
   // definition (so it dominates every layer that reads it); those of
-  // arguments before the first op, in the order of the layers.
+  // arguments before the first op, in the order of the layers. Everything
+  // built is marked as quantization machinery.
   llvm::MapVector<Value, Value> quantized;
   Operation *firstOp = &region.front().front();
-  for (Site &site : sites) {
-    if ((site.isWeight && !options.weights) ||
-        (!site.isWeight && !options.activations))
-      continue;
-    Value v = site.operand->get();
+  auto quantize = [&](OpOperand *operand, StringRef kind, StringRef param,
+                      QuantSpec spec) {
+    Value v = operand->get();
     auto it = quantized.find(v);
     if (it == quantized.end()) {
       OpBuilder b(func.getContext());
@@ -191,21 +264,49 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
         b.setInsertionPoint(firstOp);
       else
         b.setInsertionPointAfter(v.getDefiningOp());
-      // Everything built here is quantization machinery.
       CreatedOps created;
       b.setListener(&created);
-      QuantSpec spec = site.isWeight ? weightSpec : activationSpec;
-      if (site.isWeight)
-        spec.axis = site.axis;
-      Value q =
-          observeAndFakeQuantize(ed, b, site.operand->getOwner()->getLoc(), v,
-                                 site.isWeight ? "weight" : "input", site.param,
-                                 spec, schedule, *iteration);
+      Value q = observeAndFakeQuantize(ed, b, operand->getOwner()->getLoc(), v,
+                                       kind, param, spec, schedule, *iteration);
       for (Operation *op : created.getOps())
         op->setAttr(DSDialect::kQuantAttrName, b.getUnitAttr());
       it = quantized.insert({v, q}).first;
     }
-    site.operand->set(it->second);
+    operand->set(it->second);
+  };
+  for (Site &site : sites) {
+    const QuantRule &rule = *site.rule;
+    if (rule.keep) {
+      site.op->setAttr(DSDialect::kQuantKeepAttrName, TypeAttr::get(rule.keep));
+      continue;
+    }
+    if (site.weight && rule.weightBits && options.weights) {
+      QuantSpec spec = specFor(rule.weightBits, /*weight=*/true);
+      if (rule.groupSize) {
+        spec.axis = 1 - site.outAxis;
+        spec.groupSize = rule.groupSize;
+      } else {
+        spec.axis = site.outAxis;
+      }
+      quantize(site.weight, "weight", site.param, spec);
+    }
+    if (site.input && rule.activationBits && options.activations)
+      quantize(site.input, "input", site.param,
+               specFor(rule.activationBits, /*weight=*/false));
+    if (rule.outputFP8) {
+      // This step's scale: no state. Uses of the result move to the
+      // quantized value (but not the ops computing its scale).
+      Value result = site.op->getResult(0);
+      OpBuilder b(site.op->getContext());
+      b.setInsertionPointAfter(site.op);
+      CreatedOps created;
+      b.setListener(&created);
+      Value q = dynamicFP8(b, site.op->getLoc(), result);
+      for (Operation *op : created.getOps())
+        op->setAttr(DSDialect::kQuantAttrName, b.getUnitAttr());
+      result.replaceUsesWithIf(
+          q, [&](OpOperand &use) { return !created.contains(use.getOwner()); });
+    }
   }
   ed.finish();
   return success();
@@ -223,7 +324,7 @@ struct InsertFakeQuantPass
                                      {&weights, &activations, &weightBits,
                                       &activationBits, &reduceRange, &observer,
                                       &averagingConstant, &freezeObserversAt,
-                                      &fakeQuantFrom, &observe})))
+                                      &fakeQuantFrom, &observe, &policy})))
       return signalPassFailure();
     InsertFakeQuantPassOptions options;
     options.weights = weights;
@@ -236,6 +337,7 @@ struct InsertFakeQuantPass
     options.freezeObserversAt = freezeObserversAt;
     options.fakeQuantFrom = fakeQuantFrom;
     options.observe = observe;
+    options.policy = policy;
     std::string error;
     if (failed(validateFakeQuantOptions(options, error))) {
       module.emitError(error);

@@ -147,12 +147,21 @@ void PrecisionAssigner::decide() {
     SmallVector<StringRef> params = consumedParamNames(&op);
     Decision d{&op, policy.match(&op, role, params), role.str(),
                opLabel(&op, role, counter++)};
-    // A layer whose inputs are fake-quantized: the quantization decides
-    // its precision, not the policy (DESIGN.md: the quant rule wins).
-    if (llvm::any_of(op.getOperands(), [](Value v) {
-          return v.getDefiningOp() &&
-                 v.getDefiningOp()->hasAttr(DSDialect::kQuantAttrName);
-        })) {
+    // A layer a quant rule keeps unquantized in a type: that type, whatever
+    // the precision rule says (DESIGN.md: the quant rule wins).
+    if (auto keep = op.getAttrOfType<TypeAttr>(DSDialect::kQuantKeepAttrName)) {
+      PrecisionRule &kept = keptRules.emplace_back();
+      kept.compute = keep.getValue();
+      kept.label = "quant: kept in " + typeName(keep.getValue()) +
+                   " by the quantization policy";
+      d.overridden = kept.label + (d.rule ? ", which wins over the rule '" +
+                                                d.rule->label + "'"
+                                          : std::string());
+      d.rule = &kept;
+    } else if (llvm::any_of(op.getOperands(), [](Value v) {
+                 return v.getDefiningOp() &&
+                        v.getDefiningOp()->hasAttr(DSDialect::kQuantAttrName);
+               })) {
       d.overridden = "quant: its inputs are fake-quantized "
                      "(ds-insert-fake-quant), which wins over " +
                      (d.rule ? "the rule '" + d.rule->label + "'"

@@ -20,6 +20,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <deque>
 #include <optional>
 #include <string>
 
@@ -83,6 +84,9 @@ private:
   Type f32;
 
   SmallVector<Decision> decisions;
+  /// The rules made for layers a quant rule keeps in a type (stable
+  /// addresses: decisions point at them).
+  std::deque<PrecisionRule> keptRules;
   /// The rule and label of each forward op by `ds.op_id`, for its backward
   /// kernels (the forward op itself may be rebuilt).
   llvm::DenseMap<int64_t, const PrecisionRule *> ruleById;

@@ -129,6 +129,8 @@ public:
   LogicalResult parseFP8(yaml::Node *n, FP8Settings &fp8);
   LogicalResult parseChannel(yaml::Node *n, ChannelSettings &c);
   LogicalResult parseSchedule(yaml::Node *n, ScheduleSettings &s);
+  LogicalResult parseQuantRule(yaml::Node *n, unsigned index, QuantRule &rule,
+                               RuleMatch &match);
   LogicalResult parseRoot(yaml::Node *n, PrecisionPolicy &policy);
 
 private:
@@ -215,6 +217,111 @@ LogicalResult Parser::parseRule(yaml::Node *n, unsigned index,
                            "stay in at least BF16");
   }
   rule.label = "rule #" + std::to_string(index) + " (" + match.describe() + ")";
+  return success();
+}
+
+LogicalResult Parser::parseQuantRule(yaml::Node *n, unsigned index,
+                                     QuantRule &rule, RuleMatch &match) {
+  rule.loc = locOf(n);
+  auto failAt = [&](yaml::Node *at, const Twine &msg) { return fail(at, msg); };
+  yaml::Node *groupNode = nullptr;
+  LogicalResult r = forEachKey(
+      *this, n, "a quant rule",
+      [&](StringRef key, yaml::Node *k, yaml::Node *v) -> LogicalResult {
+        if (RuleMatch::isMatchKey(key))
+          return match.parseKey(key, v, ctx, failAt);
+        FailureOr<std::string> s = scalar(v, key);
+        if (failed(s))
+          return failure();
+        if (key == "weight" || key == "activation") {
+          // int<N> (signed, symmetric) for weights, uint<N> (unsigned,
+          // affine) for activations, 2 <= N <= 16; qint8 / quint8 as torch
+          // spells them; none.
+          StringRef text = *s, prefix = key == "weight" ? "int" : "uint";
+          int64_t bits = 0;
+          if (text == "none")
+            bits = 0;
+          else if (text == (key == "weight" ? "qint8" : "quint8"))
+            bits = 8;
+          else if (!text.consume_front(prefix) || text.getAsInteger(10, bits) ||
+                   bits < 2 || bits > 16)
+            return fail(v, "unknown " + key + " scheme '" + *s +
+                               "'; expected " + prefix +
+                               "<bits> (2..16, e.g. " + prefix + "8) or none");
+          (key == "weight" ? rule.weightBits : rule.activationBits) = bits;
+          return success();
+        }
+        if (key == "group") {
+          groupNode = v;
+          if (*s == "channel") {
+            rule.groupSize = -1; // explicitly per channel
+            return success();
+          }
+          int64_t g;
+          if (StringRef(*s).getAsInteger(10, g) || g <= 0)
+            return fail(v, "group must be a positive integer (torchao: 32, "
+                           "128 or 256) or 'channel', got '" +
+                               *s + "'");
+          rule.groupSize = g;
+          return success();
+        }
+        if (key == "output") {
+          if (*s != "fp8" && *s != "none")
+            return fail(v, "unknown output scheme '" + *s +
+                               "'; expected fp8 (E4M3 with this step's "
+                               "scale) or none");
+          rule.outputFP8 = *s == "fp8";
+          return success();
+        }
+        if (key == "keep") {
+          FailureOr<Type> t = type(v, "keep");
+          if (failed(t))
+            return failure();
+          if (isFP8(*t))
+            return fail(v, "keep is for the layers not quantized: bf16, f16 "
+                           "or f32, got '" +
+                               *s + "'");
+          rule.keep = *t;
+          return success();
+        }
+        return fail(k, "unknown quant rule key '" + key +
+                           "'; expected op, role, param, module, weight, "
+                           "group, activation, output or keep");
+      });
+  if (failed(r))
+    return failure();
+  std::string name = "quant rule #" + std::to_string(index);
+  if (match.empty())
+    return fail(n, name + " matches nothing: give op, role, param or module");
+  if (rule.keep && (rule.weightBits || rule.activationBits || rule.outputFP8))
+    return fail(n, name + " keeps its layers unquantized and quantizes "
+                          "them too; give keep or the schemes");
+  if (!rule.keep && !rule.weightBits && !rule.activationBits && !rule.outputFP8)
+    return fail(n, name + " assigns nothing: give weight, activation, "
+                          "output or keep");
+  if (groupNode && !rule.weightBits)
+    return fail(groupNode, "group is for quantized weights; this rule does "
+                           "not quantize them");
+  // torchao's int4 weights are per group of 256; other widths per channel
+  // unless a group is given.
+  if (rule.weightBits == 4 && !rule.groupSize)
+    rule.groupSize = 256;
+  if (rule.groupSize < 0)
+    rule.groupSize = 0;
+  // A loss or a reduction has nothing a grid could stand for.
+  for (const std::string &op : match.ops)
+    if (isReductionLike(op) && op != "ds.batch_norm")
+      return fail(n, name + " quantizes '" + op +
+                         "'; losses, reductions, softmax and norms are not "
+                         "quantized (batch norm's output may be, with "
+                         "'output: fp8')");
+  for (const std::string &role : match.roles)
+    if (isReductionLikeRole(role) && role != "norm")
+      return fail(n, name + " quantizes role '" + role +
+                         "'; losses, reductions and softmax are not "
+                         "quantized");
+  rule.label =
+      ("quant rule #" + Twine(index) + " (" + match.describe() + ")").str();
   return success();
 }
 
@@ -333,8 +440,25 @@ LogicalResult Parser::parseRoot(yaml::Node *n, PrecisionPolicy &policy) {
           return parseChannel(v, policy.channel);
         if (key == "schedule")
           return parseSchedule(v, policy.schedule);
+        if (key == "quant") {
+          auto *seq = dyn_cast<yaml::SequenceNode>(v);
+          if (!seq)
+            return fail(v, "quant must be a list of rules");
+          policy.quant.enabled = true;
+          unsigned i = 0;
+          for (yaml::Node &item : *seq) {
+            QuantRule rule;
+            RuleMatch match;
+            if (failed(parseQuantRule(&item, i++, rule, match)))
+              return failure();
+            policy.quant.rules.push_back(std::move(rule));
+            policy.quant.matcher.append(std::move(match));
+          }
+          return success();
+        }
         return fail(k, "unknown policy key '" + key +
-                           "'; expected rules, fp8, channel or schedule");
+                           "'; expected rules, fp8, channel, schedule or "
+                           "quant");
       });
 }
 
@@ -414,6 +538,30 @@ fp8:
   amax-history-len: 1024
   margin: 0
 )";
+}
+
+std::string PrecisionPolicy::defaultQuantText(int64_t weightBits,
+                                              int64_t activationBits) {
+  std::string weight = "int" + std::to_string(weightBits);
+  std::string activation =
+      activationBits ? "uint" + std::to_string(activationBits) : "none";
+  return R"(# The seeds' QAT tiers (ds-insert-fake-quant's default policy).
+quant:
+  # Attention projections stay in BF16: not quantized.
+  - role: [attn.q, attn.k, attn.v, attn.qkv, attn.out]
+    keep: bf16
+  # Batch norm in "dynamic FP8": its output fake-quantized to E4M3 with
+  # this step's scale.
+  - op: ds.batch_norm
+    output: fp8
+  # Every other linear layer and convolution: torch.ao's x86 QAT qconfig.
+  - op: [ds.matmul, ds.conv2d]
+    weight: )" +
+         weight +
+         R"(
+    group: channel
+    activation: )" +
+         activation + "\n";
 }
 
 PrecisionPolicy PrecisionPolicy::getDefault(MLIRContext *ctx) {

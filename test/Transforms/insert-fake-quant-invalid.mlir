@@ -30,7 +30,7 @@ func.func @step(%w: tensor<8x4xf32> {ds.param = "w", ds.init = #ds.init<zeros>},
 // -----
 
 // A step without a layer to quantize is left as it is, with a warning.
-// expected-warning@+1 {{ds-insert-fake-quant: found no linear layer or convolution to fake-quantize; the step is unchanged}}
+// expected-warning@+1 {{ds-insert-fake-quant: found no layer the quantization policy matches; the step is unchanged}}
 func.func @step(%w: tensor<4xf32> {ds.param = "w", ds.init = #ds.init<zeros>},
                 %x: tensor<4xf32> {ds.input = "x"})
     -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {

@@ -133,6 +133,11 @@ struct TrainingPipelineOptions
   Opt::Option<bool> fakeQuant{*this, "fake-quant",
                               llvm::cl::desc("Run ds-insert-fake-quant (QAT)"),
                               llvm::cl::init(false)};
+  Opt::Option<std::string> fqPolicy{
+      *this, "fake-quant-policy",
+      llvm::cl::desc("Policy file with a quant: section (default: the "
+                     "seeds' tiers)"),
+      llvm::cl::init(InsertFakeQuantPassOptions().policy)};
   Opt::Option<bool> fqWeights{
       *this, "fake-quant-weights", llvm::cl::desc("Fake-quantize the weights"),
       llvm::cl::init(InsertFakeQuantPassOptions().weights)};

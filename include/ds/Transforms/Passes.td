@@ -427,15 +427,23 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
   let description = [{
     Runs on the forward + loss step, before ds-autodiff (which then
     differentiates through ds.fake_quant's straight-through estimator).
-    For every `ds.matmul` with an operand that is a parameter (a linear
-    layer's weight, seen through casts, transposes and reshapes) and every
-    `ds.conv2d`, the weight and the activation input are replaced by a
-    `ds.fake_quant` of them, exactly as a torch.ao `FakeQuantize` module
-    of `get_default_qat_qconfig("x86")` does, by default:
+    The layers are every `ds.matmul` with an operand that is a parameter (a
+    linear layer's weight, seen through casts, transposes and reshapes) and
+    every `ds.conv2d` with a parameter weight; each, and each
+    `ds.batch_norm`, takes the first matching rule of the policy's `quant:`
+    section (docs/PrecisionPolicy.md; `policy=FILE`). The default policy is
+    the seeds' tiers: attention projections kept in BF16 (not quantized;
+    with ds-assign-precision they compute in BF16, whatever its rules say),
+    batch norm in "dynamic FP8" (its output fake-quantized to E4M3 with
+    this step's scale max|y| / 448, no state), and every other layer with
+    torch.ao's `get_default_qat_qconfig("x86")`: its weight and activation
+    input replaced by a `ds.fake_quant` of them, exactly as a torch.ao
+    `FakeQuantize` module does:
 
     - weights: qint8 (`weight-bits`), per output channel, symmetric:
       `scale = max(-min(min, 0), max(max, 0)) / ((qmax - qmin) / 2)`,
-      zero point 0;
+      zero point 0 (a rule's `weight: int4` is per group of 256 along the
+      reduction axis, torchao's, or of `group`);
     - activations: quint8 (`activation-bits`) with `reduce-range` (0..127),
       per tensor, affine: `scale = (max(max, 0) - min(min, 0)) / (qmax -
       qmin)`, `zero_point = clamp(qmin - round(min(min, 0) / scale), qmin,
@@ -478,15 +486,19 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect",
                            "::mlir::ds::DSDialect"];
   let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "A policy file whose quant: section says how each layer is "
+           "quantized (default: the seeds' tiers)">,
     Option<"weights", "weights", "bool", /*default=*/"true",
            "Fake-quantize the weights">,
     Option<"activations", "activations", "bool", /*default=*/"true",
            "Fake-quantize the activation inputs">,
     Option<"weightBits", "weight-bits", "int64_t", /*default=*/"8",
-           "Bits of the signed, symmetric, per-channel weight grid (2..16)">,
+           "Bits of the default policy's signed, symmetric, per-channel "
+           "weight grid (2..16)">,
     Option<"activationBits", "activation-bits", "int64_t", /*default=*/"8",
-           "Bits of the unsigned, affine, per-tensor activation grid "
-           "(2..16)">,
+           "Bits of the default policy's unsigned, affine, per-tensor "
+           "activation grid (2..16)">,
     Option<"reduceRange", "reduce-range", "bool", /*default=*/"true",
            "One bit less for activations (torch.ao's x86 qconfig: 0..127)">,
     Option<"observer", "observer", "::mlir::ds::QuantObserver",

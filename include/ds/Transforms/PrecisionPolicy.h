@@ -75,6 +75,41 @@ struct ScheduleSettings {
   LocationAttr loc;
 };
 
+/// One rule of the `quant:` section (ds-insert-fake-quant): how the layers
+/// it matches are quantized. What it matches is the quant matcher's entry
+/// of the same index.
+struct QuantRule {
+  /// Weight grid bits (8: qint8 per channel; 4: int4 per group); 0: the
+  /// weight is not quantized.
+  int64_t weightBits = 0;
+  /// Group size along the reduction axis for per-group weights; 0: per
+  /// output channel.
+  int64_t groupSize = 0;
+  /// Activation grid bits (unsigned, affine, per tensor); 0: none.
+  int64_t activationBits = 0;
+  /// Fake-quantize the op's output to FP8 E4M3 with this step's scale (the
+  /// seeds' "dynamic FP8" batch norm).
+  bool outputFP8 = false;
+  /// Not quantized: the layer computes in this type (ds-assign-precision
+  /// applies it, whatever its own rules say).
+  Type keep;
+  LocationAttr loc;
+  std::string label;
+};
+
+/// The `quant:` section: first matching rule wins.
+struct QuantSettings {
+  bool enabled = false;
+  llvm::SmallVector<QuantRule> rules;
+  RuleMatcher matcher;
+  /// The rule for `op`, or null.
+  const QuantRule *match(Operation *op, llvm::StringRef role,
+                         llvm::ArrayRef<llvm::StringRef> params) const {
+    std::optional<unsigned> i = matcher.match(op, role, params);
+    return i ? &rules[*i] : nullptr;
+  }
+};
+
 class PrecisionPolicy {
 public:
   /// Parses a policy; errors are emitted at locations in `bufferName`.
@@ -100,6 +135,13 @@ public:
   FP8Settings fp8;
   ChannelSettings channel;
   ScheduleSettings schedule;
+  QuantSettings quant;
+
+  /// The default `quant:` section: the seeds' tiers (attention projections
+  /// kept in BF16, batch norm in dynamic FP8, other linear layers and
+  /// convolutions with torch.ao's x86 qconfig at the given bit-widths).
+  static std::string defaultQuantText(int64_t weightBits,
+                                      int64_t activationBits);
 };
 
 /// Whether `t` is one of the FP8 types.

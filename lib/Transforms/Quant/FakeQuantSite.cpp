@@ -96,12 +96,22 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
   TensorMath m(b, loc);
   auto xType = cast<RankedTensorType>(x.getType());
   Type f32 = b.getF32Type();
-  SmallVector<int64_t> paramShape, dims;
-  for (int64_t d = 0; d < xType.getRank(); ++d) {
-    if (spec.axis && d == *spec.axis)
-      paramShape.push_back(xType.getDimSize(d));
-    else
-      dims.push_back(d);
+  // The parameters' shape, and the dimensions the observer reduces over
+  // (of `x`, or of `x` with the group axis split into groups x elements).
+  SmallVector<int64_t> paramShape, dims, split;
+  if (spec.groupSize) {
+    paramShape.assign(xType.getShape().begin(), xType.getShape().end());
+    paramShape[*spec.axis] /= spec.groupSize;
+    split = paramShape;
+    split.insert(split.begin() + *spec.axis + 1, spec.groupSize);
+    dims.push_back(*spec.axis + 1);
+  } else {
+    for (int64_t d = 0; d < xType.getRank(); ++d) {
+      if (spec.axis && d == *spec.axis)
+        paramShape.push_back(xType.getDimSize(d));
+      else
+        dims.push_back(d);
+    }
   }
   auto paramType = RankedTensorType::get(paramShape, f32);
   const double inf = std::numeric_limits<double>::infinity();
@@ -119,8 +129,8 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
   auto fakeQuantize = [&](Value scale, Value zp) -> Value {
     Value fq = FakeQuantOp::create(
         b, loc, xType, x, scale, zp, m.c(spec.qmin), m.c(spec.qmax), axis,
-        /*group_size=*/nullptr, /*format=*/nullptr, /*learned=*/nullptr,
-        /*grad_scaling=*/nullptr);
+        spec.groupSize ? b.getI64IntegerAttr(spec.groupSize) : nullptr,
+        /*format=*/nullptr, /*learned=*/nullptr, /*grad_scaling=*/nullptr);
     if (schedule.fakeQuantFrom <= 0)
       return fq;
     return m.select(m.compare(ComparePredicate::ge, iteration,
@@ -137,6 +147,8 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
   Value xf = x;
   if (xType.getElementType() != f32)
     xf = CastOp::create(b, loc, xType.clone(f32), x);
+  if (!split.empty())
+    xf = ReshapeOp::create(b, loc, RankedTensorType::get(split, f32), xf);
   Value curMax = m.reduceMax(xf, dims);
   Value curMin = m.neg(m.reduceMax(m.neg(xf), dims));
   Value lo, hi;
@@ -177,4 +189,24 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
 
   // Quantize with the parameters just computed.
   return fakeQuantize(scale, zp);
+}
+
+Value quant::dynamicFP8(OpBuilder &b, Location loc, Value x) {
+  TensorMath m(b, loc);
+  auto xType = cast<RankedTensorType>(x.getType());
+  Type f32 = b.getF32Type();
+  Value xf = x;
+  if (xType.getElementType() != f32)
+    xf = CastOp::create(b, loc, xType.clone(f32), x);
+  SmallVector<int64_t> all =
+      llvm::to_vector(llvm::seq<int64_t>(0, xType.getRank()));
+  const double e4m3Max = 448.0;
+  Value amax = m.reduceMax(m.abs(xf), all);
+  Value scale = m.max(m.div(amax, m.c(e4m3Max)),
+                      m.c(std::numeric_limits<float>::epsilon()));
+  return FakeQuantOp::create(
+      b, loc, xType, x, scale, m.c(0.0), m.c(-e4m3Max), m.c(e4m3Max),
+      /*axis=*/nullptr, /*group_size=*/nullptr,
+      TypeAttr::get(Float8E4M3FNType::get(b.getContext())),
+      /*learned=*/nullptr, /*grad_scaling=*/nullptr);
 }

@@ -23,8 +23,11 @@ struct QuantSpec {
   int64_t qmin = 0, qmax = 255;
   /// Symmetric around 0 (weights) or affine (activations).
   bool symmetric = false;
-  /// The channel dimension of per-channel quantization.
+  /// The channel dimension of per-channel quantization, or with
+  /// `groupSize` the dimension the groups run along.
   std::optional<int64_t> axis;
+  /// Per group of this many elements along `axis` (0: per channel).
+  int64_t groupSize = 0;
   QuantObserver observer = QuantObserver::MovingAverage;
   double averagingConstant = 0.01;
 };
@@ -49,6 +52,10 @@ Value observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b, Location loc,
                              Value x, StringRef kind, StringRef param,
                              const QuantSpec &spec,
                              const QuantSchedule &schedule, Value iteration);
+
+/// `x` fake-quantized to FP8 E4M3 with this step's scale, max|x| / 448
+/// (floored at f32's epsilon): the seeds' "dynamic FP8", no state.
+Value dynamicFP8(OpBuilder &b, Location loc, Value x);
 
 } // namespace mlir::ds::quant
 

@@ -90,23 +90,23 @@ def torch_run(w0, xs, gs, lr):
     return out
 
 
-def ds_run(work, w0, xs, gs, lr):
-    """Per step: the same, from a ds-run of 1, 2, ... STEPS steps."""
+def ds_run(work, w0, xs, gs, lr, steps=STEPS, extra=""):
+    """Per step: the same, from a ds-run of 1, 2, ... `steps` steps."""
     src = os.path.join(work, "step.mlir")
     with open(src, "w") as f:
         f.write(MODULE)
-    step = os.path.join(work, "qat-%g.mlir" % lr)
+    step = os.path.join(work, "qat-%g%s.mlir" % (lr, extra and "-policy"))
     run([DS_OPT, src, "--ds-training-pipeline=fake-quant "
          "fake-quant-freeze-observers-at=%d fake-quant-from=%d optimizer-kind=sgd "
-         "optimizer-lr=%r" % (FREEZE, START, lr), "-o", step])
+         "optimizer-lr=%r%s" % (FREEZE, START, lr, extra), "-o", step])
     init = os.path.join(work, "init")
     os.makedirs(init, exist_ok=True)
     np.save(os.path.join(init, "fc.weight.npy"), w0)
     np.save(os.path.join(work, "x.npy"), xs)
     np.save(os.path.join(work, "g.npy"), gs)
     out = []
-    for n in range(1, STEPS + 1):
-        res = os.path.join(work, "res-%g-%d" % (lr, n))
+    for n in range(1, steps + 1):
+        res = os.path.join(work, "res-%g%s-%d" % (lr, extra and "-policy", n))
         run([DS_RUN, step, "--steps", str(n), "--quiet", "--params", init,
              "--data", "x=" + os.path.join(work, "x.npy"),
              "--data", "g=" + os.path.join(work, "g.npy"),
@@ -173,6 +173,25 @@ def main():
             "ok" if not bad else "FAIL", worst["scale"], worst["zero_point"],
             worst["loss"], "".join("\n  " + b for b in bad[:8])))
         failures += bool(bad)
+        # 3. INT4 weights per group of 5 along the reduction axis (a policy
+        #    file): the per-group symmetric scales against NumPy.
+        policy = os.path.join(work, "int4.yaml")
+        with open(policy, "w") as f:
+            f.write("quant:\n  - op: ds.matmul\n    weight: int4\n    group: 5\n"
+                    "    activation: uint8\n")
+        got = ds_run(work, w0, xs, gs, 1e-30, steps=2,
+                     extra=" fake-quant-policy=" + policy)
+        groups = w0.reshape(N, K // 5, 5)
+        lo = np.minimum(groups.min(axis=2), np.float32(0))
+        hi = np.maximum(groups.max(axis=2), np.float32(0))
+        scale = np.maximum((np.maximum(-lo, hi) / np.float32(7.5)).astype(np.float32),
+                           np.finfo(np.float32).eps).astype(np.float32)
+        ok = all(same_bits(d["weight.scale"], scale) and
+                 same_bits(d["weight.min"], groups.min(axis=2)) for d in got)
+        print("%-4s int4 per-group weight scales bit-identical to NumPy%s" % (
+            "ok" if ok else "FAIL", "" if ok else ": %s vs %s" % (
+                got[-1]["weight.scale"], scale)))
+        failures += not ok
     return 1 if failures else 0
 
 

@@ -57,6 +57,13 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
       return op->emitOpError("attribute '") << name << "' is a unit attribute";
     return success();
   }
+  if (name == DSDialect::kQuantKeepAttrName) {
+    auto t = dyn_cast<TypeAttr>(attr.getValue());
+    if (!t || !isa<FloatType>(t.getValue()))
+      return op->emitOpError("attribute '")
+             << name << "' must be a float type (bf16, f16 or f32)";
+    return success();
+  }
   return op->emitOpError("unknown ds attribute '") << name << "'";
 }
 

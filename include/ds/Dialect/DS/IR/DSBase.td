@@ -65,6 +65,10 @@ def DS_Dialect : Dialect {
     /// quantization machinery, which ds-assign-precision leaves alone
     /// (unit).
     static constexpr ::llvm::StringLiteral kQuantAttrName = "ds.quant";
+    /// On a layer a quant rule keeps unquantized in a type (a TypeAttr:
+    /// bf16, f16, f32): ds-assign-precision computes it in that type.
+    static constexpr ::llvm::StringLiteral kQuantKeepAttrName =
+        "ds.quant_keep";
     /// A tensor-level matmul whose accumulator is not read (unit).
     static constexpr ::llvm::StringLiteral kGemmOverwriteAttrName =
         "ds.gemm_overwrite";
