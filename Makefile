@@ -10,6 +10,8 @@
 #                FP32 and with the default mixed-precision policy
 #   make bench   ds-run vs PyTorch eager on a GPT-style training step, and
 #                FP32 vs the mixed-precision policy (memory, step time)
+#   make accuracy  long runs: INT8 QAT vs FP32 held-out loss (MLP, CNN,
+#                1000 steps)
 
 LLVM_PREFIX  ?= /usr/lib/llvm-22
 BUILD_DIR    ?= build
@@ -21,7 +23,7 @@ DEB_PACKAGES := cmake ninja-build clang-22 lld-22 llvm-22-dev llvm-22-tools \
                 libmlir-22-dev mlir-22-tools libgtest-dev libbenchmark-dev \
                 libdnnl-dev python3 python3-venv
 
-.PHONY: all deps build check docs demo bench clean
+.PHONY: all deps build check docs demo bench accuracy clean
 
 all: build
 
@@ -52,6 +54,9 @@ docs: build
 demo: build
 	@./scripts/install-deps.sh fortunes
 	./demo/run_demo.sh
+
+accuracy: build
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/qat_accuracy.py --ds-run $(BUILD_DIR)/bin/ds-run
 
 bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run
