@@ -57,6 +57,7 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
     o.activationBits = fqActivationBits;
     o.reduceRange = fqReduceRange;
     o.observer = fqObserver;
+    o.weightObserver = fqWeightObserver;
     o.averagingConstant = fqAveragingConstant;
     o.freezeObserversAt = fqFreezeObserversAt;
     o.fakeQuantFrom = fqFrom;

@@ -234,7 +234,7 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
                          options.observe};
   auto specFor = [&](int64_t bits, bool weight) {
     QuantSpec spec;
-    spec.observer = options.observer;
+    spec.observer = weight ? options.weightObserver : options.observer;
     spec.averagingConstant = options.averagingConstant;
     if (weight) {
       spec.symmetric = true;
@@ -333,6 +333,7 @@ struct InsertFakeQuantPass
     options.activationBits = activationBits;
     options.reduceRange = reduceRange;
     options.observer = observer;
+    options.weightObserver = weightObserver;
     options.averagingConstant = averagingConstant;
     options.freezeObserversAt = freezeObserversAt;
     options.fakeQuantFrom = fakeQuantFrom;

@@ -3,6 +3,7 @@
 // RUN: ds-opt %s --ds-insert-fake-quant="weight-bits=4 activation-bits=8 reduce-range=false observer=min-max" | FileCheck %s --check-prefix=BITS
 // RUN: ds-opt %s --ds-insert-fake-quant="freeze-observers-at=10 fake-quant-from=2" | FileCheck %s --check-prefix=SCHED
 // RUN: ds-opt %s --ds-insert-fake-quant --ds-autodiff | FileCheck %s --check-prefix=GRAD
+// RUN: ds-opt %s --ds-insert-fake-quant="weight-observer=current activations=false" | FileCheck %s --check-prefix=CUR
 // The numerics (bit-identical to torch.ao's FakeQuantize over 20 steps) are
 // checked by test/Integration/Quant/qat.test.
 
@@ -47,6 +48,9 @@
 // SCHED: %[[FROM:.*]] = arith.constant {ds.quant} dense<2> : tensor<i64>
 // SCHED: %[[ON:.*]] = ds.compare ge, %{{.*}}, %[[FROM]] {ds.quant} : tensor<i64>, tensor<i64> -> tensor<i1>
 // SCHED: ds.select %[[ON]]
+// The current weights' range: no moving average (no first-observation test).
+// CUR-NOT: ds.compare eq
+// CUR: ds.fake_quant {{.*}} axis = 0
 // The backward goes through the straight-through estimator.
 // GRAD-DAG: ds.fake_quant_grad {{.*}} of = input {{.*}}: tensor<2x8xf32>, tensor<f32>, tensor<f32>
 // GRAD-DAG: ds.fake_quant_grad {{.*}} of = input axis = 1 {{.*}}: tensor<8x3xf32>, tensor<3xf32>, tensor<f32>

@@ -159,6 +159,11 @@ struct TrainingPipelineOptions
       *this, "fake-quant-observer", llvm::cl::desc("Range observer"),
       llvm::cl::init(InsertFakeQuantPassOptions().observer),
       quantObserverValues()};
+  Opt::Option<QuantObserver> fqWeightObserver{
+      *this, "fake-quant-weight-observer",
+      llvm::cl::desc("Weight range observer"),
+      llvm::cl::init(InsertFakeQuantPassOptions().weightObserver),
+      quantObserverValues()};
   Opt::Option<double> fqAveragingConstant{
       *this, "fake-quant-averaging-constant",
       llvm::cl::desc("Moving-average observer constant"),

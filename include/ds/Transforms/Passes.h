@@ -35,7 +35,7 @@ enum class ClipMode { Global, Adaptive };
 /// The norm of ds-clip-gradients' global mode.
 enum class ClipNormType { L2, Inf };
 /// The range observers of ds-insert-fake-quant.
-enum class QuantObserver { MovingAverage, MinMax, MaxAbs };
+enum class QuantObserver { MovingAverage, MinMax, Current, MaxAbs };
 
 /// The spellings of the enum options, shared by the passes and
 /// ds-training-pipeline.
@@ -77,6 +77,8 @@ inline llvm::cl::ValuesClass quantObserverValues() {
                  "torch.ao's MovingAverage(PerChannel)MinMaxObserver"),
       clEnumValN(::mlir::ds::QuantObserver::MinMax, "min-max",
                  "torch.ao's (PerChannel)MinMaxObserver"),
+      clEnumValN(::mlir::ds::QuantObserver::Current, "current",
+                 "This step's min and max (torchao's weight scales)"),
       clEnumValN(::mlir::ds::QuantObserver::MaxAbs, "max-abs",
                  "This step's max |x| / qmax (the seeds')"));
 }

@@ -449,12 +449,14 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
       qmin)`, `zero_point = clamp(qmin - round(min(min, 0) / scale), qmin,
       qmax)`;
     - every scale floored at f32's epsilon;
-    - the observers (`observer`): `moving-average` (torch.ao's
-      MovingAverage[PerChannel]MinMaxObserver: the first observation is
-      taken as it is, later ones as `m + c * (x - m)` with `c =
-      averaging-constant`), `min-max` (the running extremes), or `max-abs`
-      (the seeds': this step's max |x|, symmetric, `scale = max|x| /
-      qmax`).
+    - the observers (`observer` for activations, `weight-observer` for
+      weights): `moving-average` (torch.ao's
+      MovingAverage[PerChannel]MinMaxObserver, the default of both: the
+      first observation is taken as it is, later ones as `m + c * (x - m)`
+      with `c = averaging-constant`), `min-max` (the running extremes),
+      `current` (this step's range: torchao's weight scales, which never
+      lag the weights), or `max-abs` (the seeds': this step's max |x|,
+      symmetric, `scale = max|x| / qmax`).
 
     Each step observes its input first and then fake-quantizes it with the
     parameters just computed (FakeQuantize's order). All of it is explicit
@@ -503,7 +505,11 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
            "One bit less for activations (torch.ao's x86 qconfig: 0..127)">,
     Option<"observer", "observer", "::mlir::ds::QuantObserver",
            /*default=*/"::mlir::ds::QuantObserver::MovingAverage",
-           "How the quantization range is observed",
+           "How the activations' range is observed",
+           [{::mlir::ds::quantObserverValues()}]>,
+    Option<"weightObserver", "weight-observer", "::mlir::ds::QuantObserver",
+           /*default=*/"::mlir::ds::QuantObserver::MovingAverage",
+           "How the weights' range is observed",
            [{::mlir::ds::quantObserverValues()}]>,
     Option<"averagingConstant", "averaging-constant", "double",
            /*default=*/"0.01",

@@ -167,6 +167,7 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
     lo = m.min(minState, curMin);
     hi = m.max(maxState, curMax);
     break;
+  case QuantObserver::Current:
   case QuantObserver::MaxAbs:
     lo = curMin;
     hi = curMax;
