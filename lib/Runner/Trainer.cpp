@@ -403,6 +403,48 @@ Error Trainer::run() {
   return Error::success();
 }
 
+llvm::json::Array Trainer::quantSummary() const {
+  // (value, param) -> field -> the state's final value.
+  std::map<std::pair<std::string, std::string>,
+           std::map<std::string, const HostTensor *>>
+      values;
+  const auto &cargs = program.contract().args;
+  for (unsigned i = 0; i < cargs.size(); ++i) {
+    const auto &a = cargs[i];
+    if (a.role != ArgRole::State || !a.state)
+      continue;
+    llvm::StringRef kind = a.state.getKind();
+    if (!kind.consume_front("qat."))
+      continue;
+    auto [value, field] = kind.split('.');
+    if (field.empty() || a.type.getElementType().getIntOrFloatBitWidth() != 32)
+      continue;
+    values[{value.str(), a.state.getOf().str()}][field.str()] = &args[i];
+  }
+  auto stats = [](const HostTensor *t) -> llvm::json::Value {
+    llvm::ArrayRef<float> v(t->data<float>(), size_t(t->numElements()));
+    if (v.size() == 1)
+      return double(v[0]);
+    auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return llvm::json::Object{{"min", double(*lo)},
+                              {"max", double(*hi)},
+                              {"count", int64_t(v.size())}};
+  };
+  llvm::json::Array out;
+  for (auto &[key, fields] : values) {
+    llvm::json::Object entry{{"layer", key.second}, {"value", key.first}};
+    if (auto it = fields.find("scale"); it != fields.end())
+      entry["granularity"] = it->second->numElements() == 1  ? "tensor"
+                             : it->second->shape.size() == 1 ? "channel"
+                                                             : "group";
+    for (const char *f : {"min", "max", "scale", "zero_point"})
+      if (auto it = fields.find(f); it != fields.end())
+        entry[f] = stats(it->second);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 Error Trainer::writeReport() {
   std::vector<double> sorted = stepMs;
   std::sort(sorted.begin(), sorted.end());
@@ -468,6 +510,8 @@ Error Trainer::writeReport() {
                            {"phases", std::move(phases)},
                            {"steps_by_variant", std::move(bySteps)}};
   }
+  if (llvm::json::Array quant = quantSummary(); !quant.empty())
+    summary["quant"] = std::move(quant);
   llvm::json::Object report{{"summary", std::move(summary)},
                             {"steps", llvm::json::Array(stepLog)},
                             {"eval", llvm::json::Array(evalLog)}};

@@ -86,6 +86,9 @@ private:
   llvm::Expected<double> evaluate();
   llvm::Error writeResults(llvm::StringRef dir);
   llvm::Error writeReport();
+  /// QAT: per quantized value (`qat.<weight|input>.*@<param>` state), its
+  /// granularity and its final range, scale and zero point.
+  llvm::json::Array quantSummary() const;
   double scalarOf(const HostTensor &t) const;
   std::string tensorKey(unsigned argIndex) const;
 
