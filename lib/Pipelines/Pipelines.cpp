@@ -48,7 +48,8 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   if (fakeQuant || given(fqPolicy) || given(fqWeights) ||
       given(fqActivations) || given(fqWeightBits) || given(fqActivationBits) ||
       given(fqReduceRange) || given(fqObserver) || given(fqAveragingConstant) ||
-      given(fqFreezeObserversAt) || given(fqFrom)) {
+      given(fqFreezeObserversAt) || given(fqFrom) || fqDynamicBits ||
+      given(fqBitsThreshold) || given(fqBitsWindow) || given(fqBitsMomentum)) {
     InsertFakeQuantPassOptions &o = config.fakeQuant.emplace();
     o.policy = fqPolicy;
     o.weights = fqWeights;
@@ -61,6 +62,14 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
     o.averagingConstant = fqAveragingConstant;
     o.freezeObserversAt = fqFreezeObserversAt;
     o.fakeQuantFrom = fqFrom;
+    o.dynamicBits = fqDynamicBits || given(fqBitsThreshold) ||
+                    given(fqBitsWindow) || given(fqBitsMomentum);
+    if (o.dynamicBits) {
+      QATBitWidthPassOptions &b = config.qatBitWidth.emplace();
+      b.threshold = fqBitsThreshold;
+      b.window = fqBitsWindow;
+      b.momentum = fqBitsMomentum;
+    }
   }
   if (precision || given(policy) || given(anomalySteps)) {
     AssignPrecisionPassOptions &o = config.precision.emplace();
@@ -259,6 +268,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   //    clipping that follows sees true gradient norms.
   if (config.lossScaling)
     pm.addPass(createInsertLossScalingPass(*config.lossScaling));
+  // 3b. The dynamic QAT bit-width reads the unscaled gradients (and
+  //     found_inf, to skip what loss scaling skips).
+  if (config.qatBitWidth)
+    pm.addPass(createQATBitWidthPass(*config.qatBitWidth));
   // 5. Clipping on the unscaled gradients.
   if (config.clip)
     pm.addPass(createClipGradientsPass(*config.clip));

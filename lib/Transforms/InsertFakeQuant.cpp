@@ -255,7 +255,7 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
   llvm::MapVector<Value, Value> quantized;
   Operation *firstOp = &region.front().front();
   auto quantize = [&](OpOperand *operand, StringRef kind, StringRef param,
-                      QuantSpec spec) {
+                      QuantSpec spec, int64_t tier = -1) {
     Value v = operand->get();
     auto it = quantized.find(v);
     if (it == quantized.end()) {
@@ -264,6 +264,13 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
         b.setInsertionPoint(firstOp);
       else
         b.setInsertionPointAfter(v.getDefiningOp());
+      if (tier >= 0) {
+        spec.tier = ed.addState("qat.weight.tier", param,
+                                RankedTensorType::get({}, b.getF32Type()),
+                                InitKind::constant, double(tier));
+        // ds-qat-bit-width replaces this update.
+        ed.addUpdate(spec.tier, spec.tier);
+      }
       CreatedOps created;
       b.setListener(&created);
       Value q = observeAndFakeQuantize(ed, b, operand->getOwner()->getLoc(), v,
@@ -288,7 +295,17 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
       } else {
         spec.axis = site.outAxis;
       }
-      quantize(site.weight, "weight", site.param, spec);
+      int64_t tier = -1;
+      if (options.dynamicBits) {
+        if (rule.groupSize || (rule.weightBits != 4 && rule.weightBits != 8))
+          return site.op->emitOpError("dynamic-bits moves weights between "
+                                      "int4 and int8 per channel, but ")
+                 << ruleAt(rule) << " quantizes '" << site.param << "' to int"
+                 << rule.weightBits << (rule.groupSize ? " per group" : "")
+                 << "; give it 'weight: int4' or 'int8' and 'group: channel'";
+        tier = rule.weightBits == 4 ? 0 : 1;
+      }
+      quantize(site.weight, "weight", site.param, spec, tier);
     }
     if (site.input && rule.activationBits && options.activations)
       quantize(site.input, "input", site.param,
@@ -320,11 +337,11 @@ struct InsertFakeQuantPass
   void runOnOperation() override {
     ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
-    if (failed(checkOptionsGivenOnce(module, getArgument(),
-                                     {&weights, &activations, &weightBits,
-                                      &activationBits, &reduceRange, &observer,
-                                      &averagingConstant, &freezeObserversAt,
-                                      &fakeQuantFrom, &observe, &policy})))
+    if (failed(checkOptionsGivenOnce(
+            module, getArgument(),
+            {&weights, &activations, &weightBits, &activationBits, &reduceRange,
+             &observer, &averagingConstant, &freezeObserversAt, &fakeQuantFrom,
+             &observe, &policy, &dynamicBits})))
       return signalPassFailure();
     InsertFakeQuantPassOptions options;
     options.weights = weights;
@@ -339,6 +356,7 @@ struct InsertFakeQuantPass
     options.fakeQuantFrom = fakeQuantFrom;
     options.observe = observe;
     options.policy = policy;
+    options.dynamicBits = dynamicBits;
     std::string error;
     if (failed(validateFakeQuantOptions(options, error))) {
       module.emitError(error);

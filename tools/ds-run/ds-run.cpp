@@ -401,8 +401,13 @@ int main(int argc, char **argv) {
   if (fakeQuant.getNumOccurrences()) {
     if (!parseTechniqueOptions(techniques, "fake-quant", fakeQuant, error))
       return badOption("--fake-quant: " + error);
-    pipeline.fakeQuant = *techniques.getConfig().fakeQuant;
+    mlir::ds::TrainingPipelineConfig parsed = techniques.getConfig();
+    pipeline.fakeQuant = *parsed.fakeQuant;
+    pipeline.qatBitWidth = parsed.qatBitWidth;
     if (failed(mlir::ds::validateFakeQuantOptions(*pipeline.fakeQuant, error)))
+      return badOption("--fake-quant: " + error);
+    if (pipeline.qatBitWidth && failed(mlir::ds::validateQATBitWidthOptions(
+                                    *pipeline.qatBitWidth, error)))
       return badOption("--fake-quant: " + error);
     prepare.fakeQuantSpelling = fakeQuant;
   }

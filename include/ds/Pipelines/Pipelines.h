@@ -39,6 +39,7 @@ struct TrainingPipelineConfig {
   bool autodiff = true;
   std::optional<AssignPrecisionPassOptions> precision;
   std::optional<InsertLossScalingPassOptions> lossScaling;
+  std::optional<QATBitWidthPassOptions> qatBitWidth;
   std::optional<ClipGradientsPassOptions> clip;
   /// ds-insert-optimizer (empty for a step that already updates).
   std::optional<InsertOptimizerPassOptions> optimizer =
@@ -172,6 +173,23 @@ struct TrainingPipelineOptions
       *this, "fake-quant-freeze-observers-at",
       llvm::cl::desc("Observers update while iteration < N; 0 = always"),
       llvm::cl::init(InsertFakeQuantPassOptions().freezeObserversAt)};
+  Opt::Option<bool> fqDynamicBits{
+      *this, "fake-quant-dynamic-bits",
+      llvm::cl::desc("Dynamic per-layer weight bit-width (adds "
+                     "ds-qat-bit-width)"),
+      llvm::cl::init(false)};
+  Opt::Option<double> fqBitsThreshold{
+      *this, "fake-quant-bits-threshold",
+      llvm::cl::desc("ds-qat-bit-width's threshold"),
+      llvm::cl::init(QATBitWidthPassOptions().threshold)};
+  Opt::Option<int64_t> fqBitsWindow{
+      *this, "fake-quant-bits-window",
+      llvm::cl::desc("ds-qat-bit-width's window"),
+      llvm::cl::init(QATBitWidthPassOptions().window)};
+  Opt::Option<double> fqBitsMomentum{
+      *this, "fake-quant-bits-momentum",
+      llvm::cl::desc("ds-qat-bit-width's momentum"),
+      llvm::cl::init(QATBitWidthPassOptions().momentum)};
   Opt::Option<int64_t> fqFrom{
       *this, "fake-quant-from",
       llvm::cl::desc("Fake quantization from this iteration on"),

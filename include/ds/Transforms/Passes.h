@@ -134,6 +134,15 @@ validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
 LogicalResult insertFakeQuant(FunctionOpInterface func,
                               const InsertFakeQuantPassOptions &options);
 
+/// Checks the options of ds-qat-bit-width.
+LogicalResult validateQATBitWidthOptions(const QATBitWidthPassOptions &options,
+                                         std::string &error);
+
+/// Adds the dynamic per-layer bit-width update to the gradient step `func`
+/// (see ds-qat-bit-width).
+LogicalResult adaptQATBitWidth(FunctionOpInterface func,
+                               const QATBitWidthPassOptions &options);
+
 class PrecisionPolicy;
 /// The time-level settings of ds-assign-precision (its `policy` option is
 /// loaded by the caller).

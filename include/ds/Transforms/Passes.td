@@ -470,6 +470,12 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
     fake-quant-from` (before that the step computes in full precision while
     the observers already run, as before `enable_fake_quant`).
 
+    With `dynamic-bits`, every weight an `int4` or `int8` rule quantizes
+    per channel gets the state `qat.weight.tier` (f32: 0 int4, 1 int8, 2
+    not quantized; starting at its rule's tier), and its grid (qmin, qmax
+    and the scale's divisor) is selected from it on the device;
+    ds-qat-bit-width, after ds-autodiff, moves the tier.
+
     With `observe=false` no observer runs: the state's scales and zero
     points are used as they are (ds-run builds its held-out evaluation
     step so, from the training step's state).
@@ -519,10 +525,44 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
            "Observers update while iteration < N; 0 = always">,
     Option<"fakeQuantFrom", "fake-quant-from", "int64_t", /*default=*/"0",
            "Fake quantization applies from this iteration on">,
+    Option<"dynamicBits", "dynamic-bits", "bool", /*default=*/"false",
+           "Per-layer dynamic weight bit-width (int4 -> int8 -> "
+           "unquantized), driven by ds-qat-bit-width">,
     Option<"observe", "observe", "bool", /*default=*/"true",
            "false: the observers never update, the scales and zero points "
            "in the state are used as they are (evaluation, fine-tuning with "
            "frozen ranges)">
+  ];
+}
+
+def QATBitWidthPass : Pass<"ds-qat-bit-width", "::mlir::ModuleOp"> {
+  let summary = "Dynamic per-layer bit-width of QAT weights from their "
+                "gradient variance (the seed's rule)";
+  let description = [{
+    Runs on a gradient step made from a forward that
+    `ds-insert-fake-quant{dynamic-bits}` quantized (after ds-autodiff and
+    ds-insert-loss-scaling, before clipping and the optimizer). For each
+    weight with a `qat.weight.tier` state it keeps a running estimate of
+    its gradient's variance relative to the mean over the quantized
+    weights, state `qat.weight.grad_var` (-1 before the first observation,
+    which is taken as it is; then `v <- momentum v + (1 - momentum) r`, in
+    f64; a step loss scaling skips is not recorded), and moves the tier for
+    the next step: above `threshold` one tier up (int4 -> int8 ->
+    unquantized), below `threshold / 2` for `window` steps in a row
+    (counted in `qat.weight.calm`) one tier down, never below the tier its
+    rule gave it. The metric `qat.bits.<weight>` is the bit-width this
+    step ran with (4, 8 or 32); ds-run reports it per step.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+  let options = [
+    Option<"threshold", "threshold", "double", /*default=*/"2.0",
+           "Promote above this multiple of the mean gradient variance">,
+    Option<"window", "window", "int64_t", /*default=*/"100",
+           "Steps below threshold / 2 before demoting">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9",
+           "Running estimate: v <- momentum v + (1 - momentum) r">
   ];
 }
 

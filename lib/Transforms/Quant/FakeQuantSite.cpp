@@ -65,18 +65,23 @@ public:
 
 /// torch.ao's calculate_qparams: (scale, zero point) of the range [lo, hi].
 std::pair<Value, Value> computeQParams(TensorMath &m, Value lo, Value hi,
-                                       const QuantSpec &spec) {
+                                       const QuantSpec &spec, Value qminV,
+                                       Value qmaxV) {
   auto paramType = cast<RankedTensorType>(lo.getType());
   const double eps = std::numeric_limits<float>::epsilon();
   Value minNeg = m.min(lo, m.c(0.0)), maxPos = m.max(hi, m.c(0.0));
   double qmin = spec.qmin, qmax = spec.qmax;
   if (spec.observer == QuantObserver::MaxAbs) {
     // The seeds' per-step scale: max|x| / (2^(b-1) - 1).
-    Value scale = m.div(m.max(m.neg(minNeg), maxPos), m.c(qmax));
+    Value scale = m.div(m.max(m.neg(minNeg), maxPos), qmaxV);
     return {m.max(scale, m.c(eps)), m.c(0.0, paramType)};
   }
   if (spec.symmetric) {
-    Value scale = m.div(m.max(m.neg(minNeg), maxPos), m.c((qmax - qmin) / 2));
+    // (qmax - qmin) / 2, of the grid in effect (a constant unless the
+    // bit-width is dynamic).
+    Value half = spec.tier ? m.div(m.sub(qmaxV, qminV), m.c(2.0))
+                           : m.c((qmax - qmin) / 2);
+    Value scale = m.div(m.max(m.neg(minNeg), maxPos), half);
     // An unsigned symmetric grid is centred on its midpoint (quint8: 128).
     double zp = qmin >= 0 ? std::floor((qmin + qmax) / 2) : 0.0;
     return {m.max(scale, m.c(eps)), m.c(zp, paramType)};
@@ -126,11 +131,22 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
       ed.addState(prefix + "zero_point", param, paramType, InitKind::zeros);
 
   IntegerAttr axis = spec.axis ? b.getI64IntegerAttr(*spec.axis) : nullptr;
+  // The grid: constant, or chosen by the tier on the device.
+  Value qminV = m.c(spec.qmin), qmaxV = m.c(spec.qmax);
+  if (spec.tier) {
+    Value isInt4 = m.compare(ComparePredicate::eq, spec.tier, m.c(0.0));
+    qminV = m.select(isInt4, m.c(-8.0), m.c(-128.0));
+    qmaxV = m.select(isInt4, m.c(7.0), m.c(127.0));
+  }
   auto fakeQuantize = [&](Value scale, Value zp) -> Value {
     Value fq = FakeQuantOp::create(
-        b, loc, xType, x, scale, zp, m.c(spec.qmin), m.c(spec.qmax), axis,
+        b, loc, xType, x, scale, zp, qminV, qmaxV, axis,
         spec.groupSize ? b.getI64IntegerAttr(spec.groupSize) : nullptr,
         /*format=*/nullptr, /*learned=*/nullptr, /*grad_scaling=*/nullptr);
+    // The top tier is the weight as it is.
+    if (spec.tier)
+      fq =
+          m.select(m.compare(ComparePredicate::lt, spec.tier, m.c(1.5)), fq, x);
     if (schedule.fakeQuantFrom <= 0)
       return fq;
     return m.select(m.compare(ComparePredicate::ge, iteration,
@@ -173,7 +189,7 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
     hi = curMax;
     break;
   }
-  auto [scale, zp] = computeQParams(m, lo, hi, spec);
+  auto [scale, zp] = computeQParams(m, lo, hi, spec, qminV, qmaxV);
   if (schedule.freezeObserversAt > 0) {
     // After disable_observer: the range and the parameters stay.
     Value observe = m.compare(ComparePredicate::lt, iteration,

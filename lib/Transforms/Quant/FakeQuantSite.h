@@ -28,6 +28,9 @@ struct QuantSpec {
   std::optional<int64_t> axis;
   /// Per group of this many elements along `axis` (0: per channel).
   int64_t groupSize = 0;
+  /// Dynamic bit-width (weights): the grid follows the rank-0 f32 state
+  /// `tier` (0: int4, 1: int8, 2: not quantized) instead of qmin/qmax.
+  Value tier;
   QuantObserver observer = QuantObserver::MovingAverage;
   double averagingConstant = 0.01;
 };
@@ -52,6 +55,9 @@ Value observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b, Location loc,
                              Value x, StringRef kind, StringRef param,
                              const QuantSpec &spec,
                              const QuantSchedule &schedule, Value iteration);
+
+/// The tiers of the dynamic per-layer bit-width: int4, int8, unquantized.
+constexpr int64_t kTierBits[] = {4, 8, 32};
 
 /// `x` fake-quantized to FP8 E4M3 with this step's scale, max|x| / 448
 /// (floored at f32's epsilon): the seeds' "dynamic FP8", no state.
