@@ -47,9 +47,10 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   };
   if (fakeQuant || given(fqPolicy) || given(fqWeights) ||
       given(fqActivations) || given(fqWeightBits) || given(fqActivationBits) ||
-      given(fqReduceRange) || given(fqObserver) || given(fqAveragingConstant) ||
-      given(fqFreezeObserversAt) || given(fqFrom) || fqDynamicBits ||
-      given(fqBitsThreshold) || given(fqBitsWindow) || given(fqBitsMomentum)) {
+      given(fqReduceRange) || given(fqObserver) || given(fqWeightObserver) ||
+      given(fqAveragingConstant) || given(fqFreezeObserversAt) ||
+      given(fqFrom) || fqDynamicBits || given(fqBitsThreshold) ||
+      given(fqBitsWindow) || given(fqBitsMomentum)) {
     InsertFakeQuantPassOptions &o = config.fakeQuant.emplace();
     o.policy = fqPolicy;
     o.weights = fqWeights;

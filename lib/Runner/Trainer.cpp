@@ -417,7 +417,8 @@ llvm::json::Array Trainer::quantSummary() const {
     if (!kind.consume_front("qat."))
       continue;
     auto [value, field] = kind.split('.');
-    if (field.empty() || a.type.getElementType().getIntOrFloatBitWidth() != 32)
+    if (field.empty() || !a.type.getElementType().isF32() ||
+        a.type.getNumElements() == 0)
       continue;
     values[{value.str(), a.state.getOf().str()}][field.str()] = &args[i];
   }
@@ -434,7 +435,7 @@ llvm::json::Array Trainer::quantSummary() const {
   for (auto &[key, fields] : values) {
     llvm::json::Object entry{{"layer", key.second}, {"value", key.first}};
     if (auto it = fields.find("scale"); it != fields.end())
-      entry["granularity"] = it->second->numElements() == 1  ? "tensor"
+      entry["granularity"] = it->second->shape.empty()       ? "tensor"
                              : it->second->shape.size() == 1 ? "channel"
                                                              : "group";
     for (const char *f : {"min", "max", "scale", "zero_point"})

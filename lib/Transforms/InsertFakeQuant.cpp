@@ -26,6 +26,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <map>
+
 namespace mlir::ds {
 #define GEN_PASS_DEF_INSERTFAKEQUANTPASS
 #include "ds/Transforms/Passes.h.inc"
@@ -176,6 +178,13 @@ mlir::ds::validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
             Twine(options.fakeQuantFrom) + ")");
     return failure();
   }
+  if (options.observer == QuantObserver::MaxAbs) {
+    error = optionError(pass, "observer",
+                        "max-abs is the seeds' symmetric weight scale; the "
+                        "activation grid is affine (use moving-average, "
+                        "min-max or current)");
+    return failure();
+  }
   if (!options.weights && !options.activations) {
     error = optionError(pass, "weights",
                         "and 'activations' are both off: nothing to do");
@@ -205,33 +214,12 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
   if (failed(policy))
     return failure();
   SmallVector<Site> sites = findSites(func, policy->quant);
-  for (const Site &site : sites)
-    if (site.weight && site.rule->weightBits && site.rule->groupSize) {
-      auto w = cast<RankedTensorType>(site.weight->get().getType());
-      int64_t reduction = w.getRank() == 2 ? 1 - site.outAxis : -1;
-      if (reduction < 0)
-        return site.op->emitOpError("'")
-               << site.param << "' is " << w.getRank()
-               << "-D: per-group weights (" << ruleAt(*site.rule)
-               << ") need a 2-D weight; use per-channel";
-      if (w.getDimSize(reduction) % site.rule->groupSize != 0)
-        return site.op->emitOpError("group ")
-               << site.rule->groupSize << " of " << ruleAt(*site.rule)
-               << " does not divide the reduction dimension "
-               << w.getDimSize(reduction) << " of '" << site.param << "'";
-    }
   if (sites.empty()) {
     func->emitWarning("found no layer the quantization policy matches; the "
                       "step is unchanged");
     return success();
   }
 
-  StepEditor ed(func);
-  FailureOr<Value> iteration = getOrAddIteration(ed, *contract);
-  if (failed(iteration))
-    return failure();
-  QuantSchedule schedule{options.freezeObserversAt, options.fakeQuantFrom,
-                         options.observe};
   auto specFor = [&](int64_t bits, bool weight) {
     QuantSpec spec;
     spec.observer = weight ? options.weightObserver : options.observer;
@@ -247,6 +235,96 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
     }
     return spec;
   };
+
+  // Plan every quantized value and check the plan before the IR changes,
+  // so that an error leaves the step as it was.
+  struct Planned {
+    OpOperand *operand;
+    const char *kind;
+    std::string param;
+    QuantSpec spec;
+    int64_t tier = -1;
+    const QuantRule *rule;
+  };
+  SmallVector<Planned> plan;
+  for (Site &site : sites) {
+    const QuantRule &rule = *site.rule;
+    if (rule.keep)
+      continue;
+    if (site.weight && rule.weightBits && options.weights) {
+      QuantSpec spec = specFor(rule.weightBits, /*weight=*/true);
+      spec.axis = site.outAxis;
+      if (rule.groupSize) {
+        auto w = cast<RankedTensorType>(site.weight->get().getType());
+        if (w.getRank() != 2)
+          return site.op->emitOpError("'")
+                 << site.param << "' is " << w.getRank()
+                 << "-D: per-group weights (" << ruleAt(rule)
+                 << ") need a 2-D weight; use per-channel";
+        int64_t reduction = 1 - site.outAxis;
+        if (w.getDimSize(reduction) % rule.groupSize != 0)
+          return site.op->emitOpError("group ")
+                 << rule.groupSize << " of " << ruleAt(rule)
+                 << " does not divide the reduction dimension "
+                 << w.getDimSize(reduction) << " of '" << site.param << "'";
+        spec.axis = reduction;
+        spec.groupSize = rule.groupSize;
+      }
+      int64_t tier = -1;
+      if (options.dynamicBits) {
+        if (rule.groupSize || (rule.weightBits != 4 && rule.weightBits != 8))
+          return site.op->emitOpError("dynamic-bits moves weights between "
+                                      "int4 and int8 per channel, but ")
+                 << ruleAt(rule) << " quantizes '" << site.param << "' to int"
+                 << rule.weightBits << (rule.groupSize ? " per group" : "")
+                 << "; give it 'weight: int4' or 'int8' and 'group: channel'";
+        tier = rule.weightBits == 4 ? 0 : 1;
+      }
+      plan.push_back({site.weight, "weight", site.param, spec, tier, &rule});
+    }
+    if (site.input && rule.activationBits && options.activations)
+      plan.push_back({site.input, "input", site.param,
+                      specFor(rule.activationBits, /*weight=*/false), -1,
+                      &rule});
+  }
+  // One value is quantized once (several layers reading it share it), so
+  // their rules must agree; and one state name holds one value.
+  {
+    llvm::DenseMap<Value, const Planned *> byValue;
+    std::map<std::pair<std::string, std::string>, const Planned *> byName;
+    for (const Planned &p : plan) {
+      Operation *layer = p.operand->getOwner();
+      auto [it, fresh] = byValue.try_emplace(p.operand->get(), &p);
+      if (!fresh) {
+        const QuantSpec &a = it->second->spec, &b = p.spec;
+        if (a.qmin != b.qmin || a.qmax != b.qmax || a.axis != b.axis ||
+            a.groupSize != b.groupSize || it->second->tier != p.tier ||
+            std::string(it->second->kind) != p.kind)
+          return layer->emitOpError("reads a value that another layer (at ")
+                 << it->second->operand->getOwner()->getLoc()
+                 << ") also reads, quantized differently ("
+                 << ruleAt(*it->second->rule) << " and " << ruleAt(*p.rule)
+                 << "); one value has one fake-quantizer";
+        continue;
+      }
+      auto [jt, newName] = byName.try_emplace({p.kind, p.param}, &p);
+      if (!newName)
+        return layer->emitOpError("is the second layer whose ")
+               << p.kind << " is named after '" << p.param
+               << "' but is another value (the first is at "
+               << jt->second->operand->getOwner()->getLoc() << "): its 'qat."
+               << p.kind << ".*@" << p.param
+               << "' state would be ambiguous; give the layers their own "
+                  "parameters";
+    }
+  }
+
+  StepEditor ed(func);
+  FailureOr<Value> iteration = getOrAddIteration(ed, *contract);
+  if (failed(iteration))
+    return failure();
+  QuantSchedule schedule{options.freezeObserversAt, options.fakeQuantFrom,
+                         options.observe};
 
   // One fake-quantized value per quantized value, built right after its
   // definition (so it dominates every layer that reads it); those of
@@ -281,35 +359,14 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
     }
     operand->set(it->second);
   };
+  for (const Planned &p : plan)
+    quantize(p.operand, p.kind, p.param, p.spec, p.tier);
   for (Site &site : sites) {
     const QuantRule &rule = *site.rule;
     if (rule.keep) {
       site.op->setAttr(DSDialect::kQuantKeepAttrName, TypeAttr::get(rule.keep));
       continue;
     }
-    if (site.weight && rule.weightBits && options.weights) {
-      QuantSpec spec = specFor(rule.weightBits, /*weight=*/true);
-      if (rule.groupSize) {
-        spec.axis = 1 - site.outAxis;
-        spec.groupSize = rule.groupSize;
-      } else {
-        spec.axis = site.outAxis;
-      }
-      int64_t tier = -1;
-      if (options.dynamicBits) {
-        if (rule.groupSize || (rule.weightBits != 4 && rule.weightBits != 8))
-          return site.op->emitOpError("dynamic-bits moves weights between "
-                                      "int4 and int8 per channel, but ")
-                 << ruleAt(rule) << " quantizes '" << site.param << "' to int"
-                 << rule.weightBits << (rule.groupSize ? " per group" : "")
-                 << "; give it 'weight: int4' or 'int8' and 'group: channel'";
-        tier = rule.weightBits == 4 ? 0 : 1;
-      }
-      quantize(site.weight, "weight", site.param, spec, tier);
-    }
-    if (site.input && rule.activationBits && options.activations)
-      quantize(site.input, "input", site.param,
-               specFor(rule.activationBits, /*weight=*/false));
     if (rule.outputFP8) {
       // This step's scale: no state. Uses of the result move to the
       // quantized value (but not the ops computing its scale).

@@ -158,7 +158,8 @@ void PrecisionAssigner::decide() {
                                                 d.rule->label + "'"
                                           : std::string());
       d.rule = &kept;
-    } else if (llvm::any_of(op.getOperands(), [](Value v) {
+    } else if (isa<MatMulOp, Conv2DOp>(op) &&
+               llvm::any_of(op.getOperands(), [](Value v) {
                  return v.getDefiningOp() &&
                         v.getDefiningOp()->hasAttr(DSDialect::kQuantAttrName);
                })) {

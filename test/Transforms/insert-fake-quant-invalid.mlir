@@ -8,6 +8,8 @@
 // RUN: not ds-opt %s --ds-insert-fake-quant="weight-bits=4 weight-bits=8" -split-input-file 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not ds-opt %s --ds-insert-fake-quant --ds-insert-fake-quant -split-input-file 2>&1 | FileCheck %s --check-prefix=AGAIN
 // RUN: not ds-opt %s --ds-training-pipeline="fake-quant-weight-bits=0" -split-input-file 2>&1 | FileCheck %s --check-prefix=BITS0
+// RUN: not ds-opt %s --ds-insert-fake-quant="observer=max-abs" -split-input-file 2>&1 | FileCheck %s --check-prefix=MAXABS
+// MAXABS: in option 'observer' of pass 'ds-insert-fake-quant': max-abs is the seeds' symmetric weight scale; the activation grid is affine (use moving-average, min-max or current)
 // BITS: in option 'weight-bits' of pass 'ds-insert-fake-quant': must be in [2, 16], got 1
 // ABITS: in option 'activation-bits' of pass 'ds-insert-fake-quant': must be in [2, 16], got 17
 // AVG: in option 'averaging-constant' of pass 'ds-insert-fake-quant': must be in (0, 1], got 0.000000
@@ -46,5 +48,33 @@ func.func @step(%w: tensor<8x4xf32> {ds.param = "w", ds.init = #ds.init<zeros>},
     -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
   %h = ds.matmul %x, %w transpose_rhs : tensor<2x4xf32>, tensor<8x4xf32> -> tensor<2x8xf32>
   %l = ds.reduce_sum %h [0, 1] : tensor<2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// One weight read by two layers along different channel axes: refused
+// before anything changes (one value has one fake-quantizer).
+func.func @step(%w: tensor<4x4xf32> {ds.param = "w", ds.init = #ds.init<zeros>},
+                %x: tensor<2x4xf32> {ds.input = "x"})
+    -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %h = ds.matmul %x, %w : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  // expected-error@+1 {{ds-insert-fake-quant: reads a value that another layer}}
+  %y = ds.matmul %h, %w transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %l = ds.reduce_sum %y [0, 1] : tensor<2x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A weight shared by two layers (tied layers) is quantized once, but the
+// layers' inputs would both be named after it: refused.
+func.func @step(%w: tensor<4x4xf32> {ds.param = "w", ds.init = #ds.init<zeros>},
+                %x: tensor<2x4xf32> {ds.input = "x"})
+    -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %h = ds.matmul %x, %w transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  // expected-error@+1 {{ds-insert-fake-quant: is the second layer whose input is named after 'w' but is another value}}
+  %y = ds.matmul %h, %w transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32> -> tensor<2x4xf32>
+  %l = ds.reduce_sum %y [0, 1] : tensor<2x4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }

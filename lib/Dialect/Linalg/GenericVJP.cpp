@@ -57,6 +57,17 @@ bool isFloatTensor(Type t) {
   return tensor && isa<FloatType>(tensor.getElementType());
 }
 
+/// Whether `o`, or an op nested in its regions, reads one of `values`.
+bool readsAny(Operation *o, const llvm::SmallPtrSetImpl<Value> &values) {
+  WalkResult r = o->walk([&](Operation *inner) {
+    return llvm::any_of(inner->getOperands(),
+                        [&](Value v) { return values.contains(v); })
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
+  });
+  return r.wasInterrupted();
+}
+
 /// The body values that depend on the block argument of input `input`
 /// (all float inputs when `input` is negative).
 llvm::SmallPtrSet<Value, 16> dependentValues(linalg::GenericOp op,
@@ -69,8 +80,7 @@ llvm::SmallPtrSet<Value, 16> dependentValues(linalg::GenericOp op,
       dependent.insert(body->getArgument(i));
   }
   for (Operation &o : body->without_terminator())
-    if (llvm::any_of(o.getOperands(),
-                     [&](Value v) { return dependent.contains(v); }))
+    if (readsAny(&o, dependent))
       dependent.insert(o.result_begin(), o.result_end());
   return dependent;
 }
@@ -230,10 +240,22 @@ std::string mlir::ds::whyNotDifferentiable(linalg::GenericOp op) {
                      : "an output's indexing map is not a permutation of "
                        "the loops";
   }
+  // A constant 0 in an input's map is a broadcast only on a size-1
+  // dimension (a gradient cannot be scattered into one element of more).
+  for (OpOperand *in : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(in);
+    auto type = dyn_cast<RankedTensorType>(in->get().getType());
+    if (!type)
+      continue;
+    for (auto [k, e] : llvm::enumerate(map.getResults()))
+      if (isa<AffineConstantExpr>(e) && type.getDimSize(k) != 1)
+        return "an input is read at index 0 of a dimension of size " +
+               std::to_string(type.getDimSize(k)) +
+               " (only size-1 broadcasts are differentiated)";
+  }
   llvm::SmallPtrSet<Value, 16> dependent = dependentValues(op, -1);
   for (Operation &o : body->without_terminator()) {
-    bool reached = llvm::any_of(o.getOperands(),
-                                [&](Value v) { return dependent.contains(v); });
+    bool reached = readsAny(&o, dependent);
     if (reached && !hasScalarDerivative(&o))
       return ("its body's '" + o.getName().getStringRef() +
               "' has no derivative rule")

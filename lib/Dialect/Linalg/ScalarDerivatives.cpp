@@ -101,13 +101,16 @@ FailureOr<Value> mlir::ds::buildScalarTangent(OpBuilder &b, Operation *op,
         return s.div(tb.orZero(tb.add(t(0), tb.neg(tb.scale(t(1), r)))), x(1));
       })
       .Case([&](arith::NegFOp) { return tb.neg(t(0)); })
-      .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](Operation *) {
-        return s.select(s.cmpf(P::OGE, x(0), x(1)), tb.orZero(t(0)),
-                        tb.orZero(t(1)));
-      })
-      .Case<arith::MinimumFOp, arith::MinNumFOp>([&](Operation *) {
-        return s.select(s.cmpf(P::OLE, x(0), x(1)), tb.orZero(t(0)),
-                        tb.orZero(t(1)));
+      .Case<arith::MaximumFOp, arith::MaxNumFOp, arith::MinimumFOp,
+            arith::MinNumFOp>([&](Operation *o) {
+        // The winner's tangent; on a tie the mean of both (torch.maximum
+        // splits the gradient in half, as ds.maximum does).
+        bool isMax = isa<arith::MaximumFOp, arith::MaxNumFOp>(o);
+        Value ta = tb.orZero(t(0)), tc = tb.orZero(t(1));
+        Value half = s.mul(s.add(ta, tc), tb.c(0.5));
+        return s.select(
+            s.cmpf(isMax ? P::OGT : P::OLT, x(0), x(1)), ta,
+            s.select(s.cmpf(isMax ? P::OLT : P::OGT, x(0), x(1)), tc, half));
       })
       .Case([&](arith::SelectOp) {
         return s.select(x(0), tb.orZero(t(1)), tb.orZero(t(2)));

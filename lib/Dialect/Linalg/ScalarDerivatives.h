@@ -6,9 +6,9 @@
 // input being differentiated costs nothing.
 //
 // Where PyTorch defines a derivative at a non-differentiable point, the
-// rules follow it: |x|' = sign(x) with sign(0) = 0, max/min send the whole
-// gradient to the first operand on ties, floor/ceil/round have derivative
-// 0, pow(x, 0)' = 0 in x and pow(0, y)' = 0 in y.
+// rules follow it: |x|' = sign(x) with sign(0) = 0, floor/ceil/round have
+// derivative 0, pow(x, 0)' = 0 in x and pow(0, y)' = 0 in y, and max/min
+// split the gradient in half on a tie (torch.maximum, ds.maximum).
 //
 //===----------------------------------------------------------------------===//
 

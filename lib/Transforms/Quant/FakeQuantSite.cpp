@@ -156,6 +156,13 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
   if (!schedule.observe) {
     for (Value state : {minState, maxState, scaleState, zpState})
       ed.addUpdate(state, state);
+    // A dynamic grid may have moved since the scale was stored: derive the
+    // parameters from the stored range for the grid in effect.
+    if (spec.tier) {
+      auto [scale, zp] =
+          computeQParams(m, minState, maxState, spec, qminV, qmaxV);
+      return fakeQuantize(scale, zp);
+    }
     return fakeQuantize(scaleState, zpState);
   }
 
@@ -196,8 +203,13 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
                               m.i64(schedule.freezeObserversAt));
     lo = m.select(observe, lo, minState);
     hi = m.select(observe, hi, maxState);
-    scale = m.select(observe, scale, scaleState);
-    zp = m.select(observe, zp, zpState);
+    if (spec.tier) {
+      // The frozen range, on the grid in effect this step.
+      std::tie(scale, zp) = computeQParams(m, lo, hi, spec, qminV, qmaxV);
+    } else {
+      scale = m.select(observe, scale, scaleState);
+      zp = m.select(observe, zp, zpState);
+    }
   }
   ed.addUpdate(minState, lo);
   ed.addUpdate(maxState, hi);
