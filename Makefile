@@ -7,7 +7,8 @@
 #   make check   deps + build + every test (lit and ctest)
 #   make docs    regenerate the dialect and pass docs under docs/
 #   make demo    train a small GPT-style character LM with ds-run (CPU), in
-#                FP32 and with the default mixed-precision policy
+#                FP32, with the mixed-precision policies and with QAT (INT8,
+#                the seeds' tiers)
 #   make bench   ds-run vs PyTorch eager on a GPT-style training step, and
 #                FP32 vs the mixed-precision policy (memory, step time)
 #   make accuracy  long runs: INT8 QAT vs FP32 held-out loss (MLP, CNN,

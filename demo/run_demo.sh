@@ -4,7 +4,9 @@
 # and ds-cpu-pipeline, on the CPU: in FP32, with the default mixed-precision
 # policy (ds-run --precision), and with all three levels of the seeds' MGPM
 # (examples/policies/mgpm.yaml: channel split, FP32 warm-up and fine-tune
-# phases) plus loss scaling; same data and seed.
+# phases) plus loss scaling, and with quantization-aware training (ds-run
+# --fake-quant: every layer INT8, and the seeds' four tiers); same data and
+# seed.
 # Ends with a side-by-side summary and a loss-curve PNG.
 #
 # Environment: BUILD_DIR (default build/), DEMO_OUT (default $BUILD_DIR/demo),
@@ -57,9 +59,31 @@ echo "== with the MGPM policy (module, channel and time levels) and loss scaling
 train -mgpm --precision="$root/examples/policies/mgpm.yaml" --loss-scaling \
   --anomaly-steps 20
 
+echo "== QAT: every linear layer INT8 (torch.ao x86 grids, current weight ranges)"
+train -qat-int8 \
+  --fake-quant="policy=$root/examples/policies/qat-int8.yaml weight-observer=current"
+
+echo "== QAT: the seeds' tiers (attention projections kept in BF16, other layers INT8)"
+train -qat-tiers --fake-quant="weight-observer=current" --precision
+
 echo "== summary"
 "$py" "$root/demo/plot_report.py" "$out/loss.png" \
   "fp32=$out/report.json" "mixed=$out/report-mixed.json" \
-  "mgpm=$out/report-mgpm.json"
-echo "reports: $out/report.json, $out/report-mixed.json, $out/report-mgpm.json"
-echo "checkpoints: $out/checkpoint, $out/checkpoint-mixed, $out/checkpoint-mgpm"
+  "mgpm=$out/report-mgpm.json" "qat-int8=$out/report-qat-int8.json" \
+  "qat-tiers=$out/report-qat-tiers.json"
+# The INT8 model's weights: one byte per quantized weight element instead of
+# four (the scales, one f32 per output channel, beside them).
+"$py" - "$out/report-qat-int8.json" "$out/checkpoint-qat-int8" <<'PY'
+import json, os, sys
+import numpy as np
+quant = json.load(open(sys.argv[1]))["summary"].get("quant", [])
+layers = sorted({e["layer"] for e in quant if e["value"] == "weight"})
+n = sum(np.load(os.path.join(sys.argv[2], w + ".npy")).size for w in layers)
+ch = sum(e["scale"]["count"] if isinstance(e["scale"], dict) else 1
+         for e in quant if e["value"] == "weight")
+print("INT8 model: %d quantized weights in %d layers: %.1f KiB as int8 + %.1f KiB "
+      "of scales, vs %.1f KiB in FP32" % (n, len(layers), n / 1024, 4 * ch / 1024,
+                                         4 * n / 1024))
+PY
+echo "reports: $out/report{,-mixed,-mgpm,-qat-int8,-qat-tiers}.json"
+echo "checkpoints: $out/checkpoint{,-mixed,-mgpm,-qat-int8,-qat-tiers}"
