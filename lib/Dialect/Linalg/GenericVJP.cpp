@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/Linalg/GenericVJP.h"
+#include "ds/Dialect/Linalg/IndexingMaps.h"
 
 #include "ScalarDerivatives.h"
 
@@ -31,26 +32,6 @@ using namespace mlir;
 using namespace mlir::ds;
 
 namespace {
-
-/// The loop dimension of each result of `map`, -1 for a constant 0, or
-/// nothing for any other expression or a repeated dimension.
-std::optional<SmallVector<int64_t>> resultDims(AffineMap map) {
-  SmallVector<int64_t> dims;
-  llvm::SmallDenseSet<int64_t> seen;
-  for (AffineExpr e : map.getResults()) {
-    if (auto d = dyn_cast<AffineDimExpr>(e)) {
-      if (!seen.insert(d.getPosition()).second)
-        return std::nullopt;
-      dims.push_back(d.getPosition());
-    } else if (auto c = dyn_cast<AffineConstantExpr>(e);
-               c && c.getValue() == 0) {
-      dims.push_back(-1);
-    } else {
-      return std::nullopt;
-    }
-  }
-  return dims;
-}
 
 bool isFloatTensor(Type t) {
   auto tensor = dyn_cast<RankedTensorType>(t);
@@ -105,7 +86,7 @@ Value buildInputGradient(OpBuilder &b, linalg::GenericOp op, unsigned input,
   unsigned numLoops = loops.size();
   auto inputType = cast<RankedTensorType>(op->getOperand(input).getType());
   SmallVector<AffineMap> forwardMaps = op.getIndexingMapsArray();
-  SmallVector<int64_t> dims = *resultDims(forwardMaps[input]);
+  SmallVector<int64_t> dims = *getMapResultDims(forwardMaps[input]);
 
   // The gradient varies along the loops the input varies along.
   SmallVector<AffineExpr> kept;
@@ -234,7 +215,7 @@ std::string mlir::ds::whyNotDifferentiable(linalg::GenericOp op) {
       return "its body reads its output operand";
   for (auto [k, map] : llvm::enumerate(op.getIndexingMapsArray())) {
     bool isInput = k < op.getNumDpsInputs();
-    if (isInput ? !resultDims(map) : !map.isPermutation())
+    if (isInput ? failed(getMapResultDims(map)) : !map.isPermutation())
       return isInput ? "an input's indexing map is not a projection of the "
                        "loops"
                      : "an output's indexing map is not a permutation of "

@@ -22,6 +22,7 @@
 #include "RaiseUtils.h"
 
 #include "ds/Dialect/DS/IR/DSOps.h"
+#include "ds/Dialect/Linalg/IndexingMaps.h"
 #include "ds/Transforms/ImportLinalg.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -520,7 +521,9 @@ Value GenericRaiser::kahanCorrected(Value x, bool isLog1p) {
   };
   Value isSmall = CompareOp::create(b, loc, ComparePredicate::lt,
                                     AbsOp::create(b, loc, x), one);
-  Value plain = std::get<1>(terms(x));
+  Value plain =
+      isLog1p ? Value(LogOp::create(b, loc, AddOp::create(b, loc, one, x)))
+              : Value(SubOp::create(b, loc, ExpOp::create(b, loc, x), one));
   // The corrected branch sees 0 where it is not taken and a denominator of
   // 1 where u rounds to 1, so that neither it nor its gradient is ever
   // 0 / 0 or inf * 0: ds-autodiff differentiates both sides of a select,
@@ -590,7 +593,7 @@ FailureOr<SmallVector<Value>> GenericRaiser::run() {
   if (llvm::any_of(loops, ShapedType::isDynamic))
     return failure();
   for (AffineMap map : op.getIndexingMapsArray()) {
-    FailureOr<SmallVector<int64_t>> dims = getResultDims(map);
+    FailureOr<SmallVector<int64_t>> dims = getMapResultDims(map);
     if (failed(dims))
       return failure();
     operandDims.push_back(*dims);

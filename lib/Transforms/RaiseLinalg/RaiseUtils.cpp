@@ -22,24 +22,6 @@
 using namespace mlir;
 using namespace mlir::ds;
 
-FailureOr<SmallVector<int64_t>> raise::getResultDims(AffineMap map) {
-  SmallVector<int64_t> dims;
-  llvm::SmallDenseSet<int64_t> seen;
-  for (AffineExpr e : map.getResults()) {
-    if (auto d = dyn_cast<AffineDimExpr>(e)) {
-      if (!seen.insert(d.getPosition()).second)
-        return failure();
-      dims.push_back(d.getPosition());
-    } else if (auto c = dyn_cast<AffineConstantExpr>(e);
-               c && c.getValue() == 0) {
-      dims.push_back(-1);
-    } else {
-      return failure();
-    }
-  }
-  return dims;
-}
-
 Value raise::reshapeTo(OpBuilder &b, Location loc, Value v,
                        ArrayRef<int64_t> shape) {
   auto t = cast<RankedTensorType>(v.getType());

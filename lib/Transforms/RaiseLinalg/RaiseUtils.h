@@ -22,10 +22,6 @@
 
 namespace mlir::ds::raise {
 
-/// The loop dimension of each result of `map`, -1 for a constant 0; fails
-/// for any other expression or a repeated dimension.
-FailureOr<SmallVector<int64_t>> getResultDims(AffineMap map);
-
 /// `v` reshaped to `shape` (v itself when it already has it).
 Value reshapeTo(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> shape);
 
