@@ -9,8 +9,9 @@
 #   make demo    train a small GPT-style character LM with ds-run (CPU), in
 #                FP32, with the mixed-precision policies and with QAT (INT8,
 #                the seeds' tiers)
-#   make bench   ds-run vs PyTorch eager on a GPT-style training step, and
-#                FP32 vs the mixed-precision policy (memory, step time)
+#   make bench   ds-run vs PyTorch eager on a GPT-style training step,
+#                FP32 vs the mixed-precision policy (memory, step time), and
+#                int8 inference vs f32 (GEMMs, and the examples' forwards)
 #   make accuracy  long runs: INT8 QAT vs FP32 held-out loss (MLP, CNN,
 #                1000 steps)
 
@@ -63,6 +64,9 @@ bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/mixed_precision.py \
 	  --ds-opt $(BUILD_DIR)/bin/ds-opt --ds-run $(BUILD_DIR)/bin/ds-run
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/integer_inference.py \
+	  --ds-run $(BUILD_DIR)/bin/ds-run \
+	  --gemm-bench $(BUILD_DIR)/bin/ds-runtime-gemm-benchmark
 
 clean:
 	rm -rf $(BUILD_DIR)

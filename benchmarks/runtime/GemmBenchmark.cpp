@@ -102,6 +102,41 @@ void BM_RuntimeCallOverhead(benchmark::State &state) {
     _mlir_ciface_dsrt_matmul_f32(&a.desc, &b.desc, &c.desc, 0, 0);
 }
 
+/// Args: {m, k, n, kind}: a linear layer's GEMM, activations [m, k] times
+/// a weight stored [n, k] (transposed), as quantized inference runs it.
+/// kind 0: f32 through the runtime; 1: int8 with 7-bit activations (the x86
+/// qconfig's reduce_range: oneDNN's u8 x s8 GEMM); 2: int8 with full-range
+/// activations (the widening loops where the CPU has no VNNI).
+void BM_LinearLayer(benchmark::State &state) {
+  int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  int kind = static_cast<int>(state.range(3));
+  dsrt_set_num_threads(0);
+  if (kind == 0) {
+    Tensor a(1, m, k, 0.5f), b(1, n, k, 0.25f), c(1, m, n, 0.0f);
+    for (auto _ : state) {
+      _mlir_ciface_dsrt_matmul_f32(&a.desc, &b.desc, &c.desc, 0, 1);
+      benchmark::DoNotOptimize(c.data.data());
+    }
+  } else {
+    std::vector<int8_t> a(m * k), b(n * k);
+    std::vector<int32_t> c(m * n);
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = kind == 1 ? int8_t(i * 37 % 128) : int8_t(i * 37 % 256 - 128);
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = int8_t(i * 91 % 256 - 128);
+    dsrt_memref3_i8 ad = {a.data(), a.data(), 0, {1, m, k}, {m * k, k, 1}};
+    dsrt_memref3_i8 bd = {b.data(), b.data(), 0, {1, n, k}, {n * k, k, 1}};
+    dsrt_memref3_i32 cd = {c.data(), c.data(), 0, {1, m, n}, {m * n, n, 1}};
+    for (auto _ : state) {
+      _mlir_ciface_dsrt_matmul_s8s8s32(&ad, &bd, &cd, 0, 1);
+      benchmark::DoNotOptimize(c.data());
+    }
+  }
+  if (dsrt_last_error())
+    state.SkipWithError(dsrt_last_error());
+  setFlops(state, 2.0 * m * n * k);
+}
+
 } // namespace
 
 BENCHMARK(BM_RuntimeSquare)
@@ -123,5 +158,9 @@ BENCHMARK(BM_OneDnnAttentionLoop)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_RuntimeCallOverhead);
+BENCHMARK(BM_LinearLayer)
+    ->ArgsProduct({{64}, {256, 1024}, {1024, 256}, {0, 1, 2}})
+    ->ArgNames({"m", "k", "n", "kind"})
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -292,7 +292,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
 
   double start = nowSeconds();
   std::string stepName = step ? step.getName().str() : options.entry;
-  std::string evalName;
+  std::string evalNames[4];
+  std::string &evalName = evalNames[0];
   if (program->level != ModuleLevel::Lowered) {
     // Keep only the chosen step and its variants: others would be compiled
     // for nothing.
@@ -310,13 +311,25 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     // The passes after precision treat the step's variants alike, so the
     // pipeline runs on every training step left in the module; the
     // evaluation copy joins after it, untouched.
-    OwningOpRef<Operation *> evalCopy;
+    OwningOpRef<Operation *> evalCopies[4];
+    OwningOpRef<Operation *> &evalCopy = evalCopies[0];
     if (needGrad && !options.asIs && options.forwardForEval) {
-      evalCopy = step->clone();
-      evalName = (step.getName() + "_eval").str();
-      SymbolTable::setSymbolName(cast<FunctionOpInterface>(*evalCopy),
-                                 evalName);
+      const char *suffixes[3] = {"_eval", "_eval_int8", "_eval_f32"};
+      unsigned copies = options.integerEval ? 3 : 1;
+      for (unsigned k = 0; k < copies; ++k) {
+        evalCopies[k] = step->clone();
+        evalNames[k] = (step.getName() + suffixes[k]).str();
+        SymbolTable::setSymbolName(cast<FunctionOpInterface>(*evalCopies[k]),
+                                   evalNames[k]);
+      }
     }
+    if (options.integerEval && !evalCopies[1])
+      return diags.error("integer inference (--integer-eval, "
+                         "--export-quantized) converts the fake-quantized "
+                         "forward: it needs a forward + loss module");
+    if (options.integerEval && !options.pipeline.fakeQuant)
+      return diags.error("integer evaluation converts the fake-quantized "
+                         "forward: it needs --fake-quant");
     if (options.asIs) {
       log("ds-run: running the " + stringifyModuleLevel(program->level).str() +
           " as it is; applying ds-cpu-pipeline");
@@ -381,12 +394,44 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       if (const auto &fq = options.pipeline.fakeQuant) {
         mlir::ds::InsertFakeQuantPassOptions frozen = *fq;
         frozen.observe = false;
-        if (failed(mlir::ds::insertFakeQuant(
-                cast<FunctionOpInterface>(*evalCopy), frozen)))
-          return diags.error("fake-quantizing the evaluation step failed");
+        for (unsigned k : {0u, 1u})
+          if (evalCopies[k] &&
+              failed(mlir::ds::insertFakeQuant(
+                  cast<FunctionOpInterface>(*evalCopies[k]), frozen)))
+            return diags.error("fake-quantizing the evaluation step failed");
       }
-      SymbolTable(module).insert(evalCopy.release(),
-                                 std::next(Block::iterator(step)));
+      if (evalCopies[1]) {
+        FailureOr<mlir::ds::FakeQuantConversion> done =
+            mlir::ds::convertFakeQuant(
+                cast<FunctionOpInterface>(*evalCopies[1]));
+        if (failed(done))
+          return diags.error("converting the evaluation step to integer "
+                             "inference (ds-convert-fake-quant) failed");
+        program->conversion.assign(done->left.begin(), done->left.end());
+        // Weights are quantized once per evaluation, as a deployed model
+        // has them, not on every call.
+        FailureOr<FunctionOpInterface> prep = mlir::ds::splitWeightPreparation(
+            cast<FunctionOpInterface>(*evalCopies[1]));
+        if (failed(prep))
+          return diags.error("splitting the weight preparation off the "
+                             "integer evaluation step failed");
+        if (*prep) {
+          evalNames[3] = prep->getName().str();
+          evalCopies[3] = prep->getOperation();
+        }
+        program->quantized = describeQuantized(
+            cast<FunctionOpInterface>(*evalCopies[1]), *prep);
+        log("ds-run: integer evaluation: " + std::to_string(done->converted) +
+            " matmuls on int8 GEMMs" +
+            (done->left.empty()
+                 ? std::string()
+                 : "; left fake-quantized in f32: " +
+                       llvm::join(done->left, "; ")));
+      }
+      for (auto &copy : llvm::reverse(evalCopies))
+        if (copy)
+          SymbolTable(module).insert(copy.release(),
+                                     std::next(Block::iterator(step)));
     }
 
     // The precision decisions, for the report (before lowering, which
@@ -426,8 +471,14 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           variantsOfAny.push_back(high.str());
   const mlir::ds::TrainingContract *chosen = nullptr;
   for (const auto &c : *contracts) {
-    if (c.funcName == evalName)
-      program->evalStep = c;
+    if (c.funcName == evalNames[0])
+      program->evalSteps[0] = c;
+    else if (c.funcName == evalNames[1])
+      program->evalSteps[1] = c;
+    else if (c.funcName == evalNames[2])
+      program->evalSteps[2] = c;
+    else if (!evalNames[3].empty() && c.funcName == evalNames[3])
+      program->evalSteps[3] = c;
     else if (stepName.empty()
                  ? !chosen && !llvm::is_contained(variantsOfAny, c.funcName)
                  : c.funcName == stepName)

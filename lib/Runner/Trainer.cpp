@@ -168,19 +168,64 @@ Error Trainer::feed(uint64_t batch, bool heldOut) {
   return Error::success();
 }
 
-Expected<double> Trainer::evaluate() {
-  // With a forward-only copy of the step, evaluation runs just the forward
-  // on the leading arguments. Otherwise the step's loss (computed before
-  // its update) is taken and the update discarded.
-  const mlir::ds::TrainingContract *eval = program.evalContract();
-  if (eval && evalResults.empty())
-    for (const auto &res : eval->results) {
+Error Trainer::prepareInt8Weights(llvm::ArrayRef<HostTensor *> leading) {
+  const mlir::ds::TrainingContract *integer =
+      program.evalContract(EvalKind::Integer);
+  const mlir::ds::TrainingContract *prep =
+      program.evalContract(EvalKind::Weights);
+  size_t shared = leading.size();
+  if (int8Weights.empty())
+    for (size_t i = shared; i < integer->args.size(); ++i) {
+      Expected<HostTensor> t = makeTensor(integer->args[i].type);
+      if (!t)
+        return t.takeError();
+      int8Weights.push_back(std::move(*t));
+    }
+  if (!prep)
+    return Error::success();
+  if (evalResults[3].empty())
+    for (const auto &res : prep->results) {
       Expected<HostTensor> t = makeTensor(res.type);
       if (!t)
         return t.takeError();
-      evalResults.push_back(std::move(*t));
+      evalResults[3].push_back(std::move(*t));
     }
-  double sum = 0;
+  std::vector<HostTensor *> ptrs(leading.begin(), leading.end());
+  for (HostTensor &w : int8Weights)
+    ptrs.push_back(&w);
+  if (Error e = program.runEval(ptrs, evalResults[3], EvalKind::Weights))
+    return std::move(e);
+  for (auto [r, res] : llvm::enumerate(prep->results))
+    if (res.role == ResultRole::Update)
+      int8Weights[res.argIndex - shared] = evalResults[3][r];
+  return Error::success();
+}
+
+Expected<Trainer::EvalLosses> Trainer::evaluate() {
+  // With a forward-only copy of the step, evaluation runs just the forward
+  // on the leading arguments. Otherwise the step's loss (computed before
+  // its update) is taken and the update discarded. With integer evaluation,
+  // the integer and f32 copies run on the same batches, the integer one
+  // with the weights prepared once per evaluation.
+  const EvalKind kinds[3] = {EvalKind::Forward, EvalKind::Integer,
+                             EvalKind::Float};
+  for (unsigned k = 0; k < 3; ++k) {
+    const mlir::ds::TrainingContract *eval = program.evalContract(kinds[k]);
+    if (eval && evalResults[k].empty())
+      for (const auto &res : eval->results) {
+        Expected<HostTensor> t = makeTensor(res.type);
+        if (!t)
+          return t.takeError();
+        evalResults[k].push_back(std::move(*t));
+      }
+  }
+  const mlir::ds::TrainingContract *integer =
+      program.evalContract(EvalKind::Integer);
+  double sums[3] = {0, 0, 0}, seconds[4] = {0, 0, 0, 0};
+  // The first evaluation warms every copy up once, untimed (first-touch
+  // allocation, and oneDNN generates its integer kernels on first use), so
+  // that the forward times compare steady states.
+  bool warmUp = evalCalls == 0 && integer;
   std::vector<HostTensor> saved;
   for (unsigned i : inputArgs)
     saved.push_back(args[i]);
@@ -190,20 +235,57 @@ Expected<double> Trainer::evaluate() {
     std::vector<HostTensor *> ptrs;
     for (HostTensor &t : args)
       ptrs.push_back(&t);
-    if (eval) {
-      ptrs.resize(eval->args.size());
-      if (Error e = program.runEval(ptrs, evalResults))
-        return std::move(e);
-      sum += scalarOf(evalResults[eval->getLossIndex()]);
-    } else {
+    if (!program.evalContract()) {
       if (Error e = program.run(ptrs, results))
         return std::move(e);
-      sum += scalarOf(results[program.contract().getLossIndex()]);
+      sums[0] += scalarOf(results[program.contract().getLossIndex()]);
+      continue;
+    }
+    size_t shared = program.evalContract()->args.size();
+    if (integer && b == 0) {
+      std::vector<HostTensor *> leading(ptrs.begin(), ptrs.begin() + shared);
+      double start = nowSeconds();
+      if (Error e = prepareInt8Weights(leading))
+        return std::move(e);
+      seconds[3] = nowSeconds() - start;
+    }
+    for (unsigned k = 0; k < 3; ++k) {
+      const mlir::ds::TrainingContract *eval = program.evalContract(kinds[k]);
+      if (!eval)
+        continue;
+      std::vector<HostTensor *> leading(
+          ptrs.begin(), ptrs.begin() + std::min(shared, eval->args.size()));
+      if (kinds[k] == EvalKind::Integer)
+        for (HostTensor &w : int8Weights)
+          leading.push_back(&w);
+      if (warmUp && b == 0)
+        if (Error e = program.runEval(leading, evalResults[k], kinds[k]))
+          return std::move(e);
+      double start = nowSeconds();
+      if (Error e = program.runEval(leading, evalResults[k], kinds[k]))
+        return std::move(e);
+      seconds[k] += nowSeconds() - start;
+      sums[k] += scalarOf(evalResults[k][eval->getLossIndex()]);
     }
   }
   for (auto [k, i] : llvm::enumerate(inputArgs))
     args[i] = std::move(saved[k]);
-  return sum / static_cast<double>(options.evalBatches);
+  double n = static_cast<double>(options.evalBatches);
+  EvalLosses losses;
+  losses.loss = sums[0] / n;
+  losses.seconds = seconds[0];
+  if (integer) {
+    losses.integer = sums[1] / n;
+    losses.f32 = sums[2] / n;
+    losses.integerSeconds = seconds[1];
+    losses.f32Seconds = seconds[2];
+    losses.weightSeconds = seconds[3];
+  }
+  for (unsigned k = 0; k < 4; ++k)
+    evalSeconds[k] += seconds[k];
+  evalCalls += options.evalBatches;
+  evaluations += 1;
+  return losses;
 }
 
 /// The variant step `step + 1` runs, and why: an anomaly fallback, else
@@ -370,16 +452,29 @@ Error Trainer::run() {
           << "\n";
     if (options.evalEvery > 0 && data && data->hasHeldOut() &&
         (step % options.evalEvery == 0 || last)) {
-      Expected<double> evalLoss = evaluate();
+      Expected<EvalLosses> evalLoss = evaluate();
       if (!evalLoss)
         return evalLoss.takeError();
-      evalLog.push_back(
-          llvm::json::Object{{"step", step}, {"loss", *evalLoss}});
-      if (!options.quiet)
+      llvm::json::Object entry{{"step", step}, {"loss", evalLoss->loss}};
+      if (evalLoss->integer) {
+        entry["int8_loss"] = *evalLoss->integer;
+        entry["f32_loss"] = *evalLoss->f32;
+      }
+      evalLog.push_back(std::move(entry));
+      if (!options.quiet) {
         out << llvm::format("  eval  step %lld  held-out loss %.4f  (%lld "
-                            "batches)\n",
-                            static_cast<long long>(step), *evalLoss,
+                            "batches)",
+                            static_cast<long long>(step), evalLoss->loss,
                             static_cast<long long>(options.evalBatches));
+        if (evalLoss->integer)
+          out << llvm::format(
+              "; int8 inference %.4f (%+.2e), f32 forward %.4f; int8 "
+              "forward speed-up %.2fx over f32, %.2fx over fake-quant",
+              *evalLoss->integer, *evalLoss->integer - evalLoss->loss,
+              *evalLoss->f32, evalLoss->f32Seconds / evalLoss->integerSeconds,
+              evalLoss->seconds / evalLoss->integerSeconds);
+        out << "\n";
+      }
     }
     if (!options.checkpointDir.empty() && options.checkpointEvery > 0 &&
         step % options.checkpointEvery == 0 && !last)
@@ -397,6 +492,13 @@ Error Trainer::run() {
   if (!options.saveResultsDir.empty())
     if (Error e = writeResults(options.saveResultsDir))
       return e;
+  if (!options.exportQuantizedDir.empty()) {
+    if (Error e = exportQuantized(options.exportQuantizedDir))
+      return e;
+    if (!options.quiet)
+      out << "ds-run: int8 model written to " << options.exportQuantizedDir
+          << " (step " << step << ")\n";
+  }
   if (!options.reportPath.empty())
     if (Error e = writeReport())
       return e;
@@ -513,6 +615,21 @@ Error Trainer::writeReport() {
   }
   if (llvm::json::Array quant = quantSummary(); !quant.empty())
     summary["quant"] = std::move(quant);
+  if (program.evalContract(EvalKind::Integer) && evalCalls > 0) {
+    // The integer inference copy: what was converted, and its forward
+    // time beside the fake-quantized and f32 forwards on the same batches.
+    auto ms = [&](unsigned k) { return evalSeconds[k] * 1e3 / evalCalls; };
+    llvm::json::Array left;
+    for (const std::string &l : program.integerConversion())
+      left.push_back(l);
+    summary["integer_eval"] = llvm::json::Object{
+        {"forward_ms", llvm::json::Object{{"fake_quant", ms(0)},
+                                          {"int8", ms(1)},
+                                          {"f32", ms(2)}}},
+        {"weight_preparation_ms",
+         evaluations ? evalSeconds[3] * 1e3 / evaluations : 0.0},
+        {"left_in_f32", std::move(left)}};
+  }
   llvm::json::Object report{{"summary", std::move(summary)},
                             {"steps", llvm::json::Array(stepLog)},
                             {"eval", llvm::json::Array(evalLog)}};

@@ -80,6 +80,28 @@ Error Trainer::checkOutputs() const {
     if (Error e =
             checkOutputPath("--save-results", options.saveResultsDir, true))
       return e;
+  if (!options.exportQuantizedDir.empty()) {
+    if (Error e = checkOutputPath("--export-quantized",
+                                  options.exportQuantizedDir, true))
+      return e;
+    // Refuse to replace what is not an export before training, not after.
+    std::error_code ec;
+    llvm::SmallString<256> index(options.exportQuantizedDir);
+    llvm::sys::path::append(index, kQuantizedIndexFile);
+    if (llvm::sys::fs::is_directory(options.exportQuantizedDir) &&
+        llvm::sys::fs::directory_iterator(options.exportQuantizedDir, ec) !=
+            llvm::sys::fs::directory_iterator() &&
+        !ec && !llvm::sys::fs::exists(index))
+      return errorf("--export-quantized " + options.exportQuantizedDir +
+                    ": refusing to replace a non-empty directory that is "
+                    "not an export (no " +
+                    kQuantizedIndexFile + ")");
+    if (!program.evalContract(EvalKind::Integer) ||
+        program.quantizedValues().empty())
+      return errorf("--export-quantized: the step has no layer converted to "
+                    "integer inference (ds-convert-fake-quant); quantize "
+                    "linear layers with --fake-quant");
+  }
   // Checkpoint keys: one file per parameter and state, named by its key.
   if (options.checkpointDir.empty())
     return Error::success();
@@ -306,4 +328,33 @@ Error Trainer::writeResults(llvm::StringRef dir) {
       return e;
   }
   return Error::success();
+}
+
+Error Trainer::exportQuantized(llvm::StringRef dir) {
+  const auto &c = program.contract();
+  std::vector<HostTensor *> leading;
+  for (size_t i = 0, e = program.evalContract()->args.size(); i < e; ++i)
+    leading.push_back(&args[i]);
+  if (Error e = prepareInt8Weights(leading))
+    return e;
+  const mlir::ds::TrainingContract &integer =
+      *program.evalContract(EvalKind::Integer);
+  auto lookup = [&](llvm::StringRef key) -> const HostTensor * {
+    if (std::optional<unsigned> i = c.findArg(ArgRole::State, key))
+      return &args[*i];
+    if (std::optional<unsigned> i = c.findArg(ArgRole::Param, key))
+      return &args[*i];
+    if (std::optional<unsigned> i = integer.findArg(ArgRole::State, key))
+      if (*i >= leading.size() && *i - leading.size() < int8Weights.size())
+        return &int8Weights[*i - leading.size()];
+    return nullptr;
+  };
+  std::vector<std::pair<std::string, const HostTensor *>> params;
+  for (unsigned i : c.getArgIndices(ArgRole::Param))
+    params.push_back({c.args[i].name, &args[i]});
+  llvm::json::Object info{{"module", options.modulePath},
+                          {"step", step},
+                          {"seed", static_cast<int64_t>(options.seed)}};
+  return writeQuantizedExport(dir, program.quantizedValues(), lookup, params,
+                              std::move(info));
 }

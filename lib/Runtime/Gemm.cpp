@@ -19,18 +19,35 @@ using namespace dsrt;
 
 namespace {
 
-/// Element type traits: the descriptor and the kernel of each type.
+/// Element type traits: the input and output types, their descriptors and
+/// the kernel, per input type.
 template <typename T> struct GemmTraits;
 template <> struct GemmTraits<float> {
+  using Out = float;
   using Descriptor = dsrt_memref3_f32;
+  using OutDescriptor = dsrt_memref3_f32;
   static constexpr const char *name = "dsrt_matmul_f32";
   static Status run(const GemmProblem<float> &p) { return runGemmF32(p); }
 };
 template <> struct GemmTraits<double> {
+  using Out = double;
   using Descriptor = dsrt_memref3_f64;
+  using OutDescriptor = dsrt_memref3_f64;
   static constexpr const char *name = "dsrt_matmul_f64";
   static Status run(const GemmProblem<double> &p) { return runGemmF64(p); }
 };
+template <> struct GemmTraits<int8_t> {
+  using Out = int32_t;
+  using Descriptor = dsrt_memref3_i8;
+  using OutDescriptor = dsrt_memref3_i32;
+  static constexpr const char *name = "dsrt_matmul_s8s8s32";
+  static Status run(const GemmProblem<int8_t, int32_t> &p) {
+    return runGemmS8(p);
+  }
+};
+
+template <typename T>
+using ProblemOf = GemmProblem<T, typename GemmTraits<T>::Out>;
 
 /// "[2, 3, 4]"
 template <typename D> void formatSizes(const D &m, char *out, size_t size) {
@@ -41,8 +58,8 @@ template <typename D> void formatSizes(const D &m, char *out, size_t size) {
 
 /// "A [1, 7, 3] (transA = 0), B [1, 4, 5] (transB = 0), C [1, 7, 5]": the
 /// context every shape error ends with.
-template <typename D>
-void formatShapes(const D &a, const D &b, const D &c, bool transA, bool transB,
+template <typename D, typename DC>
+void formatShapes(const D &a, const D &b, const DC &c, bool transA, bool transB,
                   char *out, size_t size) {
   char as[80], bs[80], cs[80];
   formatSizes(a, as, sizeof(as));
@@ -91,8 +108,8 @@ BatchedMatrix<T> viewOf(const D &m, bool transpose) {
 template <typename T>
 Status buildProblem(const typename GemmTraits<T>::Descriptor *a,
                     const typename GemmTraits<T>::Descriptor *b,
-                    const typename GemmTraits<T>::Descriptor *c, bool transA,
-                    bool transB, GemmProblem<T> &problem) {
+                    const typename GemmTraits<T>::OutDescriptor *c,
+                    bool transA, bool transB, ProblemOf<T> &problem) {
   const char *fn = GemmTraits<T>::name;
   DS_RETURN_IF_ERROR(checkDescriptor(a, fn, "A"));
   DS_RETURN_IF_ERROR(checkDescriptor(b, fn, "B"));
@@ -100,7 +117,7 @@ Status buildProblem(const typename GemmTraits<T>::Descriptor *a,
 
   problem.a = viewOf<const T>(*a, transA);
   problem.b = viewOf<const T>(*b, transB);
-  problem.c = viewOf<T>(*c, false);
+  problem.c = viewOf<typename GemmTraits<T>::Out>(*c, false);
   problem.batches = c->sizes[0];
   problem.m = c->sizes[1];
   problem.n = c->sizes[2];
@@ -156,12 +173,13 @@ Status buildProblem(const typename GemmTraits<T>::Descriptor *a,
 }
 
 /// C = 0, for K == 0 (beta = 0: an empty sum).
-template <typename T> void zeroFill(const GemmProblem<T> &problem) {
+template <typename T, typename TC>
+void zeroFill(const GemmProblem<T, TC> &problem) {
   for (int64_t b = 0; b < problem.batches; ++b) {
-    Matrix<T> c = problem.c[b];
+    Matrix<TC> c = problem.c[b];
     for (int64_t i = 0; i < c.rows; ++i)
       for (int64_t j = 0; j < c.cols; ++j)
-        c.at(i, j) = T(0);
+        c.at(i, j) = TC(0);
   }
 }
 
@@ -169,10 +187,10 @@ template <typename T> void zeroFill(const GemmProblem<T> &problem) {
 template <typename T>
 void matmul(const typename GemmTraits<T>::Descriptor *a,
             const typename GemmTraits<T>::Descriptor *b,
-            const typename GemmTraits<T>::Descriptor *c, int64_t transA,
+            const typename GemmTraits<T>::OutDescriptor *c, int64_t transA,
             int64_t transB) {
   auto start = std::chrono::steady_clock::now();
-  GemmProblem<T> problem;
+  ProblemOf<T> problem;
   if (buildProblem<T>(a, b, c, transA != 0, transB != 0, problem).failed())
     return;
 
@@ -203,4 +221,10 @@ void _mlir_ciface_dsrt_matmul_f64(dsrt_memref3_f64 *a, dsrt_memref3_f64 *b,
                                   dsrt_memref3_f64 *c, int64_t transA,
                                   int64_t transB) {
   matmul<double>(a, b, c, transA, transB);
+}
+
+void _mlir_ciface_dsrt_matmul_s8s8s32(dsrt_memref3_i8 *a, dsrt_memref3_i8 *b,
+                                      dsrt_memref3_i32 *c, int64_t transA,
+                                      int64_t transB) {
+  matmul<int8_t>(a, b, c, transA, transB);
 }

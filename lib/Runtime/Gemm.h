@@ -53,11 +53,12 @@ template <typename T> struct BatchedMatrix {
 };
 
 /// A validated batched GEMM: c[b] = a[b] * b[b] for b < batches, with
-/// a[b] m x k, b[b] k x n and c[b] m x n; every size >= 1.
-template <typename T> struct GemmProblem {
+/// a[b] m x k, b[b] k x n and c[b] m x n; every size >= 1. The inputs are
+/// of type T, C of type TC (int8 inputs accumulate into int32).
+template <typename T, typename TC = T> struct GemmProblem {
   BatchedMatrix<const T> a;
   BatchedMatrix<const T> b;
-  BatchedMatrix<T> c;
+  BatchedMatrix<TC> c;
   int64_t batches, m, n, k;
 };
 
@@ -107,6 +108,11 @@ Status runGemmF32(const GemmProblem<float> &problem);
 
 /// Computes an f64 problem with cache-friendly loops.
 Status runGemmF64(const GemmProblem<double> &problem);
+
+/// Computes an int8 x int8 -> int32 problem exactly: on oneDNN's integer
+/// GEMM where its kernels cannot saturate, else on widening loops (see
+/// GemmS8.cpp).
+Status runGemmS8(const GemmProblem<int8_t, int32_t> &problem);
 
 } // namespace dsrt
 

@@ -16,7 +16,7 @@ using namespace dsrt;
 
 namespace {
 std::mutex statsMutex;
-dsrt_stats totals = {0, 0.0, 0.0};
+dsrt_stats totals = {0, 0.0, 0.0, 0, 0};
 } // namespace
 
 void dsrt::recordGemm(double flops, double seconds) {
@@ -24,6 +24,12 @@ void dsrt::recordGemm(double flops, double seconds) {
   totals.gemm_calls += 1;
   totals.gemm_flops += flops;
   totals.gemm_seconds += seconds;
+}
+
+void dsrt::recordInt8Gemm(bool widened) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  totals.int8_gemm_calls += 1;
+  totals.int8_widened_calls += widened ? 1 : 0;
 }
 
 void dsrt_get_stats(dsrt_stats *out) {
@@ -35,5 +41,5 @@ void dsrt_get_stats(dsrt_stats *out) {
 
 void dsrt_reset_stats(void) {
   std::lock_guard<std::mutex> lock(statsMutex);
-  totals = dsrt_stats{0, 0.0, 0.0};
+  totals = dsrt_stats{0, 0.0, 0.0, 0, 0};
 }

@@ -8,9 +8,13 @@ level and maps them to ds ops (see aten_rules.py and
 docs/TorchOpCoverage.md); the backward comes from ds-autodiff (or, with
 `joint=True`, from PyTorch). `linalg_export.export_linalg` is the other way
 in: torch-mlir's linalg-on-tensors, raised by `ds-opt --ds-import-linalg`.
+`load_quantized` is the way back out: the int8 model of
+`ds-run --export-quantized` as torch.ao reference quantized modules.
 """
 
 from .export import ExportedStep, export_training_step, save_arrays
 from .mlir_text import ExportError
+from .quantized import QuantizedExportError, load_quantized
 
-__all__ = ["ExportError", "ExportedStep", "export_training_step", "save_arrays"]
+__all__ = ["ExportError", "ExportedStep", "QuantizedExportError",
+           "export_training_step", "load_quantized", "save_arrays"]

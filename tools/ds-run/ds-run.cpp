@@ -119,6 +119,20 @@ cl::opt<std::string> fakeQuant(
              "options, e.g. --fake-quant='weight-bits=4 "
              "freeze-observers-at=500'"),
     cl::value_desc("OPTIONS"), cl::cat(guardCat));
+cl::opt<bool> integerEval(
+    "integer-eval",
+    cl::desc("With --fake-quant and --eval-every: also evaluate the forward "
+             "converted to integer inference (ds-convert-fake-quant: int8 "
+             "GEMMs) and the plain f32 forward on the same held-out batches, "
+             "with their losses and forward times"),
+    cl::init(false), cl::cat(guardCat));
+cl::opt<std::string> exportQuantized(
+    "export-quantized",
+    cl::desc("With --fake-quant: after the run, write the int8 model (int8 "
+             "weights, scales and zero points as .npy, other parameters in "
+             "f32, and quantized.json with torch.ao's names; "
+             "ds_torch.load_quantized builds the torch.ao model from it)"),
+    cl::value_desc("DIR"), cl::cat(guardCat));
 cl::opt<std::string> clipGradients(
     "clip-gradients", cl::ValueOptional,
     cl::desc("Add ds-clip-gradients with these options, e.g. "
@@ -349,6 +363,23 @@ int main(int argc, char **argv) {
   prepare.asIs = asIs;
   prepare.entry = entry;
   prepare.forwardForEval = evalEvery > 0;
+  prepare.integerEval = integerEval || !exportQuantized.empty();
+  if (!exportQuantized.empty()) {
+    if (!fakeQuant.getNumOccurrences())
+      return badOption("--export-quantized writes the model that QAT "
+                       "trained: it needs --fake-quant");
+    if (steps == 0 && resumeDir.empty())
+      return badOption("--export-quantized: nothing is trained with --steps "
+                       "0 and no --resume (the quantization state would be "
+                       "its initial value)");
+    prepare.forwardForEval = true;
+  }
+  if (integerEval && !fakeQuant.getNumOccurrences())
+    return badOption("--integer-eval converts the fake-quantized forward: it "
+                     "needs --fake-quant");
+  if (integerEval && evalEvery == 0)
+    return badOption("--integer-eval runs at held-out evaluations: give "
+                     "--eval-every");
   int64_t cosineSteps = totalSteps ? totalSteps : steps;
   mlir::ds::TrainingPipelineConfig &pipeline = prepare.pipeline;
   mlir::ds::InsertOptimizerPassOptions &opt = *pipeline.optimizer;
@@ -464,6 +495,7 @@ int main(int argc, char **argv) {
   options.checkpointEvery = checkpointEvery;
   options.resumeDir = resumeDir;
   options.saveResultsDir = saveResults;
+  options.exportQuantizedDir = exportQuantized;
   options.moduleHash = moduleHash;
   options.modulePath = inputFile;
   options.injectSteps = injectSteps;

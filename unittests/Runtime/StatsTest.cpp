@@ -32,7 +32,7 @@ void gemm(int64_t batches, int64_t m, int64_t n, int64_t k, int64_t bBatches) {
 TEST_F(StatsTest, StartsAtZeroAfterReset) {
   gemm<float>(1, 2, 2, 2, 1);
   dsrt_reset_stats();
-  dsrt_stats stats = {1, 1.0, 1.0};
+  dsrt_stats stats = {1, 1.0, 1.0, 1, 1};
   dsrt_get_stats(&stats);
   EXPECT_EQ(stats.gemm_calls, 0u);
   EXPECT_EQ(stats.gemm_flops, 0.0);

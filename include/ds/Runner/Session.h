@@ -13,6 +13,7 @@
 
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Pipelines/Pipelines.h"
+#include "ds/Runner/QuantizedExport.h"
 #include "ds/Runner/Npy.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -56,6 +57,18 @@ struct PrepareOptions {
   /// For forward + loss modules: also compile the forward alone, so that
   /// held-out evaluation does not run the backward and the update.
   bool forwardForEval = false;
+  /// With forwardForEval and fake quantization: also compile the forward
+  /// converted to integer inference (ds-convert-fake-quant) and the plain
+  /// f32 forward, evaluated beside the fake-quantized one.
+  bool integerEval = false;
+};
+
+/// The forward-only copies of a step that evaluation runs.
+enum class EvalKind {
+  Forward, ///< the step's forward (fake-quantized as in training)
+  Integer, ///< converted to integer inference (int8 GEMMs)
+  Float,   ///< without fake quantization, in f32
+  Weights, ///< the integer copy's weight preparation (once per evaluation)
 };
 
 /// Timings of compilation, in seconds.
@@ -91,8 +104,18 @@ public:
   const mlir::ds::TrainingContract &contract() const { return stepContract; }
   /// The forward-only copy of the step (see PrepareOptions::forwardForEval),
   /// or null. Its arguments are the first arguments of the step.
-  const mlir::ds::TrainingContract *evalContract() const {
-    return evalStep ? &*evalStep : nullptr;
+  const mlir::ds::TrainingContract *
+  evalContract(EvalKind kind = EvalKind::Forward) const {
+    const auto &c = evalSteps[static_cast<unsigned>(kind)];
+    return c ? &*c : nullptr;
+  }
+  /// What ds-convert-fake-quant did to the integer copy (with integerEval).
+  const std::vector<std::string> &integerConversion() const {
+    return conversion;
+  }
+  /// The values the integer copy quantizes (with integerEval).
+  const std::vector<QuantizedValue> &quantizedValues() const {
+    return quantized;
   }
   ModuleLevel inputLevel() const { return level; }
   const CompileTimes &times() const { return compileTimes; }
@@ -122,8 +145,9 @@ public:
   /// Calls the forward-only copy (evalContract() must be set) with the
   /// leading arguments of the step.
   llvm::Error runEval(llvm::ArrayRef<HostTensor *> args,
-                      llvm::MutableArrayRef<HostTensor> results) {
-    return call(*evalStep, args, results);
+                      llvm::MutableArrayRef<HostTensor> results,
+                      EvalKind kind = EvalKind::Forward) {
+    return call(*evalContract(kind), args, results);
   }
 
 private:
@@ -138,7 +162,9 @@ private:
   std::vector<mlir::ds::TrainingContract> variants;
   std::optional<PrecisionSchedule> precisionSchedule;
   std::vector<std::string> variantNames; ///< of variants 1, 2, ...
-  std::optional<mlir::ds::TrainingContract> evalStep;
+  std::optional<mlir::ds::TrainingContract> evalSteps[4];
+  std::vector<std::string> conversion;
+  std::vector<QuantizedValue> quantized;
   ModuleLevel level = ModuleLevel::Lowered;
   CompileTimes compileTimes;
   llvm::json::Array precision;

@@ -51,6 +51,9 @@ struct TrainOptions {
   std::string resumeDir;
   /// After the last step, write every result of it as .npy here.
   std::string saveResultsDir;
+  /// After the last step, write the int8 model here (see QuantizedExport.h;
+  /// needs the integer inference copy, PrepareOptions::integerEval).
+  std::string exportQuantizedDir;
   /// Identifies the module in checkpoints (a hash of its text).
   std::string moduleHash;
   std::string modulePath;
@@ -83,8 +86,20 @@ private:
   llvm::Error restore(llvm::StringRef dir);
   llvm::Error saveCheckpoint(llvm::StringRef dir);
   llvm::Error feed(uint64_t batch, bool heldOut);
-  llvm::Expected<double> evaluate();
+  /// Held-out losses of one evaluation: of the step's forward, and with
+  /// integer evaluation of its integer and f32 copies, with the seconds
+  /// each spent in its forward calls.
+  struct EvalLosses {
+    double loss = 0, seconds = 0;
+    std::optional<double> integer, f32;
+    double integerSeconds = 0, f32Seconds = 0, weightSeconds = 0;
+  };
+  /// Runs the integer copy's weight preparation on the current parameters
+  /// and state into `int8Weights` (allocated on first use).
+  llvm::Error prepareInt8Weights(llvm::ArrayRef<HostTensor *> leading);
+  llvm::Expected<EvalLosses> evaluate();
   llvm::Error writeResults(llvm::StringRef dir);
+  llvm::Error exportQuantized(llvm::StringRef dir);
   llvm::Error writeReport();
   /// QAT: per quantized value (`qat.<weight|input>.*@<param>` state), its
   /// granularity and its final range, scale and zero point.
@@ -97,7 +112,15 @@ private:
   llvm::raw_ostream &out;
   std::unique_ptr<DataFeed> data;
   std::vector<HostTensor> args, results;
-  std::vector<HostTensor> evalResults; ///< of the forward-only copy
+  /// Results of each forward-only copy (by EvalKind).
+  std::vector<HostTensor> evalResults[4];
+  /// The integer copy's prepared weights: its arguments after those it
+  /// shares with the step (qat.weight.int8@<param> state).
+  std::vector<HostTensor> int8Weights;
+  /// Forward seconds and calls of each copy over the run (weight
+  /// preparation: seconds and calls, once per evaluation).
+  double evalSeconds[4] = {0, 0, 0, 0};
+  int64_t evalCalls = 0, evaluations = 0;
 
   std::vector<unsigned> inputArgs; ///< argument index of each feed input
   /// The `inject_nonfinite` input and the `loss_scale` state, if any.

@@ -47,6 +47,22 @@ typedef struct dsrt_memref3_f64 {
   int64_t strides[3];
 } dsrt_memref3_f64;
 
+typedef struct dsrt_memref3_i8 {
+  int8_t *allocated;
+  int8_t *aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} dsrt_memref3_i8;
+
+typedef struct dsrt_memref3_i32 {
+  int32_t *allocated;
+  int32_t *aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} dsrt_memref3_i32;
+
 /*===------------------------------------------------------------------------===
  * Batched GEMM
  *===------------------------------------------------------------------------===*/
@@ -69,6 +85,25 @@ DSRT_API void _mlir_ciface_dsrt_matmul_f64(dsrt_memref3_f64 *a,
                                            dsrt_memref3_f64 *b,
                                            dsrt_memref3_f64 *c, int64_t transA,
                                            int64_t transB);
+
+/* The integer GEMM of quantized inference: C = op(A) * op(B) exactly, with
+   int8 A and B and int32 C, under the same layout rules as above. Exact
+   means no intermediate saturation, whatever the CPU: oneDNN's integer GEMM
+   multiplies u8 x s8 pairs into int16 (vpmaddubsw) on CPUs without VNNI,
+   which saturates for some inputs. The runtime uses oneDNN where that cannot
+   happen (a CPU with VNNI, or every element of A in [0, 127], the 7-bit
+   activations of torch.ao's reduce_range) and widening int16 loops
+   otherwise. DSRT_INT8_GEMM=onednn|widening forces one kernel (for tests;
+   forcing onednn where it can saturate is the caller's risk). */
+DSRT_API void _mlir_ciface_dsrt_matmul_s8s8s32(dsrt_memref3_i8 *a,
+                                               dsrt_memref3_i8 *b,
+                                               dsrt_memref3_i32 *c,
+                                               int64_t transA, int64_t transB);
+
+/* Which kernel the integer GEMM would pick for an A with negative elements
+   (or above 127): 1 when oneDNN's kernels on this CPU have VNNI and cannot
+   saturate, 0 when the runtime falls back to its widening loops. */
+DSRT_API int dsrt_int8_gemm_has_vnni(void);
 
 /*===------------------------------------------------------------------------===
  * Errors
@@ -99,11 +134,15 @@ DSRT_API int dsrt_get_num_threads(void);
  *===------------------------------------------------------------------------===*/
 
 /* Totals over successful GEMM calls since the last reset: one call per
-   dsrt_matmul_* invocation, 2*M*N*K*batches flops, wall-clock seconds. */
+   dsrt_matmul_* invocation, 2*M*N*K*batches flops, wall-clock seconds; of
+   those, the integer GEMMs and how many of them ran on the widening loops
+   rather than oneDNN. */
 typedef struct dsrt_stats {
   uint64_t gemm_calls;
   double gemm_flops;
   double gemm_seconds;
+  uint64_t int8_gemm_calls;
+  uint64_t int8_widened_calls;
 } dsrt_stats;
 
 /* Copies a consistent snapshot of the counters into *out (ignored if NULL). */

@@ -134,6 +134,34 @@ validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
 LogicalResult insertFakeQuant(FunctionOpInterface func,
                               const InsertFakeQuantPassOptions &options);
 
+/// What ds-convert-fake-quant did to one step.
+struct FakeQuantConversion {
+  /// ds.matmul ops now computed by ds.quantized_matmul.
+  int64_t converted = 0;
+  /// Layers left fake-quantized in f32, each "<op> at <loc>: <why>".
+  SmallVector<std::string> left;
+};
+
+/// Converts the frozen fake-quantized forward `func` to integer inference
+/// (see ds-convert-fake-quant). Emits a located error and fails when `func`
+/// has no ds.fake_quant, has gradients or updates, still observes, or has
+/// nothing convertible.
+FailureOr<FakeQuantConversion> convertFakeQuant(FunctionOpInterface func);
+
+/// The state kind of a weight's int8 grid indices, prepared once for
+/// integer inference (see splitWeightPreparation).
+inline constexpr llvm::StringLiteral kQuantizedWeightStateKind =
+    "qat.weight.int8";
+
+/// Splits the weight quantization off the integer inference step `func`
+/// (after convertFakeQuant): every ds.quantize that depends on no batch
+/// input becomes a new state argument `qat.weight.int8@<param>` of `func`,
+/// and a new step `<func>_weights` with the same arguments computes them
+/// (a zero loss and one update per new state). Returns the new step, not
+/// yet inserted into any symbol table, or null when there is nothing to
+/// split.
+FailureOr<FunctionOpInterface> splitWeightPreparation(FunctionOpInterface func);
+
 /// Checks the options of ds-qat-bit-width.
 LogicalResult validateQATBitWidthOptions(const QATBitWidthPassOptions &options,
                                          std::string &error);

@@ -535,6 +535,56 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
   ];
 }
 
+def ConvertFakeQuantPass : Pass<"ds-convert-fake-quant", "::mlir::ModuleOp"> {
+  let summary = "Turn a trained, fake-quantized forward into integer "
+                "inference: int8 GEMMs on the quantized grids";
+  let description = [{
+    Runs on a forward + loss step whose fake-quantizers are frozen: every
+    `ds.fake_quant` reads its scale and zero point from state (as
+    ds-insert-fake-quant with `observe=false` builds them; ds-run's held-out
+    evaluation step is one), so the trained quantization parameters are
+    the state's values. Each `ds.matmul` whose activation operand (lhs) is
+    a per-tensor fake-quantization on an integer grid and whose weight
+    (rhs, 2-D) is a per-tensor or per-output-channel one becomes
+
+        %xi = ds.quantize %x, %sx, %zx, %qmin, %qmax       -> i8
+        %wi = ds.quantize %w, %sw, %zw, ... axis = a       -> i8
+        %y  = ds.quantized_matmul %xi, %wi, %sx, %zx, %sw, %zw
+
+    whose integer product runs on the runtime's int8 GEMM (oneDNN, or exact
+    widening loops on CPUs where oneDNN's kernels could saturate). A grid
+    wider than int8 (an unsigned 8-bit activation grid, 0..255) is stored
+    shifted by -128. The fake-quantization schedule (`fake-quant-from`)
+    does not apply to inference: a fake-quantizer selected against its
+    input by the iteration counter is taken as always on.
+
+    What it does not convert stays the fake-quantized f32 computation (the
+    same numbers up to rounding): convolutions, FP8 (dynamic batch norm),
+    per-group (INT4 group) and dynamic-bit-width weights, and weights on
+    the lhs. The pass says what it converted and what it left, per step.
+
+    A step without `ds.fake_quant`, one with gradients or updates (convert
+    the forward, not the training step), and one whose observers still run
+    (a scale computed in the step rather than read from state: the model
+    is still being trained) are located errors; so is a step where nothing
+    could be converted.
+
+    With `prepare-weights`, the weights' quantization (every ds.quantize
+    that depends on no batch input) moves to a step of its own,
+    `<step>_weights`, whose updates are new `qat.weight.int8@<param>` state
+    arguments (i8) the inference step reads: the weights are quantized once
+    per model, not per call, as a deployed model has them (ds-run evaluates
+    this form).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::ds::DSDialect"];
+  let options = [
+    Option<"prepareWeights", "prepare-weights", "bool", /*default=*/"false",
+           "Quantize the weights in a separate step whose results the "
+           "inference step reads as state">,
+  ];
+}
+
 def QATBitWidthPass : Pass<"ds-qat-bit-width", "::mlir::ModuleOp"> {
   let summary = "Dynamic per-layer bit-width of QAT weights from their "
                 "gradient variance (the seed's rule)";

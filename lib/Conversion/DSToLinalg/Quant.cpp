@@ -15,6 +15,7 @@
 #include "ds/Dialect/DS/Utils/ScalarBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -187,8 +188,145 @@ struct FakeQuantGradLowering : OpConversionPattern<FakeQuantGradOp> {
   }
 };
 
+/// ds.quantize: the grid index of ds.fake_quant's forward, converted to the
+/// integer result type (exact: it is an integer in [qmin, qmax]).
+struct QuantizeLowering : OpConversionPattern<QuantizeOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(QuantizeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = op.getType();
+    Type inputType = op.getInput().getType().getElementType();
+    unsigned rank = type.getRank();
+    AffineMap scaleMap =
+        getScaleMap(rewriter.getContext(), rank, op.getAxis(), std::nullopt);
+    AffineMap scalar = AffineMap::get(rank, 0, {}, rewriter.getContext());
+    Value result = buildParallel(
+        rewriter, op.getLoc(), type,
+        {adaptor.getInput(), adaptor.getScale(), adaptor.getZeroPoint(),
+         adaptor.getQmin(), adaptor.getQmax()},
+        {rewriter.getMultiDimIdentityMap(rank), scaleMap, scaleMap, scalar,
+         scalar},
+        [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          QuantScalar q(b, loc, args, inputType, std::nullopt, false);
+          return arith::FPToSIOp::create(b, loc, type.getElementType(),
+                                         q.clamp(q.forwardIndex()));
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// ds.quantized_matmul: an i8 x i8 -> i32 linalg.matmul into a zero-filled
+/// tensor (which convert-linalg-to-ds-runtime hands to the runtime's
+/// integer GEMM), the rhs column and lhs row sums for the zero-point
+/// corrections, and one elementwise generic that corrects and scales.
+struct QuantizedMatMulLowering : OpConversionPattern<QuantizedMatMulOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(QuantizedMatMulOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    RankedTensorType resultType = op.getType();
+    Value lhs = adaptor.getLhs(), rhs = adaptor.getRhs();
+    ArrayRef<int64_t> lhsShape = op.getLhs().getType().getShape();
+    int64_t k = lhsShape.back(), n = resultType.getShape().back();
+    int64_t rows = 1;
+    for (int64_t d : lhsShape.drop_back())
+      rows *= d;
+    bool tr = op.getTransposeRhs();
+    Type i32 = rewriter.getI32Type();
+
+    // acc[p, n] = sum_k lhs[p, k] * rhs[k, n], p over the flattened rows.
+    Value lhs2 = reshapeTo(rewriter, loc, lhs, {rows, k});
+    Value init = createZeros(rewriter, loc, {rows, n}, i32);
+    auto mm = linalg::MatmulOp::create(rewriter, loc,
+                                       TypeRange{init.getType()},
+                                       ValueRange{lhs2, rhs}, ValueRange{init});
+    if (tr) {
+      AffineExpr m = getAffineDimExpr(0, ctx), nn = getAffineDimExpr(1, ctx),
+                 kk = getAffineDimExpr(2, ctx);
+      mm.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(
+          {AffineMap::get(3, 0, {m, kk}, ctx),
+           AffineMap::get(3, 0, {nn, kk}, ctx),
+           AffineMap::get(3, 0, {m, nn}, ctx)}));
+    }
+    Value acc = mm.getResult(0);
+
+    // colsum[n] = sum_k rhs[k, n], over loops (n, k).
+    AffineExpr dn = getAffineDimExpr(0, ctx), dk = getAffineDimExpr(1, ctx);
+    AffineMap rhsMap = AffineMap::get(2, 0, tr ? ArrayRef<AffineExpr>{dn, dk}
+                                               : ArrayRef<AffineExpr>{dk, dn},
+                                      ctx);
+    Value zero32 = createScalar(rewriter, loc, i32, 0.0);
+    Value colsum =
+        buildReduction(rewriter, loc, {n, k}, {1}, {rhs}, {rhsMap}, {zero32},
+                       [&](OpBuilder &b, Location l, ValueRange args) {
+                         Value w = arith::ExtSIOp::create(b, l, i32, args[0]);
+                         return SmallVector<Value>{
+                             arith::AddIOp::create(b, l, args[1], w)};
+                       })
+            .front();
+
+    // rowsum[p] = sum_k lhs[p, k], over loops (p, k).
+    Value rowsum =
+        buildReduction(rewriter, loc, {rows, k}, {1}, {lhs2},
+                       {rewriter.getMultiDimIdentityMap(2)}, {zero32},
+                       [&](OpBuilder &b, Location l, ValueRange args) {
+                         Value x = arith::ExtSIOp::create(b, l, i32, args[0]);
+                         return SmallVector<Value>{
+                             arith::AddIOp::create(b, l, args[1], x)};
+                       })
+            .front();
+
+    // result = (acc - zx * colsum[n] - zw[n] * rowsum[p] + K * zx * zw[n])
+    //          * (lhs_scale * rhs_scale[n]), the correction in i32, exact.
+    Type elem = resultType.getElementType();
+    Type f32 = rewriter.getF32Type();
+    bool perChannel = op.getRhsScale().getType().getRank() == 1;
+    AffineMap id = rewriter.getMultiDimIdentityMap(2);
+    AffineMap row = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
+    AffineMap col = AffineMap::get(2, 0, {getAffineDimExpr(1, ctx)}, ctx);
+    AffineMap none = AffineMap::get(2, 0, {}, ctx);
+    AffineMap channel = perChannel ? col : none;
+    auto flatType = RankedTensorType::get({rows, n}, elem);
+    Value out = buildParallel(
+        rewriter, loc, flatType,
+        {acc, colsum, rowsum, adaptor.getLhsScale(), adaptor.getLhsZeroPoint(),
+         adaptor.getRhsScale(), adaptor.getRhsZeroPoint()},
+        {id, col, row, none, none, channel, channel},
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          auto toInt = [&](Value v) -> Value {
+            return arith::FPToSIOp::create(b, l, i32,
+                                           convertFloat(b, l, v, f32));
+          };
+          auto mul = [&](Value x, Value y) -> Value {
+            return arith::MulIOp::create(b, l, x, y);
+          };
+          Value zx = toInt(args[4]), zw = toInt(args[6]);
+          Value kc = arith::ConstantOp::create(b, l, b.getI32IntegerAttr(k));
+          Value corrected = arith::SubIOp::create(
+              b, l, args[0],
+              arith::AddIOp::create(b, l, mul(zx, args[1]),
+                                    mul(zw, args[2])));
+          corrected = arith::AddIOp::create(b, l, corrected,
+                                            mul(kc, mul(zx, zw)));
+          Value scale = arith::MulFOp::create(
+              b, l, convertFloat(b, l, args[3], f32),
+              convertFloat(b, l, args[5], f32));
+          Value v = arith::MulFOp::create(
+              b, l, arith::SIToFPOp::create(b, l, f32, corrected), scale);
+          return convertFloat(b, l, v, elem);
+        });
+    rewriter.replaceOp(op, reshapeTo(rewriter, loc, out, resultType.getShape()));
+    return success();
+  }
+};
+
 } // namespace
 
 void lowering::populateQuantPatterns(RewritePatternSet &patterns) {
-  patterns.add<FakeQuantLowering, FakeQuantGradLowering>(patterns.getContext());
+  patterns.add<FakeQuantLowering, FakeQuantGradLowering, QuantizeLowering,
+               QuantizedMatMulLowering>(patterns.getContext());
 }

@@ -40,13 +40,29 @@ struct OperandLayout {
   bool transposed = false;
 };
 
+/// A float or integer constant zero.
+bool isZero(Value v) {
+  return matchPattern(v, m_AnyZeroFloat()) || matchPattern(v, m_Zero());
+}
+
+/// The runtime GEMM for operands of `in` accumulating into `out`: f32 and
+/// f64, or int8 into int32 (quantized inference).
+StringRef runtimeGemmFor(Type in, Type out) {
+  if (in == out && in.isF32())
+    return "dsrt_matmul_f32";
+  if (in == out && in.isF64())
+    return "dsrt_matmul_f64";
+  if (in.isInteger(8) && out.isInteger(32))
+    return "dsrt_matmul_s8s8s32";
+  return "";
+}
+
 /// The zero fill of `out` immediately before `op`, if any.
 linalg::FillOp findZeroFill(Operation *op, Value out) {
   auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
   if (!fill || fill.getOutputs().front() != out)
     return nullptr;
-  Value v = fill.getInputs().front();
-  if (!matchPattern(v, m_AnyZeroFloat()))
+  if (!isZero(fill.getInputs().front()))
     return nullptr;
   return fill;
 }
@@ -94,14 +110,15 @@ Value asRank3(OpBuilder &b, Location loc, Value v, MemRefType target) {
 }
 
 /// Declares (once) `func.func private @name(memref3, memref3, memref3, i64,
-/// i64) attributes {llvm.emit_c_interface}`.
-func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType m3) {
+/// i64) attributes {llvm.emit_c_interface}` (inputs `in`, output `out`).
+func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType in,
+                          MemRefType out) {
   if (auto f = module.lookupSymbol<func::FuncOp>(name))
     return f;
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
   auto i64 = b.getI64Type();
-  auto type = b.getFunctionType({m3, m3, m3, i64, i64}, {});
+  auto type = b.getFunctionType({in, in, out, i64, i64}, {});
   auto f = func::FuncOp::create(b, module.getLoc(), name, type);
   f.setPrivate();
   f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
@@ -118,10 +135,11 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
   Value bv = op.getDpsInputOperand(1)->get();
   Value c = op.getDpsInitOperand(0)->get();
   Type et = cast<MemRefType>(c.getType()).getElementType();
-  if (!et.isF32() && !et.isF64())
+  Type inType = cast<MemRefType>(a.getType()).getElementType();
+  if (cast<MemRefType>(bv.getType()).getElementType() != inType)
     return failure();
-  if (cast<MemRefType>(a.getType()).getElementType() != et ||
-      cast<MemRefType>(bv.getType()).getElementType() != et)
+  StringRef callee = runtimeGemmFor(inType, et);
+  if (callee.empty())
     return failure();
   linalg::FillOp fill = findZeroFill(op, c);
   bool overwrite = op->hasAttr(DSDialect::kGemmOverwriteAttrName);
@@ -145,19 +163,21 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
   Location loc = op.getLoc();
   MLIRContext *ctx = op->getContext();
   int64_t dyn = ShapedType::kDynamic;
-  auto m3 = MemRefType::get(
-      {dyn, dyn, dyn}, et,
-      StridedLayoutAttr::get(ctx, dyn, ArrayRef<int64_t>{dyn, dyn, dyn}));
-  func::FuncOp callee = getOrDeclare(
-      module, et.isF32() ? "dsrt_matmul_f32" : "dsrt_matmul_f64", m3);
+  auto strided = [&](Type elem) {
+    return MemRefType::get(
+        {dyn, dyn, dyn}, elem,
+        StridedLayoutAttr::get(ctx, dyn, ArrayRef<int64_t>{dyn, dyn, dyn}));
+  };
+  MemRefType m3 = strided(inType), out3 = strided(et);
+  func::FuncOp fn = getOrDeclare(module, callee, m3, out3);
   Value ta =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(la->transposed));
   Value tb =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(lb->transposed));
-  func::CallOp::create(b, loc, callee,
+  func::CallOp::create(b, loc, fn,
                        ValueRange{asRank3(b, loc, a, m3),
                                   asRank3(b, loc, bv, m3),
-                                  asRank3(b, loc, c, m3), ta, tb});
+                                  asRank3(b, loc, c, out3), ta, tb});
   op->erase();
   if (fill)
     fill->erase();
@@ -184,7 +204,7 @@ struct PrepareLibraryGemmsPass
         return;
       OpOperand *init = op.getDpsInitOperand(0);
       auto fill = init->get().getDefiningOp<linalg::FillOp>();
-      if (!fill || !matchPattern(fill.getInputs().front(), m_AnyZeroFloat()))
+      if (!fill || !isZero(fill.getInputs().front()))
         return;
       auto type = cast<RankedTensorType>(init->get().getType());
       OpBuilder b(op);

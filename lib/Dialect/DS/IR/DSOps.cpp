@@ -932,6 +932,51 @@ LogicalResult FakeQuantOp::verify() {
                          getFormat(), getLearned());
 }
 
+LogicalResult QuantizeOp::verify() {
+  if (failed(verifyFakeQuant(*this, getInput().getType(), getScale().getType(),
+                             getQmin().getType(), getAxis(), std::nullopt,
+                             std::nullopt, false)))
+    return failure();
+  unsigned width = getType().getElementType().getIntOrFloatBitWidth();
+  if (width < 2 || width > 32)
+    return emitOpError() << "expects an integer result of 2 to 32 bits, got "
+                         << getType().getElementType();
+  return success();
+}
+
+LogicalResult QuantizedMatMulOp::verify() {
+  RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  RankedTensorType out = getType();
+  if (!lhs.getElementType().isInteger(8) || !rhs.getElementType().isInteger(8))
+    return emitOpError() << "expects i8 operands, got "
+                         << lhs.getElementType() << " and "
+                         << rhs.getElementType();
+  if (lhs.getRank() < 2 || rhs.getRank() != 2)
+    return emitOpError() << "expects lhs of rank >= 2 and a 2-D rhs, got "
+                         << lhs << " and " << rhs;
+  int64_t k = lhs.getShape().back();
+  int64_t rk = getTransposeRhs() ? rhs.getDimSize(1) : rhs.getDimSize(0);
+  int64_t n = getTransposeRhs() ? rhs.getDimSize(0) : rhs.getDimSize(1);
+  if (k != rk)
+    return emitOpError() << "contracts lhs dimension of size " << k
+                         << " with rhs dimension of size " << rk;
+  SmallVector<int64_t> expected(lhs.getShape());
+  expected.back() = n;
+  if (out.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "expects a result of shape "
+                         << formatShape(expected) << ", got " << out;
+  if (getLhsScale().getType().getRank() != 0 ||
+      getLhsZeroPoint().getType().getRank() != 0)
+    return emitOpError()
+           << "expects rank-0 lhs_scale and lhs_zero_point (per tensor)";
+  RankedTensorType rs = getRhsScale().getType();
+  if (rs.getRank() != 0 && rs.getShape() != ArrayRef<int64_t>{n})
+    return emitOpError() << "expects a rank-0 rhs_scale and rhs_zero_point "
+                            "or ones of shape ["
+                         << n << "] (per output channel), got " << rs;
+  return success();
+}
+
 LogicalResult FakeQuantGradOp::verify() {
   if (getOf() != FakeQuantGradOf::input && !getLearned())
     return emitOpError() << "the gradient of '"

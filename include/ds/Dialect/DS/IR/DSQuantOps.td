@@ -116,4 +116,76 @@ def DS_FakeQuantGradOp : DS_FakeQuantBase<"fake_quant_grad", [
   }];
 }
 
+def DS_QuantizeOp : DS_Op<"quantize", [Pure,
+    AllTypesMatch<["scale", "zero_point"]>, AllTypesMatch<["qmin", "qmax"]>,
+    AllShapesMatch<["input", "result"]>]> {
+  let summary = "Quantize to integer grid indices, as torch.ao";
+  let description = [{
+    The integer half of ds.fake_quant: per element
+    `clamp(zero_point + nearbyint(x * (1 / scale)), qmin, qmax)` (reciprocal
+    in f32, ties to even), stored in the integer result type, which must
+    hold [qmin, qmax] (an 8-bit unsigned grid is stored shifted by -128:
+    give zero_point, qmin and qmax shifted). Per tensor, or per channel with
+    `axis`, as ds.fake_quant. Used by inference graphs that
+    `ds-convert-fake-quant` builds; it has no gradient.
+
+    ```mlir
+    %wi = ds.quantize %w, %s, %zp, %qmin, %qmax axis = 0
+        : tensor<32x16xf32>, tensor<32xf32>, tensor<f32> -> tensor<32x16xi8>
+    ```
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$scale,
+      DS_FloatTensor:$zero_point, DS_FloatTensor:$qmin, DS_FloatTensor:$qmax,
+      OptionalAttr<I64Attr>:$axis);
+  let results = (outs DS_IntTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $zero_point `,` $qmin `,` $qmax
+    (`axis` `=` $axis^)? attr-dict
+    `:` type($input) `,` type($scale) `,` type($qmin) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_QuantizedMatMulOp : DS_Op<"quantized_matmul", [Pure,
+    AllTypesMatch<["lhs_scale", "lhs_zero_point"]>,
+    AllTypesMatch<["rhs_scale", "rhs_zero_point"]>]> {
+  let summary = "Integer matmul of quantized activations and weights";
+  let description = [{
+    `lhs` holds the grid indices of activations quantized per tensor with
+    `lhs_scale` and `lhs_zero_point` (shape `[..., M, K]`), `rhs` those of a
+    weight quantized per tensor or per output channel with `rhs_scale` and
+    `rhs_zero_point` (shape `[K, N]`, or `[N, K]` with `transpose_rhs`;
+    scale and zero point rank 0, or of shape `[N]` per channel). The result
+    is the product of the dequantized operands,
+
+        acc[p, n] = sum_k lhs[p, k] * rhs[k, n]                  (exact, i32)
+        result    = (acc - zx * sum_k rhs[k, n] - zw[n] * sum_k lhs[p, k]
+                     + K * zx * zw[n]) * (lhs_scale * rhs_scale[n])   (f32)
+
+    i.e. ds.matmul of the two ds.fake_quant values it replaces, with the sum
+    done exactly in integers instead of rounded in f32 (zero points are
+    integral). The integer GEMM runs in the runtime (oneDNN's int8 kernels,
+    or exact widening loops where those could saturate). Not
+    differentiable: it is for inference.
+
+    ```mlir
+    %y = ds.quantized_matmul %xi, %wi, %sx, %zx, %sw, %zw transpose_rhs
+        : tensor<64x16xi8>, tensor<32x16xi8>, tensor<f32>, tensor<32xf32>
+        -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins DS_IntTensor:$lhs, DS_IntTensor:$rhs,
+      DS_FloatTensor:$lhs_scale, DS_FloatTensor:$lhs_zero_point,
+      DS_FloatTensor:$rhs_scale, DS_FloatTensor:$rhs_zero_point,
+      UnitAttr:$transpose_rhs);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $lhs_scale `,` $lhs_zero_point `,` $rhs_scale `,`
+    $rhs_zero_point (`transpose_rhs` $transpose_rhs^)? attr-dict
+    `:` type($lhs) `,` type($rhs) `,` type($lhs_scale) `,` type($rhs_scale)
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DS_DIALECT_DS_IR_DSQUANTOPS_TD
