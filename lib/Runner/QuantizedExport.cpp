@@ -28,12 +28,13 @@ using mlir::Value;
 namespace fs = llvm::sys::fs;
 namespace path = llvm::sys::path;
 
-
 /// The values the integer inference step `integer` and its weight
 /// preparation `weights` quantize: one per ds.quantize, whose scale and zero
 /// point are state arguments (a zero point may be shifted by a constant, an
 /// unsigned 8-bit grid stored in i8) and whose grid is constant.
-std::vector<QuantizedValue> ds::runner::describeQuantized(FunctionOpInterface integer, FunctionOpInterface weights) {
+std::vector<QuantizedValue>
+ds::runner::describeQuantized(FunctionOpInterface integer,
+                              FunctionOpInterface weights) {
   std::vector<QuantizedValue> out;
   auto scalar = [](Value v) -> std::optional<double> {
     DenseElementsAttr attr;
@@ -118,11 +119,11 @@ llvm::Error writeFile(llvm::StringRef dir, llvm::StringRef name,
 }
 
 /// Fills `tmp` with the export.
-llvm::Error populate(
-    llvm::StringRef tmp, const std::vector<QuantizedValue> &values,
-    llvm::function_ref<const HostTensor *(llvm::StringRef key)> lookup,
-    llvm::ArrayRef<std::pair<std::string, const HostTensor *>> params,
-    llvm::json::Object info) {
+llvm::Error
+populate(llvm::StringRef tmp, const std::vector<QuantizedValue> &values,
+         llvm::function_ref<const HostTensor *(llvm::StringRef key)> lookup,
+         llvm::ArrayRef<std::pair<std::string, const HostTensor *>> params,
+         llvm::json::Object info) {
   auto missing = [](llvm::StringRef key) {
     return llvm::createStringError("no tensor for '" + key + "'");
   };
@@ -145,8 +146,8 @@ llvm::Error populate(
       symmetric &= z == 0;
     }
     std::string mod = moduleOf(v.layer);
-    llvm::json::Object &layer =
-        *layers.try_emplace(mod, llvm::json::Object{}).first->second.getAsObject();
+    llvm::json::Object &layer = *layers.try_emplace(mod, llvm::json::Object{})
+                                     .first->second.getAsObject();
     auto [dtype, scheme] = torchNames(v, symmetric);
     std::string prefix = v.weight ? "weight" : "input";
     layer[prefix + "_dtype"] = dtype;

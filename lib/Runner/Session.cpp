@@ -419,14 +419,13 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           evalNames[3] = prep->getName().str();
           evalCopies[3] = prep->getOperation();
         }
-        program->quantized = describeQuantized(
-            cast<FunctionOpInterface>(*evalCopies[1]), *prep);
+        program->quantized =
+            describeQuantized(cast<FunctionOpInterface>(*evalCopies[1]), *prep);
         log("ds-run: integer evaluation: " + std::to_string(done->converted) +
             " matmuls on int8 GEMMs" +
-            (done->left.empty()
-                 ? std::string()
-                 : "; left fake-quantized in f32: " +
-                       llvm::join(done->left, "; ")));
+            (done->left.empty() ? std::string()
+                                : "; left fake-quantized in f32: " +
+                                      llvm::join(done->left, "; ")));
       }
       for (auto &copy : llvm::reverse(evalCopies))
         if (copy)

@@ -108,8 +108,8 @@ BatchedMatrix<T> viewOf(const D &m, bool transpose) {
 template <typename T>
 Status buildProblem(const typename GemmTraits<T>::Descriptor *a,
                     const typename GemmTraits<T>::Descriptor *b,
-                    const typename GemmTraits<T>::OutDescriptor *c,
-                    bool transA, bool transB, ProblemOf<T> &problem) {
+                    const typename GemmTraits<T>::OutDescriptor *c, bool transA,
+                    bool transB, ProblemOf<T> &problem) {
   const char *fn = GemmTraits<T>::name;
   DS_RETURN_IF_ERROR(checkDescriptor(a, fn, "A"));
   DS_RETURN_IF_ERROR(checkDescriptor(b, fn, "B"));

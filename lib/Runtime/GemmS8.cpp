@@ -172,9 +172,8 @@ Status runOneDNN(const GemmProblem<int8_t, int32_t> &problem, bool sevenBitA) {
     dnnl_status_t status =
         sevenBitA
             ? dnnl_gemm_u8s8s32(a.trans, bIn.trans, 'F', p.m, p.n, p.k, 1.0f,
-                                reinterpret_cast<const uint8_t *>(a.data),
-                                a.ld, 0, bIn.data, bIn.ld, 0, 0.0f, cData, ldc,
-                                &zero)
+                                reinterpret_cast<const uint8_t *>(a.data), a.ld,
+                                0, bIn.data, bIn.ld, 0, 0.0f, cData, ldc, &zero)
             : dnnl_gemm_s8s8s32(a.trans, bIn.trans, 'F', p.m, p.n, p.k, 1.0f,
                                 a.data, a.ld, 0, bIn.data, bIn.ld, 0, 0.0f,
                                 cData, ldc, &zero);
@@ -183,8 +182,7 @@ Status runOneDNN(const GemmProblem<int8_t, int32_t> &problem, bool sevenBitA) {
                       "N = %lld, K = %lld)",
                       sevenBitA ? "gemm_u8s8s32" : "gemm_s8s8s32",
                       dnnl_status2str(status), static_cast<long long>(p.m),
-                      static_cast<long long>(p.n),
-                      static_cast<long long>(p.k));
+                      static_cast<long long>(p.n), static_cast<long long>(p.k));
     if (cScratch)
       unpackRowMajor(cScratch.get(), c);
   }

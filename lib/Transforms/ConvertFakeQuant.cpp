@@ -143,7 +143,8 @@ LogicalResult convertMatMul(MatMulOp mm, std::string &why) {
     return failure();
   }
   bool tr = mm.getTransposeRhs();
-  if (std::optional<int64_t> axis = wq.getAxis(); axis && *axis != (tr ? 0 : 1)) {
+  if (std::optional<int64_t> axis = wq.getAxis();
+      axis && *axis != (tr ? 0 : 1)) {
     why = "its weight is quantized along the reduction axis";
     return failure();
   }
@@ -169,13 +170,14 @@ LogicalResult convertMatMul(MatMulOp mm, std::string &why) {
         DenseElementsAttr::get(scalarType, b.getFloatAttr(b.getF32Type(), v)));
   };
   // Integer indices of one operand, and its zero point as stored.
-  auto quantize = [&](FakeQuantOp fq, const Grid &g) -> std::pair<Value, Value> {
+  auto quantize = [&](FakeQuantOp fq,
+                      const Grid &g) -> std::pair<Value, Value> {
     Value zp = fq.getZeroPoint();
     if (g.shift != 0.0)
       zp = SubOp::create(b, loc, zp, constant(g.shift));
     auto type = cast<RankedTensorType>(fq.getType()).clone(i8);
-    Value q = QuantizeOp::create(b, loc, type, fq.getInput(), fq.getScale(),
-                                 zp, constant(g.qmin - g.shift),
+    Value q = QuantizeOp::create(b, loc, type, fq.getInput(), fq.getScale(), zp,
+                                 constant(g.qmin - g.shift),
                                  constant(g.qmax - g.shift), fq.getAxisAttr());
     return {q, zp};
   };

@@ -97,8 +97,8 @@ protected:
     I8 b = c.transB
                ? makeView<int8_t, dsrt_memref3_i8>(bb, c.n, c.k, c.bLayout, 77)
                : makeView<int8_t, dsrt_memref3_i8>(bb, c.k, c.n, c.bLayout, 77);
-    I32 out = makeView<int32_t, dsrt_memref3_i32>(c.batches, c.m, c.n,
-                                                  c.cLayout, -7);
+    I32 out =
+        makeView<int32_t, dsrt_memref3_i32>(c.batches, c.m, c.n, c.cLayout, -7);
     lastHadNegative = false;
     fill(a, [&] {
       int8_t v = int8_t(da(rng));
@@ -126,10 +126,9 @@ protected:
           if (out.at(bt, i, j) != sum)
             return ::testing::AssertionFailure()
                    << "C(" << bt << ", " << i << ", " << j
-                   << ") = " << out.at(bt, i, j) << ", exact " << sum
-                   << " (M " << c.m << ", N " << c.n << ", K " << c.k
-                   << ", transA " << c.transA << ", transB " << c.transB
-                   << ")";
+                   << ") = " << out.at(bt, i, j) << ", exact " << sum << " (M "
+                   << c.m << ", N " << c.n << ", K " << c.k << ", transA "
+                   << c.transA << ", transB " << c.transB << ")";
         }
     for (size_t e = 0; e < out.storage.size(); ++e)
       if (!written[e] && out.storage[e] != before[e])
@@ -147,8 +146,8 @@ protected:
       for (bool tB : {false, true})
         for (Layout la : {Layout::Dense, Layout::Padded, Layout::Transposed})
           for (Layout lc : {Layout::Dense, Layout::Padded, Layout::Transposed})
-            all.push_back({2, 9, 13, 70, tA, tB, false, la, Layout::Padded,
-                           lc});
+            all.push_back(
+                {2, 9, 13, 70, tA, tB, false, la, Layout::Padded, lc});
     all.push_back({3, 64, 48, 257, false, true, true, Layout::Dense,
                    Layout::Dense, Layout::Dense});
     all.push_back({1, 1, 1, 1, false, false, false, Layout::Dense,
@@ -180,7 +179,15 @@ TEST_F(GemmS8Test, FullRangeIsExact) {
 /// A = 127 (255 once shifted) against B = -128, with one negative element
 /// so that A is not 7-bit.
 TEST_F(GemmS8Test, SaturatingPatternIsExact) {
-  Case c{1, 8, 8, 64, false, false, false, Layout::Dense, Layout::Dense,
+  Case c{1,
+         8,
+         8,
+         64,
+         false,
+         false,
+         false,
+         Layout::Dense,
+         Layout::Dense,
          Layout::Dense};
   ASSERT_TRUE(run(c, 126, 127, -128, -127));
   ASSERT_TRUE(run(c, -1, 127, -128, -127));

@@ -13,8 +13,8 @@
 
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Pipelines/Pipelines.h"
-#include "ds/Runner/QuantizedExport.h"
 #include "ds/Runner/Npy.h"
+#include "ds/Runner/QuantizedExport.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/BuiltinOps.h"

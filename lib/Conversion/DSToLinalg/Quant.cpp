@@ -241,24 +241,23 @@ struct QuantizedMatMulLowering : OpConversionPattern<QuantizedMatMulOp> {
     // acc[p, n] = sum_k lhs[p, k] * rhs[k, n], p over the flattened rows.
     Value lhs2 = reshapeTo(rewriter, loc, lhs, {rows, k});
     Value init = createZeros(rewriter, loc, {rows, n}, i32);
-    auto mm = linalg::MatmulOp::create(rewriter, loc,
-                                       TypeRange{init.getType()},
+    auto mm = linalg::MatmulOp::create(rewriter, loc, TypeRange{init.getType()},
                                        ValueRange{lhs2, rhs}, ValueRange{init});
     if (tr) {
       AffineExpr m = getAffineDimExpr(0, ctx), nn = getAffineDimExpr(1, ctx),
                  kk = getAffineDimExpr(2, ctx);
-      mm.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(
-          {AffineMap::get(3, 0, {m, kk}, ctx),
-           AffineMap::get(3, 0, {nn, kk}, ctx),
-           AffineMap::get(3, 0, {m, nn}, ctx)}));
+      mm.setIndexingMapsAttr(
+          rewriter.getAffineMapArrayAttr({AffineMap::get(3, 0, {m, kk}, ctx),
+                                          AffineMap::get(3, 0, {nn, kk}, ctx),
+                                          AffineMap::get(3, 0, {m, nn}, ctx)}));
     }
     Value acc = mm.getResult(0);
 
     // colsum[n] = sum_k rhs[k, n], over loops (n, k).
     AffineExpr dn = getAffineDimExpr(0, ctx), dk = getAffineDimExpr(1, ctx);
-    AffineMap rhsMap = AffineMap::get(2, 0, tr ? ArrayRef<AffineExpr>{dn, dk}
-                                               : ArrayRef<AffineExpr>{dk, dn},
-                                      ctx);
+    AffineMap rhsMap = AffineMap::get(
+        2, 0, tr ? ArrayRef<AffineExpr>{dn, dk} : ArrayRef<AffineExpr>{dk, dn},
+        ctx);
     Value zero32 = createScalar(rewriter, loc, i32, 0.0);
     Value colsum =
         buildReduction(rewriter, loc, {n, k}, {1}, {rhs}, {rhsMap}, {zero32},
@@ -308,18 +307,18 @@ struct QuantizedMatMulLowering : OpConversionPattern<QuantizedMatMulOp> {
           Value kc = arith::ConstantOp::create(b, l, b.getI32IntegerAttr(k));
           Value corrected = arith::SubIOp::create(
               b, l, args[0],
-              arith::AddIOp::create(b, l, mul(zx, args[1]),
-                                    mul(zw, args[2])));
-          corrected = arith::AddIOp::create(b, l, corrected,
-                                            mul(kc, mul(zx, zw)));
-          Value scale = arith::MulFOp::create(
-              b, l, convertFloat(b, l, args[3], f32),
-              convertFloat(b, l, args[5], f32));
+              arith::AddIOp::create(b, l, mul(zx, args[1]), mul(zw, args[2])));
+          corrected =
+              arith::AddIOp::create(b, l, corrected, mul(kc, mul(zx, zw)));
+          Value scale =
+              arith::MulFOp::create(b, l, convertFloat(b, l, args[3], f32),
+                                    convertFloat(b, l, args[5], f32));
           Value v = arith::MulFOp::create(
               b, l, arith::SIToFPOp::create(b, l, f32, corrected), scale);
           return convertFloat(b, l, v, elem);
         });
-    rewriter.replaceOp(op, reshapeTo(rewriter, loc, out, resultType.getShape()));
+    rewriter.replaceOp(op,
+                       reshapeTo(rewriter, loc, out, resultType.getShape()));
     return success();
   }
 };

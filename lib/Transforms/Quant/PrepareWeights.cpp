@@ -122,8 +122,8 @@ mlir::ds::splitWeightPreparation(FunctionOpInterface func) {
     SmallVector<Type> types;
     for (Value r : results)
       types.push_back(r.getType());
-    prep.setType(FunctionType::get(func->getContext(),
-                                   prep.getArgumentTypes(), types));
+    prep.setType(
+        FunctionType::get(func->getContext(), prep.getArgumentTypes(), types));
     prep.setAllResultAttrs(attrs);
     eraseDeadOps(prep);
   }

@@ -948,9 +948,8 @@ LogicalResult QuantizedMatMulOp::verify() {
   RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
   RankedTensorType out = getType();
   if (!lhs.getElementType().isInteger(8) || !rhs.getElementType().isInteger(8))
-    return emitOpError() << "expects i8 operands, got "
-                         << lhs.getElementType() << " and "
-                         << rhs.getElementType();
+    return emitOpError() << "expects i8 operands, got " << lhs.getElementType()
+                         << " and " << rhs.getElementType();
   if (lhs.getRank() < 2 || rhs.getRank() != 2)
     return emitOpError() << "expects lhs of rank >= 2 and a 2-D rhs, got "
                          << lhs << " and " << rhs;
