@@ -55,8 +55,9 @@ def gemm_ratios(bench):
         worst = r7 if worst is None else min(worst, r7)
         print("  %-16s %10.1f %13.2fx %13.2fx" % ("%dx%dx%d" % key, t[0] / 1e3,
                                                   r7, rf))
-    print("  (7-bit: torch.ao's reduce_range activations, oneDNN u8 x s8; full: "
-          "the widening loops on CPUs without VNNI)")
+    print("  (7-bit: torch.ao's reduce_range activations, one oneDNN u8 x s8 "
+          "GEMM; full: int8 activations, two GEMMs on 7-bit halves where the "
+          "CPU has no VNNI)")
     return worst
 
 

@@ -106,7 +106,7 @@ void BM_RuntimeCallOverhead(benchmark::State &state) {
 /// a weight stored [n, k] (transposed), as quantized inference runs it.
 /// kind 0: f32 through the runtime; 1: int8 with 7-bit activations (the x86
 /// qconfig's reduce_range: oneDNN's u8 x s8 GEMM); 2: int8 with full-range
-/// activations (the widening loops where the CPU has no VNNI).
+/// activations (two GEMMs on 7-bit halves where the CPU has no VNNI).
 void BM_LinearLayer(benchmark::State &state) {
   int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   int kind = static_cast<int>(state.range(3));

@@ -109,9 +109,9 @@ Status runGemmF32(const GemmProblem<float> &problem);
 /// Computes an f64 problem with cache-friendly loops.
 Status runGemmF64(const GemmProblem<double> &problem);
 
-/// Computes an int8 x int8 -> int32 problem exactly: on oneDNN's integer
-/// GEMM where its kernels cannot saturate, else on widening loops (see
-/// GemmS8.cpp).
+/// Computes an int8 x int8 -> int32 problem exactly: as one oneDNN integer
+/// GEMM where its kernels cannot saturate, else as two on A split into
+/// 7-bit halves (see GemmS8.cpp).
 Status runGemmS8(const GemmProblem<int8_t, int32_t> &problem);
 
 } // namespace dsrt

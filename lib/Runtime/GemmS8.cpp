@@ -11,11 +11,14 @@
 //     in int32; nothing saturates);
 //   - every element of A is in [0, 127]: dnnl_gemm_u8s8s32 on A's bytes as
 //     they are (a pair sums to at most 2 * 127 * 128 = 32512 < 2^15);
-//   - otherwise: widening loops, int8 -> int16 products summed in int32
-//     (pmaddwd cannot saturate: 2 * 128 * 128 = 2^15 fits its int32 pair
-//     sums), compiled for several ISAs and dispatched at run time.
+//   - otherwise: A split into 7-bit halves, two u8 x s8 GEMMs: with
+//     u = A + 128 = 2h + l (h in [0, 127], l in {0, 1}),
+//     A B = 2 (h B) + (l B) - 128 colsum(B), each product safe as above;
+//   - or (forced only) widening loops, int8 -> int16 products summed in
+//     int32 (pmaddwd cannot saturate), compiled for several ISAs and
+//     dispatched at run time: the reference the others are tested against.
 //
-// DSRT_INT8_GEMM=onednn|widening forces a kernel (tests use it).
+// DSRT_INT8_GEMM=onednn|split|widening forces a kernel (tests use it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,7 +38,7 @@ using namespace dsrt;
 
 namespace {
 
-enum class Int8Kernel { Auto, OneDNN, Widening };
+enum class Int8Kernel { Auto, OneDNN, Split, Widening };
 
 /// DSRT_INT8_GEMM, read per call (a lookup, nothing next to a GEMM); an
 /// unknown value is refused with an error.
@@ -45,10 +48,12 @@ std::optional<Int8Kernel> forcedKernel() {
     return Int8Kernel::Auto;
   if (!std::strcmp(v, "onednn"))
     return Int8Kernel::OneDNN;
+  if (!std::strcmp(v, "split"))
+    return Int8Kernel::Split;
   if (!std::strcmp(v, "widening"))
     return Int8Kernel::Widening;
   (void)DS_ERROR("dsrt_matmul_s8s8s32: DSRT_INT8_GEMM='%s' is not one of "
-                 "auto, onednn, widening",
+                 "auto, onednn, split, widening",
                  v);
   return std::nullopt;
 }
@@ -189,6 +194,65 @@ Status runOneDNN(const GemmProblem<int8_t, int32_t> &problem, bool sevenBitA) {
   return Status::success();
 }
 
+/// C = A * B as two 7-bit GEMMs on oneDNN (see the file comment): exact on
+/// every CPU, about twice the 7-bit GEMM's time.
+Status runSplit(const GemmProblem<int8_t, int32_t> &p) {
+  LayoutPlan bPlan = planLayout(p.b.first), cPlan = planLayout(p.c.first);
+  Buffer<uint8_t> hi = allocateBuffer<uint8_t>(p.m * p.k, "split A");
+  Buffer<uint8_t> lo = allocateBuffer<uint8_t>(p.m * p.k, "split A");
+  Buffer<int32_t> cHi = allocateBuffer<int32_t>(p.m * p.n, "split C");
+  Buffer<int32_t> offsets = allocateBuffer<int32_t>(p.n, "column sums");
+  Buffer<int8_t> bScratch;
+  Buffer<int32_t> cScratch;
+  if (!hi || !lo || !cHi || !offsets ||
+      (bPlan.layout == Layout::Packed &&
+       !(bScratch = allocateBuffer<int8_t>(p.k * p.n, "packed B"))) ||
+      (cPlan.layout != Layout::RowMajor &&
+       !(cScratch = allocateBuffer<int32_t>(p.m * p.n, "packed C"))))
+    return Status::failure();
+  int64_t ldc = cScratch ? p.n : cPlan.ld;
+  applyThreadsToCaller();
+  const int32_t zero = 0;
+  for (int64_t b = 0; b < p.batches; ++b) {
+    Matrix<const int8_t> a = p.a[b], bm = p.b[b];
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t k = 0; k < p.k; ++k) {
+        unsigned u = unsigned(int(a.at(i, k)) + 128);
+        hi[i * p.k + k] = uint8_t(u >> 1);
+        lo[i * p.k + k] = uint8_t(u & 1);
+      }
+    GemmInput bIn = present(bm, bPlan, bScratch.get());
+    if (b == 0 || !p.b.invariant())
+      for (int64_t j = 0; j < p.n; ++j) {
+        int32_t sum = 0;
+        for (int64_t k = 0; k < p.k; ++k)
+          sum += bm.at(k, j);
+        offsets[j] = -128 * sum;
+      }
+    Matrix<int32_t> c = p.c[b];
+    int32_t *cData = cScratch ? cScratch.get() : c.data;
+    // C = l B - 128 colsum(B), then C += 2 (h B).
+    dnnl_status_t status = dnnl_gemm_u8s8s32(
+        'N', bIn.trans, 'R', p.m, p.n, p.k, 1.0f, lo.get(), p.k, 0, bIn.data,
+        bIn.ld, 0, 0.0f, cData, ldc, offsets.get());
+    if (status == dnnl_success)
+      status = dnnl_gemm_u8s8s32('N', bIn.trans, 'F', p.m, p.n, p.k, 1.0f,
+                                 hi.get(), p.k, 0, bIn.data, bIn.ld, 0, 0.0f,
+                                 cHi.get(), p.n, &zero);
+    if (status != dnnl_success)
+      return DS_ERROR("dsrt_matmul_s8s8s32: oneDNN gemm_u8s8s32 failed: %s "
+                      "(M = %lld, N = %lld, K = %lld)",
+                      dnnl_status2str(status), static_cast<long long>(p.m),
+                      static_cast<long long>(p.n), static_cast<long long>(p.k));
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j)
+        cData[i * ldc + j] += 2 * cHi[i * p.n + j];
+    if (cScratch)
+      unpackRowMajor(cScratch.get(), c);
+  }
+  return Status::success();
+}
+
 } // namespace
 
 Status dsrt::runGemmS8(const GemmProblem<int8_t, int32_t> &p) {
@@ -198,12 +262,17 @@ Status dsrt::runGemmS8(const GemmProblem<int8_t, int32_t> &p) {
   Int8Kernel kernel = *forced;
   bool sevenBitA = allSevenBit(p);
   if (kernel == Int8Kernel::Auto)
-    kernel = (sevenBitA || oneDNNHasVNNI()) ? Int8Kernel::OneDNN
-                                            : Int8Kernel::Widening;
-  recordInt8Gemm(kernel == Int8Kernel::Widening);
-  if (kernel == Int8Kernel::Widening)
+    kernel =
+        (sevenBitA || oneDNNHasVNNI()) ? Int8Kernel::OneDNN : Int8Kernel::Split;
+  recordInt8Gemm(kernel != Int8Kernel::OneDNN);
+  switch (kernel) {
+  case Int8Kernel::Split:
+    return runSplit(p);
+  case Int8Kernel::Widening:
     return runWidening(p);
-  return runOneDNN(p, sevenBitA);
+  default:
+    return runOneDNN(p, sevenBitA);
+  }
 }
 
 int dsrt_int8_gemm_has_vnni(void) { return oneDNNHasVNNI() ? 1 : 0; }

@@ -94,8 +94,8 @@ template <typename Body> void parallelFor(int64_t n, int threads, Body &&body) {
 
 /// Adds one successful GEMM call to the counters of dsrt_get_stats.
 void recordGemm(double flops, double seconds);
-/// Counts one integer GEMM, and whether it ran on the widening loops.
-void recordInt8Gemm(bool widened);
+/// Counts one integer GEMM, and whether it did not run as one oneDNN GEMM.
+void recordInt8Gemm(bool split);
 
 //===----------------------------------------------------------------------===//
 // Buffers

@@ -26,10 +26,10 @@ void dsrt::recordGemm(double flops, double seconds) {
   totals.gemm_seconds += seconds;
 }
 
-void dsrt::recordInt8Gemm(bool widened) {
+void dsrt::recordInt8Gemm(bool split) {
   std::lock_guard<std::mutex> lock(statsMutex);
   totals.int8_gemm_calls += 1;
-  totals.int8_widened_calls += widened ? 1 : 0;
+  totals.int8_split_calls += split ? 1 : 0;
 }
 
 void dsrt_get_stats(dsrt_stats *out) {

@@ -3,8 +3,8 @@
 // dsrt_matmul_s8s8s32 must be exact on every CPU, whichever kernel it picks:
 // full-range int8 operands (which make oneDNN's vpmaddubsw kernels saturate
 // on CPUs without VNNI), 7-bit activations (which oneDNN's u8 x s8 GEMM
-// takes), every transpose, padded and transposed layouts, shared B, and both
-// kernels forced through DSRT_INT8_GEMM where they are safe.
+// takes), every transpose, padded and transposed layouts, shared B, and every
+// kernel forced through DSRT_INT8_GEMM where it is safe.
 //
 //===----------------------------------------------------------------------===//
 
@@ -168,11 +168,10 @@ TEST_F(GemmS8Test, FullRangeIsExact) {
   }
   dsrt_get_stats(&after);
   EXPECT_EQ(after.int8_gemm_calls - before.int8_gemm_calls, cases().size());
-  // Without VNNI every call whose A has a negative element must have gone
-  // to the widening loops, and only those.
+  // Without VNNI every call whose A has a negative element must have been
+  // split, and only those.
   if (!dsrt_int8_gemm_has_vnni())
-    EXPECT_EQ(after.int8_widened_calls - before.int8_widened_calls,
-              notSevenBit);
+    EXPECT_EQ(after.int8_split_calls - before.int8_split_calls, notSevenBit);
 }
 
 /// The worst case for vpmaddubsw after oneDNN's +128 shift of a signed A:
@@ -201,15 +200,17 @@ TEST_F(GemmS8Test, SevenBitActivationsUseTheLibrary) {
   for (const Case &c : cases())
     ASSERT_TRUE(run(c, 0, 127));
   dsrt_get_stats(&after);
-  EXPECT_EQ(after.int8_widened_calls, before.int8_widened_calls);
+  EXPECT_EQ(after.int8_split_calls, before.int8_split_calls);
 }
 
-/// Each kernel forced where it is safe: the widening loops always, oneDNN
-/// on 7-bit activations (and on anything with VNNI).
+/// Each kernel forced where it is safe: the split and widening kernels
+/// always, oneDNN on 7-bit activations (and on anything with VNNI).
 TEST_F(GemmS8Test, ForcedKernels) {
-  setenv("DSRT_INT8_GEMM", "widening", 1);
-  for (const Case &c : cases())
-    ASSERT_TRUE(run(c, -128, 127));
+  for (const char *kernel : {"split", "widening"}) {
+    setenv("DSRT_INT8_GEMM", kernel, 1);
+    for (const Case &c : cases())
+      ASSERT_TRUE(run(c, -128, 127)) << "DSRT_INT8_GEMM=" << kernel;
+  }
   setenv("DSRT_INT8_GEMM", "onednn", 1);
   for (const Case &c : cases())
     ASSERT_TRUE(run(c, 0, 127));

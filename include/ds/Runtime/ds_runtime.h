@@ -90,19 +90,20 @@ DSRT_API void _mlir_ciface_dsrt_matmul_f64(dsrt_memref3_f64 *a,
    int8 A and B and int32 C, under the same layout rules as above. Exact
    means no intermediate saturation, whatever the CPU: oneDNN's integer GEMM
    multiplies u8 x s8 pairs into int16 (vpmaddubsw) on CPUs without VNNI,
-   which saturates for some inputs. The runtime uses oneDNN where that cannot
-   happen (a CPU with VNNI, or every element of A in [0, 127], the 7-bit
-   activations of torch.ao's reduce_range) and widening int16 loops
-   otherwise. DSRT_INT8_GEMM=onednn|widening forces one kernel (for tests;
+   which saturates for some inputs. The runtime uses one oneDNN GEMM where
+   that cannot happen (a CPU with VNNI, or every element of A in [0, 127],
+   the 7-bit activations of torch.ao's reduce_range) and otherwise splits A
+   into two 7-bit halves (two oneDNN GEMMs). DSRT_INT8_GEMM=onednn|split|
+   widening forces one kernel (for tests; widening is plain int16 loops;
    forcing onednn where it can saturate is the caller's risk). */
 DSRT_API void _mlir_ciface_dsrt_matmul_s8s8s32(dsrt_memref3_i8 *a,
                                                dsrt_memref3_i8 *b,
                                                dsrt_memref3_i32 *c,
                                                int64_t transA, int64_t transB);
 
-/* Which kernel the integer GEMM would pick for an A with negative elements
-   (or above 127): 1 when oneDNN's kernels on this CPU have VNNI and cannot
-   saturate, 0 when the runtime falls back to its widening loops. */
+/* Which kernel the integer GEMM would pick for an A with negative elements:
+   1 when oneDNN's kernels on this CPU have VNNI and cannot saturate (one
+   GEMM), 0 when the runtime splits A (two GEMMs). */
 DSRT_API int dsrt_int8_gemm_has_vnni(void);
 
 /*===------------------------------------------------------------------------===
@@ -135,14 +136,14 @@ DSRT_API int dsrt_get_num_threads(void);
 
 /* Totals over successful GEMM calls since the last reset: one call per
    dsrt_matmul_* invocation, 2*M*N*K*batches flops, wall-clock seconds; of
-   those, the integer GEMMs and how many of them ran on the widening loops
-   rather than oneDNN. */
+   those, the integer GEMMs and how many of them did not run as one oneDNN
+   GEMM (split A, or the forced widening loops). */
 typedef struct dsrt_stats {
   uint64_t gemm_calls;
   double gemm_flops;
   double gemm_seconds;
   uint64_t int8_gemm_calls;
-  uint64_t int8_widened_calls;
+  uint64_t int8_split_calls;
 } dsrt_stats;
 
 /* Copies a consistent snapshot of the counters into *out (ignored if NULL). */

@@ -15,8 +15,9 @@ on the runtime's int8 GEMM). Checked per element:
   - the integer output against an exact NumPy reference of torch.ao's
     arithmetic (int64 sums of the grid indices, times the scales): within
     f32 rounding of the final scaling (2 ulp of the largest |y|);
-  - both forced runtime kernels (DSRT_INT8_GEMM=widening / onednn where
-    oneDNN cannot saturate) give the same bits as the automatic choice.
+  - every forced runtime kernel (DSRT_INT8_GEMM=split / widening, and
+    onednn where oneDNN cannot saturate) gives the same bits as the
+    automatic choice.
 
 Cases: torch.ao's x86 grids (activations 0..127, weights -128..127 per
 channel), unsigned 0..255 activations (stored shifted), per-tensor weights,
@@ -155,7 +156,7 @@ def case(work, rng, name, xshape, n, transpose=True, per_channel=True,
         problems.append("int8 vs fake-quant deviates %.3g (> 1e-5 of max |y|)" % dev)
     if ref_err > 2 * ulp:
         problems.append("int8 vs exact reference %.3g > 2 ulp %.3g" % (ref_err, ulp))
-    for kernel in ("widening", "onednn"):
+    for kernel in ("split", "widening", "onednn"):
         if kernel == "onednn" and hi > 127:
             continue  # the shifted 0..255 grid has negative indices
         y_k = forward(work, name, text, values, convert=True, kernel=kernel)
