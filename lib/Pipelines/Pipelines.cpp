@@ -50,7 +50,7 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
       given(fqReduceRange) || given(fqObserver) || given(fqWeightObserver) ||
       given(fqAveragingConstant) || given(fqFreezeObserversAt) ||
       given(fqFrom) || fqDynamicBits || given(fqBitsThreshold) ||
-      given(fqBitsWindow) || given(fqBitsMomentum)) {
+      given(fqBitsWindow) || given(fqBitsMomentum) || fqLearnScales) {
     InsertFakeQuantPassOptions &o = config.fakeQuant.emplace();
     o.policy = fqPolicy;
     o.weights = fqWeights;
@@ -63,6 +63,7 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
     o.averagingConstant = fqAveragingConstant;
     o.freezeObserversAt = fqFreezeObserversAt;
     o.fakeQuantFrom = fqFrom;
+    o.learnScales = fqLearnScales;
     o.dynamicBits = fqDynamicBits || given(fqBitsThreshold) ||
                     given(fqBitsWindow) || given(fqBitsMomentum);
     if (o.dynamicBits) {

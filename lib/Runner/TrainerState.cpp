@@ -350,8 +350,12 @@ Error Trainer::exportQuantized(llvm::StringRef dir) {
     return nullptr;
   };
   std::vector<std::pair<std::string, const HostTensor *>> params;
+  // The quantizers' own parameters (LSQ's learned changes) are in the
+  // exported scales and zero points already; the model has no such
+  // parameters.
   for (unsigned i : c.getArgIndices(ArgRole::Param))
-    params.push_back({c.args[i].name, &args[i]});
+    if (!llvm::StringRef(c.args[i].name).contains("_fake_quant."))
+      params.push_back({c.args[i].name, &args[i]});
   llvm::json::Object info{{"module", options.modulePath},
                           {"step", step},
                           {"seed", static_cast<int64_t>(options.seed)}};

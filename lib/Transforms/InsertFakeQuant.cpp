@@ -185,6 +185,18 @@ mlir::ds::validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
                         "min-max or current)");
     return failure();
   }
+  if (options.learnScales && options.dynamicBits) {
+    error = optionError(pass, "learn-scales",
+                        "and 'dynamic-bits' do not combine: a learned scale "
+                        "belongs to one grid");
+    return failure();
+  }
+  if (options.learnScales && options.freezeObserversAt > 0) {
+    error = optionError(pass, "freeze-observers-at",
+                        "has nothing to freeze with 'learn-scales' (no "
+                        "observer runs; the scales are parameters)");
+    return failure();
+  }
   if (!options.weights && !options.activations) {
     error = optionError(pass, "weights",
                         "and 'activations' are both off: nothing to do");
@@ -351,8 +363,12 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
       }
       CreatedOps created;
       b.setListener(&created);
-      Value q = observeAndFakeQuantize(ed, b, operand->getOwner()->getLoc(), v,
-                                       kind, param, spec, schedule, *iteration);
+      Location loc = operand->getOwner()->getLoc();
+      Value q = options.learnScales
+                    ? learnAndFakeQuantize(ed, b, loc, v, kind, param, spec,
+                                           schedule, *iteration)
+                    : observeAndFakeQuantize(ed, b, loc, v, kind, param, spec,
+                                             schedule, *iteration);
       for (Operation *op : created.getOps())
         op->setAttr(DSDialect::kQuantAttrName, b.getUnitAttr());
       it = quantized.insert({v, q}).first;
@@ -398,7 +414,7 @@ struct InsertFakeQuantPass
             module, getArgument(),
             {&weights, &activations, &weightBits, &activationBits, &reduceRange,
              &observer, &averagingConstant, &freezeObserversAt, &fakeQuantFrom,
-             &observe, &policy, &dynamicBits})))
+             &observe, &policy, &dynamicBits, &learnScales})))
       return signalPassFailure();
     InsertFakeQuantPassOptions options;
     options.weights = weights;
@@ -414,6 +430,7 @@ struct InsertFakeQuantPass
     options.observe = observe;
     options.policy = policy;
     options.dynamicBits = dynamicBits;
+    options.learnScales = learnScales;
     std::string error;
     if (failed(validateFakeQuantOptions(options, error))) {
       module.emitError(error);

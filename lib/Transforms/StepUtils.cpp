@@ -36,6 +36,21 @@ Value StepEditor::addState(StringRef kind, StringRef of, RankedTensorType type,
   return body.getArgument(index);
 }
 
+Value StepEditor::addParam(StringRef name, RankedTensorType type, InitKind init,
+                           double value, DictionaryAttr optim) {
+  MLIRContext *ctx = func->getContext();
+  unsigned index = func.getNumArguments();
+  NamedAttrList attrs;
+  attrs.set(DSDialect::kParamAttrName, StringAttr::get(ctx, name));
+  attrs.set(DSDialect::kInitAttrName,
+            InitAttr::get(ctx, init, llvm::APFloat(value)));
+  if (optim)
+    attrs.set(DSDialect::kOptimAttrName, optim);
+  (void)func.insertArgument(index, type, attrs.getDictionary(ctx),
+                            func.getLoc());
+  return body.getArgument(index);
+}
+
 Value StepEditor::addInput(StringRef name, RankedTensorType type) {
   MLIRContext *ctx = func->getContext();
   unsigned index = func.getNumArguments();

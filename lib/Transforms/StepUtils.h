@@ -40,6 +40,10 @@ public:
                  InitKind init, double value = 0.0);
   /// A new `ds.input` argument.
   Value addInput(StringRef name, RankedTensorType type);
+  /// A new `ds.param` argument with `ds.init = #ds.init<init[, value]>` and,
+  /// if given, its optimizer overrides (`ds.optim`).
+  Value addParam(StringRef name, RankedTensorType type, InitKind init,
+                 double value = 0.0, DictionaryAttr optim = {});
   /// Appends a result `ds.update = <index of state>`.
   void addUpdate(Value state, Value newValue);
   /// Appends a result `ds.metric = name`.

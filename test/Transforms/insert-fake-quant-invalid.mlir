@@ -78,3 +78,7 @@ func.func @step(%w: tensor<4x4xf32> {ds.param = "w", ds.init = #ds.init<zeros>},
   %l = ds.reduce_sum %y [0, 1] : tensor<2x4xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+// RUN: not ds-opt %s --ds-insert-fake-quant="learn-scales dynamic-bits" -split-input-file 2>&1 | FileCheck %s --check-prefix=LSQBITS
+// RUN: not ds-opt %s --ds-insert-fake-quant="learn-scales freeze-observers-at=5" -split-input-file 2>&1 | FileCheck %s --check-prefix=LSQFREEZE
+// LSQBITS: in option 'learn-scales' of pass 'ds-insert-fake-quant': and 'dynamic-bits' do not combine: a learned scale belongs to one grid
+// LSQFREEZE: in option 'freeze-observers-at' of pass 'ds-insert-fake-quant': has nothing to freeze with 'learn-scales' (no observer runs; the scales are parameters)

@@ -71,3 +71,18 @@ func.func @step(%w1: tensor<8x4xf32> {ds.param = "fc1.weight", ds.init = #ds.ini
 // RUN: ds-opt %s --ds-insert-fake-quant --ds-autodiff --ds-assign-precision | FileCheck %s --check-prefix=PREC
 // PREC: op = "ds.matmul", role = "linear", rule = "quant: its inputs are fake-quantized (ds-insert-fake-quant), which wins over
 // PREC-NOT: ds.reduce_max{{.*}}rule
+
+// RUN: ds-opt %s --ds-insert-fake-quant="learn-scales" | FileCheck %s --check-prefix=LSQ
+// With learn-scales the scales are parameters (the learned change, no weight decay), the
+// start is state set on iteration 0 from the first values, and the
+// fake-quantizer is learned with LSQ's gradient scale.
+// LSQ-LABEL: func.func @step
+// LSQ-SAME: {ds.init = #ds.init<zeros>, ds.optim = {weight_decay = 0.000000e+00 : f64}, ds.param = "fc1.weight_fake_quant.scale"}
+// LSQ-SAME: ds.state = #ds.state<"qat.weight.scale_init", of = "fc1.weight">
+// LSQ-SAME: ds.param = "fc1.input_fake_quant.scale"
+// LSQ-SAME: ds.param = "fc1.input_fake_quant.zero_point"
+// LSQ-SAME: ds.state = #ds.state<"qat.input.zero_point_init", of = "fc1.weight">
+// LSQ-NOT: qat.weight.min
+// LSQ: ds.reduce_mean
+// LSQ: ds.stop_gradient
+// LSQ: ds.fake_quant {{.*}} axis = 0 learned grad_scaling {ds.quant} : tensor<8x4xf32>, tensor<8xf32>, tensor<f32>

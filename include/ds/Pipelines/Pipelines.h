@@ -190,6 +190,10 @@ struct TrainingPipelineOptions
       *this, "fake-quant-bits-momentum",
       llvm::cl::desc("ds-qat-bit-width's momentum"),
       llvm::cl::init(QATBitWidthPassOptions().momentum)};
+  Opt::Option<bool> fqLearnScales{
+      *this, "fake-quant-learn-scales",
+      llvm::cl::desc("LSQ / LSQ+: learned scales and activation zero points"),
+      llvm::cl::init(false)};
   Opt::Option<int64_t> fqFrom{
       *this, "fake-quant-from",
       llvm::cl::desc("Fake quantization from this iteration on"),

@@ -476,6 +476,23 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
     and the scale's divisor) is selected from it on the device;
     ds-qat-bit-width, after ds-autodiff, moves the tier.
 
+    With `learn-scales`, each quantized value's scale is a parameter
+    instead (LSQ; torch.ao's `_LearnableFakeQuantize` with
+    `use_grad_scaling`), named `<layer>.weight_fake_quant.scale` /
+    `<layer>.input_fake_quant.scale`, and an activation's zero point too
+    (`<layer>.input_fake_quant.zero_point`, LSQ+'s learned offset; weights
+    stay symmetric). ds.fake_quant is `learned`: the scale's gradient is
+    LSQ's, scaled by `1 / sqrt(numel * qmax)`. The step size starts at
+    LSQ's `2 mean|x| / sqrt(qmax)` of the first step's values (per channel
+    for weights) and the zero point at torch.ao's affine formula for that
+    scale: the parameter holds the learned change, and a
+    `qat.*.{scale,zero_point}_init` state, set on iteration 0 through
+    ds.stop_gradient, holds the start. The parameters carry `ds.optim =
+    {weight_decay = 0}`. The `qat.*.scale` / `zero_point` state follows the
+    values in effect (the zero point rounded and clamped, as the learned
+    kernel uses it), so evaluation, ds-convert-fake-quant and the export
+    read them as they read observed ones.
+
     With `observe=false` no observer runs: the state's scales and zero
     points are used as they are (ds-run builds its held-out evaluation
     step so, from the training step's state).
@@ -528,6 +545,11 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
     Option<"dynamicBits", "dynamic-bits", "bool", /*default=*/"false",
            "Per-layer dynamic weight bit-width (int4 -> int8 -> "
            "unquantized), driven by ds-qat-bit-width">,
+    Option<"learnScales", "learn-scales", "bool", /*default=*/"false",
+           "LSQ / LSQ+: scales (and activation zero points) are parameters "
+           "learned with the straight-through gradients, initialised from "
+           "the first step's values (2 mean|x| / sqrt(qmax)), no weight "
+           "decay; no observer runs">,
     Option<"observe", "observe", "bool", /*default=*/"true",
            "false: the observers never update, the scales and zero points "
            "in the state are used as they are (evaluation, fine-tuning with "

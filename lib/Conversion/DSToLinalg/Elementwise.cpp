@@ -478,6 +478,17 @@ struct CausalMaskLowering : OpConversionPattern<CausalMaskOp> {
   }
 };
 
+/// ds.stop_gradient is the identity once gradients exist.
+struct StopGradientLowering : OpConversionPattern<StopGradientOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(StopGradientOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, adaptor.getInput());
+    return success();
+  }
+};
+
 } // namespace
 
 void lowering::populateElementwisePatterns(RewritePatternSet &patterns) {
@@ -500,6 +511,7 @@ void lowering::populateElementwisePatterns(RewritePatternSet &patterns) {
   patterns.add<UnaryLowering<NegOp>>(ctx, emitMath<arith::NegFOp>);
   patterns.add<UnaryLowering<AbsOp>>(ctx, emitMath<math::AbsFOp>);
   patterns.add<UnaryLowering<RoundOp>>(ctx, emitMath<math::RoundEvenOp>);
+  patterns.add<StopGradientLowering>(ctx);
   patterns.add<GeluLowering, GeluGradLowering, CompareLowering, SelectLowering,
                CastLowering, BroadcastLowering, CausalMaskLowering>(ctx);
 }

@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -58,6 +59,11 @@ public:
     return ReduceMaxOp::create(b, loc, x, b.getDenseI64ArrayAttr(dims),
                                /*keep_dims=*/false);
   }
+  Value reduceMean(Value x, ArrayRef<int64_t> dims) {
+    return ReduceMeanOp::create(b, loc, x, b.getDenseI64ArrayAttr(dims),
+                                /*keep_dims=*/false);
+  }
+  Value stopGradient(Value x) { return StopGradientOp::create(b, loc, x); }
 
   OpBuilder &b;
   Location loc;
@@ -91,7 +97,134 @@ std::pair<Value, Value> computeQParams(TensorMath &m, Value lo, Value hi,
   return {scale, m.min(m.max(zp, m.c(qmin)), m.c(qmax))};
 }
 
+/// The shape of a value's quantization parameters and how to reduce the
+/// value onto it: `paramShape` (rank 0 per tensor, [C] per channel, the
+/// value's shape with the axis divided per group), the dimensions to reduce
+/// and, per group, the shape that splits the axis into groups x elements.
+struct ParamLayout {
+  SmallVector<int64_t> paramShape, dims, split;
+
+  ParamLayout(RankedTensorType xType, const QuantSpec &spec) {
+    if (spec.groupSize) {
+      paramShape.assign(xType.getShape().begin(), xType.getShape().end());
+      paramShape[*spec.axis] /= spec.groupSize;
+      split = paramShape;
+      split.insert(split.begin() + *spec.axis + 1, spec.groupSize);
+      dims.push_back(*spec.axis + 1);
+      return;
+    }
+    for (int64_t d = 0; d < xType.getRank(); ++d) {
+      if (spec.axis && d == *spec.axis)
+        paramShape.push_back(xType.getDimSize(d));
+      else
+        dims.push_back(d);
+    }
+  }
+
+  /// `x` as f32, reshaped to `split` per group: what the reductions read.
+  Value reducible(OpBuilder &b, Location loc, Value x) const {
+    auto xType = cast<RankedTensorType>(x.getType());
+    Type f32 = b.getF32Type();
+    Value xf = x;
+    if (xType.getElementType() != f32)
+      xf = CastOp::create(b, loc, xType.clone(f32), x);
+    if (!split.empty())
+      xf = ReshapeOp::create(b, loc, RankedTensorType::get(split, f32), xf);
+    return xf;
+  }
+};
+
+/// "fc1" for "fc1.weight": the module a quantizer's parameters belong to.
+std::string moduleOf(StringRef param) {
+  param.consume_back(".weight");
+  return param.str();
+}
+
 } // namespace
+
+Value quant::learnAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
+                                  Location loc, Value x, StringRef kind,
+                                  StringRef param, const QuantSpec &spec,
+                                  const QuantSchedule &schedule,
+                                  Value iteration) {
+  TensorMath m(b, loc);
+  auto xType = cast<RankedTensorType>(x.getType());
+  ParamLayout layout(xType, spec);
+  auto paramType = RankedTensorType::get(layout.paramShape, b.getF32Type());
+  const double eps = std::numeric_limits<float>::epsilon();
+  bool weight = kind == "weight";
+  std::string prefix = ("qat." + kind + ".").str();
+  std::string owner = moduleOf(param) + "." + kind.str() + "_fake_quant.";
+  // The training step and a frozen evaluation copy add the same arguments,
+  // in the same order (an evaluation step's arguments are a prefix of the
+  // training step's).
+  Value scaleState =
+      ed.addState(prefix + "scale", param, paramType, InitKind::ones);
+  Value zpState =
+      ed.addState(prefix + "zero_point", param, paramType, InitKind::zeros);
+  DictionaryAttr noDecay = b.getDictionaryAttr(
+      b.getNamedAttr("weight_decay", b.getF64FloatAttr(0.0)));
+  Value scaleParam =
+      ed.addParam(owner + "scale", paramType, InitKind::zeros, 0.0, noDecay);
+  Value scaleInit =
+      ed.addState(prefix + "scale_init", param, paramType, InitKind::ones);
+  Value zpParam, zpInit;
+  if (!weight) {
+    zpParam = ed.addParam(owner + "zero_point", paramType, InitKind::zeros, 0.0,
+                          noDecay);
+    zpInit = ed.addState(prefix + "zero_point_init", param, paramType,
+                         InitKind::zeros);
+  }
+  Value qminV = m.c(spec.qmin), qmaxV = m.c(spec.qmax);
+  IntegerAttr axis = spec.axis ? b.getI64IntegerAttr(*spec.axis) : nullptr;
+  IntegerAttr group =
+      spec.groupSize ? b.getI64IntegerAttr(spec.groupSize) : nullptr;
+  auto scheduled = [&](Value fq) -> Value {
+    if (schedule.fakeQuantFrom <= 0)
+      return fq;
+    return m.select(m.compare(ComparePredicate::ge, iteration,
+                              m.i64(schedule.fakeQuantFrom)),
+                    fq, x);
+  };
+  if (!schedule.observe) {
+    // Evaluation: the values in effect at the last training step.
+    for (Value state : {scaleState, zpState, scaleInit})
+      ed.addUpdate(state, state);
+    if (zpInit)
+      ed.addUpdate(zpInit, zpInit);
+    return scheduled(FakeQuantOp::create(b, loc, xType, x, scaleState, zpState,
+                                         qminV, qmaxV, axis, group, nullptr,
+                                         nullptr, nullptr));
+  }
+
+  // LSQ's start, from this step's values, on iteration 0 only; no gradient
+  // reaches the values it is computed from.
+  Value first = m.compare(ComparePredicate::eq, iteration, m.i64(0));
+  Value xf = layout.reducible(b, loc, x);
+  Value s0 = m.div(m.mul(m.c(2.0), m.reduceMean(m.abs(xf), layout.dims)),
+                   m.c(std::sqrt(double(spec.qmax))));
+  s0 = m.max(m.stopGradient(s0), m.c(eps));
+  Value sInit = m.select(first, s0, scaleInit);
+  Value scale = m.max(m.add(sInit, scaleParam), m.c(eps));
+  ed.addUpdate(scaleInit, sInit);
+  ed.addUpdate(scaleState, scale);
+  Value zp = m.c(0.0, paramType);
+  if (!weight) {
+    // torch.ao's affine zero point of this step's range for that scale.
+    Value curMin = m.neg(m.reduceMax(m.neg(xf), layout.dims));
+    Value z0 =
+        m.sub(m.c(spec.qmin), m.round(m.div(m.min(curMin, m.c(0.0)), s0)));
+    z0 = m.stopGradient(m.min(m.max(z0, qminV), qmaxV));
+    Value zInit = m.select(first, z0, zpInit);
+    zp = m.add(zInit, zpParam);
+    ed.addUpdate(zpInit, zInit);
+  }
+  // The zero point as the learned kernel uses it (rounded, clamped).
+  ed.addUpdate(zpState, m.min(m.max(m.round(zp), qminV), qmaxV));
+  return scheduled(FakeQuantOp::create(b, loc, xType, x, scale, zp, qminV,
+                                       qmaxV, axis, group, nullptr,
+                                       b.getUnitAttr(), b.getUnitAttr()));
+}
 
 Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
                                     Location loc, Value x, StringRef kind,
@@ -100,25 +233,9 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
                                     Value iteration) {
   TensorMath m(b, loc);
   auto xType = cast<RankedTensorType>(x.getType());
-  Type f32 = b.getF32Type();
-  // The parameters' shape, and the dimensions the observer reduces over
-  // (of `x`, or of `x` with the group axis split into groups x elements).
-  SmallVector<int64_t> paramShape, dims, split;
-  if (spec.groupSize) {
-    paramShape.assign(xType.getShape().begin(), xType.getShape().end());
-    paramShape[*spec.axis] /= spec.groupSize;
-    split = paramShape;
-    split.insert(split.begin() + *spec.axis + 1, spec.groupSize);
-    dims.push_back(*spec.axis + 1);
-  } else {
-    for (int64_t d = 0; d < xType.getRank(); ++d) {
-      if (spec.axis && d == *spec.axis)
-        paramShape.push_back(xType.getDimSize(d));
-      else
-        dims.push_back(d);
-    }
-  }
-  auto paramType = RankedTensorType::get(paramShape, f32);
+  ParamLayout layout(xType, spec);
+  ArrayRef<int64_t> dims = layout.dims;
+  auto paramType = RankedTensorType::get(layout.paramShape, b.getF32Type());
   const double inf = std::numeric_limits<double>::infinity();
   std::string prefix = ("qat." + kind + ".").str();
   Value minState =
@@ -167,11 +284,7 @@ Value quant::observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
   }
 
   // Observe (on the value as f32; the observer sees no gradient).
-  Value xf = x;
-  if (xType.getElementType() != f32)
-    xf = CastOp::create(b, loc, xType.clone(f32), x);
-  if (!split.empty())
-    xf = ReshapeOp::create(b, loc, RankedTensorType::get(split, f32), xf);
+  Value xf = layout.reducible(b, loc, x);
   Value curMax = m.reduceMax(xf, dims);
   Value curMin = m.neg(m.reduceMax(m.neg(xf), dims));
   Value lo, hi;

@@ -56,6 +56,16 @@ Value observeAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b, Location loc,
                              const QuantSpec &spec,
                              const QuantSchedule &schedule, Value iteration);
 
+/// As observeAndFakeQuantize, with LSQ / LSQ+ instead of an observer: the
+/// scale (and an activation's zero point) is a parameter holding the
+/// learned change from its start, LSQ's 2 mean|x| / sqrt(qmax) of the first
+/// step (see ds-insert-fake-quant's `learn-scales`); the `qat.<kind>.scale`
+/// and `zero_point` state follow the values in effect.
+Value learnAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b, Location loc,
+                           Value x, StringRef kind, StringRef param,
+                           const QuantSpec &spec, const QuantSchedule &schedule,
+                           Value iteration);
+
 /// The tiers of the dynamic per-layer bit-width: int4, int8, unquantized.
 constexpr int64_t kTierBits[] = {4, 8, 32};
 

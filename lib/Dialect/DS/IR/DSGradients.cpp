@@ -418,6 +418,15 @@ LogicalResult RoundOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+bool StopGradientOp::isDifferentiableOperand(unsigned) { return false; }
+
+LogicalResult StopGradientOp::buildVJP(OpBuilder &builder,
+                                       ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  noGrads(*this, operandGrads);
+  return success();
+}
+
 LogicalResult AbsOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
   return unaryVJP(

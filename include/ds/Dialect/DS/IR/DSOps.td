@@ -204,6 +204,27 @@ def DS_AbsOp : DS_UnaryOp<"abs", "|x|", "`dx = dy * sign(x)` (0 at x = 0).",
 def DS_RoundOp : DS_UnaryOp<"round", "nearbyint(x)",
     "`dx = 0` (piecewise constant, as torch.round; ties round to even).">;
 
+def DS_StopGradientOp : DS_Op<"stop_gradient", [Pure,
+    SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface,
+                              ["isDifferentiableOperand"]>]> {
+  let summary = "The value itself, through which no gradient flows";
+  let description = [{
+    `result = input`, as torch's `Tensor.detach()`: the forward value passes,
+    the gradient does not (`dx = 0`). Passes use it where a value computed
+    from a parameter must not send gradient back to it (LSQ's data-dependent
+    initial step size). It has no folder, so canonicalization before
+    ds-autodiff keeps it; lowering drops it.
+
+    ```mlir
+    %s0 = ds.stop_gradient %s : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins DS_FloatTensor:$input);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType, DS_Retypable,
     DS_Activation, DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Gaussian error linear unit, exact (erf) or tanh form";
