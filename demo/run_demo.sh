@@ -5,8 +5,8 @@
 # policy (ds-run --precision), and with all three levels of the seeds' MGPM
 # (examples/policies/mgpm.yaml: channel split, FP32 warm-up and fine-tune
 # phases) plus loss scaling, and with quantization-aware training (ds-run
-# --fake-quant: every layer INT8, and the seeds' four tiers); same data and
-# seed.
+# --fake-quant: every layer INT8, evaluated also as integer inference and
+# exported as an int8 model, and the seeds' four tiers); same data and seed.
 # Ends with a side-by-side summary and a loss-curve PNG.
 #
 # Environment: BUILD_DIR (default build/), DEMO_OUT (default $BUILD_DIR/demo),
@@ -61,7 +61,8 @@ train -mgpm --precision="$root/examples/policies/mgpm.yaml" --loss-scaling \
 
 echo "== QAT: every linear layer INT8 (torch.ao x86 grids, current weight ranges)"
 train -qat-int8 \
-  --fake-quant="policy=$root/examples/policies/qat-int8.yaml weight-observer=current"
+  --fake-quant="policy=$root/examples/policies/qat-int8.yaml weight-observer=current" \
+  --integer-eval --export-quantized "$out/int8-model"
 
 echo "== QAT: the seeds' tiers (attention projections kept in BF16, other layers INT8)"
 train -qat-tiers --fake-quant="weight-observer=current" --precision
@@ -71,19 +72,23 @@ echo "== summary"
   "fp32=$out/report.json" "mixed=$out/report-mixed.json" \
   "mgpm=$out/report-mgpm.json" "qat-int8=$out/report-qat-int8.json" \
   "qat-tiers=$out/report-qat-tiers.json"
-# The INT8 model's weights: one byte per quantized weight element instead of
-# four (the scales, one f32 per output channel, beside them).
-"$py" - "$out/report-qat-int8.json" "$out/checkpoint-qat-int8" <<'PY'
-import json, os, sys
-import numpy as np
-quant = json.load(open(sys.argv[1]))["summary"].get("quant", [])
-layers = sorted({e["layer"] for e in quant if e["value"] == "weight"})
-n = sum(np.load(os.path.join(sys.argv[2], w + ".npy")).size for w in layers)
-ch = sum(e["scale"]["count"] if isinstance(e["scale"], dict) else 1
-         for e in quant if e["value"] == "weight")
-print("INT8 model: %d quantized weights in %d layers: %.1f KiB as int8 + %.1f KiB "
-      "of scales, vs %.1f KiB in FP32" % (n, len(layers), n / 1024, 4 * ch / 1024,
-                                         4 * n / 1024))
+# The INT8 model as exported (--export-quantized): one byte per quantized
+# weight element instead of four, and its integer inference (int8 GEMMs)
+# beside the fake-quantized forward it was trained as.
+"$py" - "$out/report-qat-int8.json" "$out/int8-model/quantized.json" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["eval"][-1]
+index = json.load(open(sys.argv[2]))
+b = index["bytes"]
+print("INT8 model (%s): %d layers, %.1f KiB of int8 weights + %.1f KiB of scales "
+      "and zero points, vs %.1f KiB in FP32" % (
+          sys.argv[2].rsplit("/", 1)[0], len(index["layers"]),
+          b["int8_weights"] / 1024, b["scales_and_zero_points"] / 1024,
+          b["as_f32"] / 1024))
+print("held-out loss at step %d: fake-quantized %.4f, integer inference %.4f "
+      "(%+.1e), f32 forward of the QAT weights %.4f" % (
+          ev["step"], ev["loss"], ev["int8_loss"], ev["int8_loss"] - ev["loss"],
+          ev["f32_loss"]))
 PY
 echo "reports: $out/report{,-mixed,-mgpm,-qat-int8,-qat-tiers}.json"
 echo "checkpoints: $out/checkpoint{,-mixed,-mgpm,-qat-int8,-qat-tiers}"

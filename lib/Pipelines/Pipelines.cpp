@@ -50,7 +50,8 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
       given(fqReduceRange) || given(fqObserver) || given(fqWeightObserver) ||
       given(fqAveragingConstant) || given(fqFreezeObserversAt) ||
       given(fqFrom) || fqDynamicBits || given(fqBitsThreshold) ||
-      given(fqBitsWindow) || given(fqBitsMomentum) || fqLearnScales) {
+      given(fqBitsWindow) || given(fqBitsMomentum) || fqLearnScales ||
+      given(fqScaleLr)) {
     InsertFakeQuantPassOptions &o = config.fakeQuant.emplace();
     o.policy = fqPolicy;
     o.weights = fqWeights;
@@ -64,6 +65,7 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
     o.freezeObserversAt = fqFreezeObserversAt;
     o.fakeQuantFrom = fqFrom;
     o.learnScales = fqLearnScales;
+    o.scaleLr = fqScaleLr;
     o.dynamicBits = fqDynamicBits || given(fqBitsThreshold) ||
                     given(fqBitsWindow) || given(fqBitsMomentum);
     if (o.dynamicBits) {

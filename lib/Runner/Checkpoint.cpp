@@ -205,6 +205,32 @@ static void removeStaleTemporaries(StringRef parent, StringRef name) {
     fs::remove_directories(dir);
 }
 
+llvm::Expected<std::string> ds::runner::resolveReplaceableDir(StringRef dir,
+                                                              StringRef marker,
+                                                              StringRef kind,
+                                                              bool &exists) {
+  llvm::SmallString<256> target(dir);
+  if (std::error_code ec = fs::make_absolute(target))
+    return llvm::createStringError(ec.message());
+  path::remove_dots(target, /*remove_dot_dot=*/true);
+  while (target.size() > 1 && path::is_separator(target.back()))
+    target.pop_back();
+  exists = fs::exists(target);
+  if (!exists)
+    return std::string(target);
+  if (!fs::is_directory(target))
+    return llvm::createStringError("it exists and is not a directory");
+  std::error_code ec;
+  bool empty = fs::directory_iterator(target, ec) == fs::directory_iterator();
+  llvm::SmallString<256> markerPath(target);
+  path::append(markerPath, marker);
+  if (!ec && !empty && !fs::exists(markerPath))
+    return llvm::createStringError("refusing to replace a non-empty directory "
+                                   "that is not " +
+                                   kind + " (no " + marker + ")");
+  return std::string(target);
+}
+
 llvm::Error ds::runner::writeCheckpoint(
     StringRef dir,
     llvm::ArrayRef<std::pair<std::string, const HostTensor *>> tensors,
@@ -234,27 +260,14 @@ llvm::Error ds::runner::writeCheckpoint(
 
   // 2. Resolve `dir` to an absolute path without a trailing separator; an
   //    existing directory there must be a checkpoint.
-  llvm::SmallString<256> target(dir);
-  if (std::error_code ec = fs::make_absolute(target))
-    return fail(ec.message());
-  path::remove_dots(target, /*remove_dot_dot=*/true);
-  while (target.size() > 1 && path::is_separator(target.back()))
-    target.pop_back();
+  bool exists = false;
+  llvm::Expected<std::string> resolved =
+      resolveReplaceableDir(dir, kRunnerStateFile, "a checkpoint", exists);
+  if (!resolved)
+    return fail(llvm::toString(resolved.takeError()));
+  llvm::SmallString<256> target(*resolved);
   StringRef parent = path::parent_path(target);
   std::string name = path::filename(target).str();
-  bool exists = fs::exists(target);
-  if (exists) {
-    if (!fs::is_directory(target))
-      return fail("it exists and is not a directory");
-    std::error_code ec;
-    bool empty = fs::directory_iterator(target, ec) == fs::directory_iterator();
-    llvm::SmallString<256> state(target);
-    path::append(state, kRunnerStateFile);
-    if (!ec && !empty && !fs::exists(state))
-      return fail("refusing to replace a non-empty directory that is not a "
-                  "checkpoint (no " +
-                  kRunnerStateFile + ")");
-  }
   if (std::error_code ec = fs::create_directories(parent))
     return fail(Twine(parent) + ": " + ec.message());
 

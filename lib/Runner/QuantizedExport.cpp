@@ -10,6 +10,7 @@
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Runner/Checkpoint.h"
 #include "ds/Runner/Report.h"
 
 #include "mlir/IR/Matchers.h"
@@ -220,25 +221,12 @@ llvm::Error ds::runner::writeQuantizedExport(
   auto fail = [&](const llvm::Twine &what) {
     return llvm::createStringError("--export-quantized " + dir + ": " + what);
   };
-  llvm::SmallString<256> target(dir);
-  if (std::error_code ec = fs::make_absolute(target))
-    return fail(ec.message());
-  path::remove_dots(target, /*remove_dot_dot=*/true);
-  while (target.size() > 1 && path::is_separator(target.back()))
-    target.pop_back();
-  bool exists = fs::exists(target);
-  if (exists) {
-    if (!fs::is_directory(target))
-      return fail("is a file; expected a directory");
-    std::error_code ec;
-    bool empty = fs::directory_iterator(target, ec) == fs::directory_iterator();
-    llvm::SmallString<256> index(target);
-    path::append(index, kQuantizedIndexFile);
-    if (!ec && !empty && !fs::exists(index))
-      return fail(llvm::Twine("refusing to replace a non-empty directory that "
-                              "is not an export (no ") +
-                  kQuantizedIndexFile + ")");
-  }
+  bool exists = false;
+  llvm::Expected<std::string> resolved =
+      resolveReplaceableDir(dir, kQuantizedIndexFile, "an export", exists);
+  if (!resolved)
+    return fail(llvm::toString(resolved.takeError()));
+  llvm::SmallString<256> target(*resolved);
   llvm::StringRef parent = path::parent_path(target);
   if (std::error_code ec = fs::create_directories(parent))
     return fail(ec.message());

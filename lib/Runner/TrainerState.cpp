@@ -85,17 +85,12 @@ Error Trainer::checkOutputs() const {
                                   options.exportQuantizedDir, true))
       return e;
     // Refuse to replace what is not an export before training, not after.
-    std::error_code ec;
-    llvm::SmallString<256> index(options.exportQuantizedDir);
-    llvm::sys::path::append(index, kQuantizedIndexFile);
-    if (llvm::sys::fs::is_directory(options.exportQuantizedDir) &&
-        llvm::sys::fs::directory_iterator(options.exportQuantizedDir, ec) !=
-            llvm::sys::fs::directory_iterator() &&
-        !ec && !llvm::sys::fs::exists(index))
-      return errorf("--export-quantized " + options.exportQuantizedDir +
-                    ": refusing to replace a non-empty directory that is "
-                    "not an export (no " +
-                    kQuantizedIndexFile + ")");
+    bool exists = false;
+    llvm::Expected<std::string> resolved = resolveReplaceableDir(
+        options.exportQuantizedDir, kQuantizedIndexFile, "an export", exists);
+    if (!resolved)
+      return errorf("--export-quantized " + options.exportQuantizedDir + ": " +
+                    llvm::toString(resolved.takeError()));
     if (!program.evalContract(EvalKind::Integer) ||
         program.quantizedValues().empty())
       return errorf("--export-quantized: the step has no layer converted to "

@@ -26,6 +26,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <cmath>
 #include <map>
 
 namespace mlir::ds {
@@ -191,6 +192,18 @@ mlir::ds::validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
                         "belongs to one grid");
     return failure();
   }
+  if (!(options.scaleLr >= 0) || std::isinf(options.scaleLr)) {
+    error = optionError(pass, "scale-lr",
+                        "must be >= 0 and finite (0: the optimizer's), got " +
+                            Twine(std::to_string(options.scaleLr)));
+    return failure();
+  }
+  if (options.scaleLr > 0 && !options.learnScales) {
+    error = optionError(pass, "scale-lr",
+                        "needs 'learn-scales' (observed scales are not "
+                        "trained)");
+    return failure();
+  }
   if (options.learnScales && options.freezeObserversAt > 0) {
     error = optionError(pass, "freeze-observers-at",
                         "has nothing to freeze with 'learn-scales' (no "
@@ -236,6 +249,7 @@ mlir::ds::insertFakeQuant(FunctionOpInterface func,
     QuantSpec spec;
     spec.observer = weight ? options.weightObserver : options.observer;
     spec.averagingConstant = options.averagingConstant;
+    spec.scaleLr = options.scaleLr;
     if (weight) {
       spec.symmetric = true;
       spec.qmin = -(int64_t(1) << (bits - 1));
@@ -414,7 +428,7 @@ struct InsertFakeQuantPass
             module, getArgument(),
             {&weights, &activations, &weightBits, &activationBits, &reduceRange,
              &observer, &averagingConstant, &freezeObserversAt, &fakeQuantFrom,
-             &observe, &policy, &dynamicBits, &learnScales})))
+             &observe, &policy, &dynamicBits, &learnScales, &scaleLr})))
       return signalPassFailure();
     InsertFakeQuantPassOptions options;
     options.weights = weights;
@@ -431,6 +445,7 @@ struct InsertFakeQuantPass
     options.policy = policy;
     options.dynamicBits = dynamicBits;
     options.learnScales = learnScales;
+    options.scaleLr = scaleLr;
     std::string error;
     if (failed(validateFakeQuantOptions(options, error))) {
       module.emitError(error);

@@ -194,6 +194,10 @@ struct TrainingPipelineOptions
       *this, "fake-quant-learn-scales",
       llvm::cl::desc("LSQ / LSQ+: learned scales and activation zero points"),
       llvm::cl::init(false)};
+  Opt::Option<double> fqScaleLr{
+      *this, "fake-quant-scale-lr",
+      llvm::cl::desc("Learning rate of learned scales (0: the optimizer's)"),
+      llvm::cl::init(0.0)};
   Opt::Option<int64_t> fqFrom{
       *this, "fake-quant-from",
       llvm::cl::desc("Fake quantization from this iteration on"),

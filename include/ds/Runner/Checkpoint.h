@@ -66,6 +66,17 @@ llvm::Error writeCheckpoint(
     llvm::ArrayRef<std::pair<std::string, const HostTensor *>> tensors,
     const llvm::json::Object &runnerState);
 
+/// Where a directory that is written whole (a checkpoint, an export) goes:
+/// `dir` made absolute, without dots or a trailing separator. Fails when
+/// `dir` exists and is not a directory, or is a non-empty directory without
+/// the file `marker` (what identifies `kind`, e.g. "a checkpoint"): such a
+/// directory is the user's, never replaced. `exists` says whether `dir`
+/// exists.
+llvm::Expected<std::string> resolveReplaceableDir(llvm::StringRef dir,
+                                                  llvm::StringRef marker,
+                                                  llvm::StringRef kind,
+                                                  bool &exists);
+
 /// Reads and verifies the checkpoint at `dir`: every manifest entry's file
 /// must exist and match its dtype, shape and checksum. Errors read like
 /// "corrupt checkpoint ckpt/: adam.m@fc1.weight.npy: checksum mismatch

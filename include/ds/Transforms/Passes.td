@@ -488,7 +488,7 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
     scale: the parameter holds the learned change, and a
     `qat.*.{scale,zero_point}_init` state, set on iteration 0 through
     ds.stop_gradient, holds the start. The parameters carry `ds.optim =
-    {weight_decay = 0}`. The `qat.*.scale` / `zero_point` state follows the
+    {weight_decay = 0}` (and `lr = scale-lr` when given). The `qat.*.scale` / `zero_point` state follows the
     values in effect (the zero point rounded and clamped, as the learned
     kernel uses it), so evaluation, ds-convert-fake-quant and the export
     read them as they read observed ones.
@@ -550,6 +550,10 @@ def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
            "learned with the straight-through gradients, initialised from "
            "the first step's values (2 mean|x| / sqrt(qmax)), no weight "
            "decay; no observer runs">,
+    Option<"scaleLr", "scale-lr", "double", /*default=*/"0.0",
+           "With learn-scales: the learning rate of the quantizers' "
+           "parameters (0: the optimizer's); Adam's normalised steps of the "
+           "main learning rate move a small step size by much of itself">,
     Option<"observe", "observe", "bool", /*default=*/"true",
            "false: the observers never update, the scales and zero points "
            "in the state are used as they are (evaluation, fine-tuning with "

@@ -162,8 +162,11 @@ Value quant::learnAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
       ed.addState(prefix + "scale", param, paramType, InitKind::ones);
   Value zpState =
       ed.addState(prefix + "zero_point", param, paramType, InitKind::zeros);
-  DictionaryAttr noDecay = b.getDictionaryAttr(
-      b.getNamedAttr("weight_decay", b.getF64FloatAttr(0.0)));
+  SmallVector<NamedAttribute> optim{
+      b.getNamedAttr("weight_decay", b.getF64FloatAttr(0.0))};
+  if (spec.scaleLr > 0)
+    optim.push_back(b.getNamedAttr("lr", b.getF64FloatAttr(spec.scaleLr)));
+  DictionaryAttr noDecay = b.getDictionaryAttr(optim);
   Value scaleParam =
       ed.addParam(owner + "scale", paramType, InitKind::zeros, 0.0, noDecay);
   Value scaleInit =

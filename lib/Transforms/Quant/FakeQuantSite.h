@@ -33,6 +33,8 @@ struct QuantSpec {
   Value tier;
   QuantObserver observer = QuantObserver::MovingAverage;
   double averagingConstant = 0.01;
+  /// Learned scales: their learning rate (0: the optimizer's).
+  double scaleLr = 0.0;
 };
 
 /// When observers update and fake quantization applies, by `iteration`.
