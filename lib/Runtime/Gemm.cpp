@@ -1,6 +1,6 @@
 //===- Gemm.cpp - The batched GEMM entry points of the C ABI --------------===//
 //
-// _mlir_ciface_dsrt_matmul_{f32,f64} check the three memref descriptors
+// _mlir_ciface_dsrt_matmul_{f32,f64,s8s8s32} check the three memref descriptors
 // against each other, fold the transpose flags into the strides, and hand a
 // GemmProblem to the element-type kernel. Checking happens before anything is
 // written, so a call that fails leaves C untouched. Degenerate problems are

@@ -52,11 +52,13 @@ def ConvertLinalgToDSRuntimePass
   let summary = "Run buffer-level matmuls through the runtime's library GEMM";
   let description = [{
     After bufferization, replaces every `linalg.matmul` and
-    `linalg.batch_matmul` on f32 or f64 memrefs that overwrites its output
-    (marked `ds.gemm_overwrite` by ds-prepare-library-gemms, or right after
-    a zero `linalg.fill` of the output) by a call to the
-    runtime's `dsrt_matmul_f32` / `dsrt_matmul_f64` (include/ds/Runtime/
-    ds_runtime.h): oneDNN's GEMM for f32, a blocked loop for f64. Operands
+    `linalg.batch_matmul` on f32 or f64 memrefs, or on i8 operands into an
+    i32 output (quantized inference), that overwrites its output (marked
+    `ds.gemm_overwrite` by ds-prepare-library-gemms, or right after a zero
+    `linalg.fill` of the output) by a call to the runtime's
+    `dsrt_matmul_f32` / `dsrt_matmul_f64` / `dsrt_matmul_s8s8s32`
+    (include/ds/Runtime/ds_runtime.h): oneDNN's GEMM for f32, a blocked loop
+    for f64, oneDNN's integer GEMM (exact, whatever the CPU) for int8. Operands
     are passed as rank-3 strided memrefs; transposes and a right-hand side
     shared by every batch, read off the ops' indexing maps, become flags
     and a batch of size 1. The zero fill is dropped (the call overwrites

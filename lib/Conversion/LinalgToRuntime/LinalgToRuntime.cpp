@@ -2,7 +2,8 @@
 //
 // Implements convert-linalg-to-ds-runtime. Library GEMMs (oneDNN) beat what
 // MLIR's loop lowering gives on these CPUs by one to two orders of magnitude,
-// so after bufferization every plain matmul becomes a call into the runtime
+// so after bufferization every plain matmul (f32, f64, and the int8 x int8
+// -> int32 products of quantized inference) becomes a call into the runtime
 // (include/ds/Runtime/ds_runtime.h). The runtime takes rank-3 strided
 // memrefs plus transpose flags; this pass derives those from the linalg op's
 // indexing maps and views 2-D operands as a batch of one.
