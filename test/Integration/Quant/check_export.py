@@ -35,13 +35,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import ds_torch
-import torch.ao.quantization.fx._decomposed  # noqa: F401 (quantized_decomposed ops)
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+# This checkout's ds_torch, whatever clone the venv's editable install is of.
+sys.path.insert(0, os.path.join(SRC, "python"))
+import ds_torch  # noqa: E402
+import torch.ao.quantization.fx._decomposed  # noqa: E402,F401 (quantized_decomposed ops)
 
 DS_RUN = os.environ.get("DS_RUN", "ds-run")
 DS_OPT = os.environ.get("DS_OPT", "ds-opt")
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
 POLICY = os.path.join(SRC, "examples", "policies", "qat-int8.yaml")
 
 FEATURES, HIDDEN, CLASSES, BATCH, EVAL_BATCHES = 16, 48, 10, 32, 8
