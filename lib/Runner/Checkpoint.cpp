@@ -186,9 +186,7 @@ populate(StringRef tmp,
   return writeJsonAtomic(statePath, json::Value(std::move(root)));
 }
 
-/// Removes `.<name>.tmp-XXXXXX` directories in `parent`: the temporaries of
-/// writes of checkpoint `name` that never finished.
-static void removeStaleTemporaries(StringRef parent, StringRef name) {
+void ds::runner::removeStaleTemporaries(StringRef parent, StringRef name) {
   std::string prefix = ("." + name + ".tmp-").str();
   std::error_code ec;
   std::vector<std::string> stale;
@@ -286,30 +284,35 @@ llvm::Error ds::runner::writeCheckpoint(
   }
 
   // 4. Swap it in.
+  if (llvm::Error err = installDirectory(tmp, target, exists))
+    return fail(llvm::toString(std::move(err)));
+  return llvm::Error::success();
+}
+
+llvm::Error ds::runner::installDirectory(StringRef tmp, StringRef target,
+                                         bool exists) {
+  auto fail = [&](const Twine &what) {
+    fs::remove_directories(tmp);
+    return llvm::createStringError(what);
+  };
   if (!exists) {
-    if (std::error_code ec = fs::rename(tmp, target)) {
-      fs::remove_directories(tmp);
+    if (std::error_code ec = fs::rename(tmp, target))
       return fail(ec.message());
-    }
     return llvm::Error::success();
   }
   if (detail::useRenameExchange && exchangePaths(tmp, target)) {
-    fs::remove_directories(tmp); // Now holds the old checkpoint.
+    fs::remove_directories(tmp); // Now holds the old directory.
     return llvm::Error::success();
   }
+  StringRef parent = path::parent_path(target);
   llvm::SmallString<256> backup;
   if (std::error_code ec = fs::getPotentiallyUniqueFileName(
-          parent + "/." + name + ".old-%%%%%%", backup)) {
-    fs::remove_directories(tmp);
+          parent + "/." + path::filename(target) + ".old-%%%%%%", backup))
     return fail(ec.message());
-  }
-  if (std::error_code ec = fs::rename(target, backup)) {
-    fs::remove_directories(tmp);
-    return fail("cannot move the old checkpoint aside: " + ec.message());
-  }
+  if (std::error_code ec = fs::rename(target, backup))
+    return fail("cannot move the old directory aside: " + ec.message());
   if (std::error_code ec = fs::rename(tmp, target)) {
-    fs::rename(backup, target); // Put the old checkpoint back.
-    fs::remove_directories(tmp);
+    fs::rename(backup, target); // Put the old directory back.
     return fail(ec.message());
   }
   fs::remove_directories(backup);

@@ -29,10 +29,6 @@ using mlir::Value;
 namespace fs = llvm::sys::fs;
 namespace path = llvm::sys::path;
 
-/// The values the integer inference step `integer` and its weight
-/// preparation `weights` quantize: one per ds.quantize, whose scale and zero
-/// point are state arguments (a zero point may be shifted by a constant, an
-/// unsigned 8-bit grid stored in i8) and whose grid is constant.
 std::vector<QuantizedValue>
 ds::runner::describeQuantized(FunctionOpInterface integer,
                               FunctionOpInterface weights) {
@@ -44,52 +40,90 @@ ds::runner::describeQuantized(FunctionOpInterface integer,
       return std::nullopt;
     return attr.getSplatValue<llvm::APFloat>().convertToDouble();
   };
-  for (FunctionOpInterface func : {weights, integer}) {
-    if (!func)
-      continue;
-    mlir::FailureOr<mlir::ds::TrainingContract> c =
-        mlir::ds::TrainingContract::fromFunction(func);
-    if (mlir::failed(c))
-      continue;
-    // The state key each result updates, for the prepared weights.
-    llvm::DenseMap<Value, std::string> updated;
-    if (func == weights) {
-      Operation *ret = func.getFunctionBody().front().getTerminator();
-      for (auto [i, res] : llvm::enumerate(c->results))
-        if (res.role == mlir::ds::ResultRole::Update)
-          updated[ret->getOperand(i)] = c->args[res.argIndex].name;
-    }
-    func.walk([&](mlir::ds::QuantizeOp q) {
-      double shift = 0;
-      Value zp = q.getZeroPoint();
-      if (auto sub = zp.getDefiningOp<mlir::ds::SubOp>())
-        if (std::optional<double> k = scalar(sub.getRhs())) {
-          shift = *k;
-          zp = sub.getLhs();
-        }
-      auto scaleArg = mlir::dyn_cast<BlockArgument>(q.getScale());
-      auto zpArg = mlir::dyn_cast<BlockArgument>(zp);
-      std::optional<double> lo = scalar(q.getQmin()), hi = scalar(q.getQmax());
-      if (!scaleArg || !zpArg || !lo || !hi)
-        return;
-      const mlir::ds::ContractArg &s = c->args[scaleArg.getArgNumber()];
-      if (!s.state)
-        return;
+  // A ds.quantize whose scale and zero point are state (a zero point may be
+  // shifted by a constant: an unsigned 8-bit grid stored in i8) and whose
+  // grid is constant, described into `v`; false otherwise.
+  auto read = [&](mlir::ds::QuantizeOp q, const mlir::ds::TrainingContract &c,
+                  QuantizedValue &v) {
+    double shift = 0;
+    Value zp = q.getZeroPoint();
+    if (auto sub = zp.getDefiningOp<mlir::ds::SubOp>())
+      if (std::optional<double> k = scalar(sub.getRhs())) {
+        shift = *k;
+        zp = sub.getLhs();
+      }
+    auto scaleArg = mlir::dyn_cast<BlockArgument>(q.getScale());
+    auto zpArg = mlir::dyn_cast<BlockArgument>(zp);
+    std::optional<double> lo = scalar(q.getQmin()), hi = scalar(q.getQmax());
+    if (!scaleArg || !zpArg || !lo || !hi)
+      return false;
+    const mlir::ds::ContractArg &s = c.args[scaleArg.getArgNumber()];
+    if (!s.state)
+      return false;
+    v.layer = s.state.getOf().str();
+    v.scaleKey = s.name;
+    v.zeroPointKey = c.args[zpArg.getArgNumber()].name;
+    v.qmin = int64_t(*lo + shift);
+    v.qmax = int64_t(*hi + shift);
+    v.axis = q.getAxis();
+    return true;
+  };
+  mlir::FailureOr<mlir::ds::TrainingContract> ic =
+      mlir::ds::TrainingContract::fromFunction(integer);
+  if (mlir::failed(ic))
+    return out;
+  // Weights: the preparation step's ds.quantize, each the update of an
+  // int8 state of the inference step.
+  llvm::StringMap<size_t> byInt8Key;
+  if (weights) {
+    mlir::FailureOr<mlir::ds::TrainingContract> wc =
+        mlir::ds::TrainingContract::fromFunction(weights);
+    if (mlir::failed(wc))
+      return out;
+    Operation *ret = weights.getFunctionBody().front().getTerminator();
+    for (auto [i, res] : llvm::enumerate(wc->results)) {
+      auto q = ret->getOperand(i).getDefiningOp<mlir::ds::QuantizeOp>();
       QuantizedValue v;
-      v.layer = s.state.getOf().str();
-      v.weight = s.state.getKind().starts_with("qat.weight.");
-      if (v.weight != (func == weights))
-        return;
-      v.scaleKey = s.name;
-      v.zeroPointKey = c->args[zpArg.getArgNumber()].name;
-      v.qmin = int64_t(*lo + shift);
-      v.qmax = int64_t(*hi + shift);
-      v.axis = q.getAxis();
-      if (auto it = updated.find(q.getResult()); it != updated.end())
-        v.int8Key = it->second;
+      if (res.role != mlir::ds::ResultRole::Update || !q || !read(q, *wc, v))
+        continue;
+      v.weight = true;
+      v.int8Key = wc->args[res.argIndex].name;
+      byInt8Key[v.int8Key] = out.size();
       out.push_back(std::move(v));
-    });
+    }
   }
+  // Per layer (each ds.quantized_matmul): how its weight is stored, and the
+  // quantizer of the activation it reads (one quantizer may serve several
+  // layers, the Q, K and V projections: each layer gets it).
+  llvm::StringSet<> inputsDone;
+  integer.walk([&](mlir::ds::QuantizedMatMulOp mm) {
+    std::string layer;
+    if (auto arg = mlir::dyn_cast<BlockArgument>(mm.getRhs())) {
+      auto it = byInt8Key.find(ic->args[arg.getArgNumber()].name);
+      if (it == byInt8Key.end())
+        return;
+      QuantizedValue &w = out[it->second];
+      w.transposed = mm.getTransposeRhs();
+      layer = w.layer;
+    } else if (auto q = mm.getRhs().getDefiningOp<mlir::ds::QuantizeOp>()) {
+      // A weight not split off (no preparation step): described here.
+      QuantizedValue w;
+      if (!read(q, *ic, w))
+        return;
+      w.weight = true;
+      w.transposed = mm.getTransposeRhs();
+      layer = w.layer;
+      out.push_back(std::move(w));
+    }
+    auto xq = mm.getLhs().getDefiningOp<mlir::ds::QuantizeOp>();
+    QuantizedValue x;
+    if (layer.empty() || !xq || !read(xq, *ic, x) ||
+        !inputsDone.insert(layer).second)
+      return;
+    x.layer = layer;
+    x.weight = false;
+    out.push_back(std::move(x));
+  });
   return out;
 }
 
@@ -124,7 +158,8 @@ llvm::Error
 populate(llvm::StringRef tmp, const std::vector<QuantizedValue> &values,
          llvm::function_ref<const HostTensor *(llvm::StringRef key)> lookup,
          llvm::ArrayRef<std::pair<std::string, const HostTensor *>> params,
-         llvm::json::Object info) {
+         llvm::ArrayRef<std::pair<std::string, const HostTensor *>> buffers,
+         llvm::ArrayRef<std::string> left, llvm::json::Object info) {
   auto missing = [](llvm::StringRef key) {
     return llvm::createStringError("no tensor for '" + key + "'");
   };
@@ -163,6 +198,11 @@ populate(llvm::StringRef tmp, const std::vector<QuantizedValue> &values,
       layer["input_zero_point"] = zpInt.getInt(0);
       continue;
     }
+    if (v.int8Key.empty())
+      return llvm::createStringError(
+          "the weight of '" + v.layer +
+          "' was not prepared as int8 state (ds-convert-fake-quant's "
+          "prepare-weights)");
     const HostTensor *q = lookup(v.int8Key);
     if (!q)
       return missing(v.int8Key);
@@ -173,6 +213,18 @@ populate(llvm::StringRef tmp, const std::vector<QuantizedValue> &values,
       indices = HostTensor(DType::U8, q->shape);
       for (int64_t i = 0; i < q->numElements(); ++i)
         indices.setInt(i, q->getInt(i) + (v.qmax > 127 ? 128 : 0));
+    }
+    // torch.ao's layers keep weights [out, in]; a layer that multiplies by
+    // a [in, out] weight has it transposed, its channel axis with it.
+    if (!v.transposed && indices.shape.size() == 2) {
+      HostTensor t(indices.dtype, {indices.shape[1], indices.shape[0]});
+      for (int64_t i = 0; i < indices.shape[0]; ++i)
+        for (int64_t j = 0; j < indices.shape[1]; ++j)
+          t.setInt(j * indices.shape[0] + i,
+                   indices.getInt(i * indices.shape[1] + j));
+      indices = std::move(t);
+      if (v.axis)
+        layer["weight_axis"] = 1 - *v.axis;
     }
     std::string files[3] = {v.layer + ".int8.npy", mod + ".weight_scale.npy",
                             mod + ".weight_zero_point.npy"};
@@ -190,7 +242,7 @@ populate(llvm::StringRef tmp, const std::vector<QuantizedValue> &values,
     replacedBytes += indices.numElements() * 4;
     scaleBytes += int64_t(scale->sizeInBytes() + zpInt.sizeInBytes());
   }
-  llvm::json::Object others;
+  llvm::json::Object others, bufferFiles;
   for (const auto &[name, t] : params) {
     if (quantizedWeights.contains(name))
       continue;
@@ -199,10 +251,21 @@ populate(llvm::StringRef tmp, const std::vector<QuantizedValue> &values,
       return e;
     others[name] = file;
   }
+  for (const auto &[name, t] : buffers) {
+    std::string file = name + ".npy";
+    if (llvm::Error e = writeFile(tmp, file, *t))
+      return e;
+    bufferFiles[name] = file;
+  }
+  llvm::json::Array leftArray;
+  for (const std::string &l : left)
+    leftArray.push_back(l);
   info["format"] = "ds-mlir quantized model";
   info["version"] = 1;
   info["layers"] = std::move(layers);
   info["parameters"] = std::move(others);
+  info["buffers"] = std::move(bufferFiles);
+  info["left_in_f32"] = std::move(leftArray);
   info["bytes"] = llvm::json::Object{{"int8_weights", int8Bytes},
                                      {"as_f32", replacedBytes},
                                      {"scales_and_zero_points", scaleBytes}};
@@ -217,7 +280,8 @@ llvm::Error ds::runner::writeQuantizedExport(
     llvm::StringRef dir, const std::vector<QuantizedValue> &values,
     llvm::function_ref<const HostTensor *(llvm::StringRef key)> lookup,
     llvm::ArrayRef<std::pair<std::string, const HostTensor *>> params,
-    llvm::json::Object info) {
+    llvm::ArrayRef<std::pair<std::string, const HostTensor *>> buffers,
+    llvm::ArrayRef<std::string> left, llvm::json::Object info) {
   auto fail = [&](const llvm::Twine &what) {
     return llvm::createStringError("--export-quantized " + dir + ": " + what);
   };
@@ -230,19 +294,18 @@ llvm::Error ds::runner::writeQuantizedExport(
   llvm::StringRef parent = path::parent_path(target);
   if (std::error_code ec = fs::create_directories(parent))
     return fail(ec.message());
+  std::string name = path::filename(target).str();
+  removeStaleTemporaries(parent, name);
   llvm::SmallString<256> tmp;
-  if (std::error_code ec = fs::createUniqueDirectory(
-          parent + "/." + path::filename(target) + ".tmp", tmp))
+  if (std::error_code ec =
+          fs::createUniqueDirectory(parent + "/." + name + ".tmp", tmp))
     return fail(ec.message());
-  if (llvm::Error e = populate(tmp, values, lookup, params, std::move(info))) {
+  if (llvm::Error e = populate(tmp, values, lookup, params, buffers, left,
+                               std::move(info))) {
     fs::remove_directories(tmp);
     return fail(llvm::toString(std::move(e)));
   }
-  if (exists)
-    fs::remove_directories(target);
-  if (std::error_code ec = fs::rename(tmp, target)) {
-    fs::remove_directories(tmp);
-    return fail(ec.message());
-  }
+  if (llvm::Error e = installDirectory(tmp, target, exists))
+    return fail(llvm::toString(std::move(e)));
   return llvm::Error::success();
 }

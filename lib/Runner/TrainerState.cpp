@@ -351,9 +351,18 @@ Error Trainer::exportQuantized(llvm::StringRef dir) {
   for (unsigned i : c.getArgIndices(ArgRole::Param))
     if (!llvm::StringRef(c.args[i].name).contains("_fake_quant."))
       params.push_back({c.args[i].name, &args[i]});
+  // The forward's other state (batch-norm running statistics), without the
+  // quantizers', the counters and RNG keys.
+  std::vector<std::pair<std::string, const HostTensor *>> buffers;
+  const mlir::ds::TrainingContract &forward = *program.evalContract();
+  for (auto [i, arg] : llvm::enumerate(forward.args))
+    if (arg.role == ArgRole::State && arg.type.getElementType().isF32() &&
+        !llvm::StringRef(arg.name).starts_with("qat."))
+      buffers.push_back({arg.name, &args[i]});
   llvm::json::Object info{{"module", options.modulePath},
                           {"step", step},
                           {"seed", static_cast<int64_t>(options.seed)}};
   return writeQuantizedExport(dir, program.quantizedValues(), lookup, params,
+                              buffers, program.integerConversion(),
                               std::move(info));
 }

@@ -264,15 +264,13 @@ Status dsrt::runGemmS8(const GemmProblem<int8_t, int32_t> &p) {
   if (kernel == Int8Kernel::Auto)
     kernel =
         (sevenBitA || oneDNNHasVNNI()) ? Int8Kernel::OneDNN : Int8Kernel::Split;
-  recordInt8Gemm(kernel != Int8Kernel::OneDNN);
-  switch (kernel) {
-  case Int8Kernel::Split:
-    return runSplit(p);
-  case Int8Kernel::Widening:
-    return runWidening(p);
-  default:
-    return runOneDNN(p, sevenBitA);
-  }
+  Status status = kernel == Int8Kernel::Split      ? runSplit(p)
+                  : kernel == Int8Kernel::Widening ? runWidening(p)
+                                                   : runOneDNN(p, sevenBitA);
+  // The counters cover successful calls only.
+  if (!status.failed())
+    recordInt8Gemm(kernel != Int8Kernel::OneDNN);
+  return status;
 }
 
 int dsrt_int8_gemm_has_vnni(void) { return oneDNNHasVNNI() ? 1 : 0; }

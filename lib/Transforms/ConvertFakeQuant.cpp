@@ -11,6 +11,7 @@
 
 #include "StepUtils.h"
 
+#include "ds/Analysis/StepQueries.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
@@ -111,8 +112,18 @@ std::string describe(Operation *op) {
   return text;
 }
 
+/// The integer indices of a fake-quantizer's input and the zero point as
+/// stored, built once per fake-quantizer (a value several layers read, a
+/// weight two matmuls share, is quantized once).
+using QuantizedOperands = llvm::DenseMap<Operation *, std::pair<Value, Value>>;
+
 /// Converts `mm` if both operands fit; otherwise says why in `why`.
-LogicalResult convertMatMul(MatMulOp mm, std::string &why) {
+LogicalResult convertMatMul(MatMulOp mm, QuantizedOperands &done,
+                            std::string &why) {
+  if (traceToParam(mm.getLhs())) {
+    why = "its weight is the lhs (only x W and x W^T layers are converted)";
+    return failure();
+  }
   if (mm.getTransposeLhs()) {
     why = "its activation operand is transposed";
     return failure();
@@ -172,6 +183,12 @@ LogicalResult convertMatMul(MatMulOp mm, std::string &why) {
   // Integer indices of one operand, and its zero point as stored.
   auto quantize = [&](FakeQuantOp fq,
                       const Grid &g) -> std::pair<Value, Value> {
+    if (auto it = done.find(fq); it != done.end())
+      return it->second;
+    // Right after the fake-quantizer, so that every layer reading it sees
+    // the indices.
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfter(fq);
     Value zp = fq.getZeroPoint();
     if (g.shift != 0.0)
       zp = SubOp::create(b, loc, zp, constant(g.shift));
@@ -179,7 +196,7 @@ LogicalResult convertMatMul(MatMulOp mm, std::string &why) {
     Value q = QuantizeOp::create(b, loc, type, fq.getInput(), fq.getScale(), zp,
                                  constant(g.qmin - g.shift),
                                  constant(g.qmax - g.shift), fq.getAxisAttr());
-    return {q, zp};
+    return done[fq] = {q, zp};
   };
   auto [xi, zx] = quantize(xq, *xg);
   auto [wi, zw] = quantize(wq, *wg);
@@ -227,10 +244,11 @@ mlir::ds::convertFakeQuant(FunctionOpInterface func) {
   FakeQuantConversion result;
   SmallVector<MatMulOp> matmuls;
   func.walk([&](MatMulOp mm) { matmuls.push_back(mm); });
+  QuantizedOperands done;
   for (MatMulOp mm : matmuls) {
     std::string why;
     std::string where = describe(mm);
-    if (succeeded(convertMatMul(mm, why)))
+    if (succeeded(convertMatMul(mm, done, why)))
       ++result.converted;
     else if (!why.empty())
       result.left.push_back(where + ": " + why);

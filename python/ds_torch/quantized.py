@@ -9,20 +9,25 @@ attribute names of torch.ao's reference quantized modules (`weight_scale`,
 `weight_zero_point`, `weight_axis`, `weight_qscheme`, `weight_dtype`,
 `weight_quant_min` / `weight_quant_max`; `input_scale`, `input_zero_point`
 for the activation the layer reads) and lists the other parameters, kept in
-f32. Each quantized `nn.Linear` / `nn.Conv2d` becomes
+f32, and the other forward state (batch-norm running statistics) as
+buffers. Each quantized `nn.Linear` becomes
 
     nn.Sequential(FixedQParamsFakeQuantize(input grid),   # torch.ao
-                  torch.ao.nn.quantized.reference.Linear / Conv2d)
+                  torch.ao.nn.quantized.reference.Linear)
 
 whose weight is the exported int8 indices dequantized with the exported
 scales (the reference module re-quantizes it to the same indices), which
 is what torch.ao's `convert_to_reference_fx` produces and what its
 backends lower to int8 kernels. The result computes what ds-run's integer
-inference computes, in f32.
+inference computes, in f32, for the layers ds-run ran as integer GEMMs.
+Layers its integer graph left fake-quantized in f32 (convolutions, FP8 and
+per-group weights: quantized.json's `left_in_f32`) are loaded as plain
+float layers, and load_quantized warns that it does so.
 """
 
 import json
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -107,13 +112,12 @@ def _reference_layer(module, entry, directory, where):
         module.weight.copy_(w)
     if isinstance(module, nn.Linear):
         return ref.Linear.from_float(module, qparams)
-    if isinstance(module, nn.Conv2d):
-        return ref.Conv2d.from_float(module, qparams)
-    raise QuantizedExportError("%s: quantized layer is a %s; expected nn.Linear or "
-                               "nn.Conv2d" % (where, type(module).__name__))
+    raise QuantizedExportError("%s: quantized layer is a %s; ds-run's integer "
+                               "layers are linear (nn.Linear)"
+                               % (where, type(module).__name__))
 
 
-def load_quantized(model, directory):
+def load_quantized(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
     """Returns `model` (modified in place) with the export's parameters and
     every quantized layer replaced by torch.ao's reference quantized module
     behind a fixed-qparams quantizer of its input. Raises
@@ -129,7 +133,13 @@ def load_quantized(model, directory):
                                    % (index_path, index.get("format"),
                                       index.get("version")))
     params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
     with torch.no_grad():
+        for name, file in index.get("buffers", {}).items():
+            if name not in buffers:
+                raise QuantizedExportError("%s: buffer %r is not in the model"
+                                           % (index_path, name))
+            buffers[name].copy_(torch.from_numpy(_load(directory, file)))
         for name, file in index["parameters"].items():
             if name not in params:
                 raise QuantizedExportError("%s: parameter %r is not in the model"
@@ -155,4 +165,10 @@ def load_quantized(model, directory):
         parent_name, _, child = layer.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, child, new)
+    left = index.get("left_in_f32", [])
+    if left:
+        warnings.warn("%s: %d layer(s) were fake-quantized in f32 by ds-run, not "
+                      "integer; they load as float layers without their "
+                      "quantizers: %s" % (index_path, len(left), "; ".join(left)),
+                      stacklevel=2)
     return model

@@ -18,12 +18,14 @@
 // CHECK-SAME: %[[ZX1:[a-z0-9_]+]]: tensor<f32> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"qat.input.zero_point", of = "fc1.weight">}
 // CHECK-NOT: ds.fake_quant
 // CHECK-NOT: ds.select
+// Each operand is quantized right after its fake-quantizer was (the
+// weights' and the input's at the top).
 // CHECK-DAG: %[[XI:.*]] = ds.quantize %[[X]], %[[SX1]], %[[ZX1]], %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<f32>, tensor<f32> -> tensor<2x4xi8>
 // CHECK-DAG: %[[WI:.*]] = ds.quantize %[[W1]], %[[SW1]], %[[ZW1]], %{{.*}}, %{{.*}} axis = 0 : tensor<8x4xf32>, tensor<8xf32>, tensor<f32> -> tensor<8x4xi8>
+// CHECK-DAG: %[[W2I:.*]] = ds.quantize {{.*}} axis = 1 : tensor<8x3xf32>, tensor<3xf32>, tensor<f32> -> tensor<8x3xi8>
 // CHECK: %[[H:.*]] = ds.quantized_matmul %[[XI]], %[[WI]], %[[SX1]], %[[ZX1]], %[[SW1]], %[[ZW1]] transpose_rhs : tensor<2x4xi8>, tensor<8x4xi8>, tensor<f32>, tensor<8xf32> -> tensor<2x8xf32>
 // CHECK: ds.quantize %[[H]]
-// CHECK: ds.quantize {{.*}} axis = 1 : tensor<8x3xf32>, tensor<3xf32>, tensor<f32> -> tensor<8x3xi8>
-// CHECK: %[[A:.*]] = ds.quantized_matmul {{.*}} : tensor<2x8xi8>, tensor<8x3xi8>, tensor<f32>, tensor<3xf32> -> tensor<2x3xf32>
+// CHECK: %[[A:.*]] = ds.quantized_matmul %{{.*}}, %[[W2I]], {{.*}} : tensor<2x8xi8>, tensor<8x3xi8>, tensor<f32>, tensor<3xf32> -> tensor<2x3xf32>
 // CHECK: ds.matmul %[[A]], %[[A]] transpose_rhs
 // Nothing was left fake-quantized, so the pass says nothing.
 // WARN-NOT: warning
@@ -76,3 +78,13 @@ func.func @step(%w1: tensor<8x4xf32> {ds.param = "fc1.weight", ds.init = #ds.ini
 // PREP: %[[Q2:.*]] = ds.quantize {{.*}} axis = 1 : tensor<8x3xf32>, tensor<3xf32>, tensor<f32> -> tensor<8x3xi8>
 // PREP-NOT: ds.matmul
 // PREP: return %{{.*}}, %[[Q1]], %[[Q2]] :
+
+// RUN: ds-opt %S/Inputs/tied-weight.mlir --ds-insert-fake-quant="observe=false" --ds-convert-fake-quant="prepare-weights" | FileCheck %s --check-prefix=TIED
+// A weight two matmuls read is quantized once: one int8 state, named after
+// its parameter, read by both integer matmuls (the contract verifies).
+// TIED-LABEL: func.func @step(
+// TIED-SAME: %[[WI:[a-z0-9_]+]]: tensor<8x8xi8> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"qat.weight.int8", of = "fc.weight">})
+// TIED-COUNT-2: ds.quantized_matmul %{{.*}}, %[[WI]],
+// TIED-LABEL: func.func @step_weights(
+// TIED-COUNT-1: ds.quantize
+// TIED-NOT: ds.quantize

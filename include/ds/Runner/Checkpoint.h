@@ -77,6 +77,16 @@ llvm::Expected<std::string> resolveReplaceableDir(llvm::StringRef dir,
                                                   llvm::StringRef kind,
                                                   bool &exists);
 
+/// Puts the complete directory `tmp` (beside `target`) at `target`: a
+/// rename, or where `target` exists a swap that leaves the old directory in
+/// place on any failure. `tmp` is removed whatever happens.
+llvm::Error installDirectory(llvm::StringRef tmp, llvm::StringRef target,
+                             bool exists);
+
+/// Removes `.<name>.tmp-XXXXXX` directories in `parent`: what writes of
+/// `name` that never finished (a killed run) left.
+void removeStaleTemporaries(llvm::StringRef parent, llvm::StringRef name);
+
 /// Reads and verifies the checkpoint at `dir`: every manifest entry's file
 /// must exist and match its dtype, shape and checksum. Errors read like
 /// "corrupt checkpoint ckpt/: adam.m@fc1.weight.npy: checksum mismatch

@@ -40,12 +40,16 @@ struct QuantizedValue {
   std::optional<int64_t> axis;
   /// Weights: the state key of the prepared int8 indices.
   std::string int8Key;
+  /// Weights: stored [out, in] (the layer multiplies by its transpose, as
+  /// nn.Linear); false for a [in, out] weight.
+  bool transposed = true;
 };
 
 /// The values the integer inference step `integer` (after
 /// ds-convert-fake-quant) and its weight preparation `weights` (after
-/// splitWeightPreparation; may be null) quantize: one per ds.quantize whose
-/// scale and zero point are state arguments and whose grid is constant.
+/// splitWeightPreparation; may be null) quantize, whose scales and zero
+/// points are state arguments and whose grids are constant: every layer's
+/// weight, and per layer the activation it reads.
 std::vector<QuantizedValue>
 describeQuantized(mlir::FunctionOpInterface integer,
                   mlir::FunctionOpInterface weights);
@@ -55,15 +59,18 @@ inline constexpr const char *kQuantizedIndexFile = "quantized.json";
 
 /// Writes an export directory (see the file comment). `lookup` returns the
 /// tensor of a state key, of a parameter name, or of a prepared int8 weight
-/// (QuantizedValue::int8Key), or null; `params` are every parameter, name
-/// and value. `info` is copied into the index. The directory is assembled
-/// beside `dir` and renamed into place, so `dir` is never half-written; an
-/// existing `dir` must be empty or an earlier export.
+/// (QuantizedValue::int8Key), or null; `params` are the model's parameters
+/// and `buffers` its other forward state (batch-norm running statistics),
+/// name and value; `left` lists the layers the integer graph left
+/// fake-quantized in f32. `info` is copied into the index. The directory is
+/// assembled beside `dir` and swapped into place, so `dir` is never
+/// half-written; an existing `dir` must be empty or an earlier export.
 llvm::Error writeQuantizedExport(
     llvm::StringRef dir, const std::vector<QuantizedValue> &values,
     llvm::function_ref<const HostTensor *(llvm::StringRef key)> lookup,
     llvm::ArrayRef<std::pair<std::string, const HostTensor *>> params,
-    llvm::json::Object info);
+    llvm::ArrayRef<std::pair<std::string, const HostTensor *>> buffers,
+    llvm::ArrayRef<std::string> left, llvm::json::Object info);
 
 } // namespace ds::runner
 

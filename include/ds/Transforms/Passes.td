@@ -577,8 +577,9 @@ def ConvertFakeQuantPass : Pass<"ds-convert-fake-quant", "::mlir::ModuleOp"> {
         %wi = ds.quantize %w, %sw, %zw, ... axis = a       -> i8
         %y  = ds.quantized_matmul %xi, %wi, %sx, %zx, %sw, %zw
 
-    whose integer product runs on the runtime's int8 GEMM (oneDNN, or exact
-    widening loops on CPUs where oneDNN's kernels could saturate). A grid
+    whose integer product runs on the runtime's int8 GEMM (oneDNN; exact
+    also on CPUs without VNNI, where it splits activations that oneDNN's
+    kernels could saturate on into two 7-bit GEMMs). A grid
     wider than int8 (an unsigned 8-bit activation grid, 0..255) is stored
     shifted by -128. The fake-quantization schedule (`fake-quant-from`)
     does not apply to inference: a fake-quantizer selected against its
@@ -589,8 +590,9 @@ def ConvertFakeQuantPass : Pass<"ds-convert-fake-quant", "::mlir::ModuleOp"> {
     per-group (INT4 group) and dynamic-bit-width weights, and weights on
     the lhs. The pass says what it converted and what it left, per step.
 
-    A step without `ds.fake_quant`, one with gradients or updates (convert
-    the forward, not the training step), and one whose observers still run
+    A step without `ds.fake_quant`, one with gradients or parameter updates
+    (convert the forward, not the training step), and one whose observers
+    still run
     (a scale computed in the step rather than read from state: the model
     is still being trained) are located errors; so is a step where nothing
     could be converted.

@@ -71,20 +71,19 @@ mlir::ds::splitWeightPreparation(FunctionOpInterface func) {
   if (weights.empty())
     return FunctionOpInterface();
 
-  // One state per quantized weight, named after its parameter.
+  // One state per quantized weight, `of` its parameter (the contract wants
+  // `of` to name a parameter); a second one of the same parameter, or one
+  // of no parameter, gets a numbered kind instead.
   StepEditor ed(func);
   SmallVector<Value> states;
   llvm::StringSet<> used;
   for (auto [i, q] : llvm::enumerate(weights)) {
-    std::string of;
+    std::string kind = kQuantizedWeightStateKind.str(), of;
     if (BlockArgument p = traceToParam(q.getInput()))
       of = getParamName(p).str();
-    else
-      of = "value" + std::to_string(i);
-    if (!used.insert(of).second)
-      of += "#" + std::to_string(i);
-    states.push_back(ed.addState(kQuantizedWeightStateKind, of, q.getType(),
-                                 InitKind::zeros));
+    if (of.empty() || !used.insert(of).second)
+      kind += "." + std::to_string(i);
+    states.push_back(ed.addState(kind, of, q.getType(), InitKind::zeros));
   }
 
   // The preparation step: the same arguments, a zero loss (the contract

@@ -913,3 +913,37 @@ func.func @fake_quant_grad_of(%x: tensor<8x12xf32>, %s: tensor<f32>) {
   %0 = ds.fake_quant_grad %x, %s, %s, %s, %s, %x of = scale : tensor<8x12xf32>, tensor<f32>, tensor<f32>
   return
 }
+
+// -----
+
+func.func @quantize_grid_too_wide(%x: tensor<8x12xf32>, %s: tensor<f32>) {
+  %lo = arith.constant dense<0.0> : tensor<f32>
+  %hi = arith.constant dense<255.0> : tensor<f32>
+  // expected-error@+1 {{'ds.quantize' op qmax 2.550000e+02 does not fit the result 'i8' ([-128, 127]; store an unsigned grid shifted)}}
+  %0 = ds.quantize %x, %s, %s, %lo, %hi : tensor<8x12xf32>, tensor<f32>, tensor<f32> -> tensor<8x12xi8>
+  return
+}
+
+// -----
+
+func.func @quantized_matmul_contraction(%x: tensor<4x12xi8>, %w: tensor<8x10xi8>, %s: tensor<f32>, %sw: tensor<8xf32>) {
+  // expected-error@+1 {{'ds.quantized_matmul' op contracts lhs dimension of size 12 with rhs dimension of size 10}}
+  %0 = ds.quantized_matmul %x, %w, %s, %s, %sw, %sw transpose_rhs : tensor<4x12xi8>, tensor<8x10xi8>, tensor<f32>, tensor<8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @quantized_matmul_scale(%x: tensor<4x12xi8>, %w: tensor<8x12xi8>, %s: tensor<f32>, %sw: tensor<12xf32>) {
+  // expected-error@+1 {{'ds.quantized_matmul' op expects a rank-0 rhs_scale and rhs_zero_point or ones of shape [8] (per output channel), got 'tensor<12xf32>'}}
+  %0 = ds.quantized_matmul %x, %w, %s, %s, %sw, %sw transpose_rhs : tensor<4x12xi8>, tensor<8x12xi8>, tensor<f32>, tensor<12xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @quantized_matmul_types(%x: tensor<4x12xi32>, %w: tensor<8x12xi8>, %s: tensor<f32>) {
+  // expected-error@+1 {{'ds.quantized_matmul' op expects i8 operands, got 'i32' and 'i8'}}
+  %0 = ds.quantized_matmul %x, %w, %s, %s, %s, %s transpose_rhs : tensor<4x12xi32>, tensor<8x12xi8>, tensor<f32>, tensor<f32> -> tensor<4x8xf32>
+  return
+}

@@ -302,6 +302,41 @@ def main():
             problems.append("the non-export directory was changed: %s" % os.listdir(busy))
         if os.path.exists(out + "2") or os.path.exists(out + "3"):
             problems.append("a refused export wrote a directory")
+
+        # Other models, by their index: the GPT block's Q, K and V
+        # projections read one quantized value (each layer gets its
+        # quantizer); a [in, out] weight is exported [out, in]; the CNN's
+        # batch-norm statistics are buffers and its convolutions are listed
+        # as left in f32.
+        def export(model, tag, extra=()):
+            d = os.path.join(work, tag)
+            ds_run([model, "--steps", "2", "--quiet", "--fake-quant=policy=" + POLICY,
+                    "--export-quantized", d] + list(extra))
+            return json.load(open(os.path.join(d, "quantized.json"))), d
+        gpt, _ = export(os.path.join(SRC, "examples", "gpt_block.mlir"), "gpt")
+        qkv = [gpt["layers"].get("attn.%s_proj" % p, {}) for p in "qkv"]
+        scales = [e.get("input_scale") for e in qkv]
+        print("gpt block: q, k, v input scales %s" % ("equal" if len(set(scales)) == 1
+                                                      and None not in scales
+                                                      else scales))
+        if None in scales or len(set(scales)) != 1:
+            problems.append("gpt: q/k/v input quantizers %s" % scales)
+        xs = os.path.join(work, "two_x.npy")
+        np.save(xs, rng.standard_normal((16, 4)).astype(np.float32))
+        two, d = export(os.path.join(SRC, "test", "Transforms", "Inputs",
+                                     "two-layers.mlir"), "two", ["--data", "x=" + xs])
+        fc2 = two["layers"]["fc2"]
+        shape = np.load(os.path.join(d, fc2["weight"])).shape
+        print("[in, out] weight fc2 [8, 3]: exported %s, weight_axis %d"
+              % (list(shape), fc2["weight_axis"]))
+        if shape != (3, 8) or fc2["weight_axis"] != 0:
+            problems.append("fc2 exported %s axis %d" % (shape, fc2["weight_axis"]))
+        cnn, _ = export(os.path.join(SRC, "examples", "cnn.mlir"), "cnn")
+        print("cnn: buffers %s; left in f32: %d layers"
+              % (", ".join(sorted(cnn["buffers"])), len(cnn["left_in_f32"])))
+        if "bn1.running_mean" not in cnn["buffers"] or not cnn["left_in_f32"]:
+            problems.append("cnn: buffers %s, left %s" % (cnn["buffers"],
+                                                       cnn["left_in_f32"]))
     for p in problems:
         print("FAILED: " + p)
     print("export: %d problems" % len(problems))

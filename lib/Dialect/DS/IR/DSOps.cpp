@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -941,6 +942,21 @@ LogicalResult QuantizeOp::verify() {
   if (width < 2 || width > 32)
     return emitOpError() << "expects an integer result of 2 to 32 bits, got "
                          << getType().getElementType();
+  // A constant grid must fit the (signed) result type.
+  int64_t lo = -(int64_t(1) << (width - 1)),
+          hi = (int64_t(1) << (width - 1)) - 1;
+  for (auto [name, v] : {std::pair<const char *, Value>{"qmin", getQmin()},
+                         {"qmax", getQmax()}}) {
+    DenseElementsAttr attr;
+    if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
+        !isa<FloatType>(attr.getElementType()))
+      continue;
+    double q = attr.getSplatValue<APFloat>().convertToDouble();
+    if (q < double(lo) || q > double(hi))
+      return emitOpError() << name << " " << q << " does not fit the result "
+                           << getType().getElementType() << " ([" << lo << ", "
+                           << hi << "]; store an unsigned grid shifted)";
+  }
   return success();
 }
 

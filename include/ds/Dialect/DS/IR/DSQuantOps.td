@@ -124,8 +124,9 @@ def DS_QuantizeOp : DS_Op<"quantize", [Pure,
     The integer half of ds.fake_quant: per element
     `clamp(zero_point + nearbyint(x * (1 / scale)), qmin, qmax)` (reciprocal
     in f32, ties to even), stored in the integer result type, which must
-    hold [qmin, qmax] (an 8-bit unsigned grid is stored shifted by -128:
-    give zero_point, qmin and qmax shifted). Per tensor, or per channel with
+    hold [qmin, qmax], checked when they are constants (an 8-bit unsigned
+    grid is stored shifted by -128: give zero_point, qmin and qmax
+    shifted). Per tensor, or per channel with
     `axis`, as ds.fake_quant. Used by inference graphs that
     `ds-convert-fake-quant` builds; it has no gradient.
 
@@ -165,7 +166,7 @@ def DS_QuantizedMatMulOp : DS_Op<"quantized_matmul", [Pure,
     i.e. ds.matmul of the two ds.fake_quant values it replaces, with the sum
     done exactly in integers instead of rounded in f32 (zero points are
     integral). The integer GEMM runs in the runtime (oneDNN's int8 kernels,
-    or exact widening loops where those could saturate). Not
+    exact on every CPU: see dsrt_matmul_s8s8s32). Not
     differentiable: it is for inference.
 
     ```mlir
