@@ -349,7 +349,8 @@ Error Trainer::exportQuantized(llvm::StringRef dir) {
   // exported scales and zero points already; the model has no such
   // parameters.
   for (unsigned i : c.getArgIndices(ArgRole::Param))
-    if (!llvm::StringRef(c.args[i].name).contains("_fake_quant."))
+    if (!llvm::StringRef(c.args[i].name)
+             .contains(mlir::ds::kFakeQuantParamInfix))
       params.push_back({c.args[i].name, &args[i]});
   // The forward's other state (batch-norm running statistics), without the
   // quantizers', the counters and RNG keys.

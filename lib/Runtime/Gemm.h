@@ -103,6 +103,32 @@ template <typename T> void unpackRowMajor(const T *src, const Matrix<T> &dst) {
       dst.at(i, j) = src[i * dst.cols + j];
 }
 
+/// An input operand as oneDNN's row-major GEMMs (dnnl_sgemm,
+/// dnnl_gemm_u8s8s32, ...) take it: data, 'N' or 'T', leading dimension.
+template <typename T> struct GemmInput {
+  const T *data;
+  char trans;
+  int64_t ld;
+};
+
+/// Presents view `m` according to `plan`; a packed plan uses `packed`,
+/// filling it first unless it already holds `m` (`fill` false).
+template <typename T>
+GemmInput<T> present(const Matrix<const T> &m, const LayoutPlan &plan,
+                     T *packed, bool fill = true) {
+  switch (plan.layout) {
+  case Layout::RowMajor:
+    return {m.data, 'N', plan.ld};
+  case Layout::ColMajor:
+    return {m.data, 'T', plan.ld};
+  case Layout::Packed:
+    break;
+  }
+  if (fill)
+    packRowMajor(m, packed);
+  return {packed, 'N', plan.ld};
+}
+
 /// Computes an f32 problem with oneDNN's sgemm.
 Status runGemmF32(const GemmProblem<float> &problem);
 

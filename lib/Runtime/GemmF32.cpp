@@ -52,30 +52,6 @@ bool distributeBatches(int64_t batches, int threads, int64_t m, int64_t n,
   return double(batches) / double(rounds * threads) >= 0.8;
 }
 
-/// An input operand as dnnl_sgemm takes it.
-struct SgemmInput {
-  const float *data;
-  char trans;
-  int64_t ld;
-};
-
-/// Presents view `m` according to `plan`; a packed plan uses `packed`,
-/// filling it first unless it already holds `m` (`fill` false).
-SgemmInput present(const Matrix<const float> &m, const LayoutPlan &plan,
-                   float *packed, bool fill) {
-  switch (plan.layout) {
-  case Layout::RowMajor:
-    return {m.data, 'N', plan.ld};
-  case Layout::ColMajor:
-    return {m.data, 'T', plan.ld};
-  case Layout::Packed:
-    break;
-  }
-  if (fill)
-    packRowMajor(m, packed);
-  return {packed, 'N', plan.ld};
-}
-
 /// Packs an input once per call if it needs packing and is the same for
 /// every batch; `shared` stays null otherwise.
 Status packShared(const BatchedMatrix<const float> &x, const LayoutPlan &plan,
@@ -126,10 +102,12 @@ Status dsrt::runGemmF32(const GemmProblem<float> &problem) {
     for (int64_t b = begin; b < end; ++b) {
       if (failed.load(std::memory_order_relaxed))
         return;
-      SgemmInput a = aShared ? present(p.a[b], aPlan, aShared.get(), false)
-                             : present(p.a[b], aPlan, aScratch.get(), true);
-      SgemmInput bIn = bShared ? present(p.b[b], bPlan, bShared.get(), false)
-                               : present(p.b[b], bPlan, bScratch.get(), true);
+      GemmInput<float> a = aShared
+                               ? present(p.a[b], aPlan, aShared.get(), false)
+                               : present(p.a[b], aPlan, aScratch.get(), true);
+      GemmInput<float> bIn = bShared
+                                 ? present(p.b[b], bPlan, bShared.get(), false)
+                                 : present(p.b[b], bPlan, bScratch.get(), true);
       Matrix<float> c = p.c[b];
       float *cData = cScratch ? cScratch.get() : c.data;
       dnnl_status_t status =

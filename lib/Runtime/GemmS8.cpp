@@ -122,27 +122,6 @@ Status runWidening(const GemmProblem<int8_t, int32_t> &p) {
   return Status::success();
 }
 
-/// An operand as oneDNN's row-major integer GEMM takes it.
-struct GemmInput {
-  const int8_t *data;
-  char trans;
-  int64_t ld;
-};
-
-GemmInput present(const Matrix<const int8_t> &m, const LayoutPlan &plan,
-                  int8_t *packed) {
-  switch (plan.layout) {
-  case Layout::RowMajor:
-    return {m.data, 'N', plan.ld};
-  case Layout::ColMajor:
-    return {m.data, 'T', plan.ld};
-  case Layout::Packed:
-    break;
-  }
-  packRowMajor(m, packed);
-  return {packed, 'N', plan.ld};
-}
-
 /// C = A * B on oneDNN: u8 x s8 when `sevenBitA`, else s8 x s8.
 Status runOneDNN(const GemmProblem<int8_t, int32_t> &problem, bool sevenBitA) {
   GemmProblem<int8_t, int32_t> p = problem;
@@ -170,8 +149,8 @@ Status runOneDNN(const GemmProblem<int8_t, int32_t> &problem, bool sevenBitA) {
   applyThreadsToCaller();
   const int32_t zero = 0;
   for (int64_t b = 0; b < p.batches; ++b) {
-    GemmInput a = present(p.a[b], aPlan, aScratch.get());
-    GemmInput bIn = present(p.b[b], bPlan, bScratch.get());
+    GemmInput<int8_t> a = present(p.a[b], aPlan, aScratch.get());
+    GemmInput<int8_t> bIn = present(p.b[b], bPlan, bScratch.get());
     Matrix<int32_t> c = p.c[b];
     int32_t *cData = cScratch ? cScratch.get() : c.data;
     dnnl_status_t status =
@@ -221,7 +200,7 @@ Status runSplit(const GemmProblem<int8_t, int32_t> &p) {
         hi[i * p.k + k] = uint8_t(u >> 1);
         lo[i * p.k + k] = uint8_t(u & 1);
       }
-    GemmInput bIn = present(bm, bPlan, bScratch.get());
+    GemmInput<int8_t> bIn = present(bm, bPlan, bScratch.get());
     if (b == 0 || !p.b.invariant())
       for (int64_t j = 0; j < p.n; ++j) {
         int32_t sum = 0;

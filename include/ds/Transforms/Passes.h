@@ -134,6 +134,12 @@ validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
 LogicalResult insertFakeQuant(FunctionOpInterface func,
                               const InsertFakeQuantPassOptions &options);
 
+/// What names the parameters ds-insert-fake-quant{learn-scales} adds: the
+/// learned scale of layer `fc1`'s weight is `fc1.weight<this>scale`, that
+/// of its input `fc1.input<this>scale`. They belong to the quantizers, not
+/// to the model (an export leaves them out).
+inline constexpr llvm::StringLiteral kFakeQuantParamInfix = "_fake_quant.";
+
 /// What ds-convert-fake-quant did to one step.
 struct FakeQuantConversion {
   /// ds.matmul ops now computed by ds.quantized_matmul.

@@ -154,7 +154,8 @@ Value quant::learnAndFakeQuantize(detail::StepEditor &ed, OpBuilder &b,
   const double eps = std::numeric_limits<float>::epsilon();
   bool weight = kind == "weight";
   std::string prefix = ("qat." + kind + ".").str();
-  std::string owner = moduleOf(param) + "." + kind.str() + "_fake_quant.";
+  std::string owner =
+      moduleOf(param) + "." + kind.str() + kFakeQuantParamInfix.str();
   // The training step and a frozen evaluation copy add the same arguments,
   // in the same order (an evaluation step's arguments are a prefix of the
   // training step's).
