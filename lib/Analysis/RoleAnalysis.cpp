@@ -67,6 +67,9 @@ bool isConstantLike(Value v) {
 
 /// A matmul with a parameter operand: a linear layer.
 bool isProjection(Operation *op) {
+  // A block-sparse layer (ds-sparsify-matmul) always reads its weight.
+  if (isa<BlockSparseMatMulOp>(op))
+    return isForwardOp(op);
   auto mm = dyn_cast<MatMulOp>(op);
   return mm && isForwardOp(op) &&
          (traceToParam(mm.getLhs()) || traceToParam(mm.getRhs()));

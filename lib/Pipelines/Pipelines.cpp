@@ -45,6 +45,27 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   auto given = [](const llvm::cl::Option &o) {
     return o.getNumOccurrences() > 0;
   };
+  if (sparsity || given(spPolicy) || given(spBlock) || given(spSchedule) ||
+      given(spInitial) || given(spFinal) || given(spHold) ||
+      given(spTotalSteps) || given(spUpdateEvery) || spRegrow ||
+      given(spDropFraction) || given(spRegrowEnd) || given(spScore) ||
+      given(spDistribution)) {
+    SparsifyMatMulPassOptions &o = config.sparsity.emplace();
+    o.policy = spPolicy;
+    o.block = spBlock;
+    o.schedule = spSchedule;
+    o.initial = spInitial;
+    o.final = spFinal;
+    o.hold = spHold;
+    // One training length, unless the schedule is given its own.
+    o.totalSteps = spTotalSteps ? spTotalSteps : totalSteps;
+    o.updateEvery = spUpdateEvery;
+    o.regrow = spRegrow;
+    o.dropFraction = spDropFraction;
+    o.regrowEnd = spRegrowEnd;
+    o.score = spScore;
+    o.distribution = spDistribution;
+  }
   if (fakeQuant || given(fqPolicy) || given(fqWeights) ||
       given(fqActivations) || given(fqWeightBits) || given(fqActivationBits) ||
       given(fqReduceRange) || given(fqObserver) || given(fqWeightObserver) ||
@@ -153,7 +174,12 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   // 2. ds -> linalg/tensor on tensors, then fuse elementwise chains while
   //    they are still values (one loop nest per chain, no temporaries),
   //    leaving matmuls named for the library GEMM of step 4.
-  pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass());
+  //    The ops whose kernels live in the runtime (block-sparse products,
+  //    top-k) stay for step 2c; without library kernels they get the dense
+  //    reference lowering.
+  ConvertDSToLinalgPassOptions toLinalg;
+  toLinalg.runtimeKernels = libraryGemm;
+  pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass(toLinalg));
   cleanup();
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   cleanup();
@@ -171,6 +197,11 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   pm.addNestedPass<func::FuncOp>(math::createMathExpandOpsPass(expandPowI));
   pm.addNestedPass<func::FuncOp>(createVectorizeCPUPass());
   cleanup();
+  // 2c. Runtime kernels become calls on buffer views of their operands,
+  //     after the last CSE (which could merge two calls' views of one
+  //     tensor and so move a read past an in-place write).
+  if (libraryGemm)
+    pm.addPass(createConvertDSToRuntimePass());
   // 3. Tensors -> buffers. Results become out-parameters that the runner
   //    allocates; static allocations of results are written in place.
   bufferization::OneShotBufferizePassOptions bufferize;
@@ -235,7 +266,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   // The canonical order (DESIGN.md). Every technique still to come has its
   // slot here, so that its issue plugs in without re-deciding the order:
   //
-  //  0. [ds-sparsify-matmul], then ds-insert-fake-quant, on the forward,
+  //  0. ds-sparsify-matmul, then ds-insert-fake-quant, on the forward,
   //     before autodiff: they rewrite forward ops into ops whose gradient
   //     rules give the sparse backward and the straight-through estimator,
   //     so autodiff builds a consistent backward; sparsify first, so a
@@ -249,14 +280,19 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   //     the same steps.
   //  5. ds-clip-gradients, on the averaged gradients (clip_grad_norm_ after
   //     DDP's all-reduce).
+  //  5b. ds-update-sparsity-masks, on the final gradients (every rank sees
+  //     the same ones, so the masks agree).
   //  6. ds-insert-optimizer.
   //  7. [ds-partition-pipeline], last: it cuts the finished step.
   //  7b. canonicalize + cse on the finished step.
   //  8. Lowering (ds-cpu-pipeline).
   // Bracketed passes do not exist yet.
 
-  // 0. Fake quantization rewrites the forward; autodiff then builds the
-  //    straight-through backward from ds.fake_quant's rule.
+  // 0. Block sparsity, then fake quantization, rewrite the forward; autodiff
+  //    then builds the sparse and straight-through backward from the ops'
+  //    rules.
+  if (config.sparsity)
+    pm.addPass(createSparsifyMatMulPass(*config.sparsity));
   if (config.fakeQuant)
     pm.addPass(createInsertFakeQuantPass(*config.fakeQuant));
   // 1. The backward first: every technique below works on gradients.
@@ -279,6 +315,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   // 5. Clipping on the unscaled gradients.
   if (config.clip)
     pm.addPass(createClipGradientsPass(*config.clip));
+  // 5b. The mask updates score the final gradients; the optimizer then
+  //     keeps the weights and their state zero outside the new masks.
+  if (config.sparsity)
+    pm.addPass(createUpdateSparsityMasksPass());
   // 6. The update last, guarded by found_inf when loss scaling ran.
   if (config.optimizer)
     pm.addPass(createInsertOptimizerPass(*config.optimizer));
@@ -302,9 +342,9 @@ void mlir::ds::registerDSPipelines() {
   registerPassPipeline(
       "ds-training-pipeline",
       "The training techniques in their canonical order: "
-      "ds-insert-fake-quant, ds-autodiff, "
+      "ds-sparsify-matmul, ds-insert-fake-quant, ds-autodiff, "
       "ds-assign-precision, ds-insert-loss-scaling, ds-clip-gradients, "
-      "ds-insert-optimizer, then canonicalize and cse (and ds-cpu-pipeline "
+      "ds-update-sparsity-masks, ds-insert-optimizer, then canonicalize and cse (and ds-cpu-pipeline "
       "with lower=true)",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> emitError) {

@@ -258,7 +258,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   // module has compiled in, rather than ignored.
   if (!options.asIs && program->level == ModuleLevel::Lowered) {
     const mlir::ds::TrainingPipelineConfig &p = options.pipeline;
-    const char *flag = p.fakeQuant     ? "--fake-quant"
+    const char *flag = p.sparsity      ? "--sparsity"
+                       : p.fakeQuant   ? "--fake-quant"
                        : p.precision   ? "--precision"
                        : p.lossScaling ? "--loss-scaling"
                        : p.clip        ? "--clip-gradients"
@@ -340,6 +341,12 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
         return diags.error("loss scaling and gradient clipping apply to "
                            "forward + loss and gradient modules; this module "
                            "already is a training step");
+      if (requested.sparsity && !needGrad)
+        return diags.error(
+            "--sparsity cannot be applied: it rewrites the forward before "
+            "ds-autodiff, and this module is a " +
+            stringifyModuleLevel(program->level).str() +
+            "; give it a forward + loss module");
       // Fake quantization rewrites the forward before autodiff.
       if (requested.fakeQuant && !needGrad)
         return diags.error(
@@ -353,6 +360,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
         config.optimizer.reset();
       config.lower = false;
       std::string steps;
+      if (config.sparsity)
+        steps += "ds-sparsify-matmul{" + options.sparsitySpelling + "}, ";
       if (config.fakeQuant)
         steps += "ds-insert-fake-quant{" + options.fakeQuantSpelling + "}, ";
       if (config.autodiff)
@@ -368,6 +377,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
             "ds-insert-loss-scaling{" + options.lossScalingSpelling + "}, ";
       if (config.clip)
         steps += "ds-clip-gradients{" + options.clipSpelling + "}, ";
+      if (config.sparsity)
+        steps += "ds-update-sparsity-masks, ";
       if (config.optimizer)
         steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}" +
                  (hasOptimAttrs(step)
@@ -389,6 +400,12 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
             " beside " + stepName);
     }
     if (evalCopy) {
+      // Evaluation runs the layers block-sparse on the training step's
+      // masks (no update happens there).
+      if (const auto &sp = options.pipeline.sparsity)
+        if (failed(mlir::ds::sparsifyMatMul(
+                cast<FunctionOpInterface>(*evalCopies[0]), *sp)))
+          return diags.error("sparsifying the evaluation step failed");
       // Evaluation quantizes as training does, with the scales and zero
       // points the training step keeps (its observers do not run there).
       if (const auto &fq = options.pipeline.fakeQuant) {

@@ -96,6 +96,11 @@ template <typename Body> void parallelFor(int64_t n, int threads, Body &&body) {
 void recordGemm(double flops, double seconds);
 /// Counts one integer GEMM, and whether it did not run as one oneDNN GEMM.
 void recordInt8Gemm(bool split);
+/// Adds one successful block-sparse call: its useful flops (2*M*active
+/// weight elements), what the dense product costs, the wall-clock time, and
+/// whether it ran as a dense GEMM on the masked weight.
+void recordSparse(double flops, double denseFlops, double seconds,
+                  bool fallback);
 
 //===----------------------------------------------------------------------===//
 // Buffers

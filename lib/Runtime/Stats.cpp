@@ -1,8 +1,8 @@
 //===- Stats.cpp - Counters for the runner's report -----------------------===//
 //
-// Totals over successful runtime GEMM calls. One mutex guards the three
-// counters so that a snapshot is consistent; it is taken once per GEMM call,
-// a cost that disappears next to the GEMM itself.
+// Totals over successful runtime GEMM and block-sparse calls. One mutex
+// guards all counters so that a snapshot is consistent; it is taken once per
+// call, a cost that disappears next to the product itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +16,7 @@ using namespace dsrt;
 
 namespace {
 std::mutex statsMutex;
-dsrt_stats totals = {0, 0.0, 0.0, 0, 0};
+dsrt_stats totals = {};
 } // namespace
 
 void dsrt::recordGemm(double flops, double seconds) {
@@ -32,6 +32,16 @@ void dsrt::recordInt8Gemm(bool split) {
   totals.int8_split_calls += split ? 1 : 0;
 }
 
+void dsrt::recordSparse(double flops, double denseFlops, double seconds,
+                        bool fallback) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  totals.sparse_calls += 1;
+  totals.sparse_flops += flops;
+  totals.sparse_dense_flops += denseFlops;
+  totals.sparse_seconds += seconds;
+  totals.sparse_fallback_calls += fallback ? 1 : 0;
+}
+
 void dsrt_get_stats(dsrt_stats *out) {
   if (!out)
     return;
@@ -41,5 +51,5 @@ void dsrt_get_stats(dsrt_stats *out) {
 
 void dsrt_reset_stats(void) {
   std::lock_guard<std::mutex> lock(statsMutex);
-  totals = dsrt_stats{0, 0.0, 0.0, 0, 0};
+  totals = dsrt_stats{};
 }

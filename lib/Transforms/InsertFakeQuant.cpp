@@ -80,6 +80,12 @@ SmallVector<Site> findSites(FunctionOpInterface func,
       } else {
         continue;
       }
+    } else if (auto bs = dyn_cast<BlockSparseMatMulOp>(op)) {
+      // A block-sparse layer (ds-sparsify-matmul ran first): its weight is
+      // the parameter, quantized per output channel.
+      site.weight = &op.getOpOperand(1);
+      site.input = &op.getOpOperand(0);
+      site.outAxis = bs.getTransposeWeight() ? 0 : 1;
     } else if (auto conv = dyn_cast<Conv2DOp>(op)) {
       if (!traceToParam(conv.getWeight()))
         continue;
@@ -91,7 +97,17 @@ SmallVector<Site> findSites(FunctionOpInterface func,
     SmallVector<StringRef> params;
     for (BlockArgument p : consumedParams(&op))
       params.push_back(getParamName(p));
-    site.rule = quant.match(&op, roles.roleOf(&op), params);
+    // Rules name linear layers `ds.matmul`, sparse or not.
+    if (isa<BlockSparseMatMulOp>(op)) {
+      StringRef module;
+      if (auto m = op.getAttrOfType<StringAttr>(DSDialect::kModuleAttrName))
+        module = m.getValue();
+      std::optional<unsigned> i = quant.matcher.match(
+          MatMulOp::getOperationName(), roles.roleOf(&op), module, params);
+      site.rule = i ? &quant.rules[*i] : nullptr;
+    } else {
+      site.rule = quant.match(&op, roles.roleOf(&op), params);
+    }
     if (!site.rule)
       continue;
     if (site.weight)

@@ -25,6 +25,7 @@
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 #include "ds/Transforms/Passes.h"
 
+#include "Sparsity/Sparsity.h"
 #include "StepUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -354,9 +355,52 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
             ft, FloatAttr::get(cast<FloatType>(ft.getElementType()), 0.5)));
     skip = CompareOp::create(b, loc, ComparePredicate::gt, found, half);
   }
+  // A mask-update iteration of ds-sparsify-matmul is skipped too (RigL:
+  // no optimizer step while the masks change).
+  if (Value maskUpdate =
+          findMetric(func, *contract, sparsity::kMaskUpdateMetric)) {
+    auto mt = cast<RankedTensorType>(maskUpdate.getType());
+    Value half = arith::ConstantOp::create(
+        b, loc, mt,
+        DenseElementsAttr::get(
+            mt, FloatAttr::get(cast<FloatType>(mt.getElementType()), 0.5)));
+    Value masking = CompareOp::create(b, loc, ComparePredicate::gt,
+                                      maskUpdate, half);
+    // skip || masking, as a select (ds has no logical or).
+    skip = skip ? Value(SelectOp::create(b, loc, skip, skip, masking))
+                : masking;
+  }
   auto guard = [&](Value old, Value updated) -> Value {
     return skip ? SelectOp::create(b, updated.getLoc(), skip, old, updated)
                 : updated;
+  };
+  // Block-sparse parameters (ds-update-sparsity-masks gave their masks'
+  // new values): the parameter and its optimizer state stay exactly zero
+  // outside the new mask, so dropped blocks are zeroed and grown ones start
+  // at zero.
+  llvm::StringMap<std::pair<Value, int64_t>> newMasks;
+  for (auto [i, arg] : llvm::enumerate(contract->args)) {
+    if (arg.role != ArgRole::State || !arg.state ||
+        arg.state.getKind() != sparsity::kMaskStateKind)
+      continue;
+    std::optional<unsigned> update = contract->findUpdateOf(i);
+    if (!update)
+      return func->emitOpError("the block mask '")
+             << arg.name
+             << "' is never updated; run ds-update-sparsity-masks before "
+                "ds-insert-optimizer";
+    FailureOr<sparsity::SparsityConfig> sc = sparsity::lookupConfig(func);
+    if (failed(sc))
+      return failure();
+    newMasks[arg.state.getOf()] = {terminator->getOperand(*update),
+                                   sc->block};
+  }
+  auto masked = [&](StringRef param, Value v) -> Value {
+    auto it = newMasks.find(param);
+    if (it == newMasks.end())
+      return v;
+    return sparsity::applyMask(b, v.getLoc(), v, it->second.first,
+                               it->second.second);
   };
 
   // Per parameter, with its `ds.optim` overrides (a front end's
@@ -420,7 +464,7 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
             b, loc, RankedTensorType::get({}, b.getI1Type()),
             ValueRange{isFirst});
         Value newBuf = SelectOp::create(b, ploc, cond, g, next);
-        stateUpdates.push_back({buf, guard(buf, newBuf)});
+        stateUpdates.push_back({buf, masked(name, guard(buf, newBuf))});
         g = pc.nesterov ? add(g, mul(newBuf, constT(pc.momentum))) : newBuf;
       }
       newP = sub(p, mul(g, scalarT(lrT)));
@@ -455,10 +499,10 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
       newP = add(pw, mul(stepSize, div(m1, denom)));
       if (wide != et)
         newP = CastOp::create(b, ploc, type, newP);
-      stateUpdates.push_back({m, guard(m, m1)});
-      stateUpdates.push_back({v, guard(v, v1)});
+      stateUpdates.push_back({m, masked(name, guard(m, m1))});
+      stateUpdates.push_back({v, masked(name, guard(v, v1))});
     }
-    paramUpdates.push_back({p0, guard(p0, newP)});
+    paramUpdates.push_back({p0, masked(name, guard(p0, newP))});
   }
 
   Value newStep =

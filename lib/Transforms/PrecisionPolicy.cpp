@@ -129,6 +129,8 @@ public:
   LogicalResult parseFP8(yaml::Node *n, FP8Settings &fp8);
   LogicalResult parseChannel(yaml::Node *n, ChannelSettings &c);
   LogicalResult parseSchedule(yaml::Node *n, ScheduleSettings &s);
+  LogicalResult parseSparsityRule(yaml::Node *n, unsigned index,
+                                  SparsityRule &rule, RuleMatch &match);
   LogicalResult parseQuantRule(yaml::Node *n, unsigned index, QuantRule &rule,
                                RuleMatch &match);
   LogicalResult parseRoot(yaml::Node *n, PrecisionPolicy &policy);
@@ -325,6 +327,44 @@ LogicalResult Parser::parseQuantRule(yaml::Node *n, unsigned index,
   return success();
 }
 
+LogicalResult Parser::parseSparsityRule(yaml::Node *n, unsigned index,
+                                        SparsityRule &rule, RuleMatch &match) {
+  rule.loc = locOf(n);
+  auto failAt = [&](yaml::Node *at, const Twine &msg) { return fail(at, msg); };
+  bool given = false;
+  LogicalResult r = forEachKey(
+      *this, n, "a sparsity rule",
+      [&](StringRef key, yaml::Node *k, yaml::Node *v) -> LogicalResult {
+        if (RuleMatch::isMatchKey(key))
+          return match.parseKey(key, v, ctx, failAt);
+        if (key != "sparse")
+          return fail(k, "unknown sparsity rule key '" + key +
+                             "'; expected op, role, param, module or sparse");
+        FailureOr<std::string> s = scalar(v, key);
+        if (failed(s))
+          return failure();
+        if (*s != "true" && *s != "false")
+          return fail(v, "sparse must be true or false, got '" + *s + "'");
+        rule.sparse = *s == "true";
+        given = true;
+        return success();
+      });
+  if (failed(r))
+    return failure();
+  std::string name = "sparsity rule #" + std::to_string(index);
+  if (match.empty())
+    return fail(n, name + " matches nothing: give op, role, param or module");
+  if (!given)
+    return fail(n, name + " says nothing: give 'sparse: true' or 'false'");
+  for (const std::string &op : match.ops)
+    if (op != "ds.matmul")
+      return fail(n, name + " matches '" + op +
+                         "'; only linear layers (ds.matmul) are made "
+                         "block-sparse");
+  rule.label = name + " (" + match.describe() + ")";
+  return success();
+}
+
 LogicalResult Parser::parseFP8(yaml::Node *n, FP8Settings &fp8) {
   return forEachKey(
       *this, n, "fp8",
@@ -456,9 +496,25 @@ LogicalResult Parser::parseRoot(yaml::Node *n, PrecisionPolicy &policy) {
           }
           return success();
         }
+        if (key == "sparsity") {
+          auto *seq = dyn_cast<yaml::SequenceNode>(v);
+          if (!seq)
+            return fail(v, "sparsity must be a list of rules");
+          policy.sparsity.enabled = true;
+          unsigned i = 0;
+          for (yaml::Node &item : *seq) {
+            SparsityRule rule;
+            RuleMatch match;
+            if (failed(parseSparsityRule(&item, i++, rule, match)))
+              return failure();
+            policy.sparsity.rules.push_back(std::move(rule));
+            policy.sparsity.matcher.append(std::move(match));
+          }
+          return success();
+        }
         return fail(k, "unknown policy key '" + key +
-                           "'; expected rules, fp8, channel, schedule or "
-                           "quant");
+                           "'; expected rules, fp8, channel, schedule, "
+                           "quant or sparsity");
       });
 }
 
@@ -562,6 +618,18 @@ quant:
     group: channel
     activation: )" +
          activation + "\n";
+}
+
+StringRef PrecisionPolicy::defaultSparsityText() {
+  return R"(# ds-sparsify-matmul's default policy.
+sparsity:
+  # The embedding and the head stay dense (RigL's and the seeds' choice).
+  - role: [embedding, head]
+    sparse: false
+  # Every other linear layer gets a block-sparse weight.
+  - op: ds.matmul
+    sparse: true
+)";
 }
 
 PrecisionPolicy PrecisionPolicy::getDefault(MLIRContext *ctx) {

@@ -119,6 +119,14 @@ cl::opt<std::string> fakeQuant(
              "options, e.g. --fake-quant='weight-bits=4 "
              "freeze-observers-at=500'"),
     cl::value_desc("OPTIONS"), cl::cat(guardCat));
+cl::opt<std::string> sparsity(
+    "sparsity", cl::ValueOptional,
+    cl::desc("Add ds-sparsify-matmul and ds-update-sparsity-masks (dynamic "
+             "8x8 block sparsity: the seeds' cosine schedule 0.8 -> 0.98 "
+             "over the run, masks updated every 100 steps); a value gives "
+             "its options, e.g. --sparsity='schedule=constant final=0.9 "
+             "regrow'"),
+    cl::value_desc("OPTIONS"), cl::cat(guardCat));
 cl::opt<bool> integerEval(
     "integer-eval",
     cl::desc("With --fake-quant and --eval-every: also evaluate the forward "
@@ -441,6 +449,17 @@ int main(int argc, char **argv) {
                                     *pipeline.qatBitWidth, error)))
       return badOption("--fake-quant: " + error);
     prepare.fakeQuantSpelling = fakeQuant;
+  }
+  if (sparsity.getNumOccurrences()) {
+    if (!parseTechniqueOptions(techniques, "sparsity", sparsity, error))
+      return badOption("--sparsity: " + error);
+    pipeline.sparsity = *techniques.getConfig().sparsity;
+    // The schedule spans the run unless given its own length.
+    if (pipeline.sparsity->totalSteps == 0)
+      pipeline.sparsity->totalSteps = cosineSteps;
+    if (failed(mlir::ds::validateSparsityOptions(*pipeline.sparsity, error)))
+      return badOption("--sparsity: " + error);
+    prepare.sparsitySpelling = sparsity;
   }
   if (clipGradients.getNumOccurrences()) {
     if (!parseTechniqueOptions(techniques, "clip", clipGradients, error))

@@ -1,4 +1,4 @@
-//===- StatsTest.cpp - GEMM counters --------------------------------------===//
+//===- StatsTest.cpp - GEMM and block-sparse counters ---------------------===//
 
 #include "RuntimeTestUtils.h"
 
@@ -32,11 +32,16 @@ void gemm(int64_t batches, int64_t m, int64_t n, int64_t k, int64_t bBatches) {
 TEST_F(StatsTest, StartsAtZeroAfterReset) {
   gemm<float>(1, 2, 2, 2, 1);
   dsrt_reset_stats();
-  dsrt_stats stats = {1, 1.0, 1.0, 1, 1};
+  dsrt_stats stats = {1, 1.0, 1.0, 1, 1, 1, 1.0, 1.0, 1.0, 1};
   dsrt_get_stats(&stats);
   EXPECT_EQ(stats.gemm_calls, 0u);
   EXPECT_EQ(stats.gemm_flops, 0.0);
   EXPECT_EQ(stats.gemm_seconds, 0.0);
+  EXPECT_EQ(stats.sparse_calls, 0u);
+  EXPECT_EQ(stats.sparse_flops, 0.0);
+  EXPECT_EQ(stats.sparse_dense_flops, 0.0);
+  EXPECT_EQ(stats.sparse_seconds, 0.0);
+  EXPECT_EQ(stats.sparse_fallback_calls, 0u);
 }
 
 TEST_F(StatsTest, CountsCallsAndFlops) {
@@ -59,6 +64,39 @@ TEST_F(StatsTest, FailedCallsAreNotCounted) {
   dsrt_get_stats(&stats);
   EXPECT_EQ(stats.gemm_calls, 0u);
   EXPECT_EQ(stats.gemm_flops, 0.0);
+}
+
+/// Y = X W^T on a [16, 24] weight with `active` of its 6 8x8 blocks active.
+void sparseForward(int64_t m, int active) {
+  std::vector<float> x(m * 24, 0.5f), w(16 * 24, 0.25f), y(m * 16);
+  std::vector<int8_t> mask(6, 0);
+  for (int i = 0; i < active; ++i)
+    mask[i] = 1;
+  dsrt_memref2_f32 xd = {x.data(), x.data(), 0, {m, 24}, {24, 1}};
+  dsrt_memref2_f32 wd = {w.data(), w.data(), 0, {16, 24}, {24, 1}};
+  dsrt_memref2_i8 md = {mask.data(), mask.data(), 0, {2, 3}, {3, 1}};
+  dsrt_memref2_f32 yd = {y.data(), y.data(), 0, {m, 16}, {16, 1}};
+  _mlir_ciface_dsrt_block_sparse_matmul_f32(&xd, &wd, &md, &yd, 1, 8);
+}
+
+TEST_F(StatsTest, CountsBlockSparseCallsApartFromGemms) {
+  sparseForward(5, 2); // 2 * 5 * (2 * 64) useful, 2 * 5 * 16 * 24 dense
+  sparseForward(3, 0);
+  gemm<float>(1, 2, 2, 2, 1);
+  ASSERT_EQ(dsrt_last_error(), nullptr);
+  dsrt_stats stats;
+  dsrt_get_stats(&stats);
+  EXPECT_EQ(stats.sparse_calls, 2u);
+  EXPECT_EQ(stats.sparse_flops, 2.0 * 5 * 128);
+  EXPECT_EQ(stats.sparse_dense_flops, 2.0 * 5 * 384 + 2.0 * 3 * 384);
+  EXPECT_GT(stats.sparse_seconds, 0.0);
+  EXPECT_LT(stats.sparse_seconds, 60.0);
+  EXPECT_EQ(stats.gemm_calls, 1u);
+  EXPECT_EQ(stats.gemm_flops, 16.0);
+  dsrt_reset_stats();
+  dsrt_get_stats(&stats);
+  EXPECT_EQ(stats.sparse_calls, 0u);
+  EXPECT_EQ(stats.sparse_flops, 0.0);
 }
 
 TEST_F(StatsTest, NullOutputIsIgnored) { dsrt_get_stats(nullptr); }

@@ -7,6 +7,12 @@
 
 namespace mlir::ds {
 
+/// Whether convert-ds-to-runtime turns `op` into a call to a runtime kernel
+/// (f32 block-sparse products with blocks of a multiple of 8; top-k masks
+/// of f32 or f64 scores). convert-ds-to-linalg with `runtime-kernels`
+/// leaves exactly these ops for it.
+bool hasRuntimeKernel(Operation *op);
+
 /// Adds the patterns that lower every ds op to linalg, tensor, arith, math
 /// and scf ops on tensors.
 void populateDSToLinalgPatterns(RewritePatternSet &patterns);

@@ -21,8 +21,14 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
     Philox generator, the backward kernels) into `linalg.generic`, `scf`
     and `tensor` ops. The result is ready for elementwise fusion and
     one-shot bufferization. A ds op that cannot be lowered is a located
-    error naming it.
+    error naming it. With `runtime-kernels`, the ops convert-ds-to-runtime
+    makes runtime calls (f32 block-sparse products, top-k masks) are left
+    for it; otherwise they get dense reference lowerings.
   }];
+  let options = [
+    Option<"runtimeKernels", "runtime-kernels", "bool", /*default=*/"false",
+           "Leave the ops with runtime kernels for convert-ds-to-runtime">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::linalg::LinalgDialect",
@@ -69,6 +75,33 @@ def ConvertLinalgToDSRuntimePass
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect"];
+}
+
+def ConvertDSToRuntimePass
+    : Pass<"convert-ds-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Run the ds ops whose kernels live in the runtime as calls";
+  let description = [{
+    Runs on tensors right before one-shot bufferization (after the last
+    CSE, which would merge the buffer views of two calls and so move a
+    read before an in-place write), on what convert-ds-to-linalg with
+    `runtime-kernels` left. Replaces each f32
+    `ds.block_sparse_matmul` and `ds.block_sampled_matmul` (block a multiple
+    of 8) by a call to the runtime's 8x8 block-sparse kernels
+    (`dsrt_block_sparse_matmul_f32`, `dsrt_block_sparse_sddmm_f32`), and
+    each `ds.top_k_mask` on f32 or f64 scores by `dsrt_top_k_mask_f32/f64`
+    (include/ds/Runtime/ds_runtime.h). Operands are flattened to 2-D (1-D
+    for the top-k) and handed over as read-only buffers
+    (`bufferization.to_buffer`); the result is a fresh buffer the call
+    writes, returned as a tensor (`bufferization.to_tensor restrict
+    writable`), so one-shot bufferization needs no copy. The ops it leaves
+    (other element types, other block sizes) get convert-ds-to-linalg's
+    dense reference lowering.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 #endif // DS_CONVERSION_PASSES_TD

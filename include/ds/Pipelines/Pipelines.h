@@ -35,6 +35,7 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
 /// TrainingPipelineOptions.
 struct TrainingPipelineConfig {
   /// ds-autodiff (off for a step that already has its gradients).
+  std::optional<SparsifyMatMulPassOptions> sparsity;
   std::optional<InsertFakeQuantPassOptions> fakeQuant;
   bool autodiff = true;
   std::optional<AssignPrecisionPassOptions> precision;
@@ -129,6 +130,62 @@ struct TrainingPipelineOptions
       *this, "loss-scaling-inject-nonfinite",
       llvm::cl::desc("Add the fault-injection input 'inject_nonfinite'"),
       llvm::cl::init(InsertLossScalingPassOptions().injectNonfinite)};
+
+  // ds-sparsify-matmul (and ds-update-sparsity-masks).
+  Opt::Option<bool> sparsity{
+      *this, "sparsity",
+      llvm::cl::desc("Run ds-sparsify-matmul and ds-update-sparsity-masks "
+                     "(dynamic block sparsity)"),
+      llvm::cl::init(false)};
+  Opt::Option<std::string> spPolicy{
+      *this, "sparsity-policy",
+      llvm::cl::desc("Policy file with a sparsity: section"),
+      llvm::cl::init(SparsifyMatMulPassOptions().policy)};
+  Opt::Option<int64_t> spBlock{*this, "sparsity-block",
+                               llvm::cl::desc("Block size"),
+                               llvm::cl::init(SparsifyMatMulPassOptions().block)};
+  Opt::Option<SparsitySchedule> spSchedule{
+      *this, "sparsity-schedule", llvm::cl::desc("cosine, constant or cubic"),
+      llvm::cl::init(SparsifyMatMulPassOptions().schedule),
+      sparsityScheduleValues()};
+  Opt::Option<double> spInitial{
+      *this, "sparsity-initial", llvm::cl::desc("Initial sparsity"),
+      llvm::cl::init(SparsifyMatMulPassOptions().initial)};
+  Opt::Option<double> spFinal{
+      *this, "sparsity-final",
+      llvm::cl::desc("Final sparsity (constant: throughout)"),
+      llvm::cl::init(SparsifyMatMulPassOptions().final)};
+  Opt::Option<double> spHold{
+      *this, "sparsity-hold",
+      llvm::cl::desc("Fraction of the steps at the initial sparsity"),
+      llvm::cl::init(SparsifyMatMulPassOptions().hold)};
+  Opt::Option<int64_t> spTotalSteps{
+      *this, "sparsity-total-steps",
+      llvm::cl::desc("Training length of the schedule (0: total-steps)"),
+      llvm::cl::init(0)};
+  Opt::Option<int64_t> spUpdateEvery{
+      *this, "sparsity-update-every",
+      llvm::cl::desc("Iterations between mask updates"),
+      llvm::cl::init(SparsifyMatMulPassOptions().updateEvery)};
+  Opt::Option<bool> spRegrow{
+      *this, "sparsity-regrow", llvm::cl::desc("RigL regrowth"),
+      llvm::cl::init(SparsifyMatMulPassOptions().regrow)};
+  Opt::Option<double> spDropFraction{
+      *this, "sparsity-drop-fraction",
+      llvm::cl::desc("RigL's drop fraction"),
+      llvm::cl::init(SparsifyMatMulPassOptions().dropFraction)};
+  Opt::Option<double> spRegrowEnd{
+      *this, "sparsity-regrow-end",
+      llvm::cl::desc("Fraction of the steps where regrowth ends"),
+      llvm::cl::init(SparsifyMatMulPassOptions().regrowEnd)};
+  Opt::Option<BlockScore> spScore{
+      *this, "sparsity-score", llvm::cl::desc("l1 or l2 block scores"),
+      llvm::cl::init(SparsifyMatMulPassOptions().score), blockScoreValues()};
+  Opt::Option<SparsityDistribution> spDistribution{
+      *this, "sparsity-distribution",
+      llvm::cl::desc("uniform, erk or global"),
+      llvm::cl::init(SparsifyMatMulPassOptions().distribution),
+      sparsityDistributionValues()};
 
   // ds-insert-fake-quant.
   Opt::Option<bool> fakeQuant{*this, "fake-quant",

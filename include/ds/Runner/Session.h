@@ -49,7 +49,8 @@ struct PrepareOptions {
   std::vector<std::string> optimizerFlags;
   /// Textual forms of the options, for the progress line.
   std::string optimizerSpelling = "kind=adamw";
-  std::string lossScalingSpelling, clipSpelling, fakeQuantSpelling;
+  std::string lossScalingSpelling, clipSpelling, fakeQuantSpelling,
+      sparsitySpelling;
   /// Run the module as it is (no autodiff / optimizer): for gradient checks.
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).

@@ -63,6 +63,24 @@ typedef struct dsrt_memref3_i32 {
   int64_t strides[3];
 } dsrt_memref3_i32;
 
+/* Rank-2 memrefs, laid out as MLIR's StridedMemRefType<T, 2>: element (i, j)
+   lives at aligned[offset + i*strides[0] + j*strides[1]]. */
+typedef struct dsrt_memref2_f32 {
+  float *allocated;
+  float *aligned;
+  int64_t offset;
+  int64_t sizes[2];
+  int64_t strides[2];
+} dsrt_memref2_f32;
+
+typedef struct dsrt_memref2_i8 {
+  int8_t *allocated;
+  int8_t *aligned;
+  int64_t offset;
+  int64_t sizes[2];
+  int64_t strides[2];
+} dsrt_memref2_i8;
+
 /*===------------------------------------------------------------------------===
  * Batched GEMM
  *===------------------------------------------------------------------------===*/
@@ -107,6 +125,52 @@ DSRT_API void _mlir_ciface_dsrt_matmul_s8s8s32(dsrt_memref3_i8 *a,
 DSRT_API int dsrt_int8_gemm_has_vnni(void);
 
 /*===------------------------------------------------------------------------===
+ * Block-sparse training products
+ *===------------------------------------------------------------------------===*/
+
+/* The three products of a linear layer whose weight W [R, C] is block sparse.
+   W stays a dense row-major-or-strided f32 tensor; the sparsity is an int8
+   mask [R/block, C/block] (nonzero = block active) that training rewrites
+   when it prunes or regrows. A kernel reads W only on active blocks and never
+   trusts what W holds elsewhere: every result equals the dense product with
+   W * expand(mask), even when inactive blocks hold NaN. The active blocks are
+   listed from the mask on every call (no state is kept between calls).
+   `block` is a positive multiple of 8 (8 is the main case); R and C must be
+   multiples of it. M (the batch of rows) may be any size >= 0.
+
+   Inputs may have any non-negative strides; outputs too, but an output must
+   not alias itself (a zero stride on a dimension of size > 1) nor overlap the
+   memory range of an input. On a shape mismatch, a bad block size or mask
+   shape, a negative size, offset or stride, or aliasing, an error is recorded
+   (dsrt_last_error) and the output is left untouched.
+
+   The kernels are packed 8x8 panels with AVX2+FMA or AVX-512F micro-kernels
+   chosen at run time, or portable loops; above a density at which oneDNN's
+   dense sgemm is faster they run it on the masked weight instead.
+   DSRT_SPARSE_KERNEL=auto|scalar|avx2|avx512|dense forces one (for tests and
+   benchmarks); forcing an ISA this CPU lacks records an error. */
+
+/* transW != 0: Y[M, R] = X[M, C] * (W*M)^T  (a linear layer's forward, with
+                W = [out, in]);
+   transW == 0: Y[M, C] = X[M, R] * (W*M)    (its input gradient dX = dY W).
+   Y is overwritten. */
+DSRT_API void _mlir_ciface_dsrt_block_sparse_matmul_f32(dsrt_memref2_f32 *x,
+                                                        dsrt_memref2_f32 *w,
+                                                        dsrt_memref2_i8 *mask,
+                                                        dsrt_memref2_f32 *y,
+                                                        int64_t transW,
+                                                        int64_t block);
+
+/* D[R, C] = A[M, R]^T * B[M, C] on the active blocks of the mask and exactly
+   0 on the others: the weight gradient dW = dY^T X sampled on the mask.
+   D is overwritten entirely. */
+DSRT_API void _mlir_ciface_dsrt_block_sparse_sddmm_f32(dsrt_memref2_f32 *a,
+                                                       dsrt_memref2_f32 *b,
+                                                       dsrt_memref2_i8 *mask,
+                                                       dsrt_memref2_f32 *d,
+                                                       int64_t block);
+
+/*===------------------------------------------------------------------------===
  * Errors
  *===------------------------------------------------------------------------===*/
 
@@ -137,13 +201,25 @@ DSRT_API int dsrt_get_num_threads(void);
 /* Totals over successful GEMM calls since the last reset: one call per
    dsrt_matmul_* invocation, 2*M*N*K*batches flops, wall-clock seconds; of
    those, the integer GEMMs and how many of them did not run as one oneDNN
-   GEMM (split A, or the forced widening loops). */
+   GEMM (split A, or the forced widening loops).
+   Then the block-sparse products (dsrt_block_sparse_*), counted apart from
+   the GEMMs: calls; sparse_flops, the useful work 2*M*(active weight
+   elements); sparse_dense_flops, what the dense product would cost,
+   2*M*R*C (their ratio is the density; sparse_dense_flops / sparse_seconds
+   the dense-equivalent speed); wall-clock seconds; and how many calls ran
+   as a dense oneDNN GEMM on the masked weight (the fallback above the
+   crossover density, or DSRT_SPARSE_KERNEL=dense). */
 typedef struct dsrt_stats {
   uint64_t gemm_calls;
   double gemm_flops;
   double gemm_seconds;
   uint64_t int8_gemm_calls;
   uint64_t int8_split_calls;
+  uint64_t sparse_calls;
+  double sparse_flops;
+  double sparse_dense_flops;
+  double sparse_seconds;
+  uint64_t sparse_fallback_calls;
 } dsrt_stats;
 
 /* Copies a consistent snapshot of the counters into *out (ignored if NULL). */
@@ -151,6 +227,44 @@ DSRT_API void dsrt_get_stats(dsrt_stats *out);
 
 /* Zeroes the counters. */
 DSRT_API void dsrt_reset_stats(void);
+
+/*===------------------------------------------------------------------------===
+ * Mask updates
+ *===------------------------------------------------------------------------===*/
+
+/* Rank-1 memrefs (MLIR's StridedMemRefType<T, 1>). */
+typedef struct dsrt_memref1_f32 {
+  float *allocated;
+  float *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} dsrt_memref1_f32;
+
+typedef struct dsrt_memref1_f64 {
+  double *allocated;
+  double *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} dsrt_memref1_f64;
+
+typedef struct dsrt_memref1_i8 {
+  int8_t *allocated;
+  int8_t *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} dsrt_memref1_i8;
+
+/* out[i] = 1 for the k highest-ranked scores, 0 for the others (ds.top_k_mask).
+   Scores rank by value, equal values by index (the higher index ranks
+   higher: a stable ascending sort's tail), NaN below every number; k is
+   clamped to [0, n]. A mask of another length records an error. */
+DSRT_API void _mlir_ciface_dsrt_top_k_mask_f32(dsrt_memref1_f32 *scores,
+                                               int64_t k, dsrt_memref1_i8 *out);
+DSRT_API void _mlir_ciface_dsrt_top_k_mask_f64(dsrt_memref1_f64 *scores,
+                                               int64_t k, dsrt_memref1_i8 *out);
 
 #ifdef __cplusplus
 } /* extern "C" */

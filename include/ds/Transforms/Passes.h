@@ -36,6 +36,12 @@ enum class ClipMode { Global, Adaptive };
 enum class ClipNormType { L2, Inf };
 /// The range observers of ds-insert-fake-quant.
 enum class QuantObserver { MovingAverage, MinMax, Current, MaxAbs };
+/// The sparsity schedules of ds-sparsify-matmul.
+enum class SparsitySchedule { Cosine, Constant, Cubic };
+/// How ds-sparsify-matmul scores a block.
+enum class BlockScore { L1, L2 };
+/// How ds-sparsify-matmul spreads the sparsity over the layers.
+enum class SparsityDistribution { Uniform, ERK, Global };
 
 /// The spellings of the enum options, shared by the passes and
 /// ds-training-pipeline.
@@ -71,6 +77,32 @@ inline llvm::cl::ValuesClass clipNormTypeValues() {
                  "The infinity norm (largest |g|)"));
 }
 
+inline llvm::cl::ValuesClass sparsityScheduleValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::SparsitySchedule::Cosine, "cosine",
+                 "the seeds': initial for hold * T, then a cosine to final"),
+      clEnumValN(::mlir::ds::SparsitySchedule::Constant, "constant",
+                 "final from iteration 0 on"),
+      clEnumValN(::mlir::ds::SparsitySchedule::Cubic, "cubic",
+                 "Zhu & Gupta: final + (initial - final)(1 - p)^3 after "
+                 "hold * T"));
+}
+inline llvm::cl::ValuesClass blockScoreValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::BlockScore::L1, "l1", "sum of |x| over a block"),
+      clEnumValN(::mlir::ds::BlockScore::L2, "l2",
+                 "sum of x^2 over a block"));
+}
+inline llvm::cl::ValuesClass sparsityDistributionValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::SparsityDistribution::Uniform, "uniform",
+                 "every layer at the scheduled sparsity"),
+      clEnumValN(::mlir::ds::SparsityDistribution::ERK, "erk",
+                 "RigL's Erdos-Renyi-Kernel: density proportional to "
+                 "(sum of dims) / (product of dims)"),
+      clEnumValN(::mlir::ds::SparsityDistribution::Global, "global",
+                 "one ranking of the blocks of every layer"));
+}
 inline llvm::cl::ValuesClass quantObserverValues() {
   return llvm::cl::values(
       clEnumValN(::mlir::ds::QuantObserver::MovingAverage, "moving-average",
@@ -127,6 +159,18 @@ LogicalResult insertLossScaling(FunctionOpInterface func,
 LogicalResult
 validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
                          std::string &error);
+
+/// Checks ds-sparsify-matmul's options; fails with "in option 'O' of pass
+/// 'ds-sparsify-matmul': why" in `error`.
+LogicalResult validateSparsityOptions(const SparsifyMatMulPassOptions &options,
+                                      std::string &error);
+
+/// ds-sparsify-matmul on one forward + loss step (see the pass).
+LogicalResult sparsifyMatMul(FunctionOpInterface func,
+                             const SparsifyMatMulPassOptions &options);
+
+/// ds-update-sparsity-masks on one gradient step (see the pass).
+LogicalResult updateSparsityMasks(FunctionOpInterface func);
 
 /// Fake-quantizes the weight and activation inputs of the linear layers and
 /// convolutions of the forward + loss step `func`, adding the observers'

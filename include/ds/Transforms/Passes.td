@@ -421,6 +421,112 @@ def InsertLossScalingPass : Pass<"ds-insert-loss-scaling", "::mlir::ModuleOp"> {
   ];
 }
 
+def SparsifyMatMulPass : Pass<"ds-sparsify-matmul", "::mlir::ModuleOp"> {
+  let summary = "Dynamic block sparsity: block-sparse linear layers with "
+                "block masks as state and a sparsity schedule";
+  let description = [{
+    Runs on the forward + loss step, before ds-autodiff and
+    ds-insert-fake-quant. Every `ds.matmul` whose right-hand side is a 2-D
+    parameter (a linear layer) that the policy's `sparsity:` section marks
+    `sparse` (default: every linear layer but the embedding and the head)
+    becomes a `ds.block_sparse_matmul` on the state `sparsity.mask@<param>`
+    (`tensor<(R/block)x(C/block)xi8>`, starting dense), so ds-autodiff gives
+    the sparse input gradient and the weight gradient sampled on the mask.
+
+    The schedule (all in the step, read off the shared `iteration`
+    counter; T = `total-steps`): `cosine`, the seeds', `s(t) = initial` for
+    `t < hold T`, then `final - (final - initial) (1 + cos(pi (t - hold T) /
+    ((1 - hold) T))) / 2`, `final` from T on; `cubic`, Zhu & Gupta's
+    `final + (initial - final) (1 - p)^3` with `p` the same phase; and
+    `constant`, `final` throughout.
+
+    Masks change every `update-every` iterations (iteration 0 included,
+    which prunes the dense initialisation by magnitude), while the schedule
+    still moves or regrowth is on: ds-update-sparsity-masks (after
+    ds-autodiff, before ds-insert-optimizer) computes them from the block
+    scores. Those iterations are RigL's mask updates: the step returns the
+    metric `sparsity.mask_update` = 1 and ds-insert-optimizer skips the
+    parameter update (the `step` counter holds, `iteration` advances).
+    The settings go to the module attribute `ds.sparsity` for that pass and
+    the report.
+
+    A block size that does not divide a selected weight, sparsities
+    outside [0, 1), a `cosine` or `cubic` schedule or regrowth without
+    `total-steps`: located errors, the step unchanged.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "A policy file whose sparsity: section says which layers are "
+           "sparse (default: every linear layer but embedding and head)">,
+    Option<"block", "block", "int64_t", /*default=*/"8",
+           "Block size (8: the runtime's 8x8 kernels; multiples of 8 use "
+           "them too)">,
+    Option<"schedule", "schedule", "::mlir::ds::SparsitySchedule",
+           /*default=*/"::mlir::ds::SparsitySchedule::Cosine",
+           "How the sparsity moves from initial to final",
+           [{::mlir::ds::sparsityScheduleValues()}]>,
+    Option<"initial", "initial", "double", /*default=*/"0.8",
+           "Sparsity at the start, in [0, 1)">,
+    Option<"final", "final", "double", /*default=*/"0.98",
+           "Sparsity at the end (constant: throughout), in [0, 1)">,
+    Option<"hold", "hold", "double", /*default=*/"0.3",
+           "Fraction of total-steps the initial sparsity is held, in [0, 1)">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "The training length T the schedule and regrowth are laid over">,
+    Option<"updateEvery", "update-every", "int64_t", /*default=*/"100",
+           "Iterations between mask updates">,
+    Option<"regrow", "regrow", "bool", /*default=*/"false",
+           "RigL: at each update, also grow blocks by dense-gradient "
+           "magnitude">,
+    Option<"dropFraction", "drop-fraction", "double", /*default=*/"0.3",
+           "RigL's fraction of the active blocks regrown per update, "
+           "decaying by cosine to 0">,
+    Option<"regrowEnd", "regrow-end", "double", /*default=*/"0.75",
+           "Fraction of total-steps where regrowth ends (RigL: 0.75)">,
+    Option<"score", "score", "::mlir::ds::BlockScore",
+           /*default=*/"::mlir::ds::BlockScore::L1",
+           "The block score of magnitudes and gradients",
+           [{::mlir::ds::blockScoreValues()}]>,
+    Option<"distribution", "distribution",
+           "::mlir::ds::SparsityDistribution",
+           /*default=*/"::mlir::ds::SparsityDistribution::Uniform",
+           "How the sparsity is spread over the layers",
+           [{::mlir::ds::sparsityDistributionValues()}]>
+  ];
+}
+
+def UpdateSparsityMasksPass
+    : Pass<"ds-update-sparsity-masks", "::mlir::ModuleOp"> {
+  let summary = "The mask updates of ds-sparsify-matmul, on the device";
+  let description = [{
+    Runs after ds-autodiff (and after loss scaling, the all-reduce and
+    clipping, so gradients are final), before ds-insert-optimizer, on a
+    step ds-sparsify-matmul prepared (its `ds.sparsity` settings). On a
+    mask-update iteration, per sparse weight: the target number of active
+    blocks `A` from the scheduled sparsity (per layer; ERK densities solved
+    for the target, layers that would exceed density 1 kept dense and the
+    rest re-solved; or one global ranking); with `regrow`, `g = floor(d(t)
+    A)` with RigL's drop fraction `d(t) = drop-fraction (1 + cos(pi t /
+    (regrow-end T))) / 2` until `regrow-end T` (0 after); the `A - g`
+    active blocks of largest weight score are kept (ties: the lower index
+    is dropped first), and the `g` blocks of largest dense-gradient score
+    among the others grow. The weight gradient is computed densely on
+    those iterations only (the sampled product's mask is all ones). The
+    new mask is the update of `sparsity.mask@<param>`; ds-insert-optimizer
+    then keeps the weight and its optimizer state exactly zero outside it
+    (dropped blocks are zeroed, grown blocks start at zero). Metrics per
+    weight: `sparsity@<param>` (fraction of inactive blocks after the
+    step), `sparsity.dropped@<param>` and `sparsity.grown@<param>` (blocks,
+    on update iterations).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+}
+
 def InsertFakeQuantPass : Pass<"ds-insert-fake-quant", "::mlir::ModuleOp"> {
   let summary = "Quantization-aware training: fake-quantize the inputs of "
                 "linear layers and convolutions, with observers as state";

@@ -110,6 +110,27 @@ struct QuantSettings {
   }
 };
 
+/// One rule of the `sparsity:` section (ds-sparsify-matmul): whether the
+/// linear layers it matches get a block-sparse weight.
+struct SparsityRule {
+  bool sparse = true;
+  LocationAttr loc;
+  std::string label;
+};
+
+/// The `sparsity:` section: first matching rule wins; a layer no rule
+/// matches stays dense.
+struct SparsitySettings {
+  bool enabled = false;
+  llvm::SmallVector<SparsityRule> rules;
+  RuleMatcher matcher;
+  const SparsityRule *match(Operation *op, llvm::StringRef role,
+                            llvm::ArrayRef<llvm::StringRef> params) const {
+    std::optional<unsigned> i = matcher.match(op, role, params);
+    return i ? &rules[*i] : nullptr;
+  }
+};
+
 class PrecisionPolicy {
 public:
   /// Parses a policy; errors are emitted at locations in `bufferName`.
@@ -136,6 +157,11 @@ public:
   ChannelSettings channel;
   ScheduleSettings schedule;
   QuantSettings quant;
+  SparsitySettings sparsity;
+
+  /// The default `sparsity:` section: every linear layer but the embedding
+  /// and the head (RigL's and the seeds' choice).
+  static llvm::StringRef defaultSparsityText();
 
   /// The default `quant:` section: the seeds' tiers (attention projections
   /// kept in BF16, batch norm in dynamic FP8, other linear layers and

@@ -7,7 +7,7 @@
 // change (tensors stay tensors), hence no TypeConverter.
 //
 // The patterns live in one file per family (Elementwise, MatMul,
-// Reductions, Shape, NN, BackwardKernels, Quant); LoweringUtils holds the
+// Reductions, Shape, NN, BackwardKernels, Quant, Sparse); LoweringUtils holds the
 // builders they share.
 //
 //===----------------------------------------------------------------------===//
@@ -40,16 +40,36 @@ void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns) {
   lowering::populateNNPatterns(patterns);
   lowering::populateBackwardKernelPatterns(patterns);
   lowering::populateQuantPatterns(patterns);
+  lowering::populateSparsePatterns(patterns);
+}
+
+bool mlir::ds::hasRuntimeKernel(Operation *op) {
+  auto blockKernel = [](Type elementType, uint64_t block) {
+    return elementType.isF32() && block >= 8 && block % 8 == 0;
+  };
+  if (auto mm = dyn_cast<BlockSparseMatMulOp>(op))
+    return blockKernel(mm.getType().getElementType(), mm.getBlock());
+  if (auto s = dyn_cast<BlockSampledMatMulOp>(op))
+    return blockKernel(s.getType().getElementType(), s.getBlock());
+  if (auto t = dyn_cast<TopKMaskOp>(op)) {
+    Type et = t.getScores().getType().getElementType();
+    return et.isF32() || et.isF64();
+  }
+  return false;
 }
 
 namespace {
 struct ConvertDSToLinalgPass
     : public mlir::ds::impl::ConvertDSToLinalgPassBase<ConvertDSToLinalgPass> {
+  using Base::Base;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateDSToLinalgPatterns(patterns);
     ConversionTarget target(getContext());
     target.addIllegalDialect<DSDialect>();
+    if (runtimeKernels)
+      target.addDynamicallyLegalOp<BlockSparseMatMulOp, BlockSampledMatMulOp,
+                                   TopKMaskOp>(hasRuntimeKernel);
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

@@ -142,6 +142,7 @@ void populateShapePatterns(RewritePatternSet &patterns);
 void populateNNPatterns(RewritePatternSet &patterns);
 void populateBackwardKernelPatterns(RewritePatternSet &patterns);
 void populateQuantPatterns(RewritePatternSet &patterns);
+void populateSparsePatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::ds::lowering
 

@@ -100,9 +100,10 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
   // ds-assign-precision's record of its decisions (per step function, a
   // list of dictionaries), the time-level schedule the runner follows, and
   // ds-insert-optimizer's record of the optimizer it compiled in (per step
-  // function, its settings as text).
+  // function, its settings as text), and ds-sparsify-matmul's settings (per
+  // step function).
   if (name == kPrecisionMapAttrName || name == kPrecisionScheduleAttrName ||
-      name == kOptimizerAttrName) {
+      name == kOptimizerAttrName || name == kSparsityAttrName) {
     if (!isa<ModuleOp>(op))
       return op->emitOpError("'")
              << name << "' may only be attached to a module";

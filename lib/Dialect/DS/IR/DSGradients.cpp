@@ -878,3 +878,33 @@ LogicalResult FakeQuantOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Block sparsity
+//===----------------------------------------------------------------------===//
+
+bool BlockSparseMatMulOp::isDifferentiableOperand(unsigned index) {
+  return index < 2;
+}
+
+LogicalResult BlockSparseMatMulOp::buildVJP(
+    OpBuilder &builder, ValueRange resultGrads,
+    SmallVectorImpl<Value> &operandGrads) {
+  noGrads(*this, operandGrads);
+  Value dy = resultGrads[0];
+  if (!dy)
+    return success();
+  Location loc = getLoc();
+  bool t = getTransposeWeight();
+  int64_t block = getBlock();
+  // The input's gradient: the same sparse weight, the other orientation.
+  operandGrads[0] = BlockSparseMatMulOp::create(
+      builder, loc, dy, getWeight(), getMask(), block, !t);
+  // The weight's: sampled on the mask. With W = [R, C], a transposed
+  // weight has dW = dY^T X ([R] from dY), an untransposed one X^T dY.
+  Value lhs = t ? dy : getInput(), rhs = t ? getInput() : dy;
+  operandGrads[1] = BlockSampledMatMulOp::create(
+      builder, loc, getWeight().getType(), lhs, rhs, getMask(),
+      builder.getI64IntegerAttr(block));
+  return success();
+}

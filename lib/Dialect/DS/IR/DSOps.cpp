@@ -1001,3 +1001,100 @@ LogicalResult FakeQuantGradOp::verify() {
                          getQmin().getType(), getAxis(), getGroupSize(),
                          getFormat(), getLearned());
 }
+
+//===----------------------------------------------------------------------===//
+// Block sparsity
+//===----------------------------------------------------------------------===//
+
+/// Checks that `mask` is the block mask of a 2-D `weight` for `block`:
+/// `[R / block, C / block]` with `block` dividing both dimensions.
+static LogicalResult verifyBlockMask(Operation *op, RankedTensorType weight,
+                                     RankedTensorType mask, int64_t block) {
+  if (weight.getRank() != 2)
+    return op->emitOpError() << "expects a 2-D weight, got " << weight;
+  if (block <= 0)
+    return op->emitOpError() << "expects a positive block size, got "
+                             << block;
+  for (int64_t d = 0; d < 2; ++d)
+    if (weight.getDimSize(d) % block != 0)
+      return op->emitOpError()
+             << "block size " << block << " does not divide dimension " << d
+             << " (" << weight.getDimSize(d) << ") of the weight " << weight;
+  SmallVector<int64_t> expected = {weight.getDimSize(0) / block,
+                                   weight.getDimSize(1) / block};
+  if (mask.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError() << "expects a mask of shape "
+                             << formatShape(expected) << " (one element per "
+                             << block << "x" << block << " block), got "
+                             << mask;
+  return success();
+}
+
+void BlockSparseMatMulOp::build(OpBuilder &builder, OperationState &state,
+                                Value input, Value weight, Value mask,
+                                int64_t block, bool transposeWeight) {
+  RankedTensorType in = tensorOf(input), w = tensorOf(weight);
+  SmallVector<int64_t> shape(in.getShape());
+  shape.back() = w.getDimSize(transposeWeight ? 0 : 1);
+  build(builder, state, RankedTensorType::get(shape, in.getElementType()),
+        input, weight, mask, builder.getI64IntegerAttr(block),
+        transposeWeight ? builder.getUnitAttr() : UnitAttr());
+}
+
+LogicalResult BlockSparseMatMulOp::verify() {
+  RankedTensorType in = getInput().getType(), w = getWeight().getType();
+  if (failed(verifyBlockMask(*this, w, getMask().getType(), getBlock())))
+    return failure();
+  if (in.getElementType() != w.getElementType() ||
+      getType().getElementType() != w.getElementType())
+    return emitOpError() << "expects input, weight and result of one element "
+                            "type, got "
+                         << in.getElementType() << ", " << w.getElementType()
+                         << " and " << getType().getElementType();
+  if (in.getRank() < 2)
+    return emitOpError() << "expects an input of rank >= 2, got " << in;
+  bool t = getTransposeWeight();
+  int64_t k = w.getDimSize(t ? 1 : 0), n = w.getDimSize(t ? 0 : 1);
+  if (in.getShape().back() != k)
+    return emitOpError() << "contracts input dimension of size "
+                         << in.getShape().back() << " with weight dimension "
+                         << (t ? 1 : 0) << " of size " << k;
+  SmallVector<int64_t> expected(in.getShape());
+  expected.back() = n;
+  if (getType().getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "expects a result of shape "
+                         << formatShape(expected) << ", got " << getType();
+  return success();
+}
+
+LogicalResult BlockSampledMatMulOp::verify() {
+  RankedTensorType l = getLhs().getType(), r = getRhs().getType();
+  RankedTensorType out = getType();
+  if (failed(verifyBlockMask(*this, out, getMask().getType(), getBlock())))
+    return failure();
+  if (l.getElementType() != out.getElementType() ||
+      r.getElementType() != out.getElementType())
+    return emitOpError() << "expects lhs, rhs and result of one element type";
+  if (l.getRank() < 2 || l.getRank() != r.getRank() ||
+      l.getShape().drop_back() != r.getShape().drop_back())
+    return emitOpError() << "expects lhs and rhs of rank >= 2 with the same "
+                            "leading dimensions, got "
+                         << l << " and " << r;
+  if (out.getDimSize(0) != l.getShape().back() ||
+      out.getDimSize(1) != r.getShape().back())
+    return emitOpError() << "expects a result of shape "
+                         << formatShape({l.getShape().back(),
+                                         r.getShape().back()})
+                         << ", got " << out;
+  return success();
+}
+
+LogicalResult TopKMaskOp::verify() {
+  if (getK().getType().getRank() != 0)
+    return emitOpError() << "expects a rank-0 k, got " << getK().getType();
+  if (getType().getShape() != getScores().getType().getShape())
+    return emitOpError() << "expects a result of the scores' shape "
+                         << formatShape(getScores().getType().getShape())
+                         << ", got " << getType();
+  return success();
+}

@@ -83,6 +83,11 @@ def DS_Dialect : Dialect {
     /// optimizer compiled into it, as text (for messages and reports).
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "ds.optimizer";
+    /// Module attribute of ds-sparsify-matmul: per step function, its
+    /// settings (schedule, block, update period, regrowth), which
+    /// ds-update-sparsity-masks and the report read.
+    static constexpr ::llvm::StringLiteral kSparsityAttrName =
+        "ds.sparsity";
 
   private:
     void registerAttributes();

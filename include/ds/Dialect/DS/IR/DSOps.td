@@ -1019,5 +1019,6 @@ def DS_AvgPool2DGradOp : DS_PoolGradOp<"avg_pool2d_grad", "avg_pool2d",
     "element of the window, accumulated where windows overlap.">;
 
 include "ds/Dialect/DS/IR/DSQuantOps.td"
+include "ds/Dialect/DS/IR/DSSparseOps.td"
 
 #endif // DS_DIALECT_DS_IR_DSOPS_TD

@@ -1,0 +1,210 @@
+//===- DSToRuntime.cpp - ds ops with runtime kernels to calls -------------===//
+//
+// Implements convert-ds-to-runtime. Some ds ops have no good linalg form:
+// the block-sparse products (a loop nest cannot skip blocks a run-time mask
+// turns off) and the top-k of mask updates (a selection). Their kernels live
+// in the runtime (include/ds/Runtime/ds_runtime.h), and this pass, run on
+// tensors right before one-shot bufferization, makes each such op a call:
+//
+//   %xb = bufferization.to_buffer %x read_only    (operands, flattened)
+//   %yb = memref.alloc()                          (the result)
+//   func.call @dsrt_...(%xb', ..., %yb', flags)   (fully dynamic 2-D views)
+//   %y  = bufferization.to_tensor %yb restrict writable
+//
+// One-shot bufferization then hands the call the operands' own buffers. No
+// CSE may run in between: it would merge the `to_buffer` of one tensor
+// read by two calls, so that the second call reads a buffer an in-place
+// write has reused since (the tensor's last use seemed earlier).
+// The calls use the C interface (`llvm.emit_c_interface`), so the runtime
+// receives MLIR's strided memref descriptors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Conversion/Passes.h"
+#include "ds/Dialect/DS/IR/DSOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_CONVERTDSTORUNTIMEPASS
+#include "ds/Conversion/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+/// Builds the calls of one module, declaring each runtime function once.
+class RuntimeCallBuilder {
+public:
+  explicit RuntimeCallBuilder(ModuleOp module) : module(module) {}
+
+  /// `value` reshaped to `shape` (same element count).
+  static Value reshape(OpBuilder &b, Location loc, Value value,
+                       ArrayRef<int64_t> shape) {
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getShape() == shape)
+      return value;
+    auto to = RankedTensorType::get(shape, type.getElementType());
+    Value shapeValue = arith::ConstantOp::create(
+        b, loc, b.getI64TensorAttr(shape));
+    return tensor::ReshapeOp::create(b, loc, to, value, shapeValue);
+  }
+
+  /// `value` (rank >= 1) viewed as `[M, last]`.
+  static Value flattenRows(OpBuilder &b, Location loc, Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    int64_t last = type.getShape().back();
+    return reshape(b, loc, value, {type.getNumElements() / last, last});
+  }
+
+  /// The fully dynamic strided memref type of `rank` and `elementType`.
+  static MemRefType dynamicMemRef(MLIRContext *ctx, int64_t rank,
+                                  Type elementType) {
+    int64_t dyn = ShapedType::kDynamic;
+    SmallVector<int64_t> shape(rank, dyn), strides(rank, dyn);
+    return MemRefType::get(shape, elementType,
+                           StridedLayoutAttr::get(ctx, dyn, strides));
+  }
+
+  /// A read-only buffer of the tensor `value`, as a fully dynamic view.
+  Value input(OpBuilder &b, Location loc, Value value) {
+    auto type = cast<RankedTensorType>(value.getType());
+    auto buffer = bufferization::ToBufferOp::create(
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()),
+        value, /*read_only=*/true);
+    return memref::CastOp::create(
+        b, loc,
+        dynamicMemRef(b.getContext(), type.getRank(), type.getElementType()),
+        buffer);
+  }
+
+  /// Calls `name(operands...)`, declaring it on first use.
+  void call(OpBuilder &b, Location loc, StringRef name, ValueRange operands) {
+    auto fn = module.lookupSymbol<func::FuncOp>(name);
+    if (!fn) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      fn = func::FuncOp::create(
+          b, module.getLoc(), name,
+          b.getFunctionType(TypeRange(operands), {}));
+      fn.setPrivate();
+      fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    }
+    func::CallOp::create(b, loc, fn, operands);
+  }
+
+  /// Allocates the result buffer of `type`, calls `name` with `operands`
+  /// followed by the result view and `flags`, and returns the result as a
+  /// tensor.
+  Value callWithResult(OpBuilder &b, Location loc, StringRef name,
+                       SmallVector<Value> operands, RankedTensorType type,
+                       ArrayRef<int64_t> flags) {
+    auto memref = MemRefType::get(type.getShape(), type.getElementType());
+    Value out = memref::AllocOp::create(b, loc, memref);
+    operands.push_back(memref::CastOp::create(
+        b, loc,
+        dynamicMemRef(b.getContext(), type.getRank(), type.getElementType()),
+        out));
+    for (int64_t flag : flags)
+      operands.push_back(
+          arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(flag)));
+    call(b, loc, name, operands);
+    return bufferization::ToTensorOp::create(b, loc, type, out,
+                                             /*restrict=*/true,
+                                             /*writable=*/true);
+  }
+
+private:
+  ModuleOp module;
+};
+
+void lowerBlockSparseMatMul(RuntimeCallBuilder &rt, BlockSparseMatMulOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  RankedTensorType resultType = op.getType();
+  Value x = RuntimeCallBuilder::flattenRows(b, loc, op.getInput());
+  int64_t m = cast<RankedTensorType>(x.getType()).getDimSize(0);
+  auto out2 = RankedTensorType::get({m, resultType.getShape().back()},
+                                    resultType.getElementType());
+  Value y = rt.callWithResult(
+      b, loc, "dsrt_block_sparse_matmul_f32",
+      {rt.input(b, loc, x), rt.input(b, loc, op.getWeight()),
+       rt.input(b, loc, op.getMask())},
+      out2, {op.getTransposeWeight() ? 1 : 0, int64_t(op.getBlock())});
+  op.replaceAllUsesWith(
+      RuntimeCallBuilder::reshape(b, loc, y, resultType.getShape()));
+  op.erase();
+}
+
+void lowerBlockSampledMatMul(RuntimeCallBuilder &rt,
+                             BlockSampledMatMulOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value lhs = RuntimeCallBuilder::flattenRows(b, loc, op.getLhs());
+  Value rhs = RuntimeCallBuilder::flattenRows(b, loc, op.getRhs());
+  Value d = rt.callWithResult(
+      b, loc, "dsrt_block_sparse_sddmm_f32",
+      {rt.input(b, loc, lhs), rt.input(b, loc, rhs),
+       rt.input(b, loc, op.getMask())},
+      op.getType(), {int64_t(op.getBlock())});
+  op.replaceAllUsesWith(d);
+  op.erase();
+}
+
+void lowerTopKMask(RuntimeCallBuilder &rt, TopKMaskOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  RankedTensorType type = op.getType();
+  int64_t n = type.getNumElements();
+  Value scores = RuntimeCallBuilder::reshape(b, loc, op.getScores(), {n});
+  Value k = tensor::ExtractOp::create(b, loc, op.getK(), ValueRange{});
+  bool f64 = op.getScores().getType().getElementType().isF64();
+  auto out = RankedTensorType::get({n}, b.getI8Type());
+  // k goes before the result: (scores, k, out).
+  auto memref = MemRefType::get({n}, b.getI8Type());
+  Value outBuffer = memref::AllocOp::create(b, loc, memref);
+  Value outView = memref::CastOp::create(
+      b, loc, RuntimeCallBuilder::dynamicMemRef(b.getContext(), 1,
+                                                b.getI8Type()),
+      outBuffer);
+  rt.call(b, loc, f64 ? "dsrt_top_k_mask_f64" : "dsrt_top_k_mask_f32",
+          {rt.input(b, loc, scores), k, outView});
+  Value mask = bufferization::ToTensorOp::create(b, loc, out, outBuffer,
+                                                 /*restrict=*/true,
+                                                 /*writable=*/true);
+  op.replaceAllUsesWith(
+      RuntimeCallBuilder::reshape(b, loc, mask, type.getShape()));
+  op.erase();
+}
+
+struct ConvertDSToRuntimePass
+    : public mlir::ds::impl::ConvertDSToRuntimePassBase<
+          ConvertDSToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    RuntimeCallBuilder rt(module);
+    SmallVector<Operation *> ops;
+    module.walk([&](Operation *op) {
+      if (hasRuntimeKernel(op))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      if (auto mm = dyn_cast<BlockSparseMatMulOp>(op))
+        lowerBlockSparseMatMul(rt, mm);
+      else if (auto s = dyn_cast<BlockSampledMatMulOp>(op))
+        lowerBlockSampledMatMul(rt, s);
+      else
+        lowerTopKMask(rt, cast<TopKMaskOp>(op));
+    }
+  }
+};
+
+} // namespace
