@@ -548,6 +548,62 @@ llvm::json::Array Trainer::quantSummary() const {
   return out;
 }
 
+llvm::json::Object Trainer::sparsitySummary() const {
+  // Layers in the order of their metrics.
+  static constexpr llvm::StringLiteral kPrefix = "sparsity@";
+  std::vector<std::string> layers;
+  llvm::json::Object byLayer;
+  std::map<std::string, llvm::json::Array> updates;
+  for (const llvm::json::Value &entry : stepLog) {
+    const llvm::json::Object *obj = entry.getAsObject();
+    const llvm::json::Object *metrics = obj->getObject("metrics");
+    if (!metrics)
+      continue;
+    bool update = metrics->getNumber("sparsity.mask_update").value_or(0) > 0.5;
+    for (const auto &[key, value] : *metrics) {
+      llvm::StringRef name = key;
+      if (!name.consume_front(kPrefix))
+        continue;
+      if (!updates.count(name.str()))
+        layers.push_back(name.str());
+      llvm::json::Array &list = updates[name.str()];
+      if (!update)
+        continue;
+      auto count = [&](llvm::StringRef kind) {
+        return metrics->getNumber((kind + "@" + name).str()).value_or(0);
+      };
+      list.push_back(llvm::json::Object{
+          {"step", obj->getInteger("step").value_or(0)},
+          {"sparsity", value.getAsNumber().value_or(0)},
+          {"dropped", count("sparsity.dropped")},
+          {"grown", count("sparsity.grown")}});
+    }
+  }
+  if (layers.empty())
+    return {};
+  const llvm::json::Object *last =
+      stepLog.back().getAsObject()->getObject("metrics");
+  llvm::json::Object summary;
+  for (const std::string &layer : layers)
+    byLayer[layer] = llvm::json::Object{
+        {"final_sparsity", last->getNumber(kPrefix.str() + layer).value_or(0)},
+        {"updates", std::move(updates[layer])}};
+  summary["layers"] = std::move(byLayer);
+  dsrt_stats stats;
+  dsrt_get_stats(&stats);
+  if (stats.sparse_calls > 0)
+    summary["kernels"] = llvm::json::Object{
+        {"calls", static_cast<int64_t>(stats.sparse_calls)},
+        {"gflop_executed", stats.sparse_flops * 1e-9},
+        {"gflop_dense", stats.sparse_dense_flops * 1e-9},
+        {"executed_over_dense",
+         stats.sparse_dense_flops > 0
+             ? stats.sparse_flops / stats.sparse_dense_flops
+             : 0.0},
+        {"seconds", stats.sparse_seconds}};
+  return summary;
+}
+
 Error Trainer::writeReport() {
   std::vector<double> sorted = stepMs;
   std::sort(sorted.begin(), sorted.end());
@@ -615,6 +671,8 @@ Error Trainer::writeReport() {
   }
   if (llvm::json::Array quant = quantSummary(); !quant.empty())
     summary["quant"] = std::move(quant);
+  if (llvm::json::Object sparse = sparsitySummary(); !sparse.empty())
+    summary["sparsity"] = std::move(sparse);
   if (program.evalContract(EvalKind::Integer) && evalCalls > 0) {
     // The integer inference copy: what was converted, and its forward
     // time beside the fake-quantized and f32 forwards on the same batches.

@@ -104,6 +104,11 @@ private:
   /// QAT: per quantized value (`qat.<weight|input>.*@<param>` state), its
   /// granularity and its final range, scale and zero point.
   llvm::json::Array quantSummary() const;
+  /// Per block-sparse weight: its final sparsity and what each mask update
+  /// changed (from the step metrics); and the work of the runtime's
+  /// block-sparse kernels against the dense products. Empty without
+  /// sparsity.
+  llvm::json::Object sparsitySummary() const;
   double scalarOf(const HostTensor &t) const;
   std::string tensorKey(unsigned argIndex) const;
 
