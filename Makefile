@@ -7,14 +7,18 @@
 #   make check   deps + build + every test (lit and ctest)
 #   make docs    regenerate the dialect and pass docs under docs/
 #   make demo    train a small GPT-style character LM with ds-run (CPU), in
-#                FP32, with the mixed-precision policies and with QAT (INT8,
-#                the seeds' tiers)
+#                FP32, with the mixed-precision policies, with QAT (INT8,
+#                the seeds' tiers) and with 8x8 block sparsity
 #   make bench   ds-run vs PyTorch eager on a GPT-style training step,
 #                FP32 vs the mixed-precision policy (memory, step time), and
-#                int8 inference vs f32 (GEMMs, and the examples' forwards)
+#                int8 inference vs f32 (GEMMs, and the examples' forwards),
+#                8x8 block-sparse kernels vs dense sgemm and the sparse GPT
+#                step vs dense
 #   make accuracy  long runs: INT8 QAT vs FP32 held-out loss (MLP, CNN,
 #                1000 steps, 3 seeds), integer inference beside it, and INT4
-#                QAT of the GPT block (d_model 256) on fortune-cookie text
+#                QAT of the GPT block (d_model 256) on fortune-cookie text;
+#                block-sparse GPT training (the seeds' 80 -> 98 % schedule,
+#                constant 90 %) vs dense
 
 LLVM_PREFIX  ?= /usr/lib/llvm-22
 BUILD_DIR    ?= build
@@ -61,6 +65,7 @@ demo: build
 accuracy: build
 	@./scripts/install-deps.sh fortunes
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/qat_accuracy.py --ds-run $(BUILD_DIR)/bin/ds-run
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/sparsity_accuracy.py --ds-run $(BUILD_DIR)/bin/ds-run
 
 bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run
@@ -69,6 +74,9 @@ bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/integer_inference.py \
 	  --ds-run $(BUILD_DIR)/bin/ds-run \
 	  --gemm-bench $(BUILD_DIR)/bin/ds-runtime-gemm-benchmark
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/sparsity.py \
+	  --ds-run $(BUILD_DIR)/bin/ds-run \
+	  --kernel-bench $(BUILD_DIR)/bin/ds-runtime-sparse-benchmark
 
 clean:
 	rm -rf $(BUILD_DIR)
