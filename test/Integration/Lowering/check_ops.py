@@ -894,11 +894,83 @@ def nn_cases():
     return cases
 
 
+def sparse_cases():
+    """The dense reference lowering of the block-sparsity ops. Masks are
+    i32 inputs and outputs cast to and from i8 in the body (the harness has
+    no i8). Inactive blocks of the weights hold NaN: they must not leak."""
+    cases = []
+
+    def blocks(name, shape, block, density=0.5):
+        m = rng_for(name).random((shape[0] // block, shape[1] // block))
+        return (m < density).astype(I32)
+
+    def expand(m, block):
+        return np.kron(m, np.ones((block, block))).astype(bool)
+
+    def bsmm(name, x, w, mask, block, transpose, dt):
+        w = np.where(expand(mask, block), w, np.nan).astype(dt)
+        n = w.shape[0] if transpose else w.shape[1]
+        out = x.shape[:-1] + (n,)
+        i8 = "tensor<%sxi8>" % "x".join(map(str, mask.shape))
+        flag = " transpose_weight" if transpose else ""
+        body = f"""
+          %m = ds.cast %a2 : {T(mask.shape, I32)} -> {i8}
+          %r = ds.block_sparse_matmul %a0, %a1, %m block = {block}{flag} : {TA(x)}, {TA(w)}, {i8} -> {T(out, dt)}
+        """
+
+        def ref(xv, wv, mv):
+            wm = np.where(expand(mv, block), wv.astype(F64), 0.0)
+            return [np.matmul(xv.astype(F64), wm.T if transpose else wm)]
+        cases.append(Case(name, [x, w, mask], body, [("%r", out, dt)], ref))
+
+    bsmm("block_sparse_matmul_tw", randn("bs.x", (5, 16)), randn("bs.w", (24, 16)),
+         blocks("bs.m", (24, 16), 8), 8, True, F32)
+    bsmm("block_sparse_matmul_3d_f64", randn("bs.x3", (2, 3, 24), F64),
+         randn("bs.w3", (24, 16), F64), blocks("bs.m3", (24, 16), 8), 8, False, F64)
+    bsmm("block_sparse_matmul_block4_empty", randn("bs.x4", (3, 8)),
+         randn("bs.w4", (12, 8)), np.zeros((3, 2), I32), 4, True, F32)
+
+    a, b = randn("sd.a", (2, 5, 16)), randn("sd.b", (2, 5, 24))
+    sm = blocks("sd.m", (16, 24), 8)
+    body = f"""
+      %m = ds.cast %a2 : {T(sm.shape, I32)} -> tensor<2x3xi8>
+      %r = ds.block_sampled_matmul %a0, %a1, %m block = 8 : {TA(a)}, {TA(b)}, tensor<2x3xi8> -> {T((16, 24), F32)}
+    """
+    cases.append(Case("block_sampled_matmul", [a, b, sm], body,
+                      [("%r", (16, 24), F32)],
+                      lambda x, y, m: [np.where(expand(m, 8), np.einsum(
+                          "bmr,bmc->rc", x.astype(F64), y.astype(F64)), 0.0)]))
+
+    def top_k_ref(v, k):
+        flat = v.ravel()
+        order = sorted(range(flat.size), key=lambda i: (
+            not np.isnan(flat[i]), 0 if np.isnan(flat[i]) else flat[i], i))
+        out = np.zeros(flat.size, I32)
+        for i in order[max(flat.size - int(k), 0):] if k > 0 else []:
+            out[i] = 1
+        return out.reshape(v.shape)
+
+    for name, dt, k in (("top_k_mask_ties_nan", F32, 7), ("top_k_mask_f64", F64, 3),
+                        ("top_k_mask_k_past_end", F32, 40)):
+        v = rng_for(name).integers(0, 4, (4, 5)).astype(dt)
+        v[1, 2] = np.nan
+        v[3, 0] = np.nan
+        body = f"""
+          %k = arith.constant dense<{k}> : tensor<i64>
+          %m = ds.top_k_mask %a0, %k : {TA(v)}, tensor<i64> -> tensor<4x5xi8>
+          %r = ds.cast %m : tensor<4x5xi8> -> {T((4, 5), I32)}
+        """
+        cases.append(Case(name, [v], body, [("%r", (4, 5), I32)],
+                          lambda x, k=k: [top_k_ref(x, min(k, x.size))]))
+    return cases
+
+
 GROUPS = {
     "elementwise": elementwise_cases,
     "matmul-shape": lambda: matmul_cases() + shape_cases(),
     "reductions": reduction_cases,
     "nn": nn_cases,
+    "sparse": sparse_cases,
 }
 
 
