@@ -83,8 +83,7 @@ struct Mask {
 double seconds(const std::function<void()> &fn) {
   auto start = std::chrono::steady_clock::now();
   fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -105,7 +104,8 @@ bool parse(int argc, char **argv, Options &options) {
       options.reps = std::atoi(argv[++i]);
     } else if (arg == "--sparsity" && i + 1 < argc) {
       options.sparsities.clear();
-      for (char *s = std::strtok(argv[++i], ","); s; s = std::strtok(nullptr, ","))
+      for (char *s = std::strtok(argv[++i], ","); s;
+           s = std::strtok(nullptr, ","))
         options.sparsities.push_back(std::atof(s));
     } else {
       std::fprintf(stderr,
@@ -149,8 +149,8 @@ bool benchmark(const Shape &s, double sparsity, const Options &options) {
                                                   &y.desc, 1, 8);
       },
       [&] {
-        _mlir_ciface_dsrt_block_sparse_matmul_f32(&dy.desc, &w.desc,
-                                                  &mask.desc, &dx.desc, 0, 8);
+        _mlir_ciface_dsrt_block_sparse_matmul_f32(&dy.desc, &w.desc, &mask.desc,
+                                                  &dx.desc, 0, 8);
       },
       [&] {
         _mlir_ciface_dsrt_block_sparse_sddmm_f32(&dy.desc, &x.desc, &mask.desc,

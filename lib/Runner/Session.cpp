@@ -401,11 +401,17 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     }
     if (evalCopy) {
       // Evaluation runs the layers block-sparse on the training step's
-      // masks (no update happens there).
+      // masks (no update happens there). The integer and f32 copies keep
+      // dense layers (the weights are zero outside the masks; the int8
+      // conversion knows dense matmuls) but take the masks too, so that
+      // every copy's arguments are a prefix of the step's.
       if (const auto &sp = options.pipeline.sparsity)
-        if (failed(mlir::ds::sparsifyMatMul(
-                cast<FunctionOpInterface>(*evalCopies[0]), *sp)))
-          return diags.error("sparsifying the evaluation step failed");
+        for (unsigned k : {0u, 1u, 2u})
+          if (evalCopies[k] &&
+              failed(mlir::ds::sparsifyMatMul(
+                  cast<FunctionOpInterface>(*evalCopies[k]), *sp,
+                  /*rewriteLayers=*/k == 0)))
+            return diags.error("sparsifying the evaluation step failed");
       // Evaluation quantizes as training does, with the scales and zero
       // points the training step keeps (its observers do not run there).
       if (const auto &fq = options.pipeline.fakeQuant) {
@@ -507,6 +513,26 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     return diags.error("no step named '" + stepName + "' in the '" +
                        mlir::ds::DSDialect::kContractAttrName + "' table");
   program->stepContract = *chosen;
+  // The runner feeds an evaluation copy the leading arguments of the step
+  // (the integer one, then its prepared weights), so each copy's shared
+  // arguments must be the step's, in order: a pass applied to the step but
+  // not to a copy would shift them.
+  for (unsigned k = 0; k < 3; ++k) {
+    const auto &eval = program->evalSteps[k];
+    if (!eval)
+      continue;
+    size_t n = std::min(eval->args.size(), chosen->args.size());
+    if (k == 1)
+      n = std::min(n, program->evalSteps[0] ? program->evalSteps[0]->args.size()
+                                            : n);
+    for (size_t i = 0; i < n; ++i)
+      if (eval->args[i].name != chosen->args[i].name ||
+          eval->args[i].type != chosen->args[i].type)
+        return diags.error("internal error: argument #" + std::to_string(i) +
+                           " of the evaluation copy '" + eval->funcName +
+                           "' is '" + eval->args[i].name + "', not the step's '" +
+                           chosen->args[i].name + "'");
+  }
   program->variants.push_back(*chosen);
   if (program->precisionSchedule)
     for (const std::string &name : program->variantNames) {

@@ -12,16 +12,20 @@
 //           the CPU has: AVX-512F, AVX2 + FMA, or the portable loops;
 //   scalar, avx2, avx512
 //           that micro-kernel set (an ISA the CPU lacks is an error);
+//   avx512-portable
+//           the AVX-512 kernels' source built for the baseline ISA: slow,
+//           for tests on CPUs without AVX-512;
 //   dense   oneDNN's sgemm: on a masked copy of W for Y = X op(W), and on
 //           the full product followed by zeroing the inactive blocks for
 //           the SDDMM.
 //
-// The crossover: with the AVX2 kernels on 2 cores of an AVX2 EPYC the
-// block-sparse products beat oneDNN's dense sgemm up to a density of about
-// 50 % (forward and dX) and 40 % (SDDMM) on the benchmark's shapes
-// (benchmarks/runtime/BlockSparseBenchmark.cpp prints the table); above it
-// dense wins by up to 2x at 100 %, as on the all-ones mask of a regrow
-// step. The thresholds sit at those densities.
+// The crossover (benchmarks/runtime/BlockSparseBenchmark.cpp; the AVX2
+// kernels against oneDNN's sgemm on an AVX2 EPYC, M = 2048, weights
+// 1024x1024, 4096x1024 and 1024x4096): the forward and dX break even at a
+// density of about 60-70 % (active blocks / all blocks) and the SDDMM at
+// about 70-80 %; above that dense wins, by up to 1.4x at 80 % and more at
+// 100 %, the all-ones mask of a regrow step. Auto runs dense from the lower
+// end of each range (kMatmulDenseDensity, kSddmmDenseDensity).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,10 +44,10 @@ using namespace dsrt;
 namespace {
 
 /// Densities (active blocks / all blocks) from which auto runs dense.
-constexpr double kMatmulDenseDensity = 0.50;
-constexpr double kSddmmDenseDensity = 0.40;
+constexpr double kMatmulDenseDensity = 0.60;
+constexpr double kSddmmDenseDensity = 0.75;
 
-enum class SparseKernel { Auto, Scalar, AVX2, AVX512, Dense };
+enum class SparseKernel { Auto, Scalar, AVX2, AVX512, AVX512Portable, Dense };
 
 bool cpuHasAVX2() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -60,6 +64,8 @@ std::optional<SparseKernel> requestedKernel(const char *fn) {
     return SparseKernel::Scalar;
   if (!std::strcmp(v, "dense"))
     return SparseKernel::Dense;
+  if (!std::strcmp(v, "avx512-portable"))
+    return SparseKernel::AVX512Portable;
   if (!std::strcmp(v, "avx2")) {
     if (cpuHasAVX2())
       return SparseKernel::AVX2;
@@ -77,7 +83,7 @@ std::optional<SparseKernel> requestedKernel(const char *fn) {
     return std::nullopt;
   }
   (void)DS_ERROR("%s: DSRT_SPARSE_KERNEL='%s' is not one of auto, scalar, "
-                 "avx2, avx512, dense",
+                 "avx2, avx512, avx512-portable, dense",
                  fn, v);
   return std::nullopt;
 }
@@ -102,6 +108,8 @@ const SparseKernels &kernelsFor(SparseKernel kernel) {
     return avx512SparseKernels();
   case SparseKernel::AVX2:
     return avx2SparseKernels();
+  case SparseKernel::AVX512Portable:
+    return portableAVX512SparseKernels();
   default:
     return scalarSparseKernels();
   }
@@ -187,14 +195,13 @@ Status checkBlocks(const char *fn, int64_t block, int64_t r, int64_t c,
                       fn, static_cast<long long>(dim),
                       static_cast<long long>(block));
   if (mask.sizes[0] != r / block || mask.sizes[1] != c / block)
-    return DS_ERROR("%s: mask is [%lld, %lld] but a weight [%lld, %lld] with "
-                    "block size %lld needs [%lld, %lld]",
-                    fn, static_cast<long long>(mask.sizes[0]),
-                    static_cast<long long>(mask.sizes[1]),
-                    static_cast<long long>(r), static_cast<long long>(c),
-                    static_cast<long long>(block),
-                    static_cast<long long>(r / block),
-                    static_cast<long long>(c / block));
+    return DS_ERROR(
+        "%s: mask is [%lld, %lld] but a weight [%lld, %lld] with "
+        "block size %lld needs [%lld, %lld]",
+        fn, static_cast<long long>(mask.sizes[0]),
+        static_cast<long long>(mask.sizes[1]), static_cast<long long>(r),
+        static_cast<long long>(c), static_cast<long long>(block),
+        static_cast<long long>(r / block), static_cast<long long>(c / block));
   return Status::success();
 }
 
@@ -223,8 +230,9 @@ Status denseGemm(Matrix<const float> a, Matrix<const float> b,
 /// Copies the active blocks of `src` (rows x cols, whose block mask is
 /// `mask`) into the row-major `dst` and zeroes the others, which also drops
 /// whatever the inactive blocks of `src` hold.
-void copyMasked(const Matrix<const float> &src, const Matrix<const int8_t> &mask,
-                int64_t block, float *dst, int threads) {
+void copyMasked(const Matrix<const float> &src,
+                const Matrix<const int8_t> &mask, int64_t block, float *dst,
+                int threads) {
   parallelFor(src.rows, threads, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       float *row = dst + i * src.cols;
@@ -274,8 +282,7 @@ void zeroFill(const Matrix<float> &m) {
 }
 
 double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -351,32 +358,32 @@ void blockSparseMatmul(const dsrt_memref2_f32 *x, const dsrt_memref2_f32 *w,
 
   Matrix<const float> weight = viewOf<const float>(*w);
   Matrix<const int8_t> maskView = viewOf<const int8_t>(*mask);
-  SparseMatmulProblem p{viewOf<const float>(*x),
-                        transW ? weight.transposed() : weight,
-                        transW ? maskView.transposed() : maskView,
-                        viewOf<float>(*y), block};
+  SparseMatmulProblem p{
+      viewOf<const float>(*x), transW ? weight.transposed() : weight,
+      transW ? maskView.transposed() : maskView, viewOf<float>(*y), block};
   int64_t m = p.x.rows, k = p.b.rows, n = p.b.cols;
   int64_t active = activeBlocks(maskView, block);
   int64_t all = (k / kSparseBlock) * (n / kSparseBlock);
   double density = all ? double(active) / double(all) : 0.0;
-  SparseKernel kernel =
-      resolveKernel(*requested, density, kMatmulDenseDensity);
+  SparseKernel kernel = resolveKernel(*requested, density, kMatmulDenseDensity);
 
   int threads = numThreads();
   applyThreadsToCaller();
+  bool ranDense = false;
   if (m > 0 && n > 0) {
-    if (k == 0)
+    if (k == 0) {
       zeroFill(p.y);
-    else if (kernel == SparseKernel::Dense) {
+    } else if (kernel == SparseKernel::Dense) {
       if (denseMatmul(p, threads).failed())
         return;
+      ranDense = true;
     } else if (runSparseMatmul(p, kernelsFor(kernel), threads).failed()) {
       return;
     }
   }
   recordSparse(2.0 * double(m) * double(active) * 64.0,
                2.0 * double(m) * double(k) * double(n), secondsSince(start),
-               kernel == SparseKernel::Dense);
+               ranDense);
 }
 
 void blockSparseSddmm(const dsrt_memref2_f32 *a, const dsrt_memref2_f32 *b,
@@ -399,19 +406,21 @@ void blockSparseSddmm(const dsrt_memref2_f32 *a, const dsrt_memref2_f32 *b,
 
   int threads = numThreads();
   applyThreadsToCaller();
+  bool ranDense = false;
   if (r > 0 && c > 0) {
-    if (m == 0)
+    if (m == 0) {
       zeroFill(p.d);
-    else if (kernel == SparseKernel::Dense) {
+    } else if (kernel == SparseKernel::Dense) {
       if (denseSddmm(p, threads).failed())
         return;
+      ranDense = true;
     } else if (runSparseSddmm(p, kernelsFor(kernel), threads).failed()) {
       return;
     }
   }
   recordSparse(2.0 * double(m) * double(active) * 64.0,
                2.0 * double(m) * double(r) * double(c), secondsSince(start),
-               kernel == SparseKernel::Dense);
+               ranDense);
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-//===- BlockSparse.h - Block-sparse products shared by the kernels -*- C++ -*-===//
+//===- BlockSparse.h - Block-sparse products and kernels --------*- C++ -*-===//
 //
 // The block-sparse training products of ds_runtime.h keep the weight W dense
 // ([R, C], any strides) next to an int8 block mask, and list the active 8x8
@@ -20,7 +20,11 @@
 // BlockSparsePack.cpp builds the block lists and the packed panels,
 // BlockSparseRun.cpp tiles and threads the products over a SparseKernels
 // table, and BlockSparseKernels{Scalar,AVX2,AVX512}.cpp are the tables: one
-// micro-kernel per product per ISA, all on the packed layouts below.
+// micro-kernel per product per ISA, all on the packed layouts below
+// (BlockSparseKernelsAVX512Portable.cpp builds the AVX-512 source for any
+// CPU, for tests). The library is built for the baseline ISA; only the
+// kernel files carry target attributes, and BlockSparse.cpp calls them
+// after asking the CPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -140,17 +144,20 @@ void packPanels(const Matrix<const float> &b, const BlockList &list,
 
 /// The packed form of `rows` consecutive rows of a matrix S: one panel per
 /// block column h of 8, rows after rows,
-///   dst[h * rowPanelStride(rows) + 8 r + k] = S(m0 + r, 8 h + k).
-/// A panel holds an even number of rows (an odd count gets a zero row, so
-/// kernels may read rows in pairs) and starts 64-byte aligned; panels are
-/// not a multiple of 4 KiB apart, which would map the rows of all panels to
-/// the same L1 sets while packing.
+///   dst[h * rowPanelStride(rows) + 8 r + k] = S(m0 + r, 8 h + k),
+/// or, for kernels that take rows in pairs (SparseKernels::pairedRows), the
+/// two rows of each pair interleaved,
+///   dst[h * rowPanelStride(rows) + 16 (r / 2) + 2 k + r % 2] = S(...).
+/// A panel holds an even number of rows (an odd count gets a zero row) and
+/// starts 64-byte aligned; panels are not a multiple of 4 KiB apart, which
+/// would map the rows of all panels to the same L1 sets while packing.
 int64_t rowPanelStride(int64_t rows);
 
 /// Packs block columns [hBegin, hEnd) of rows [m0, m0 + rows) of s (whose
-/// column count is a multiple of 8) into dst as described at rowPanelStride.
+/// column count is a multiple of 8) as described at rowPanelStride, with the
+/// panel of block column hBegin at dst.
 void packRowPanels(const Matrix<const float> &s, int64_t m0, int64_t rows,
-                   int64_t hBegin, int64_t hEnd, float *dst);
+                   int64_t hBegin, int64_t hEnd, float *dst, bool paired);
 
 //===----------------------------------------------------------------------===//
 // Micro-kernels
@@ -170,18 +177,22 @@ struct SpmmArgs {
 };
 
 /// One call of the SDDMM micro-kernel: adds the contribution of a chunk of
-/// `rows` rows of A and B, both packed by packRowPanels, to the active blocks
-/// of row groups [gBegin, gEnd).
+/// `rows` rows of two operands, both packed by packRowPanels, to the active
+/// blocks of groups [gBegin, gEnd): for D = A^T B grouped by block rows of
+/// D, a is A and b is B; grouped by block columns, a is B and b is A, and
+/// every block is accumulated transposed.
 struct SddmmArgs {
-  const float *a; ///< Packed rows of A.
+  /// Packed rows of the group operand: block column g at a + g *
+  /// aBlockStride (a stride of 0 when a holds only the one group's panel).
+  const float *a;
   int64_t aBlockStride;
-  const float *b; ///< Packed rows of B.
+  const float *b; ///< Packed rows of the inner operand.
   int64_t bBlockStride;
   int64_t rows;         ///< Rows of the chunk (>= 1).
-  const int64_t *start; ///< BlockList::start of the transposed mask.
-  const int32_t *inner; ///< BlockList::inner: block columns of D.
+  const int64_t *start; ///< BlockList::start.
+  const int32_t *inner; ///< BlockList::inner: the inner block columns.
   /// 64 floats per active block in list order, accumulated into:
-  /// D(8 g + t, 8 inner[p] + n) at blocks[64 p + 8 t + n].
+  /// blocks[64 p + 8 t + n] += sum_r a(r, 8 g + t) * b(r, 8 inner[p] + n).
   float *blocks;
 };
 
@@ -190,6 +201,8 @@ struct SparseKernels {
   const char *name;
   /// Rows of X one register tile covers: chunks are sized in multiples.
   int64_t rowTile;
+  /// Whether the kernels read row panels packed with rows in pairs.
+  bool pairedRows;
   /// Y(r, 8g..8g+8) = sum over the blocks p of g of X(r, 8 inner[p]..+8) *
   /// panel p, for every row r of the chunk and every g in [gBegin, gEnd):
   /// overwrites those columns of Y (a group without blocks gets zeros).
@@ -204,6 +217,10 @@ const SparseKernels &scalarSparseKernels();
 const SparseKernels &avx2SparseKernels();
 /// AVX-512F; call only where the CPU has it.
 const SparseKernels &avx512SparseKernels();
+/// The AVX-512F kernels' source compiled for the baseline ISA: the same
+/// algorithm on any CPU, so tests exercise it where no AVX-512 CPU is at
+/// hand (DSRT_SPARSE_KERNEL=avx512-portable). Slow; never chosen by auto.
+const SparseKernels &portableAVX512SparseKernels();
 
 //===----------------------------------------------------------------------===//
 // Drivers

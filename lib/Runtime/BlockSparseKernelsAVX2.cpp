@@ -46,14 +46,13 @@ DSRT_AVX2 inline void spmmTile(const SpmmArgs &a, int64_t g, int64_t r0) {
     if (p + 1 < end) {
       const float *next = x + a.inner[p + 1] * a.xBlockStride;
       for (int line = 0; line < MR * 8; line += 16)
-        _mm_prefetch(reinterpret_cast<const char *>(next + line),
-                     _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(next + line), _MM_HINT_T0);
     }
     for (int k = 0; k < 8; ++k) {
       __m256 wk = _mm256_load_ps(w + k * 8);
       for (int r = 0; r < MR; ++r)
-        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(xb + r * 8 + k), wk,
-                                 acc[r]);
+        acc[r] =
+            _mm256_fmadd_ps(_mm256_broadcast_ss(xb + r * 8 + k), wk, acc[r]);
     }
   }
   float *y = a.y + r0 * a.ldy + g * 8;
@@ -126,6 +125,7 @@ DSRT_AVX2 void sddmmAVX2(const SddmmArgs &a, int64_t gBegin, int64_t gEnd) {
 } // namespace
 
 const SparseKernels &dsrt::avx2SparseKernels() {
-  static const SparseKernels kernels{"avx2", kRowTile, spmmAVX2, sddmmAVX2};
+  static const SparseKernels kernels{"avx2", kRowTile, false, spmmAVX2,
+                                     sddmmAVX2};
   return kernels;
 }

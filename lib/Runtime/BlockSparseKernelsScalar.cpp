@@ -56,7 +56,7 @@ void sddmmScalar(const SddmmArgs &a, int64_t gBegin, int64_t gEnd) {
 } // namespace
 
 const SparseKernels &dsrt::scalarSparseKernels() {
-  static const SparseKernels kernels{"scalar", kRowTile, spmmScalar,
+  static const SparseKernels kernels{"scalar", kRowTile, false, spmmScalar,
                                      sddmmScalar};
   return kernels;
 }

@@ -12,7 +12,8 @@
 //  - the row panels of the dense operands (X of Y = X * B; A and B of the
 //    SDDMM), one chunk of rows at a time: [block column][row][8], so that the
 //    8 values a kernel needs per row of one block are one 32-byte line and a
-//    register tile of rows is one contiguous run.
+//    register tile of rows is one contiguous run (the AVX-512 kernels take
+//    the rows of each pair interleaved instead, see rowPanelStride).
 //
 // Packing costs O(active weights) for the panels and O(chunk rows * width)
 // per chunk for the row panels, against O(rows * active weights) of
@@ -121,8 +122,9 @@ struct PanelPacker {
 void dsrt::packPanels(const Matrix<const float> &b, const BlockList &list,
                       float *panels, int threads) {
   int64_t tasks = (list.count() + kPanelsPerTask - 1) / kPanelsPerTask;
-  (void)runTasks(tasks, threads,
-                 [&](int64_t) { return PanelPacker{b, list, panels}; });
+  (void)runTasks(tasks, threads, [&](int64_t) {
+    return PanelPacker{b, list, panels};
+  });
 }
 
 int64_t dsrt::rowPanelStride(int64_t rows) {
@@ -130,11 +132,22 @@ int64_t dsrt::rowPanelStride(int64_t rows) {
   return floats % 1024 == 0 ? floats + 16 : floats;
 }
 
-void dsrt::packRowPanels(const Matrix<const float> &s, int64_t m0,
-                         int64_t rows, int64_t hBegin, int64_t hEnd,
-                         float *dst) {
+void dsrt::packRowPanels(const Matrix<const float> &s, int64_t m0, int64_t rows,
+                         int64_t hBegin, int64_t hEnd, float *dst,
+                         bool paired) {
   int64_t padded = (rows + 1) / 2 * 2;
   int64_t blockStride = rowPanelStride(rows);
+  dst -= hBegin * blockStride; // dst is block column hBegin's panel.
+  if (paired) {
+    // Element k of row r at 16 (r / 2) + 2 k + r % 2.
+    for (int64_t r = 0; r < padded; ++r)
+      for (int64_t h = hBegin; h < hEnd; ++h) {
+        float *out = dst + h * blockStride + 16 * (r / 2) + r % 2;
+        for (int64_t k = 0; k < 8; ++k)
+          out[2 * k] = r < rows ? s.at(m0 + r, h * 8 + k) : 0.0f;
+      }
+    return;
+  }
   if (s.colStride == 1) {
     // Row by row: each source row is read sequentially (the prefetchers
     // follow it) and scattered over the panels, which stay in cache.

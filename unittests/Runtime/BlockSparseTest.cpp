@@ -6,16 +6,15 @@
 // R != C, empty block rows and columns, 0 % and 100 % density, blocks of 8
 // and 16, NaN in the inactive blocks of W, strided and transposed operands,
 // strided outputs whose gaps must survive, one and two threads. Then the
-// errors (which leave the output untouched), the counters, and the AVX-512
-// micro-kernels' algorithm built for the baseline ISA, so it is exercised on
-// CPUs without AVX-512 too.
+// errors (which leave the output untouched) and the counters. The AVX-512
+// kernels' algorithm runs on every CPU as DSRT_SPARSE_KERNEL=avx512-portable
+// (the same source built for the baseline ISA); on an AVX-512 CPU the real
+// build runs too.
 //
 // Error bound per element: |err| <= 4 * K * eps32 * sum_k |x_ik| |w_kj|, with
 // K the contraction length (a blocked f32 sum of K products).
 //
 //===----------------------------------------------------------------------===//
-
-#include "BlockSparse.h"
 
 #include "ds/Runtime/ds_runtime.h"
 
@@ -29,10 +28,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-/// The AVX-512 micro-kernels compiled without the AVX-512 target (see
-/// unittests/Runtime/CMakeLists.txt).
-const dsrt::SparseKernels &portableAVX512SparseKernels();
 
 namespace {
 
@@ -144,8 +139,8 @@ I8 makeMask(int64_t rows, int64_t cols, Pattern pattern, double density,
   std::bernoulli_distribution on(density);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) {
-      bool active = pattern == Pattern::Ones ||
-                    (pattern != Pattern::Zeros && on(rng));
+      bool active =
+          pattern == Pattern::Ones || (pattern != Pattern::Zeros && on(rng));
       if (pattern == Pattern::EmptyRows && (i == 1 || j == 0))
         active = false;
       // Any nonzero byte means active.
@@ -242,9 +237,11 @@ struct Checker {
   return ::testing::AssertionSuccess();
 }
 
-/// The kernels DSRT_SPARSE_KERNEL can force on this CPU, and auto.
+/// The kernels DSRT_SPARSE_KERNEL can force on this CPU, and auto. The
+/// AVX-512 kernels' algorithm runs everywhere as avx512-portable.
 std::vector<std::string> runnableKernels() {
-  std::vector<std::string> kernels = {"auto", "scalar", "dense"};
+  std::vector<std::string> kernels = {"auto", "scalar", "dense",
+                                      "avx512-portable"};
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     kernels.push_back("avx2");
   if (__builtin_cpu_supports("avx512f"))
@@ -302,8 +299,8 @@ protected:
       _mlir_ciface_dsrt_block_sparse_sddmm_f32(&a.desc, &b.desc, &mask.desc,
                                                &d.desc, s.block);
       if (const char *error = dsrt_last_error())
-        return ::testing::AssertionFailure() << "runtime error: " << error
-                                             << "\n  sddmm " << s.describe();
+        return ::testing::AssertionFailure()
+               << "runtime error: " << error << "\n  sddmm " << s.describe();
       result = checkSddmm(a, b, mask, d, s.block);
     } else {
       bool transW = product == 0;
@@ -322,7 +319,9 @@ protected:
     }
     if (!result)
       result << "\n  "
-             << (product == 0 ? "forward " : product == 1 ? "dX " : "sddmm ")
+             << (product == 0   ? "forward "
+                 : product == 1 ? "dX "
+                                : "sddmm ")
              << s.describe();
     return result;
   }
@@ -402,13 +401,15 @@ TEST_F(BlockSparseTest, StridedAndTransposedOperands) {
         Case s{9, 24, 16, 8, Pattern::Random, 0.5, x, w};
         ASSERT_TRUE(runAll(s));
       }
-    for (Layout y : layouts) {
-      Case s{9, 24, 16, 8, Pattern::EmptyRows, 0.7};
-      s.yLayout = y;
-      s.maskLayout = y == Layout::Transposed ? Layout::Transposed
-                                             : Layout::PaddedRows;
-      ASSERT_TRUE(runAll(s));
-    }
+    // Tall and wide weights (the SDDMM groups its blocks either way).
+    for (auto [r, c] : {std::pair<int64_t, int64_t>{24, 16}, {16, 32}})
+      for (Layout y : layouts) {
+        Case s{9, r, c, 8, Pattern::EmptyRows, 0.7};
+        s.yLayout = y;
+        s.maskLayout =
+            y == Layout::Transposed ? Layout::Transposed : Layout::PaddedRows;
+        ASSERT_TRUE(runAll(s));
+      }
   }
 }
 
@@ -426,8 +427,10 @@ TEST_F(BlockSparseTest, ChunkingAndThreads) {
       ASSERT_TRUE(run(0, {70, 16, 2048, 8, Pattern::Random, 0.1}));
       ASSERT_TRUE(run(2, {300, 16, 2048, 8, Pattern::Random, 0.1}));
       ASSERT_TRUE(runAll({2, 128, 64, 8, Pattern::EmptyRows, 0.3}));
-      // More panels than one packing task holds.
-      ASSERT_TRUE(runAll({20, 256, 192, 8, Pattern::EmptyRows, 0.7}));
+      // More panels than one packing task holds, packed on one thread (for
+      // a large M) and on several.
+      ASSERT_TRUE(runAll({260, 256, 64, 8, Pattern::EmptyRows, 0.7}));
+      ASSERT_TRUE(run(0, {3, 1024, 512, 8, Pattern::Random, 0.55}));
     }
   }
 }
@@ -630,8 +633,8 @@ TEST_F(BlockSparseTest, NegativeStridesAndAliasing) {
 
   // Y in X's memory.
   dsrt_memref2_f32 inX = x.desc;
-  _mlir_ciface_dsrt_block_sparse_matmul_f32(&x.desc, &w.desc, &mask.desc,
-                                            &inX, 0, 8);
+  _mlir_ciface_dsrt_block_sparse_matmul_f32(&x.desc, &w.desc, &mask.desc, &inX,
+                                            0, 8);
   EXPECT_TRUE(contains(dsrt_last_error() ? dsrt_last_error() : "",
                        "Y overlaps the memory of an input"));
   dsrt_clear_error();
@@ -640,8 +643,8 @@ TEST_F(BlockSparseTest, NegativeStridesAndAliasing) {
   F32 d = randomMat(16, 16, Layout::Contiguous, rng);
   dsrt_memref2_f32 bInD = d.desc;
   bInD.sizes[0] = 4;
-  _mlir_ciface_dsrt_block_sparse_sddmm_f32(&x.desc, &bInD, &mask.desc,
-                                           &d.desc, 8);
+  _mlir_ciface_dsrt_block_sparse_sddmm_f32(&x.desc, &bInD, &mask.desc, &d.desc,
+                                           8);
   EXPECT_TRUE(contains(dsrt_last_error() ? dsrt_last_error() : "",
                        "D overlaps the memory of an input"));
   dsrt_clear_error();
@@ -671,110 +674,6 @@ TEST_F(BlockSparseTest, UnknownOrUnavailableKernel) {
   failMatmul(4, 16, 16, 2, 2, 16, 8);
   dsrt_get_stats(&stats);
   EXPECT_EQ(stats.sparse_calls, 0u) << "a failed call was counted";
-}
-
-//===----------------------------------------------------------------------===//
-// The AVX-512 algorithm on the baseline ISA
-//===----------------------------------------------------------------------===//
-
-/// Random packed operands for the micro-kernels: `rows` rows over `kBlocks`
-/// block columns (padded to an even count with a zero row), a block list
-/// with `groups` groups, and its panels.
-struct PackedOperands {
-  int64_t rows, stride, kBlocks, groups;
-  std::vector<float> x, y, panels;
-  std::vector<int64_t> start;
-  std::vector<int32_t> inner;
-
-  PackedOperands(int64_t rows, int64_t kBlocks, int64_t groups,
-                 std::mt19937 &rng)
-      : rows(rows), stride((rows + 1) / 2 * 2 * 8), kBlocks(kBlocks),
-        groups(groups) {
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    x.assign(kBlocks * stride, 0.0f);
-    for (int64_t h = 0; h < kBlocks; ++h)
-      for (int64_t e = 0; e < rows * 8; ++e)
-        x[h * stride + e] = dist(rng);
-    start.push_back(0);
-    std::bernoulli_distribution on(0.5);
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t h = 0; h < kBlocks; ++h)
-        if (on(rng))
-          inner.push_back(int32_t(h));
-      start.push_back(int64_t(inner.size()));
-    }
-    panels.resize(inner.size() * 64);
-    for (float &v : panels)
-      v = dist(rng);
-  }
-};
-
-TEST_F(BlockSparseTest, PortableAVX512SpmmMatchesLoops) {
-  const dsrt::SparseKernels &kernels = portableAVX512SparseKernels();
-  std::mt19937 rng(12);
-  for (int64_t rows = 1; rows <= 37; ++rows) {
-    PackedOperands op(rows, 5, 4, rng);
-    int64_t ldy = op.groups * 8 + 3;
-    std::vector<float> y(rows * ldy, kSentinel);
-    dsrt::SpmmArgs args{op.x.data(),      op.stride,   rows,
-                        op.start.data(),  op.inner.data(), op.panels.data(),
-                        y.data(),         ldy};
-    kernels.spmm(args, 0, op.groups);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < ldy; ++j) {
-        if (j >= op.groups * 8) {
-          ASSERT_EQ(y[r * ldy + j], kSentinel);
-          continue;
-        }
-        int64_t g = j / 8, n = j % 8;
-        double sum = 0, magnitude = 0;
-        for (int64_t p = op.start[g]; p < op.start[g + 1]; ++p)
-          for (int64_t k = 0; k < 8; ++k) {
-            double term = double(op.x[op.inner[p] * op.stride + r * 8 + k]) *
-                          op.panels[p * 64 + k * 8 + n];
-            sum += term;
-            magnitude += std::fabs(term);
-          }
-        ASSERT_LE(std::fabs(y[r * ldy + j] - sum),
-                  4.0 * 8 * op.kBlocks * kEps32 * magnitude)
-            << "rows " << rows << ", (" << r << ", " << j << ")";
-      }
-  }
-}
-
-TEST_F(BlockSparseTest, PortableAVX512SddmmMatchesLoops) {
-  const dsrt::SparseKernels &kernels = portableAVX512SparseKernels();
-  std::mt19937 rng(13);
-  for (int64_t rows = 1; rows <= 21; ++rows) {
-    // A: 3 block columns (the groups), B: 5 (the inner blocks).
-    PackedOperands a(rows, 3, 1, rng), b(rows, 5, 3, rng);
-    std::vector<float> blocks(b.inner.size() * 64);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    for (float &v : blocks)
-      v = dist(rng);
-    std::vector<float> initial = blocks;
-    dsrt::SddmmArgs args{a.x.data(),      a.stride,        b.x.data(),
-                         b.stride,        rows,            b.start.data(),
-                         b.inner.data(),  blocks.data()};
-    kernels.sddmm(args, 0, 3);
-    for (int64_t g = 0; g < 3; ++g)
-      for (int64_t p = b.start[g]; p < b.start[g + 1]; ++p)
-        for (int64_t t = 0; t < 8; ++t)
-          for (int64_t n = 0; n < 8; ++n) {
-            double sum = initial[p * 64 + t * 8 + n];
-            double magnitude = std::fabs(sum);
-            for (int64_t r = 0; r < rows; ++r) {
-              double term = double(a.x[g * a.stride + r * 8 + t]) *
-                            b.x[b.inner[p] * b.stride + r * 8 + n];
-              sum += term;
-              magnitude += std::fabs(term);
-            }
-            ASSERT_LE(std::fabs(blocks[p * 64 + t * 8 + n] - sum),
-                      4.0 * (rows + 1) * kEps32 * magnitude)
-                << "rows " << rows << ", block " << p << " (" << t << ", "
-                << n << ")";
-          }
-  }
 }
 
 } // namespace

@@ -144,22 +144,23 @@ DSRT_API int dsrt_int8_gemm_has_vnni(void);
    shape, a negative size, offset or stride, or aliasing, an error is recorded
    (dsrt_last_error) and the output is left untouched.
 
-   The kernels are packed 8x8 panels with AVX2+FMA or AVX-512F micro-kernels
-   chosen at run time, or portable loops; above a density at which oneDNN's
-   dense sgemm is faster they run it on the masked weight instead.
-   DSRT_SPARSE_KERNEL=auto|scalar|avx2|avx512|dense forces one (for tests and
-   benchmarks); forcing an ISA this CPU lacks records an error. */
+   The kernels pack the active blocks into 8x8 panels per call and run
+   AVX-512F or AVX2+FMA micro-kernels, chosen at run time, or portable loops.
+   Where oneDNN's dense sgemm is faster, from a density (active / all blocks)
+   of 60 % for the matmul and 75 % for the SDDMM, they run it instead: on a
+   masked copy of W, or as the full product with the inactive blocks zeroed.
+   DSRT_SPARSE_KERNEL=auto|scalar|avx2|avx512|avx512-portable|dense forces a
+   kernel (for tests and benchmarks; avx512-portable is the AVX-512 source
+   built for any CPU); forcing an ISA this CPU lacks records an error. Calls
+   are counted in dsrt_stats (sparse_*), apart from the GEMMs. */
 
 /* transW != 0: Y[M, R] = X[M, C] * (W*M)^T  (a linear layer's forward, with
                 W = [out, in]);
    transW == 0: Y[M, C] = X[M, R] * (W*M)    (its input gradient dX = dY W).
    Y is overwritten. */
-DSRT_API void _mlir_ciface_dsrt_block_sparse_matmul_f32(dsrt_memref2_f32 *x,
-                                                        dsrt_memref2_f32 *w,
-                                                        dsrt_memref2_i8 *mask,
-                                                        dsrt_memref2_f32 *y,
-                                                        int64_t transW,
-                                                        int64_t block);
+DSRT_API void _mlir_ciface_dsrt_block_sparse_matmul_f32(
+    dsrt_memref2_f32 *x, dsrt_memref2_f32 *w, dsrt_memref2_i8 *mask,
+    dsrt_memref2_f32 *y, int64_t transW, int64_t block);
 
 /* D[R, C] = A[M, R]^T * B[M, C] on the active blocks of the mask and exactly
    0 on the others: the weight gradient dW = dY^T X sampled on the mask.

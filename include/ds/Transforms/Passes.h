@@ -165,9 +165,15 @@ validateFakeQuantOptions(const InsertFakeQuantPassOptions &options,
 LogicalResult validateSparsityOptions(const SparsifyMatMulPassOptions &options,
                                       std::string &error);
 
-/// ds-sparsify-matmul on one forward + loss step (see the pass).
+/// ds-sparsify-matmul on one forward + loss step (see the pass). Without
+/// `rewriteLayers` only the state (the `iteration` counter and the masks)
+/// and the metric are added and the layers stay dense: for a copy of the
+/// step whose arguments must match the sparse step's but whose layers are
+/// converted otherwise (ds-run's integer evaluation; the weights are zero
+/// outside the masks, so a dense product computes the same).
 LogicalResult sparsifyMatMul(FunctionOpInterface func,
-                             const SparsifyMatMulPassOptions &options);
+                             const SparsifyMatMulPassOptions &options,
+                             bool rewriteLayers = true);
 
 /// ds-update-sparsity-masks on one gradient step (see the pass).
 LogicalResult updateSparsityMasks(FunctionOpInterface func);

@@ -520,7 +520,9 @@ def UpdateSparsityMasksPass
     (dropped blocks are zeroed, grown blocks start at zero). Metrics per
     weight: `sparsity@<param>` (fraction of inactive blocks after the
     step), `sparsity.dropped@<param>` and `sparsity.grown@<param>` (blocks,
-    on update iterations).
+    on update iterations), and `sparsity.scheduled`, s(t). On a step loss
+    scaling skips (`found_inf`), masks are still updated by weight
+    magnitude but nothing regrows (the gradients are not finite).
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",

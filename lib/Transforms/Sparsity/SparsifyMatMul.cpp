@@ -62,7 +62,8 @@ mlir::ds::validateSparsityOptions(const SparsifyMatMulPassOptions &options,
 
 LogicalResult
 mlir::ds::sparsifyMatMul(FunctionOpInterface func,
-                         const SparsifyMatMulPassOptions &options) {
+                         const SparsifyMatMulPassOptions &options,
+                         bool rewriteLayers) {
   SparsityConfig config = SparsityConfig::fromOptions(options);
   FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
   if (failed(contract))
@@ -143,7 +144,7 @@ mlir::ds::sparsifyMatMul(FunctionOpInterface func,
     masks[w] = ed.addState(kMaskStateKind, getParamName(w), mt,
                            InitKind::ones);
   }
-  for (MatMulOp mm : layers) {
+  for (MatMulOp mm : rewriteLayers ? layers : SmallVector<MatMulOp>{}) {
     OpBuilder b(mm);
     auto sparse = BlockSparseMatMulOp::create(
         b, mm.getLoc(), mm.getType(), mm.getLhs(), mm.getRhs(),

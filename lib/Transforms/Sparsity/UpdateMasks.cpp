@@ -238,12 +238,16 @@ LogicalResult mlir::ds::updateSparsityMasks(FunctionOpInterface func) {
   ScalarBuilder s(b, loc);
   Value ti = s.extractRaw(iteration);
   Value t = arith::SIToFPOp::create(b, loc, b.getF64Type(), ti);
-  // A mask update on a step loss scaling skips changes nothing either.
   Value update = isMaskUpdate(s, *config, ti);
-  if (Value found = findMetric(func, *contract, "found_inf"))
-    update = s.andi(update, s.noti(s.cmpf(arith::CmpFPredicate::OGT,
-                                          s.extract(found), s.f64(0.5))));
+  // On a step loss scaling skips, the gradients are not finite: the masks
+  // are still updated by weight magnitude (so an overflow on iteration 0,
+  // common while the loss scale settles, does not postpone the initial
+  // pruning by a whole period), but nothing regrows.
   Value regrowing = isRegrowing(s, *config, t);
+  if (Value found = findMetric(func, *contract, "found_inf"))
+    regrowing = s.andi(regrowing, s.noti(s.cmpf(arith::CmpFPredicate::OGT,
+                                                s.extract(found),
+                                                s.f64(0.5))));
   Value sp = scheduledSparsity(s, *config, t);
   Value df = dropFraction(s, *config, t);
   Value zero = s.i64(0);
