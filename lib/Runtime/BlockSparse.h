@@ -110,6 +110,33 @@ Status runTasks(int64_t tasks, int threads, MakeWorker &&worker) {
   return failed ? Status::failure() : Status::success();
 }
 
+/// runTasks with a fixed assignment: worker w runs tasks [w T / W, (w + 1)
+/// T / W) in order, so what each worker accumulates, and therefore a sum
+/// over workers, is the same on every run with the same thread count (the
+/// SDDMM's per-worker partial sums; a resumed run must reproduce them).
+template <typename MakeWorker>
+Status runTasksOrdered(int64_t tasks, int threads, MakeWorker &&worker) {
+  std::atomic<bool> failed{false};
+  int64_t workers = workersFor(tasks, threads);
+  parallelFor(workers, threads, [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {
+      auto body = worker(w);
+      if (!body.ok()) {
+        failed = true;
+        return;
+      }
+      for (int64_t task = w * tasks / workers,
+                   last = (w + 1) * tasks / workers;
+           task < last; ++task)
+        if (!body(task)) {
+          failed = true;
+          return;
+        }
+    }
+  });
+  return failed ? Status::failure() : Status::success();
+}
+
 //===----------------------------------------------------------------------===//
 // Block lists and packed layouts
 //===----------------------------------------------------------------------===//

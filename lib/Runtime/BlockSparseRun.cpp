@@ -277,12 +277,13 @@ Status dsrt::runSparseSddmm(const SddmmProblem &p, const SparseKernels &kernels,
     }
   }
 
-  // 3. Every thread accumulates into its own copy of the active blocks.
+  // 3. Every thread accumulates into its own copy of the active blocks,
+  //    over a fixed range of tasks (so the sums are reproducible).
   Buffer<float> accumulators = allocateBuffer<float>(
       workers * nnz * 64, "block-sparse gradient accumulators");
   if (!accumulators)
     return Status::failure();
-  DS_RETURN_IF_ERROR(runTasks(tasks, threads, [&](int64_t w) {
+  DS_RETURN_IF_ERROR(runTasksOrdered(tasks, threads, [&](int64_t w) {
     float *blocks = accumulators.get() + w * nnz * 64;
     std::memset(blocks, 0, nnz * 64 * sizeof(float));
     return SddmmWorker{

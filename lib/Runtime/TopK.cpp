@@ -33,6 +33,12 @@ void topKMask(const Memref *scores, int64_t k, dsrt_memref1_i8 *out) {
                    static_cast<long long>(out->sizes[0]));
     return;
   }
+  if (n > 0 && (!scores->aligned || !out->aligned || scores->offset < 0 ||
+                out->offset < 0 || (n > 1 && out->strides[0] == 0))) {
+    (void)DS_ERROR("top-k mask: bad descriptor (null data, negative offset "
+                   "or an output with stride 0)");
+    return;
+  }
   k = std::clamp<int64_t>(k, 0, n);
   Buffer<int64_t> order = allocateBuffer<int64_t>(n, "the top-k order");
   if (!order)

@@ -435,6 +435,35 @@ TEST_F(BlockSparseTest, ChunkingAndThreads) {
   }
 }
 
+// The weight gradient sums per-thread partial results; with a fixed thread
+// count it must be the same bits on every call (a resumed run reproduces
+// an uninterrupted one).
+TEST_F(BlockSparseTest, SampledProductIsReproducible) {
+  std::mt19937 rng(5);
+  int64_t m = 700, r = 64, c = 96;
+  F32 a = randomMat(m, r, Layout::Contiguous, rng);
+  F32 b = randomMat(m, c, Layout::Contiguous, rng);
+  I8 mask = makeMask(r / 8, c / 8, Pattern::Random, 0.3, rng);
+  for (const std::string &kernel : runnableKernels()) {
+    forceKernel(kernel);
+    dsrt_set_num_threads(3);
+    F32 first = outputMat(r, c, Layout::Contiguous);
+    _mlir_ciface_dsrt_block_sparse_sddmm_f32(&a.desc, &b.desc, &mask.desc,
+                                             &first.desc, 8);
+    for (int rep = 0; rep < 5; ++rep) {
+      F32 again = outputMat(r, c, Layout::Contiguous);
+      _mlir_ciface_dsrt_block_sparse_sddmm_f32(&a.desc, &b.desc, &mask.desc,
+                                               &again.desc, 8);
+      ASSERT_EQ(dsrt_last_error(), nullptr) << dsrt_last_error();
+      ASSERT_EQ(std::memcmp(first.storage.data(), again.storage.data(),
+                            first.storage.size() * sizeof(float)),
+                0)
+          << kernel << ": call " << rep + 2 << " differs from the first";
+    }
+  }
+  dsrt_set_num_threads(0);
+}
+
 TEST_F(BlockSparseTest, AutoFallsBackToDenseAboveTheCrossover) {
   std::mt19937 rng(5);
   I8 ones = makeMask(4, 4, Pattern::Ones, 1.0, rng);
