@@ -412,10 +412,13 @@ Error Trainer::run() {
         skippedSteps.push_back(step);
         double after =
             lossScaleArg ? scalarOf(args[*lossScaleArg]) : scaleBefore;
+        bool maskUpdate = metric("sparsity.mask_update").value_or(0) > 0.5;
         out << llvm::format("step %lld: non-finite gradients, skipped; loss "
-                            "scale %.10g -> %.10g%s\n",
+                            "scale %.10g -> %.10g%s%s\n",
                             static_cast<long long>(step),
                             metric("loss_scale").value_or(scaleBefore), after,
+                            maskUpdate ? " (a mask update: the scaler holds)"
+                                       : "",
                             injected ? " (injected)" : "");
       }
     }

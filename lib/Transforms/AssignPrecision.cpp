@@ -105,6 +105,14 @@ mlir::ds::assignPrecision(FunctionOpInterface func,
     SymbolTable::setSymbolName(
         high, (SymbolTable::getSymbolName(func).getValue() + "_high").str());
     SymbolTable(module).insert(high, std::next(Block::iterator(func)));
+    // Per-step records of earlier passes follow the variant.
+    for (StringRef record : {DSDialect::kSparsityAttrName})
+      if (auto table = module->getAttrOfType<DictionaryAttr>(record))
+        if (Attribute entry = table.get(SymbolTable::getSymbolName(func))) {
+          NamedAttrList entries(table.getValue());
+          entries.set(SymbolTable::getSymbolName(high), entry);
+          module->setAttr(record, entries.getDictionary(module.getContext()));
+        }
   }
   PrecisionAssigner low(func, policy, /*observe=*/false);
   if (failed(low.run()))

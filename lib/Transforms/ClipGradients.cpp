@@ -115,10 +115,15 @@ LogicalResult mlir::ds::clipGradients(FunctionOpInterface func,
   Type f64 = b.getF64Type();
   auto i64T = RankedTensorType::get({}, b.getI64Type());
 
-  // A skipped step (ds-insert-loss-scaling) keeps the clipping state.
+  // A skipped step (ds-insert-loss-scaling) keeps the clipping state; so
+  // does a mask update of ds-sparsify-matmul (no optimizer step, and its
+  // weight gradients are the dense ones RigL scores).
   Value skip;
-  if (Value found = findMetric(func, *contract, "found_inf"))
-    skip = s.cmpf(arith::CmpFPredicate::OGT, s.extract(found), s.f64(0.5));
+  for (StringRef metric : {"found_inf", "sparsity.mask_update"})
+    if (Value m = findMetric(func, *contract, metric)) {
+      Value set = s.cmpf(arith::CmpFPredicate::OGT, s.extract(m), s.f64(0.5));
+      skip = skip ? s.ori(skip, set) : set;
+    }
 
   struct Grad {
     unsigned result;

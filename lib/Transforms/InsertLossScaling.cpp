@@ -285,6 +285,16 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
     unscaled.push_back(g);
   }
 
+  // A mask-update iteration of ds-sparsify-matmul takes no optimizer step
+  // and carries the dense weight gradients of RigL's scores: as when
+  // GradScaler.update() is not called, the scaler's state holds.
+  Value hold;
+  if (Value m = findMetric(func, *contract, "sparsity.mask_update"))
+    hold = s.cmpf(arith::CmpFPredicate::OGT, s.extract(m), s.f64(0.5));
+  auto held = [&](Value old, Value updated) {
+    return hold ? s.select(hold, old, updated) : updated;
+  };
+
   // _amp_update_scale_ (+ Megatron's hysteresis and min-scale).
   Value tracker = s.extractRaw(trackerState);
   Value backedOff = s.mul(scale, s.f64(config.backoffFactor));
@@ -305,15 +315,15 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
   Value scaleOnClean =
       s.select(s.andi(grow, grownOk), s.convert(grown, f64), scale);
   Value trackerOnClean = s.select(grow, s.i32(0), successful);
-  Value newScale = s.select(found, scaleOnInf, scaleOnClean);
-  Value newTracker = s.select(found, s.i32(0), trackerOnClean);
+  Value newScale = held(scale, s.select(found, scaleOnInf, scaleOnClean));
+  Value newTracker = held(tracker, s.select(found, s.i32(0), trackerOnClean));
   ed.addUpdate(scaleState, s.tensor(newScale, f32));
   ed.addUpdate(trackerState, tensor::FromElementsOp::create(
                                  b, loc, i32T, ValueRange{newTracker}));
   if (hystState) {
     Value hystOnClean =
         s.select(grow, s.i32(static_cast<int32_t>(config.hysteresis)), hyst);
-    Value newHyst = s.select(found, hystOnInf, hystOnClean);
+    Value newHyst = held(hyst, s.select(found, hystOnInf, hystOnClean));
     ed.addUpdate(hystState, tensor::FromElementsOp::create(
                                 b, loc, i32T, ValueRange{newHyst}));
   }
@@ -327,6 +337,8 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
       amax = amax ? s.maxf(amax, m) : m;
     }
     Value keepOld = s.ori(found, s.noti(s.isFinite(amax)));
+    if (hold)
+      keepOld = s.ori(keepOld, hold);
     Value newAct = s.select(keepOld, s.extract(actState), amax);
     ed.addUpdate(actState, s.tensor(newAct, f32));
   }
@@ -349,14 +361,15 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
                s.cmpf(arith::CmpFPredicate::OGT, norm,
                       s.mul(s.f64(1.0 + config.anomalyEpsilon), prev)));
     Value runNew = s.select(grew, s.add(run, s.i32(1)), s.i32(0));
+    Value quiet = hold ? s.ori(found, hold) : found;
     Value isAnomaly =
-        s.andi(s.noti(found),
+        s.andi(s.noti(quiet),
                s.cmpi(arith::CmpIPredicate::sge, runNew,
                       s.i32(static_cast<int32_t>(config.anomalyCount))));
-    ed.addUpdate(prevNormState, s.tensor(s.select(found, prev, norm), f64));
+    ed.addUpdate(prevNormState, s.tensor(s.select(quiet, prev, norm), f64));
     ed.addUpdate(runState,
                  tensor::FromElementsOp::create(
-                     b, loc, i32T, ValueRange{s.select(found, run, runNew)}));
+                     b, loc, i32T, ValueRange{s.select(quiet, run, runNew)}));
     ed.addMetric("grad_norm", s.tensor(norm, f64));
     ed.addMetric("anomaly", s.tensor(s.select(isAnomaly, oneF, zeroF), f32));
   }

@@ -186,7 +186,9 @@ LogicalResult PrecisionAssigner::validate() {
     bool fp8 = (d.rule->compute && isFP8(d.rule->compute)) ||
                (d.rule->storage && isFP8(d.rule->storage)) ||
                (d.rule->grad && isFP8(d.rule->grad));
-    if (fp8 && !isa<MatMulOp>(op)) {
+    // A block-sparse layer matched by an FP8 rule runs the runtime's f32
+    // kernels; materialization says so ("compute type not applied").
+    if (fp8 && !isa<MatMulOp, BlockSparseMatMulOp>(op)) {
       InFlightDiagnostic diag =
           op.emitOpError("")
           << d.rule->label << " maps this op to FP8; only matmuls run in FP8 "
@@ -301,9 +303,10 @@ LogicalResult PrecisionAssigner::materializeForward() {
     Type compute = rule && rule->compute ? rule->compute : f32;
     // Matmuls and convolutions accumulate and return FP32; other ops keep
     // their result in the type they compute in unless told otherwise.
-    Type storage = rule && rule->storage         ? rule->storage
-                   : isa<MatMulOp, Conv2DOp>(op) ? f32
-                                                 : compute;
+    Type storage = rule && rule->storage ? rule->storage
+                   : isa<MatMulOp, Conv2DOp, BlockSparseMatMulOp>(op)
+                       ? f32
+                       : compute;
     Type grad = rule ? rule->grad : Type();
     // Ops that only move data get no entry: they have no precision of their
     // own. Concat moves data too (from several operands, so it is not

@@ -114,6 +114,15 @@ mlir::ds::sparsifyMatMul(FunctionOpInterface func,
              "(block masks are laid over the parameter itself)";
       continue;
     }
+    Type et = cast<RankedTensorType>(w.getType()).getElementType();
+    if (mm.getLhs().getType().getElementType() != et ||
+        mm.getType().getElementType() != et) {
+      mm->emitWarning("stays dense: it mixes element types (")
+          << mm.getLhs().getType().getElementType() << " x " << et << " -> "
+          << mm.getType().getElementType()
+          << "); a block-sparse layer computes in one type";
+      continue;
+    }
     auto wt = cast<RankedTensorType>(w.getType());
     for (int64_t d = 0; d < 2; ++d)
       if (wt.getDimSize(d) % config.block != 0)

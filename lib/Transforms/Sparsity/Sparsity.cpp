@@ -56,6 +56,10 @@ LogicalResult SparsityConfig::validate(std::string &error) const {
     return fail("initial", "must be in [0, 1)" + got(initial));
   if (!(final >= 0 && final < 1))
     return fail("final", "must be in [0, 1)" + got(final));
+  if (schedule != SparsitySchedule::Constant && final < initial)
+    return fail("final", "is below initial (" + std::to_string(initial) +
+                             "): the schedule only raises the sparsity" +
+                             got(final));
   if (!(hold >= 0 && hold < 1))
     return fail("hold", "must be in [0, 1)" + got(hold));
   if (updateEvery <= 0)
@@ -302,6 +306,11 @@ static Value asBlocks(OpBuilder &b, Location loc, Value x, int64_t block) {
 
 Value mlir::ds::sparsity::blockScores(OpBuilder &b, Location loc, Value x,
                                       int64_t block, BlockScore score) {
+  // Scores of narrow weights in f32: sums of squares overflow f16, and the
+  // runtime's top-k takes f32 and f64.
+  auto t = cast<RankedTensorType>(x.getType());
+  if (t.getElementType().getIntOrFloatBitWidth() < 32)
+    x = CastOp::create(b, loc, t.clone(b.getF32Type()), x);
   Value blocks = asBlocks(b, loc, x, block);
   Value mag = score == BlockScore::L1
                   ? Value(AbsOp::create(b, loc, blocks))

@@ -140,12 +140,20 @@ SmallVector<Value> selectTopK(OpBuilder &b, Location loc,
           sc, i64Tensor(s, k)));
     return masks;
   }
+  // One ranking needs one type: f64 if any layer's scores are f64.
+  Type common = b.getF32Type();
+  for (Value sc : scores)
+    if (cast<RankedTensorType>(sc.getType()).getElementType().isF64())
+      common = b.getF64Type();
   SmallVector<Value> flat;
   Value total = s.i64(0);
   for (auto [sc, k] : llvm::zip_equal(scores, counts)) {
     auto t = cast<RankedTensorType>(sc.getType());
-    flat.push_back(ReshapeOp::create(
-        b, loc, t.clone(ArrayRef<int64_t>{t.getNumElements()}), sc));
+    auto flatType = RankedTensorType::get({t.getNumElements()}, common);
+    Value v = ReshapeOp::create(b, loc, t.clone(flatType.getShape()), sc);
+    if (t.getElementType() != common)
+      v = CastOp::create(b, loc, flatType, v);
+    flat.push_back(v);
     total = s.add(total, k);
   }
   Value all = ConcatOp::create(b, loc, flat, b.getI64IntegerAttr(0));
@@ -310,7 +318,16 @@ LogicalResult mlir::ds::updateSparsityMasks(FunctionOpInterface func) {
   Value updateT = tensor::FromElementsOp::create(
       b, loc, RankedTensorType::get({}, b.getI1Type()), ValueRange{update});
   for (auto [i, site] : llvm::enumerate(sites)) {
-    Value fresh = AddOp::create(b, loc, keep[i], grown[i]);
+    // keep or grown (disjoint unless a NaN gradient score ranked a kept
+    // block): one per active block, never 2.
+    auto mt0 = cast<RankedTensorType>(site.mask.getType());
+    Value zero8 = arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(mt0.clone(ArrayRef<int64_t>{}),
+                               ArrayRef<Attribute>{b.getI8IntegerAttr(0)}));
+    Value fresh = SelectOp::create(
+        b, loc, CompareOp::create(b, loc, ComparePredicate::ne, keep[i], zero8),
+        keep[i], grown[i]);
     Value next = SelectOp::create(b, loc, updateT, fresh, site.mask);
     ed.addUpdate(site.mask, next);
     // Metrics: the sparsity after the step, and what this update changed.
