@@ -34,9 +34,9 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
 /// fill this directly; the registered pipeline fills it from
 /// TrainingPipelineOptions.
 struct TrainingPipelineConfig {
-  /// ds-autodiff (off for a step that already has its gradients).
   std::optional<SparsifyMatMulPassOptions> sparsity;
   std::optional<InsertFakeQuantPassOptions> fakeQuant;
+  /// ds-autodiff (off for a step that already has its gradients).
   bool autodiff = true;
   std::optional<AssignPrecisionPassOptions> precision;
   std::optional<InsertLossScalingPassOptions> lossScaling;
