@@ -3,9 +3,10 @@
 // The reference lowering of ds.block_sparse_matmul, ds.block_sampled_matmul
 // and ds.top_k_mask: dense computations any element type can take, used for
 // f64 (gradient checks against PyTorch), narrow floats, and f32 when the
-// runtime's kernels are not wanted. The fast path is convert-ds-to-runtime,
-// which runs first and turns the f32 products and every top-k into calls
-// into the runtime's 8x8 block kernels.
+// runtime's kernels are not wanted. The fast path is convert-ds-to-runtime:
+// with `runtime-kernels`, convert-ds-to-linalg leaves the f32 products and
+// the top-k to it, and it makes them calls into the runtime's 8x8 block
+// kernels right before bufferization.
 //
 //   block_sparse_matmul   select(mask, W, 0) then ds.matmul
 //   block_sampled_matmul  ds.matmul (lhs^T rhs) then select(mask, ., 0)
