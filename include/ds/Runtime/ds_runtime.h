@@ -133,8 +133,11 @@ DSRT_API int dsrt_int8_gemm_has_vnni(void);
    mask [R/block, C/block] (nonzero = block active) that training rewrites
    when it prunes or regrows. A kernel reads W only on active blocks and never
    trusts what W holds elsewhere: every result equals the dense product with
-   W * expand(mask), even when inactive blocks hold NaN. The active blocks are
-   listed from the mask on every call (no state is kept between calls).
+   W * expand(mask), even when inactive blocks hold NaN (but an inf or NaN
+   in X or dY that meets only inactive blocks is skipped by the sparse
+   kernels and becomes NaN in the dense fallback, as inf * 0 would). The
+   active blocks are listed from the mask on every call (no state is kept
+   between calls).
    `block` is a positive multiple of 8 (8 is the main case); R and C must be
    multiples of it. M (the batch of rows) may be any size >= 0.
 
