@@ -324,11 +324,7 @@ Value mlir::ds::sparsity::applyMask(OpBuilder &b, Location loc, Value x,
   auto t = cast<RankedTensorType>(x.getType());
   auto mt = cast<RankedTensorType>(mask.getType());
   int64_t br = mt.getDimSize(0), bc = mt.getDimSize(1);
-  Value zeroMask = arith::ConstantOp::create(
-      b, loc, DenseElementsAttr::get(mt.clone(ArrayRef<int64_t>{}),
-                                     ArrayRef<Attribute>{b.getI8IntegerAttr(0)}));
-  Value active = CompareOp::create(b, loc, ComparePredicate::ne, mask,
-                                   zeroMask);
+  Value active = isActive(b, loc, mask);
   Value active4 = ReshapeOp::create(
       b, loc, RankedTensorType::get({br, 1, bc, 1}, b.getI1Type()), active);
   auto st = RankedTensorType::get({}, t.getElementType());
@@ -339,6 +335,18 @@ Value mlir::ds::sparsity::applyMask(OpBuilder &b, Location loc, Value x,
   Value kept = SelectOp::create(b, loc, active4, asBlocks(b, loc, x, block),
                                 zero);
   return ReshapeOp::create(b, loc, t, kept);
+}
+
+Value mlir::ds::sparsity::maskZero(OpBuilder &b, Location loc) {
+  return arith::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(RankedTensorType::get({}, b.getI8Type()),
+                             ArrayRef<Attribute>{b.getI8IntegerAttr(0)}));
+}
+
+Value mlir::ds::sparsity::isActive(OpBuilder &b, Location loc, Value mask) {
+  return CompareOp::create(b, loc, ComparePredicate::ne, mask,
+                           maskZero(b, loc));
 }
 
 Value mlir::ds::sparsity::countActive(OpBuilder &b, Location loc,

@@ -89,6 +89,11 @@ Value blockScores(OpBuilder &b, Location loc, Value x, int64_t block,
 /// `x` (2-D) where its block is active in `mask`, exactly +0 elsewhere.
 Value applyMask(OpBuilder &b, Location loc, Value x, Value mask,
                 int64_t block);
+/// The rank-0 i8 tensor 0, to compare masks with (`ds.compare` broadcasts
+/// it).
+Value maskZero(OpBuilder &b, Location loc);
+/// Whether each block of `mask` is active (nonzero), as i1.
+Value isActive(OpBuilder &b, Location loc, Value mask);
 /// The number of active blocks of `mask` as a rank-0 f32 tensor.
 Value countActive(OpBuilder &b, Location loc, Value mask);
 

@@ -111,15 +111,10 @@ void erkTargets(ScalarBuilder &s, MutableArrayRef<Site> sites, Value sp) {
 /// every real score).
 Value onlyActive(OpBuilder &b, Location loc, Value scores, Value mask,
                  bool inactive) {
-  auto mt = cast<RankedTensorType>(mask.getType());
   auto st = cast<RankedTensorType>(scores.getType());
-  Value zero = arith::ConstantOp::create(
-      b, loc,
-      DenseElementsAttr::get(mt.clone(ArrayRef<int64_t>{}),
-                             ArrayRef<Attribute>{b.getI8IntegerAttr(0)}));
   Value cond = CompareOp::create(
       b, loc, inactive ? ComparePredicate::eq : ComparePredicate::ne, mask,
-      zero);
+      maskZero(b, loc));
   Value minusOne = arith::ConstantOp::create(
       b, loc,
       DenseElementsAttr::get(
@@ -320,22 +315,12 @@ LogicalResult mlir::ds::updateSparsityMasks(FunctionOpInterface func) {
   for (auto [i, site] : llvm::enumerate(sites)) {
     // keep or grown (disjoint unless a NaN gradient score ranked a kept
     // block): one per active block, never 2.
-    auto mt0 = cast<RankedTensorType>(site.mask.getType());
-    Value zero8 = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(mt0.clone(ArrayRef<int64_t>{}),
-                               ArrayRef<Attribute>{b.getI8IntegerAttr(0)}));
-    Value fresh = SelectOp::create(
-        b, loc, CompareOp::create(b, loc, ComparePredicate::ne, keep[i], zero8),
-        keep[i], grown[i]);
+    Value fresh =
+        SelectOp::create(b, loc, isActive(b, loc, keep[i]), keep[i], grown[i]);
     Value next = SelectOp::create(b, loc, updateT, fresh, site.mask);
     ed.addUpdate(site.mask, next);
     // Metrics: the sparsity after the step, and what this update changed.
-    auto mt = cast<RankedTensorType>(site.mask.getType());
-    Value zeroMask = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(mt.clone(ArrayRef<int64_t>{}),
-                               ArrayRef<Attribute>{b.getI8IntegerAttr(0)}));
+    Value zeroMask = maskZero(b, loc);
     auto inactive = [&](Value m) {
       return CompareOp::create(b, loc, ComparePredicate::eq, m, zeroMask);
     };
