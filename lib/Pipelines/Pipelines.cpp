@@ -344,7 +344,8 @@ void mlir::ds::registerDSPipelines() {
       "The training techniques in their canonical order: "
       "ds-sparsify-matmul, ds-insert-fake-quant, ds-autodiff, "
       "ds-assign-precision, ds-insert-loss-scaling, ds-clip-gradients, "
-      "ds-update-sparsity-masks, ds-insert-optimizer, then canonicalize and cse (and ds-cpu-pipeline "
+      "ds-update-sparsity-masks, ds-insert-optimizer, then canonicalize and "
+      "cse (and ds-cpu-pipeline "
       "with lower=true)",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> emitError) {

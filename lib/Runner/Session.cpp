@@ -530,8 +530,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           eval->args[i].type != chosen->args[i].type)
         return diags.error("internal error: argument #" + std::to_string(i) +
                            " of the evaluation copy '" + eval->funcName +
-                           "' is '" + eval->args[i].name + "', not the step's '" +
-                           chosen->args[i].name + "'");
+                           "' is '" + eval->args[i].name +
+                           "', not the step's '" + chosen->args[i].name + "'");
   }
   program->variants.push_back(*chosen);
   if (program->precisionSchedule)

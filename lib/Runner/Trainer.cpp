@@ -575,11 +575,11 @@ llvm::json::Object Trainer::sparsitySummary() const {
       auto count = [&](llvm::StringRef kind) {
         return metrics->getNumber((kind + "@" + name).str()).value_or(0);
       };
-      list.push_back(llvm::json::Object{
-          {"step", obj->getInteger("step").value_or(0)},
-          {"sparsity", value.getAsNumber().value_or(0)},
-          {"dropped", count("sparsity.dropped")},
-          {"grown", count("sparsity.grown")}});
+      list.push_back(
+          llvm::json::Object{{"step", obj->getInteger("step").value_or(0)},
+                             {"sparsity", value.getAsNumber().value_or(0)},
+                             {"dropped", count("sparsity.dropped")},
+                             {"grown", count("sparsity.grown")}});
     }
   }
   if (layers.empty())
@@ -595,15 +595,15 @@ llvm::json::Object Trainer::sparsitySummary() const {
   dsrt_stats stats;
   dsrt_get_stats(&stats);
   if (stats.sparse_calls > 0)
-    summary["kernels"] = llvm::json::Object{
-        {"calls", static_cast<int64_t>(stats.sparse_calls)},
-        {"gflop_executed", stats.sparse_flops * 1e-9},
-        {"gflop_dense", stats.sparse_dense_flops * 1e-9},
-        {"executed_over_dense",
-         stats.sparse_dense_flops > 0
-             ? stats.sparse_flops / stats.sparse_dense_flops
-             : 0.0},
-        {"seconds", stats.sparse_seconds}};
+    summary["kernels"] =
+        llvm::json::Object{{"calls", static_cast<int64_t>(stats.sparse_calls)},
+                           {"gflop_executed", stats.sparse_flops * 1e-9},
+                           {"gflop_dense", stats.sparse_dense_flops * 1e-9},
+                           {"executed_over_dense",
+                            stats.sparse_dense_flops > 0
+                                ? stats.sparse_flops / stats.sparse_dense_flops
+                                : 0.0},
+                           {"seconds", stats.sparse_seconds}};
   return summary;
 }
 

@@ -125,8 +125,7 @@ Status runTasksOrdered(int64_t tasks, int threads, MakeWorker &&worker) {
         failed = true;
         return;
       }
-      for (int64_t task = w * tasks / workers,
-                   last = (w + 1) * tasks / workers;
+      for (int64_t task = w * tasks / workers, last = (w + 1) * tasks / workers;
            task < last; ++task)
         if (!body(task)) {
           failed = true;

@@ -57,6 +57,10 @@ constexpr int64_t kXChunkBytes = 2 * 1024 * 1024;
 /// stay in L2 while the groups' blocks are accumulated (a group's own panel
 /// is packed just before use and stays in L1).
 constexpr int64_t kSddmmInnerBytes = 512 * 1024;
+/// The most memory the SDDMM's per-worker copies of D's active blocks take
+/// together (256 MiB: a 4096 x 16384 weight at 70 % density is 188 MB a
+/// copy, so one worker; GPT-sized layers keep every thread).
+constexpr int64_t kSddmmAccumulatorBytes = int64_t(256) << 20;
 /// Y = X * B packs its panels on one thread from this many rows of X, or
 /// below this many panels.
 constexpr int64_t kSerialPackRows = 256, kSerialPackPanels = 4096;
@@ -173,19 +177,32 @@ Status dsrt::runSparseMatmul(const SparseMatmulProblem &p,
   bool direct = directOutput(p.y);
   int64_t panelStride = rowPanelStride(chunkRows);
 
-  // 3. The tasks.
-  return runTasks(chunks * groupParts, threads, [&](int64_t) {
-    return SpmmWorker{
-        p,
-        list,
-        panels.get(),
-        &kernels,
-        chunkRows,
-        groupParts,
-        direct,
-        allocateBuffer<float>(kBlocks * panelStride, "packed rows of X"),
-        direct ? nullptr
-               : allocateBuffer<float>(chunkRows * n, "block-sparse output")};
+  // 3. The tasks. Every worker's scratch is allocated first, so that running
+  //    out of memory fails before any tile of Y is written.
+  int64_t tasks = chunks * groupParts;
+  int64_t workers = workersFor(tasks, threads);
+  std::vector<Buffer<float>> xScratch(workers), yScratch(workers);
+  for (int64_t w = 0; w < workers; ++w) {
+    xScratch[w] =
+        allocateBuffer<float>(kBlocks * panelStride, "packed rows of X");
+    if (!xScratch[w])
+      return Status::failure();
+    if (direct)
+      continue;
+    yScratch[w] = allocateBuffer<float>(chunkRows * n, "block-sparse output");
+    if (!yScratch[w])
+      return Status::failure();
+  }
+  return runTasks(tasks, threads, [&](int64_t w) {
+    return SpmmWorker{p,
+                      list,
+                      panels.get(),
+                      &kernels,
+                      chunkRows,
+                      groupParts,
+                      direct,
+                      std::move(xScratch[w]),
+                      std::move(yScratch[w])};
   });
 }
 
@@ -259,6 +276,12 @@ Status dsrt::runSparseSddmm(const SddmmProblem &p, const SparseKernels &kernels,
       chunks >= threads ? 1 : ceilDiv(threads, std::max<int64_t>(chunks, 1));
   parts = std::min(parts, std::max<int64_t>(list.groups, 1));
   int64_t tasks = chunks * parts;
+  // Each worker keeps its own copy of the active blocks of D: at most
+  // kSddmmAccumulatorBytes of them, so a large weight on many threads runs
+  // on fewer.
+  int64_t copyBytes = std::max<int64_t>(nnz * 64 * sizeof(float), 1);
+  threads = static_cast<int>(
+      std::clamp<int64_t>(kSddmmAccumulatorBytes / copyBytes, 1, threads));
   int64_t workers = workersFor(tasks, threads);
   int64_t panelStride = rowPanelStride(chunkRows);
 

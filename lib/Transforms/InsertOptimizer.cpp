@@ -364,11 +364,11 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
         b, loc, mt,
         DenseElementsAttr::get(
             mt, FloatAttr::get(cast<FloatType>(mt.getElementType()), 0.5)));
-    Value masking = CompareOp::create(b, loc, ComparePredicate::gt,
-                                      maskUpdate, half);
+    Value masking =
+        CompareOp::create(b, loc, ComparePredicate::gt, maskUpdate, half);
     // skip || masking, as a select (ds has no logical or).
-    skip = skip ? Value(SelectOp::create(b, loc, skip, skip, masking))
-                : masking;
+    skip =
+        skip ? Value(SelectOp::create(b, loc, skip, skip, masking)) : masking;
   }
   auto guard = [&](Value old, Value updated) -> Value {
     return skip ? SelectOp::create(b, updated.getLoc(), skip, old, updated)
@@ -392,8 +392,7 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
     FailureOr<sparsity::SparsityConfig> sc = sparsity::lookupConfig(func);
     if (failed(sc))
       return failure();
-    newMasks[arg.state.getOf()] = {terminator->getOperand(*update),
-                                   sc->block};
+    newMasks[arg.state.getOf()] = {terminator->getOperand(*update), sc->block};
   }
   auto masked = [&](StringRef param, Value v) -> Value {
     auto it = newMasks.find(param);

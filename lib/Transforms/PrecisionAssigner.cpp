@@ -304,9 +304,8 @@ LogicalResult PrecisionAssigner::materializeForward() {
     // Matmuls and convolutions accumulate and return FP32; other ops keep
     // their result in the type they compute in unless told otherwise.
     Type storage = rule && rule->storage ? rule->storage
-                   : isa<MatMulOp, Conv2DOp, BlockSparseMatMulOp>(op)
-                       ? f32
-                       : compute;
+                   : isa<MatMulOp, Conv2DOp, BlockSparseMatMulOp>(op) ? f32
+                                                                      : compute;
     Type grad = rule ? rule->grad : Type();
     // Ops that only move data get no entry: they have no precision of their
     // own. Concat moves data too (from several operands, so it is not

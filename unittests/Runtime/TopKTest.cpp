@@ -54,8 +54,8 @@ TEST(TopKMask, MatchesStableSortWithTiesAndNaN) {
     std::uniform_int_distribution<int> pick(0, 5);
     for (float &x : s)
       x = pick(rng) == 5 ? NAN : float(pick(rng));
-    for (int64_t k : {int64_t(-3), int64_t(0), int64_t(1), n / 2, n - 1, n,
-                      n + 4})
+    for (int64_t k :
+         {int64_t(-3), int64_t(0), int64_t(1), n / 2, n - 1, n, n + 4})
       EXPECT_EQ(runtime(s, k), reference(s, k)) << "n=" << n << " k=" << k;
   }
   EXPECT_EQ(dsrt_last_error(), nullptr);

@@ -141,9 +141,9 @@ struct TrainingPipelineOptions
       *this, "sparsity-policy",
       llvm::cl::desc("Policy file with a sparsity: section"),
       llvm::cl::init(SparsifyMatMulPassOptions().policy)};
-  Opt::Option<int64_t> spBlock{*this, "sparsity-block",
-                               llvm::cl::desc("Block size"),
-                               llvm::cl::init(SparsifyMatMulPassOptions().block)};
+  Opt::Option<int64_t> spBlock{
+      *this, "sparsity-block", llvm::cl::desc("Block size"),
+      llvm::cl::init(SparsifyMatMulPassOptions().block)};
   Opt::Option<SparsitySchedule> spSchedule{
       *this, "sparsity-schedule", llvm::cl::desc("cosine, constant or cubic"),
       llvm::cl::init(SparsifyMatMulPassOptions().schedule),
@@ -171,8 +171,7 @@ struct TrainingPipelineOptions
       *this, "sparsity-regrow", llvm::cl::desc("RigL regrowth"),
       llvm::cl::init(SparsifyMatMulPassOptions().regrow)};
   Opt::Option<double> spDropFraction{
-      *this, "sparsity-drop-fraction",
-      llvm::cl::desc("RigL's drop fraction"),
+      *this, "sparsity-drop-fraction", llvm::cl::desc("RigL's drop fraction"),
       llvm::cl::init(SparsifyMatMulPassOptions().dropFraction)};
   Opt::Option<double> spRegrowEnd{
       *this, "sparsity-regrow-end",
@@ -182,8 +181,7 @@ struct TrainingPipelineOptions
       *this, "sparsity-score", llvm::cl::desc("l1 or l2 block scores"),
       llvm::cl::init(SparsifyMatMulPassOptions().score), blockScoreValues()};
   Opt::Option<SparsityDistribution> spDistribution{
-      *this, "sparsity-distribution",
-      llvm::cl::desc("uniform, erk or global"),
+      *this, "sparsity-distribution", llvm::cl::desc("uniform, erk or global"),
       llvm::cl::init(SparsifyMatMulPassOptions().distribution),
       sparsityDistributionValues()};
 

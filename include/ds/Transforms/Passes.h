@@ -90,8 +90,7 @@ inline llvm::cl::ValuesClass sparsityScheduleValues() {
 inline llvm::cl::ValuesClass blockScoreValues() {
   return llvm::cl::values(
       clEnumValN(::mlir::ds::BlockScore::L1, "l1", "sum of |x| over a block"),
-      clEnumValN(::mlir::ds::BlockScore::L2, "l2",
-                 "sum of x^2 over a block"));
+      clEnumValN(::mlir::ds::BlockScore::L2, "l2", "sum of x^2 over a block"));
 }
 inline llvm::cl::ValuesClass sparsityDistributionValues() {
   return llvm::cl::values(

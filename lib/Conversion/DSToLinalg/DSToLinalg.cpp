@@ -7,8 +7,8 @@
 // change (tensors stay tensors), hence no TypeConverter.
 //
 // The patterns live in one file per family (Elementwise, MatMul,
-// Reductions, Shape, NN, BackwardKernels, Quant, Sparse); LoweringUtils holds the
-// builders they share.
+// Reductions, Shape, NN, BackwardKernels, Quant, Sparse); LoweringUtils holds
+// the builders they share.
 //
 //===----------------------------------------------------------------------===//
 

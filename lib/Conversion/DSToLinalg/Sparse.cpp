@@ -61,8 +61,7 @@ Value flattenRows(OpBuilder &b, Location loc, Value value) {
   return reshapeTo(b, loc, value, {type.getNumElements() / last, last});
 }
 
-struct BlockSparseMatMulLowering
-    : OpConversionPattern<BlockSparseMatMulOp> {
+struct BlockSparseMatMulLowering : OpConversionPattern<BlockSparseMatMulOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(BlockSparseMatMulOp op, OpAdaptor adaptor,
@@ -72,15 +71,13 @@ struct BlockSparseMatMulLowering
                              adaptor.getMask(), op.getBlock());
     // ds.matmul is lowered in turn by the conversion.
     Value y = MatMulOp::create(rewriter, loc, adaptor.getInput(), w,
-                               /*transposeLhs=*/false,
-                               op.getTransposeWeight());
+                               /*transposeLhs=*/false, op.getTransposeWeight());
     rewriter.replaceOp(op, y);
     return success();
   }
 };
 
-struct BlockSampledMatMulLowering
-    : OpConversionPattern<BlockSampledMatMulOp> {
+struct BlockSampledMatMulLowering : OpConversionPattern<BlockSampledMatMulOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(BlockSampledMatMulOp op, OpAdaptor adaptor,
@@ -89,8 +86,8 @@ struct BlockSampledMatMulLowering
     Value lhs = flattenRows(rewriter, loc, adaptor.getLhs());
     Value rhs = flattenRows(rewriter, loc, adaptor.getRhs());
     Value dense = MatMulOp::create(rewriter, loc, lhs, rhs,
-                                  /*transposeLhs=*/true,
-                                  /*transposeRhs=*/false);
+                                   /*transposeLhs=*/true,
+                                   /*transposeRhs=*/false);
     rewriter.replaceOp(op, applyBlockMask(rewriter, loc, dense,
                                           adaptor.getMask(), op.getBlock()));
     return success();
@@ -121,15 +118,14 @@ struct TopKMaskLowering : OpConversionPattern<TopKMaskOp> {
               auto cmp = [&](P p, Value x, Value y) -> Value {
                 return arith::CmpFOp::create(b, l, p, x, y);
               };
-              Value later = arith::CmpIOp::create(
-                  b, l, arith::CmpIPredicate::ugt,
-                  linalg::IndexOp::create(b, l, 1),
-                  linalg::IndexOp::create(b, l, 0));
+              Value later =
+                  arith::CmpIOp::create(b, l, arith::CmpIPredicate::ugt,
+                                        linalg::IndexOp::create(b, l, 1),
+                                        linalg::IndexOp::create(b, l, 0));
               Value nanI = cmp(P::UNO, si, si), nanJ = cmp(P::UNO, sj, sj);
-              Value numJ =
-                  arith::XOrIOp::create(b, l, nanJ,
-                                        arith::ConstantOp::create(
-                                            b, l, b.getBoolAttr(true)));
+              Value numJ = arith::XOrIOp::create(
+                  b, l, nanJ,
+                  arith::ConstantOp::create(b, l, b.getBoolAttr(true)));
               Value above = arith::OrIOp::create(
                   b, l, cmp(P::OGT, sj, si),
                   arith::AndIOp::create(b, l, cmp(P::OEQ, sj, si), later));
@@ -142,15 +138,15 @@ struct TopKMaskLowering : OpConversionPattern<TopKMaskOp> {
               return SmallVector<Value>{arith::AddIOp::create(b, l, acc, one)};
             })
             .front();
-    Value k = tensor::ExtractOp::create(rewriter, loc, adaptor.getK(),
-                                        ValueRange{});
+    Value k =
+        tensor::ExtractOp::create(rewriter, loc, adaptor.getK(), ValueRange{});
     auto maskType = RankedTensorType::get({n}, rewriter.getI8Type());
     Value mask = buildParallel(
         rewriter, loc, maskType, ValueRange{rank},
         {AffineMap::getMultiDimIdentityMap(1, ctx)},
         [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value kept =
-              arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, args[0], k);
+          Value kept = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt,
+                                             args[0], k);
           return arith::ExtUIOp::create(b, l, b.getI8Type(), kept);
         });
     rewriter.replaceOp(op, reshapeTo(rewriter, loc, mask, type.getShape()));

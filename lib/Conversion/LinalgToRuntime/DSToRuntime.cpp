@@ -53,8 +53,8 @@ public:
     if (type.getShape() == shape)
       return value;
     auto to = RankedTensorType::get(shape, type.getElementType());
-    Value shapeValue = arith::ConstantOp::create(
-        b, loc, b.getI64TensorAttr(shape));
+    Value shapeValue =
+        arith::ConstantOp::create(b, loc, b.getI64TensorAttr(shape));
     return tensor::ReshapeOp::create(b, loc, to, value, shapeValue);
   }
 
@@ -78,8 +78,8 @@ public:
   Value input(OpBuilder &b, Location loc, Value value) {
     auto type = cast<RankedTensorType>(value.getType());
     auto buffer = bufferization::ToBufferOp::create(
-        b, loc, MemRefType::get(type.getShape(), type.getElementType()),
-        value, /*read_only=*/true);
+        b, loc, MemRefType::get(type.getShape(), type.getElementType()), value,
+        /*read_only=*/true);
     return memref::CastOp::create(
         b, loc,
         dynamicMemRef(b.getContext(), type.getRank(), type.getElementType()),
@@ -92,9 +92,8 @@ public:
     if (!fn) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());
-      fn = func::FuncOp::create(
-          b, module.getLoc(), name,
-          b.getFunctionType(TypeRange(operands), {}));
+      fn = func::FuncOp::create(b, module.getLoc(), name,
+                                b.getFunctionType(TypeRange(operands), {}));
       fn.setPrivate();
       fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
     }
@@ -144,17 +143,15 @@ void lowerBlockSparseMatMul(RuntimeCallBuilder &rt, BlockSparseMatMulOp op) {
   op.erase();
 }
 
-void lowerBlockSampledMatMul(RuntimeCallBuilder &rt,
-                             BlockSampledMatMulOp op) {
+void lowerBlockSampledMatMul(RuntimeCallBuilder &rt, BlockSampledMatMulOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   Value lhs = RuntimeCallBuilder::flattenRows(b, loc, op.getLhs());
   Value rhs = RuntimeCallBuilder::flattenRows(b, loc, op.getRhs());
-  Value d = rt.callWithResult(
-      b, loc, "dsrt_block_sparse_sddmm_f32",
-      {rt.input(b, loc, lhs), rt.input(b, loc, rhs),
-       rt.input(b, loc, op.getMask())},
-      op.getType(), {int64_t(op.getBlock())});
+  Value d = rt.callWithResult(b, loc, "dsrt_block_sparse_sddmm_f32",
+                              {rt.input(b, loc, lhs), rt.input(b, loc, rhs),
+                               rt.input(b, loc, op.getMask())},
+                              op.getType(), {int64_t(op.getBlock())});
   op.replaceAllUsesWith(d);
   op.erase();
 }
@@ -172,8 +169,8 @@ void lowerTopKMask(RuntimeCallBuilder &rt, TopKMaskOp op) {
   auto memref = MemRefType::get({n}, b.getI8Type());
   Value outBuffer = memref::AllocOp::create(b, loc, memref);
   Value outView = memref::CastOp::create(
-      b, loc, RuntimeCallBuilder::dynamicMemRef(b.getContext(), 1,
-                                                b.getI8Type()),
+      b, loc,
+      RuntimeCallBuilder::dynamicMemRef(b.getContext(), 1, b.getI8Type()),
       outBuffer);
   rt.call(b, loc, f64 ? "dsrt_top_k_mask_f64" : "dsrt_top_k_mask_f32",
           {rt.input(b, loc, scores), k, outView});

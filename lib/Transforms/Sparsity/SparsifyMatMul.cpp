@@ -5,7 +5,8 @@
 // whose right-hand side is a 2-D parameter) becomes a
 // ds.block_sparse_matmul on a `sparsity.mask@<param>` state, and the step
 // returns the `sparsity.mask_update` metric of the schedule. The masks'
-// update needs the gradients and is ds-update-sparsity-masks' (UpdateMasks.cpp).
+// update needs the gradients and is ds-update-sparsity-masks'
+// (UpdateMasks.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,7 +44,8 @@ FailureOr<PrecisionPolicy> loadPolicy(FunctionOpInterface func,
     return PrecisionPolicy::parse(PrecisionPolicy::defaultSparsityText(),
                                   "<default sparsity policy>",
                                   func->getContext());
-  FailureOr<PrecisionPolicy> policy = PrecisionPolicy::load(path, func.getLoc());
+  FailureOr<PrecisionPolicy> policy =
+      PrecisionPolicy::load(path, func.getLoc());
   if (succeeded(policy) && !policy->sparsity.enabled) {
     emitError(FileLineColLoc::get(func->getContext(), path, 1, 1))
         << "the policy has no 'sparsity:' section for ds-sparsify-matmul";
@@ -60,10 +62,9 @@ mlir::ds::validateSparsityOptions(const SparsifyMatMulPassOptions &options,
   return SparsityConfig::fromOptions(options).validate(error);
 }
 
-LogicalResult
-mlir::ds::sparsifyMatMul(FunctionOpInterface func,
-                         const SparsifyMatMulPassOptions &options,
-                         bool rewriteLayers) {
+LogicalResult mlir::ds::sparsifyMatMul(FunctionOpInterface func,
+                                       const SparsifyMatMulPassOptions &options,
+                                       bool rewriteLayers) {
   SparsityConfig config = SparsityConfig::fromOptions(options);
   FailureOr<TrainingContract> contract = TrainingContract::fromFunction(func);
   if (failed(contract))
@@ -128,8 +129,8 @@ mlir::ds::sparsifyMatMul(FunctionOpInterface func,
       if (wt.getDimSize(d) % config.block != 0)
         return mm->emitOpError("block size ")
                << config.block << " does not divide dimension " << d << " ("
-               << wt.getDimSize(d) << ") of the weight '" << name << "' "
-               << wt << "; choose another block or keep the layer dense "
+               << wt.getDimSize(d) << ") of the weight '" << name << "' " << wt
+               << "; choose another block or keep the layer dense "
                << "with a policy rule 'param: " << name << ", sparse: false'";
     layers.push_back(mm);
     weights.insert({w, mm});
@@ -147,11 +148,10 @@ mlir::ds::sparsifyMatMul(FunctionOpInterface func,
   llvm::DenseMap<Value, Value> masks;
   for (auto [w, layer] : weights) {
     auto wt = cast<RankedTensorType>(w.getType());
-    auto mt = RankedTensorType::get({wt.getDimSize(0) / config.block,
-                                     wt.getDimSize(1) / config.block},
-                                    IntegerType::get(func->getContext(), 8));
-    masks[w] = ed.addState(kMaskStateKind, getParamName(w), mt,
-                           InitKind::ones);
+    auto mt = RankedTensorType::get(
+        {wt.getDimSize(0) / config.block, wt.getDimSize(1) / config.block},
+        IntegerType::get(func->getContext(), 8));
+    masks[w] = ed.addState(kMaskStateKind, getParamName(w), mt, InitKind::ones);
   }
   for (MatMulOp mm : rewriteLayers ? layers : SmallVector<MatMulOp>{}) {
     OpBuilder b(mm);
@@ -184,11 +184,11 @@ struct SparsifyMatMulPass
   void runOnOperation() override {
     ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
-    if (failed(checkOptionsGivenOnce(
-            module, getArgument(),
-            {&policy, &block, &schedule, &initial, &final, &hold, &totalSteps,
-             &updateEvery, &regrow, &dropFraction, &regrowEnd, &score,
-             &distribution})))
+    if (failed(checkOptionsGivenOnce(module, getArgument(),
+                                     {&policy, &block, &schedule, &initial,
+                                      &final, &hold, &totalSteps, &updateEvery,
+                                      &regrow, &dropFraction, &regrowEnd,
+                                      &score, &distribution})))
       return signalPassFailure();
     SparsifyMatMulPassOptions options;
     options.policy = policy;

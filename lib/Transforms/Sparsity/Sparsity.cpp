@@ -14,7 +14,6 @@
 
 #include <cmath>
 
-
 using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::sparsity;
@@ -26,8 +25,7 @@ static constexpr llvm::StringLiteral kSparsityAttrName =
 // SparsityConfig
 //===----------------------------------------------------------------------===//
 
-SparsityConfig
-SparsityConfig::fromOptions(const SparsifyMatMulPassOptions &o) {
+SparsityConfig SparsityConfig::fromOptions(const SparsifyMatMulPassOptions &o) {
   SparsityConfig c;
   c.block = o.block;
   c.schedule = o.schedule;
@@ -67,13 +65,13 @@ LogicalResult SparsityConfig::validate(std::string &error) const {
   if (totalSteps < 0)
     return fail("total-steps", "must be >= 0, got " + Twine(totalSteps));
   if (schedule != SparsitySchedule::Constant && totalSteps == 0)
-    return fail("total-steps", Twine("is needed by the ") +
-                                   (schedule == SparsitySchedule::Cosine
-                                        ? "cosine"
-                                        : "cubic") +
-                                   " schedule (the training length it is "
-                                   "laid over); give total-steps=T or "
-                                   "schedule=constant");
+    return fail(
+        "total-steps",
+        Twine("is needed by the ") +
+            (schedule == SparsitySchedule::Cosine ? "cosine" : "cubic") +
+            " schedule (the training length it is "
+            "laid over); give total-steps=T or "
+            "schedule=constant");
   if (regrow && totalSteps == 0)
     return fail("total-steps", "is needed by regrow (the drop fraction "
                                "decays to 0 at regrow-end * total-steps)");
@@ -193,10 +191,10 @@ std::string SparsityConfig::describe() const {
   if (schedule == SparsitySchedule::Constant)
     os << llvm::format("%g", final);
   else
-    os << llvm::format("%g -> %g hold %g over %lld steps", initial, final,
-                       hold, static_cast<long long>(totalSteps));
-  os << ", " << block << "x" << block << " blocks, update every "
-     << updateEvery << ", " << distributionName(distribution);
+    os << llvm::format("%g -> %g hold %g over %lld steps", initial, final, hold,
+                       static_cast<long long>(totalSteps));
+  os << ", " << block << "x" << block << " blocks, update every " << updateEvery
+     << ", " << distributionName(distribution);
   if (regrow)
     os << llvm::format(", regrow %g until %g", dropFraction, regrowEnd);
   return text;
@@ -211,8 +209,7 @@ void mlir::ds::sparsity::recordConfig(FunctionOpInterface func,
   if (auto old = module->getAttrOfType<DictionaryAttr>(kSparsityAttrName))
     entries.append(old.getValue());
   entries.set(func.getName(), config.toAttr(func->getContext()));
-  module->setAttr(kSparsityAttrName,
-                  entries.getDictionary(func->getContext()));
+  module->setAttr(kSparsityAttrName, entries.getDictionary(func->getContext()));
 }
 
 FailureOr<SparsityConfig>
@@ -221,8 +218,8 @@ mlir::ds::sparsity::lookupConfig(FunctionOpInterface func) {
   DictionaryAttr table =
       module ? module->getAttrOfType<DictionaryAttr>(kSparsityAttrName)
              : DictionaryAttr();
-  auto entry = table ? table.getAs<DictionaryAttr>(func.getName())
-                     : DictionaryAttr();
+  auto entry =
+      table ? table.getAs<DictionaryAttr>(func.getName()) : DictionaryAttr();
   if (!entry)
     return func->emitOpError("has '")
            << kMaskStateKind << "' state but no '" << kSparsityAttrName
@@ -257,11 +254,10 @@ Value mlir::ds::sparsity::scheduledSparsity(ScalarBuilder &s,
   return s.sub(s.f64(c.final), s.mul(s.f64(c.final - c.initial), half));
 }
 
-Value mlir::ds::sparsity::isRegrowing(ScalarBuilder &s,
-                                      const SparsityConfig &c, Value t) {
+Value mlir::ds::sparsity::isRegrowing(ScalarBuilder &s, const SparsityConfig &c,
+                                      Value t) {
   if (!c.regrow)
-    return arith::ConstantOp::create(s.b, s.loc,
-                                     s.b.getBoolAttr(false));
+    return arith::ConstantOp::create(s.b, s.loc, s.b.getBoolAttr(false));
   double end = c.regrowEnd * double(c.totalSteps);
   return s.andi(s.cmpf(arith::CmpFPredicate::OGT, t, s.f64(0.0)),
                 s.cmpf(arith::CmpFPredicate::OLT, t, s.f64(end)));
@@ -279,12 +275,10 @@ Value mlir::ds::sparsity::isMaskUpdate(ScalarBuilder &s,
                                        const SparsityConfig &c, Value ti) {
   using P = arith::CmpIPredicate;
   Value multiple = s.cmpi(
-      P::eq, arith::RemSIOp::create(s.b, s.loc, ti,
-                                    s.i64(c.updateEvery)),
+      P::eq, arith::RemSIOp::create(s.b, s.loc, ti, s.i64(c.updateEvery)),
       s.i64(0));
   Value first = s.cmpi(P::eq, ti, s.i64(0));
-  Value t = arith::SIToFPOp::create(s.b, s.loc,
-                                    s.b.getF64Type(), ti);
+  Value t = arith::SIToFPOp::create(s.b, s.loc, s.b.getF64Type(), ti);
   Value prev = s.sub(t, s.f64(double(c.updateEvery)));
   Value moved = s.cmpf(arith::CmpFPredicate::ONE, scheduledSparsity(s, c, t),
                        scheduledSparsity(s, c, prev));
@@ -300,8 +294,8 @@ Value mlir::ds::sparsity::isMaskUpdate(ScalarBuilder &s,
 static Value asBlocks(OpBuilder &b, Location loc, Value x, int64_t block) {
   auto t = cast<RankedTensorType>(x.getType());
   int64_t r = t.getDimSize(0), c = t.getDimSize(1);
-  return ReshapeOp::create(
-      b, loc, t.clone({r / block, block, c / block, block}), x);
+  return ReshapeOp::create(b, loc,
+                           t.clone({r / block, block, c / block, block}), x);
 }
 
 Value mlir::ds::sparsity::blockScores(OpBuilder &b, Location loc, Value x,
@@ -332,8 +326,8 @@ Value mlir::ds::sparsity::applyMask(OpBuilder &b, Location loc, Value x,
       b, loc,
       DenseElementsAttr::get(
           st, FloatAttr::get(cast<FloatType>(t.getElementType()), 0.0)));
-  Value kept = SelectOp::create(b, loc, active4, asBlocks(b, loc, x, block),
-                                zero);
+  Value kept =
+      SelectOp::create(b, loc, active4, asBlocks(b, loc, x, block), zero);
   return ReshapeOp::create(b, loc, t, kept);
 }
 
@@ -349,8 +343,7 @@ Value mlir::ds::sparsity::isActive(OpBuilder &b, Location loc, Value mask) {
                            maskZero(b, loc));
 }
 
-Value mlir::ds::sparsity::countActive(OpBuilder &b, Location loc,
-                                      Value mask) {
+Value mlir::ds::sparsity::countActive(OpBuilder &b, Location loc, Value mask) {
   auto mt = cast<RankedTensorType>(mask.getType());
   Value f = CastOp::create(b, loc, mt.clone(b.getF32Type()), mask);
   return detail::reduceAll(b, loc, f);

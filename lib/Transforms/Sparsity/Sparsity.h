@@ -29,8 +29,7 @@ namespace mlir::ds::sparsity {
 /// The state kind of a weight's block mask: `sparsity.mask@<param>`.
 inline constexpr llvm::StringLiteral kMaskStateKind = "sparsity.mask";
 /// The metric that is 1 on mask-update iterations (the optimizer skips).
-inline constexpr llvm::StringLiteral kMaskUpdateMetric =
-    "sparsity.mask_update";
+inline constexpr llvm::StringLiteral kMaskUpdateMetric = "sparsity.mask_update";
 /// The scheduled sparsity s(t) of the step (f64).
 inline constexpr llvm::StringLiteral kScheduledMetric = "sparsity.scheduled";
 /// Per-weight metrics: `<name>@<param>`.
@@ -87,8 +86,7 @@ Value isMaskUpdate(ScalarBuilder &s, const SparsityConfig &c, Value ti);
 Value blockScores(OpBuilder &b, Location loc, Value x, int64_t block,
                   BlockScore score);
 /// `x` (2-D) where its block is active in `mask`, exactly +0 elsewhere.
-Value applyMask(OpBuilder &b, Location loc, Value x, Value mask,
-                int64_t block);
+Value applyMask(OpBuilder &b, Location loc, Value x, Value mask, int64_t block);
 /// The rank-0 i8 tensor 0, to compare masks with (`ds.compare` broadcasts
 /// it).
 Value maskZero(OpBuilder &b, Location loc);

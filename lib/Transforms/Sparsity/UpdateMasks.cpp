@@ -131,8 +131,8 @@ SmallVector<Value> selectTopK(OpBuilder &b, Location loc,
   if (!global) {
     for (auto [sc, k] : llvm::zip_equal(scores, counts))
       masks.push_back(TopKMaskOp::create(
-          b, loc, cast<RankedTensorType>(sc.getType()).clone(b.getI8Type()),
-          sc, i64Tensor(s, k)));
+          b, loc, cast<RankedTensorType>(sc.getType()).clone(b.getI8Type()), sc,
+          i64Tensor(s, k)));
     return masks;
   }
   // One ranking needs one type: f64 if any layer's scores are f64.
@@ -159,9 +159,9 @@ SmallVector<Value> selectTopK(OpBuilder &b, Location loc,
   for (Value sc : scores) {
     auto t = cast<RankedTensorType>(sc.getType());
     int64_t n = t.getNumElements();
-    Value part = SliceOp::create(
-        b, loc, RankedTensorType::get({n}, b.getI8Type()), mask,
-        b.getDenseI64ArrayAttr({offset}), DenseI64ArrayAttr());
+    Value part =
+        SliceOp::create(b, loc, RankedTensorType::get({n}, b.getI8Type()), mask,
+                        b.getDenseI64ArrayAttr({offset}), DenseI64ArrayAttr());
     masks.push_back(ReshapeOp::create(b, loc, t.clone(b.getI8Type()), part));
     offset += n;
   }
@@ -194,9 +194,8 @@ LogicalResult mlir::ds::updateSparsityMasks(FunctionOpInterface func) {
     auto wt = cast<RankedTensorType>(body.getArgument(*param).getType());
     auto mt = cast<RankedTensorType>(arg.type);
     sites.push_back({of.str(), body.getArgument(*param), body.getArgument(i),
-                     body.getTerminator()->getOperand(*grad),
-                     wt.getDimSize(0), wt.getDimSize(1), mt.getNumElements(),
-                     Value(), Value()});
+                     body.getTerminator()->getOperand(*grad), wt.getDimSize(0),
+                     wt.getDimSize(1), mt.getNumElements(), Value(), Value()});
   }
   if (sites.empty())
     return success();
@@ -220,15 +219,16 @@ LogicalResult mlir::ds::updateSparsityMasks(FunctionOpInterface func) {
     ScalarBuilder s(b, loc);
     Value ti = s.extractRaw(iteration);
     Value t = arith::SIToFPOp::create(b, loc, b.getF64Type(), ti);
-    Value dense = s.andi(isMaskUpdate(s, *config, ti),
-                         isRegrowing(s, *config, t));
+    Value dense =
+        s.andi(isMaskUpdate(s, *config, ti), isRegrowing(s, *config, t));
     Value denseT = tensor::FromElementsOp::create(
         b, loc, RankedTensorType::get({}, b.getI1Type()), ValueRange{dense});
     for (Site &site : sites) {
       auto mt = cast<RankedTensorType>(site.mask.getType());
       Value ones = arith::ConstantOp::create(
           b, loc,
-          DenseElementsAttr::get(mt, ArrayRef<Attribute>{b.getI8IntegerAttr(1)}));
+          DenseElementsAttr::get(mt,
+                                 ArrayRef<Attribute>{b.getI8IntegerAttr(1)}));
       Value gradMask = SelectOp::create(b, loc, denseT, ones, site.mask);
       for (OpOperand &use : llvm::make_early_inc_range(site.mask.getUses()))
         if (isa<BlockSampledMatMulOp>(use.getOwner()))
@@ -249,8 +249,7 @@ LogicalResult mlir::ds::updateSparsityMasks(FunctionOpInterface func) {
   Value regrowing = isRegrowing(s, *config, t);
   if (Value found = findMetric(func, *contract, "found_inf"))
     regrowing = s.andi(regrowing, s.noti(s.cmpf(arith::CmpFPredicate::OGT,
-                                                s.extract(found),
-                                                s.f64(0.5))));
+                                                s.extract(found), s.f64(0.5))));
   Value sp = scheduledSparsity(s, *config, t);
   Value df = dropFraction(s, *config, t);
   Value zero = s.i64(0);
@@ -299,15 +298,15 @@ LogicalResult mlir::ds::updateSparsityMasks(FunctionOpInterface func) {
     weightScores.push_back(onlyActive(
         b, loc, blockScores(b, loc, site.weight, block, config->score),
         site.mask, /*inactive=*/false));
-    gradScores.push_back(
-        blockScores(b, loc, site.grad, block, config->score));
+    gradScores.push_back(blockScores(b, loc, site.grad, block, config->score));
   }
   SmallVector<Value> keep =
       selectTopK(b, loc, weightScores, keepCounts, s, global);
   for (auto [i, site] : llvm::enumerate(sites))
     gradScores[i] =
         onlyActive(b, loc, gradScores[i], keep[i], /*inactive=*/true);
-  SmallVector<Value> grown = selectTopK(b, loc, gradScores, growCounts, s, global);
+  SmallVector<Value> grown =
+      selectTopK(b, loc, gradScores, growCounts, s, global);
 
   ed.addMetric(kScheduledMetric, s.tensor(sp, b.getF64Type()));
   Value updateT = tensor::FromElementsOp::create(
@@ -324,13 +323,12 @@ LogicalResult mlir::ds::updateSparsityMasks(FunctionOpInterface func) {
     auto inactive = [&](Value m) {
       return CompareOp::create(b, loc, ComparePredicate::eq, m, zeroMask);
     };
-    Value dropped = SelectOp::create(b, loc, inactive(next), site.mask,
-                                     zeroMask);
-    Value added = SelectOp::create(b, loc, inactive(site.mask), next,
-                                   zeroMask);
+    Value dropped =
+        SelectOp::create(b, loc, inactive(next), site.mask, zeroMask);
+    Value added = SelectOp::create(b, loc, inactive(site.mask), next, zeroMask);
     Value activeAfter = s.extract(countActive(b, loc, next));
-    Value sparsity = s.sub(s.f64(1.0), s.div(activeAfter,
-                                             s.f64(double(site.blocks))));
+    Value sparsity =
+        s.sub(s.f64(1.0), s.div(activeAfter, s.f64(double(site.blocks))));
     ed.addMetric((Twine(kSparsityMetric) + "@" + site.name).str(),
                  s.tensor(sparsity, b.getF32Type()));
     ed.addMetric((Twine(kDroppedMetric) + "@" + site.name).str(),

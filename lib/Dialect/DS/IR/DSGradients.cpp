@@ -887,9 +887,9 @@ bool BlockSparseMatMulOp::isDifferentiableOperand(unsigned index) {
   return index < 2;
 }
 
-LogicalResult BlockSparseMatMulOp::buildVJP(
-    OpBuilder &builder, ValueRange resultGrads,
-    SmallVectorImpl<Value> &operandGrads) {
+LogicalResult
+BlockSparseMatMulOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &operandGrads) {
   noGrads(*this, operandGrads);
   Value dy = resultGrads[0];
   if (!dy)
@@ -898,8 +898,8 @@ LogicalResult BlockSparseMatMulOp::buildVJP(
   bool t = getTransposeWeight();
   int64_t block = getBlock();
   // The input's gradient: the same sparse weight, the other orientation.
-  operandGrads[0] = BlockSparseMatMulOp::create(
-      builder, loc, dy, getWeight(), getMask(), block, !t);
+  operandGrads[0] = BlockSparseMatMulOp::create(builder, loc, dy, getWeight(),
+                                                getMask(), block, !t);
   // The weight's: sampled on the mask. With W = [R, C], a transposed
   // weight has dW = dY^T X ([R] from dY), an untransposed one X^T dY.
   Value lhs = t ? dy : getInput(), rhs = t ? getInput() : dy;

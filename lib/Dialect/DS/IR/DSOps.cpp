@@ -1013,8 +1013,7 @@ static LogicalResult verifyBlockMask(Operation *op, RankedTensorType weight,
   if (weight.getRank() != 2)
     return op->emitOpError() << "expects a 2-D weight, got " << weight;
   if (block <= 0)
-    return op->emitOpError() << "expects a positive block size, got "
-                             << block;
+    return op->emitOpError() << "expects a positive block size, got " << block;
   for (int64_t d = 0; d < 2; ++d)
     if (weight.getDimSize(d) % block != 0)
       return op->emitOpError()
@@ -1023,10 +1022,10 @@ static LogicalResult verifyBlockMask(Operation *op, RankedTensorType weight,
   SmallVector<int64_t> expected = {weight.getDimSize(0) / block,
                                    weight.getDimSize(1) / block};
   if (mask.getShape() != ArrayRef<int64_t>(expected))
-    return op->emitOpError() << "expects a mask of shape "
-                             << formatShape(expected) << " (one element per "
-                             << block << "x" << block << " block), got "
-                             << mask;
+    return op->emitOpError()
+           << "expects a mask of shape " << formatShape(expected)
+           << " (one element per " << block << "x" << block << " block), got "
+           << mask;
   return success();
 }
 
@@ -1083,8 +1082,8 @@ LogicalResult BlockSampledMatMulOp::verify() {
   if (out.getDimSize(0) != l.getShape().back() ||
       out.getDimSize(1) != r.getShape().back())
     return emitOpError() << "expects a result of shape "
-                         << formatShape({l.getShape().back(),
-                                         r.getShape().back()})
+                         << formatShape(
+                                {l.getShape().back(), r.getShape().back()})
                          << ", got " << out;
   return success();
 }
