@@ -344,31 +344,24 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
   // The `lr` metric: the learning rate of the first trained parameter.
   Value lrMetricF64;
 
-  // A step with a `found_inf` metric (ds-insert-loss-scaling) is skipped
-  // when it is set: every update selects the old value, on the device.
+  // A step is skipped when its `found_inf` (ds-insert-loss-scaling) or
+  // `sparsity.mask_update` (ds-sparsify-matmul; RigL takes no optimizer
+  // step while the masks change) metric is set: every update selects the
+  // old value, on the device.
   Value skip;
-  if (Value found = findMetric(func, *contract, "found_inf")) {
-    auto ft = cast<RankedTensorType>(found.getType());
+  for (StringRef name :
+       {StringRef("found_inf"), StringRef(sparsity::kMaskUpdateMetric)}) {
+    Value flag = findMetric(func, *contract, name);
+    if (!flag)
+      continue;
+    auto ft = cast<RankedTensorType>(flag.getType());
     Value half = arith::ConstantOp::create(
         b, loc, ft,
         DenseElementsAttr::get(
             ft, FloatAttr::get(cast<FloatType>(ft.getElementType()), 0.5)));
-    skip = CompareOp::create(b, loc, ComparePredicate::gt, found, half);
-  }
-  // A mask-update iteration of ds-sparsify-matmul is skipped too (RigL:
-  // no optimizer step while the masks change).
-  if (Value maskUpdate =
-          findMetric(func, *contract, sparsity::kMaskUpdateMetric)) {
-    auto mt = cast<RankedTensorType>(maskUpdate.getType());
-    Value half = arith::ConstantOp::create(
-        b, loc, mt,
-        DenseElementsAttr::get(
-            mt, FloatAttr::get(cast<FloatType>(mt.getElementType()), 0.5)));
-    Value masking =
-        CompareOp::create(b, loc, ComparePredicate::gt, maskUpdate, half);
-    // skip || masking, as a select (ds has no logical or).
-    skip =
-        skip ? Value(SelectOp::create(b, loc, skip, skip, masking)) : masking;
+    Value set = CompareOp::create(b, loc, ComparePredicate::gt, flag, half);
+    // skip || set, as a select (ds has no logical or).
+    skip = skip ? Value(SelectOp::create(b, loc, skip, skip, set)) : set;
   }
   auto guard = [&](Value old, Value updated) -> Value {
     return skip ? SelectOp::create(b, updated.getLoc(), skip, old, updated)
