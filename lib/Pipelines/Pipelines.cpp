@@ -45,6 +45,27 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   auto given = [](const llvm::cl::Option &o) {
     return o.getNumOccurrences() > 0;
   };
+  if (fuse || given(fuseBucketBytes) || given(fuseFirstBucketBytes)) {
+    FuseAllReducePassOptions &o = config.fuseAllReduce.emplace();
+    o.bucketBytes = fuseBucketBytes;
+    o.firstBucketBytes = fuseFirstBucketBytes;
+  }
+  if (compress || given(compressScheme) || given(compressFixedThresholds) ||
+      given(compressQuantileLow) || given(compressQuantileHigh) ||
+      given(compressThetaLow) || given(compressThetaHigh) ||
+      given(compressRatio) || given(compressWarmupIterations)) {
+    CompressAllReducePassOptions &o = config.compressAllReduce.emplace();
+    o.scheme = compressScheme;
+    o.fixedThresholds = compressFixedThresholds;
+    o.quantileLow = compressQuantileLow;
+    o.quantileHigh = compressQuantileHigh;
+    o.thetaLow = compressThetaLow;
+    o.thetaHigh = compressThetaHigh;
+    o.ratio = compressRatio;
+    o.warmupIterations = compressWarmupIterations;
+  }
+  config.dataParallel = dataParallel || config.fuseAllReduce.has_value() ||
+                        config.compressAllReduce.has_value();
   if (sparsity || given(spPolicy) || given(spBlock) || given(spSchedule) ||
       given(spInitial) || given(spFinal) || given(spHold) ||
       given(spTotalSteps) || given(spUpdateEvery) || spRegrow ||
@@ -199,9 +220,9 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   cleanup();
   // 2c. Runtime kernels become calls on buffer views of their operands,
   //     after the last CSE (which could merge two calls' views of one
-  //     tensor and so move a read past an in-place write).
-  if (libraryGemm)
-    pm.addPass(createConvertDSToRuntimePass());
+  //     tensor and so move a read past an in-place write). Collectives
+  //     always become calls; kernels only with library-gemm.
+  pm.addPass(createConvertDSToRuntimePass());
   // 3. Tensors -> buffers. Results become out-parameters that the runner
   //    allocates; static allocations of results are written in place.
   bufferization::OneShotBufferizePassOptions bufferize;
@@ -274,10 +295,11 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   //  1. ds-autodiff.
   //  2. ds-assign-precision.
   //  3. ds-insert-loss-scaling.
-  //  4. [ds-data-parallel, ds-fuse-allreduce, ds-compress-allreduce] on the
+  //  4. ds-data-parallel, ds-fuse-allreduce, ds-compress-allreduce on the
   //     unscaled gradients (error-feedback residuals keep their units when
   //     the scale changes); found_inf is MAX-reduced so every rank skips
-  //     the same steps.
+  //     the same steps. Before 3b, so the QAT bit-width reads the averaged
+  //     gradients and agrees on every rank.
   //  5. ds-clip-gradients, on the averaged gradients (clip_grad_norm_ after
   //     DDP's all-reduce).
   //  5b. ds-update-sparsity-masks, on the final gradients (every rank sees
@@ -308,6 +330,14 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   //    clipping that follows sees true gradient norms.
   if (config.lossScaling)
     pm.addPass(createInsertLossScalingPass(*config.lossScaling));
+  // 4. Data parallelism on the unscaled gradients: every pass below sees
+  //    the averaged gradients and one found_inf for all ranks.
+  if (config.dataParallel)
+    pm.addPass(createDataParallelPass());
+  if (config.fuseAllReduce)
+    pm.addPass(createFuseAllReducePass(*config.fuseAllReduce));
+  if (config.compressAllReduce)
+    pm.addPass(createCompressAllReducePass(*config.compressAllReduce));
   // 3b. The dynamic QAT bit-width reads the unscaled gradients (and
   //     found_inf, to skip what loss scaling skips).
   if (config.qatBitWidth)
@@ -360,7 +390,7 @@ void mlir::ds::registerDSPipelines() {
         buildTrainingPipeline(pm, options.getConfig());
         return success();
       },
-      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+      [](function_ref<void(const ::mlir::detail::PassOptions &)> optHandler) {
         optHandler(TrainingPipelineOptions());
       });
   registerPassPipeline(
@@ -377,7 +407,7 @@ void mlir::ds::registerDSPipelines() {
         buildCPUPipeline(pm, options.libraryGemm);
         return success();
       },
-      [](function_ref<void(const detail::PassOptions &)> optHandler) {
+      [](function_ref<void(const ::mlir::detail::PassOptions &)> optHandler) {
         optHandler(CPUPipelineOptions());
       });
 }

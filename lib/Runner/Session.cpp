@@ -336,11 +336,12 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           " as it is; applying ds-cpu-pipeline");
     } else {
       const mlir::ds::TrainingPipelineConfig &requested = options.pipeline;
-      if ((requested.lossScaling || requested.clip || requested.precision) &&
+      if ((requested.lossScaling || requested.clip || requested.precision ||
+           requested.dataParallel) &&
           !needOpt)
-        return diags.error("loss scaling and gradient clipping apply to "
-                           "forward + loss and gradient modules; this module "
-                           "already is a training step");
+        return diags.error("loss scaling, gradient clipping and data "
+                           "parallelism apply to forward + loss and gradient "
+                           "modules; this module already is a training step");
       if (requested.sparsity && !needGrad)
         return diags.error(
             "--sparsity cannot be applied: it rewrites the forward before "
@@ -375,6 +376,12 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       if (config.lossScaling)
         steps +=
             "ds-insert-loss-scaling{" + options.lossScalingSpelling + "}, ";
+      if (config.dataParallel)
+        steps += "ds-data-parallel, ";
+      if (config.fuseAllReduce)
+        steps += "ds-fuse-allreduce{" + options.fuseSpelling + "}, ";
+      if (config.compressAllReduce)
+        steps += "ds-compress-allreduce{" + options.compressSpelling + "}, ";
       if (config.clip)
         steps += "ds-clip-gradients{" + options.clipSpelling + "}, ";
       if (config.sparsity)
@@ -534,6 +541,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                            "', not the step's '" + chosen->args[i].name + "'");
   }
   program->variants.push_back(*chosen);
+  program->dataParallel =
+      module->hasAttr(mlir::ds::DSDialect::kDataParallelAttrName);
   if (program->precisionSchedule)
     for (const std::string &name : program->variantNames) {
       auto it = llvm::find_if(

@@ -112,10 +112,13 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
     Expected<DType> dtype = dtypeOf(arg.type);
     if (!dtype)
       return dtype.takeError();
-    specs.push_back({arg.name, *dtype,
-                     std::vector<int64_t>(arg.type.getShape().begin(),
-                                          arg.type.getShape().end()),
-                     arg.range});
+    std::vector<int64_t> shape(arg.type.getShape().begin(),
+                               arg.type.getShape().end());
+    // Data parallel: the feed serves the global batch, N times the step's
+    // rows, and feed() keeps this rank's rows.
+    if (!shape.empty())
+      shape[0] *= options.worldSize;
+    specs.push_back({arg.name, *dtype, std::move(shape), arg.range});
     t->inputArgs.push_back(i);
   }
   if (!specs.empty()) {
@@ -154,6 +157,11 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
   if (!options.resumeDir.empty())
     if (Error e = t->restore(options.resumeDir))
       return std::move(e);
+  if (options.worldSize > 1)
+    if (Error e = t->checkReplicas(options.resumeDir.empty()
+                                       ? "after initialisation"
+                                       : "after --resume"))
+      return std::move(e);
   return t;
 }
 
@@ -163,8 +171,18 @@ Error Trainer::feed(uint64_t batch, bool heldOut) {
   std::vector<HostTensor> tensors;
   if (Error e = data->fill(batch, heldOut, tensors))
     return e;
-  for (auto [k, argIndex] : llvm::enumerate(inputArgs))
-    args[argIndex] = std::move(tensors[k]);
+  for (auto [k, argIndex] : llvm::enumerate(inputArgs)) {
+    HostTensor &global = tensors[k];
+    if (options.worldSize == 1 || global.shape.empty()) {
+      args[argIndex] = std::move(global);
+      continue;
+    }
+    // Rows [r b, (r + 1) b) of the global batch.
+    HostTensor &local = args[argIndex];
+    size_t bytes = local.sizeInBytes();
+    std::copy_n(global.bytes.begin() + size_t(options.rank) * bytes, bytes,
+                local.bytes.begin());
+  }
   return Error::success();
 }
 
@@ -271,6 +289,10 @@ Expected<Trainer::EvalLosses> Trainer::evaluate() {
   for (auto [k, i] : llvm::enumerate(inputArgs))
     args[i] = std::move(saved[k]);
   double n = static_cast<double>(options.evalBatches);
+  // Data parallel: each rank evaluated its rows of the held-out batches.
+  if (options.worldSize > 1 &&
+      dsrt_allreduce(sums, 3, DSRT_F64, DSRT_REDUCE_MEAN) != 0)
+    return errorf(std::string("held-out evaluation: ") + dsrt_last_error());
   EvalLosses losses;
   losses.loss = sums[0] / n;
   losses.seconds = seconds[0];
@@ -388,6 +410,10 @@ Error Trainer::run() {
     }
     ++step;
     stepMs.push_back(ms);
+    if (options.worldSize > 1 && options.checkReplicasEvery > 0 &&
+        step % options.checkReplicasEvery == 0)
+      if (Error e = checkReplicas("after step " + std::to_string(step)))
+        return e;
     llvm::json::Object entry{
         {"step", step}, {"loss", jsonNumber(loss)}, {"time_ms", ms}};
     if (program.schedule()) {
@@ -485,6 +511,18 @@ Error Trainer::run() {
         return e;
     out.flush();
   }
+  if (options.worldSize > 1)
+    if (Error e = checkReplicas("at the end"))
+      return e;
+  if (program.isDataParallel() && !options.quiet) {
+    llvm::json::Object dp = dataParallelSummary();
+    out << llvm::format("ds-run: data parallel: %d rank(s), %.1f KiB/step "
+                        "sent (dense %.1f KiB), waits %.2f ms/step\n",
+                        options.worldSize,
+                        *dp.getNumber("bytes_sent_per_step") / 1024,
+                        *dp.getNumber("dense_bytes_per_step") / 1024,
+                        *dp.getNumber("wait_ms_per_step"));
+  }
   if (!options.checkpointDir.empty()) {
     if (Error e = saveCheckpoint(options.checkpointDir))
       return e;
@@ -549,6 +587,29 @@ llvm::json::Array Trainer::quantSummary() const {
     out.push_back(std::move(entry));
   }
   return out;
+}
+
+llvm::json::Object Trainer::dataParallelSummary() const {
+  // This rank's counters (rank 0 writes the report; every rank sends as
+  // much, compressed payloads aside).
+  dsrt_comm_stats comm;
+  dsrt_get_comm_stats(&comm);
+  double steps = std::max<double>(1.0, static_cast<double>(stepLog.size()));
+  llvm::json::Object dp{
+      {"ranks", options.worldSize},
+      {"global_batch_factor", options.worldSize},
+      {"collectives", static_cast<int64_t>(comm.collectives)},
+      {"bytes_sent_per_step", comm.bytes_sent / steps},
+      {"dense_bytes_per_step", comm.bytes_dense / steps},
+      {"wait_ms_per_step", comm.wait_seconds * 1e3 / steps},
+      {"comm_thread_ms_per_step", comm.comm_seconds * 1e3 / steps},
+      {"dense_fallbacks", static_cast<int64_t>(comm.dense_fallbacks)},
+      {"nonfinite_buckets", static_cast<int64_t>(comm.nonfinite_buckets)},
+      {"replica_checks", replicaChecks},
+  };
+  if (comm.bytes_sent > 0)
+    dp["compression_ratio"] = comm.bytes_dense / comm.bytes_sent;
+  return dp;
 }
 
 llvm::json::Object Trainer::sparsitySummary() const {
@@ -655,6 +716,8 @@ Error Trainer::writeReport() {
   }
   if (injectArg)
     summary["injected_nonfinite_steps"] = toArray(options.injectSteps);
+  if (program.isDataParallel())
+    summary["data_parallel"] = dataParallelSummary();
   if (const PrecisionSchedule *schedule = program.schedule()) {
     llvm::json::Array phases;
     for (const PrecisionSchedule::Phase &p : schedule->phases)

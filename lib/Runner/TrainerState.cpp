@@ -15,6 +15,7 @@
 #include "ds/Runner/Checkpoint.h"
 #include "ds/Runner/Random.h"
 #include "ds/Runner/Report.h"
+#include "ds/Runtime/ds_runtime.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -133,6 +134,11 @@ static uint64_t streamIdOf(llvm::StringRef name) {
   return hashBytes(name) & ((uint64_t(1) << 62) - 1);
 }
 
+/// The checkpoint key of rank `rank`'s copy of a per-rank state.
+static std::string rankKey(llvm::StringRef key, int rank) {
+  return (key + "@rank" + llvm::Twine(rank)).str();
+}
+
 Error Trainer::initState() {
   const auto &c = program.contract();
   for (auto [i, arg] : llvm::enumerate(c.args)) {
@@ -214,26 +220,37 @@ Error Trainer::restore(llvm::StringRef dir) {
                   "(module hash " +
                   (hash ? hash->str() : std::string("missing")) + ", this is " +
                   options.moduleHash + ")");
+  int64_t savedWorld = state.getInteger("world_size").value_or(1);
+  if (savedWorld != options.worldSize)
+    return errorf("--resume " + dir + ": the checkpoint was written by " +
+                  std::to_string(savedWorld) + " rank(s) and this run has " +
+                  std::to_string(options.worldSize) +
+                  "; resume with the same number of ranks (the batch split "
+                  "and each rank's error-feedback residuals depend on it)");
   const auto &c = program.contract();
+  std::set<std::string> used;
   for (auto [i, arg] : llvm::enumerate(c.args)) {
     if (arg.role == ArgRole::Input)
       continue;
-    auto it = ckpt->tensors.find(tensorKey(i));
+    std::string key = tensorKey(i);
+    if (options.worldSize > 1 && isPerRankState(i)) {
+      for (int r = 0; r < options.worldSize; ++r)
+        used.insert(rankKey(key, r));
+      key = rankKey(key, options.rank);
+    } else {
+      used.insert(key);
+    }
+    auto it = ckpt->tensors.find(key);
     if (it == ckpt->tensors.end())
-      return errorf("--resume " + dir + ": no tensor for '" + tensorKey(i) +
-                    "'");
+      return errorf("--resume " + dir + ": no tensor for '" + key + "'");
     if (Error e = checkTensor(it->second, args[i].dtype, args[i].shape,
-                              "checkpoint tensor '" + tensorKey(i) + "'"))
+                              "checkpoint tensor '" + key + "'"))
       return e;
     args[i] = it->second;
   }
   // State the step does not have would be dropped: a checkpoint of another
   // optimizer or technique (e.g. --optimizer sgd on AdamW moments).
   std::vector<std::string> extra;
-  std::set<std::string> used;
-  for (auto [i, arg] : llvm::enumerate(c.args))
-    if (arg.role != ArgRole::Input)
-      used.insert(tensorKey(i));
   for (const auto &entry : ckpt->tensors)
     if (!used.count(entry.first))
       extra.push_back("'" + entry.first + "'");
@@ -274,13 +291,70 @@ Error Trainer::restore(llvm::StringRef dir) {
   return Error::success();
 }
 
+bool Trainer::isPerRankState(unsigned i) const {
+  const mlir::ds::ContractArg &arg = program.contract().args[i];
+  return arg.role == ArgRole::State &&
+         arg.state.getKind().starts_with("comm.residual");
+}
+
+Error Trainer::checkReplicas(llvm::StringRef when) {
+  // One hash over every parameter and every shared state, in order.
+  const auto &c = program.contract();
+  std::string all;
+  for (auto [i, arg] : llvm::enumerate(c.args)) {
+    if (arg.role == ArgRole::Input || isPerRankState(i))
+      continue;
+    uint64_t h = hashBytes(llvm::StringRef(
+        reinterpret_cast<const char *>(args[i].bytes.data()),
+        args[i].bytes.size()));
+    all.append(reinterpret_cast<const char *>(&h), sizeof(h));
+  }
+  uint64_t mine = hashBytes(all);
+  std::vector<uint64_t> hashes(options.worldSize);
+  if (dsrt_allgather(&mine, sizeof(mine), hashes.data()) != 0)
+    return errorf("replica check " + when + ": " + dsrt_last_error());
+  ++replicaChecks;
+  for (int r = 1; r < options.worldSize; ++r)
+    if (hashes[r] != hashes[0])
+      return errorf("replica check " + when + ": rank " + std::to_string(r) +
+                    "'s parameters and state differ from rank 0's (hash " +
+                    formatHash(hashes[r]) + " vs " + formatHash(hashes[0]) +
+                    "); the ranks have diverged");
+  return Error::success();
+}
+
 Error Trainer::saveCheckpoint(llvm::StringRef dir) {
   const auto &c = program.contract();
   std::vector<std::string> keys;
   std::vector<std::pair<std::string, const HostTensor *>> tensors;
-  for (auto [i, arg] : llvm::enumerate(c.args))
-    if (arg.role != ArgRole::Input)
+  // Data parallel: every rank's own state (error-feedback residuals) is
+  // gathered to rank 0, which writes the one checkpoint.
+  std::vector<HostTensor> gathered;
+  gathered.reserve(c.args.size() * options.worldSize);
+  for (auto [i, arg] : llvm::enumerate(c.args)) {
+    if (arg.role == ArgRole::Input)
+      continue;
+    if (options.worldSize == 1 || !isPerRankState(i)) {
       tensors.push_back({tensorKey(i), &args[i]});
+      continue;
+    }
+    HostTensor all(args[i].dtype,
+                   {int64_t(options.worldSize) * args[i].numElements()});
+    if (dsrt_allgather(args[i].bytes.data(), args[i].sizeInBytes(),
+                       all.bytes.data()) != 0)
+      return errorf("checkpoint: gathering '" + tensorKey(i) +
+                    "': " + dsrt_last_error());
+    for (int r = 0; r < options.worldSize; ++r) {
+      HostTensor &part = gathered.emplace_back(args[i].dtype, args[i].shape);
+      std::copy_n(all.bytes.begin() + size_t(r) * part.sizeInBytes(),
+                  part.sizeInBytes(), part.bytes.begin());
+      keys.push_back(rankKey(tensorKey(i), r));
+    }
+  }
+  for (size_t k = 0; k < keys.size(); ++k)
+    tensors.push_back({keys[k], &gathered[k]});
+  if (options.rank != 0)
+    return Error::success();
   llvm::json::Object state{
       {"step", step},
       {"data_cursor", data ? static_cast<int64_t>(data->cursor()) : 0},

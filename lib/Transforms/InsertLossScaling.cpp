@@ -274,7 +274,16 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
   Value probe = s.f64(0.0);
   for (unsigned i : gradResults)
     probe = s.add(probe, nonFiniteProbe(b, loc, ed.terminator->getOperand(i)));
-  Value found = s.cmpf(arith::CmpFPredicate::UNO, probe, probe);
+  // Every later use reads the flag back from the metric tensor, so that
+  // ds-data-parallel, which MAX-reduces that tensor across the ranks, makes
+  // the loss scale and the skip decisions agree on every rank.
+  Value zeroF = s.f64(0.0), oneF = s.f64(1.0);
+  Value foundMetric =
+      s.tensor(s.select(s.cmpf(arith::CmpFPredicate::UNO, probe, probe), oneF,
+                        zeroF),
+               f32);
+  Value found =
+      s.cmpf(arith::CmpFPredicate::OGT, s.extract(foundMetric), s.f64(0.5));
 
   // Unscale by the f32 reciprocal computed in f64.
   Value inv = s.tensor(s.div(s.f64(1.0), scale), f32);
@@ -343,8 +352,7 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
     ed.addUpdate(actState, s.tensor(newAct, f32));
   }
 
-  Value zeroF = s.f64(0.0), oneF = s.f64(1.0);
-  ed.addMetric("found_inf", s.tensor(s.select(found, oneF, zeroF), f32));
+  ed.addMetric("found_inf", foundMetric);
   ed.addMetric("loss_scale", scaleTensorF32);
 
   // The anomaly detector on the global L2 norm of the unscaled gradients.

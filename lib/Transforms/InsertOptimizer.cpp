@@ -348,21 +348,7 @@ mlir::ds::insertOptimizer(FunctionOpInterface func,
   // `sparsity.mask_update` (ds-sparsify-matmul; RigL takes no optimizer
   // step while the masks change) metric is set: every update selects the
   // old value, on the device.
-  Value skip;
-  for (StringRef name :
-       {StringRef("found_inf"), StringRef(sparsity::kMaskUpdateMetric)}) {
-    Value flag = findMetric(func, *contract, name);
-    if (!flag)
-      continue;
-    auto ft = cast<RankedTensorType>(flag.getType());
-    Value half = arith::ConstantOp::create(
-        b, loc, ft,
-        DenseElementsAttr::get(
-            ft, FloatAttr::get(cast<FloatType>(ft.getElementType()), 0.5)));
-    Value set = CompareOp::create(b, loc, ComparePredicate::gt, flag, half);
-    // skip || set, as a select (ds has no logical or).
-    skip = skip ? Value(SelectOp::create(b, loc, skip, skip, set)) : set;
-  }
+  Value skip = buildSkipFlag(b, loc, func, *contract);
   auto guard = [&](Value old, Value updated) -> Value {
     return skip ? SelectOp::create(b, updated.getLoc(), skip, old, updated)
                 : updated;

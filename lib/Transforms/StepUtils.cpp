@@ -182,6 +182,27 @@ mlir::ds::detail::requireGradientStep(FunctionOpInterface func,
   return contract;
 }
 
+Value mlir::ds::detail::buildSkipFlag(OpBuilder &b, Location loc,
+                                      FunctionOpInterface func,
+                                      const TrainingContract &contract) {
+  Value skip;
+  for (StringRef name :
+       {StringRef("found_inf"), StringRef("sparsity.mask_update")}) {
+    Value flag = findMetric(func, contract, name);
+    if (!flag)
+      continue;
+    auto ft = cast<RankedTensorType>(flag.getType());
+    Value half = arith::ConstantOp::create(
+        b, loc, ft,
+        DenseElementsAttr::get(
+            ft, FloatAttr::get(cast<FloatType>(ft.getElementType()), 0.5)));
+    Value set = CompareOp::create(b, loc, ComparePredicate::gt, flag, half);
+    // skip || set, as a select (ds has no logical or).
+    skip = skip ? Value(SelectOp::create(b, loc, skip, skip, set)) : set;
+  }
+  return skip;
+}
+
 bool mlir::ds::detail::hasStateWithPrefix(const TrainingContract &contract,
                                           StringRef prefix) {
   return llvm::any_of(contract.args, [&](const ContractArg &a) {

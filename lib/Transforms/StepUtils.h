@@ -95,6 +95,14 @@ Value findMetric(FunctionOpInterface func, const TrainingContract &contract,
 FailureOr<TrainingContract> requireGradientStep(FunctionOpInterface func,
                                                 StringRef pass);
 
+/// A rank-0 i1 tensor, set on a step that takes no optimizer step: its
+/// `found_inf` (ds-insert-loss-scaling) or `sparsity.mask_update`
+/// (ds-sparsify-matmul; RigL takes no optimizer step while the masks
+/// change) metric is set. Null when the step has neither metric. Built at
+/// the builder's insertion point.
+Value buildSkipFlag(OpBuilder &b, Location loc, FunctionOpInterface func,
+                    const TrainingContract &contract);
+
 /// Whether the step has a state whose kind starts with `prefix`.
 bool hasStateWithPrefix(const TrainingContract &contract, StringRef prefix);
 

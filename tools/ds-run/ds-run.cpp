@@ -11,6 +11,7 @@
 #include "ds/Runner/Report.h"
 #include "ds/Runner/Session.h"
 #include "ds/Runner/Trainer.h"
+#include "ds/Runtime/ds_runtime.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -26,6 +27,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <unistd.h>
 
 using namespace llvm;
 using namespace ds::runner;
@@ -152,6 +154,48 @@ cl::opt<std::string> injectNonfinite(
              "(seeded by --seed), or on the listed steps (3,17,40 or at:17); "
              "needs --loss-scaling"),
     cl::value_desc("N|S1,S2,..."), cl::cat(guardCat));
+
+cl::OptionCategory
+    dpCat("Data parallelism (run under scripts/ds-mpirun or mpirun)");
+cl::opt<bool> dataParallel(
+    "data-parallel",
+    cl::desc("Add ds-data-parallel: average the gradients over the ranks; "
+             "rank r trains on rows [r b, (r + 1) b) of global batches of "
+             "N b rows (b: the module's batch)"),
+    cl::init(false), cl::cat(dpCat));
+cl::opt<std::string> fuseAllReduce(
+    "fuse-allreduce", cl::ValueOptional,
+    cl::desc("Add ds-fuse-allreduce (DDP's 25 MiB buckets, the first 1 MiB); "
+             "a value gives its options, e.g. --fuse-allreduce="
+             "'bucket-bytes=65536 first-bucket-bytes=16384'"),
+    cl::value_desc("OPTIONS"), cl::cat(dpCat));
+cl::opt<std::string> compressAllReduce(
+    "compress-allreduce", cl::ValueOptional,
+    cl::desc("Add ds-compress-allreduce (the seed's three tiers by default); "
+             "a value gives its options, e.g. --compress-allreduce="
+             "'scheme=topk ratio=0.001'"),
+    cl::value_desc("OPTIONS"), cl::cat(dpCat));
+cl::opt<double> commTimeout(
+    "comm-timeout",
+    cl::desc("Seconds a collective may wait for the other ranks before the "
+             "run fails (a stopped or dead rank); 0 waits forever "
+             "(default 300)"),
+    cl::init(300.0), cl::cat(dpCat));
+cl::opt<bool> deterministic(
+    "deterministic",
+    cl::desc("Sum gradients in rank order: bit-identical results for any "
+             "bucketing and MPI algorithm"),
+    cl::init(false), cl::cat(dpCat));
+cl::opt<int64_t> checkReplicas(
+    "check-replicas",
+    cl::desc("Compare a hash of every rank's parameters every K steps (0: "
+             "at the start, at checkpoints and at the end)"),
+    cl::init(0), cl::cat(dpCat));
+cl::opt<int64_t> globalBatch(
+    "global-batch",
+    cl::desc("Check that the global batch is B rows: the module's batch "
+             "times the number of ranks"),
+    cl::value_desc("B"), cl::init(0), cl::cat(dpCat));
 
 cl::opt<mlir::ds::OptimizerKind>
     optKind("optimizer", cl::desc("Optimizer"),
@@ -323,7 +367,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   // --help lists ds-run's own options, not those of the LLVM libraries.
-  cl::HideUnrelatedOptions({&runCat, &optCat, &guardCat});
+  cl::HideUnrelatedOptions({&runCat, &optCat, &guardCat, &dpCat});
   cl::ParseCommandLineOptions(
       argc, argv,
       "ds-run: compile a ds training step and run it on the CPU\n\n"
@@ -334,6 +378,13 @@ int main(int argc, char **argv) {
 
   auto badOption = [](StringRef msg) {
     errs() << "ds-run: error: " << msg << "\n";
+    // Under mpirun a peer may wait in a collective: leave at once.
+    if (dsrt_comm_size() > 1) {
+      outs().flush();
+      errs().flush();
+      _exit(1);
+    }
+    dsrt_comm_finalize();
     return 1;
   };
   if (steps < 0)
@@ -346,6 +397,30 @@ int main(int argc, char **argv) {
     if (!parent.empty() && !sys::fs::is_directory(parent))
       return badOption(
           ("--report: directory '" + parent + "' does not exist").str());
+  }
+
+  if (commTimeout < 0 || checkReplicas < 0 || globalBatch < 0)
+    return badOption("--comm-timeout, --check-replicas and --global-batch "
+                     "must be >= 0");
+  // Under mpirun every rank runs this same command. The communicator
+  // starts first: only rank 0 prints, reports and writes checkpoints.
+  int rank = 0, worldSize = 1;
+  if (dsrt_comm_launched()) {
+    dsrt_comm_config config{commTimeout, deterministic ? 1 : 0};
+    if (dsrt_comm_init(&config) != 0)
+      return badOption(std::string("cannot start MPI: ") + dsrt_last_error());
+    // Every way out of main finalizes MPI (the failure paths that cannot
+    // leave with _exit).
+    std::atexit([] { dsrt_comm_finalize(); });
+    rank = dsrt_comm_rank();
+    worldSize = dsrt_comm_size();
+  }
+  bool dpRequested = dataParallel || fuseAllReduce.getNumOccurrences() ||
+                     compressAllReduce.getNumOccurrences();
+  if (rank != 0) {
+    quiet = true;
+    reportPath = "";
+    saveResults = "";
   }
 
   std::string error;
@@ -469,6 +544,29 @@ int main(int argc, char **argv) {
       return badOption("--clip-gradients: " + error);
     prepare.clipSpelling = clipGradients;
   }
+  if (dpRequested) {
+    pipeline.dataParallel = true;
+    if (fuseAllReduce.getNumOccurrences()) {
+      if (!parseTechniqueOptions(techniques, "fuse", fuseAllReduce, error))
+        return badOption("--fuse-allreduce: " + error);
+      pipeline.fuseAllReduce = *techniques.getConfig().fuseAllReduce;
+      if (pipeline.fuseAllReduce->bucketBytes <= 0 ||
+          pipeline.fuseAllReduce->firstBucketBytes <= 0)
+        return badOption("--fuse-allreduce: bucket-bytes and "
+                         "first-bucket-bytes must be > 0");
+      prepare.fuseSpelling = fuseAllReduce;
+    }
+    if (compressAllReduce.getNumOccurrences()) {
+      if (!parseTechniqueOptions(techniques, "compress", compressAllReduce,
+                                 error))
+        return badOption("--compress-allreduce: " + error);
+      pipeline.compressAllReduce = *techniques.getConfig().compressAllReduce;
+      if (failed(mlir::ds::validateCompressOptions(*pipeline.compressAllReduce,
+                                                   error)))
+        return badOption("--compress-allreduce: " + error);
+      prepare.compressSpelling = compressAllReduce;
+    }
+  }
   std::vector<int64_t> injectSteps;
   if (!injectNonfinite.empty() &&
       !parseInjectSteps(injectNonfinite, steps, seed, injectSteps, error))
@@ -491,6 +589,11 @@ int main(int argc, char **argv) {
     errs() << "ds-run: error: " << toString(program.takeError()) << "\n";
     return 1;
   }
+  if (worldSize > 1 && !(*program)->isDataParallel())
+    return badOption(
+        "running under mpirun with " + std::to_string(worldSize) +
+        " ranks, but the step is not data parallel: every rank would train "
+        "its own copy; add --data-parallel (or run one process)");
   if (!quiet)
     outs() << format("ds-run: compiled '%s' in %.2f s (MLIR %.2f s, LLVM "
                      "%.2f s)\n",
@@ -518,20 +621,56 @@ int main(int argc, char **argv) {
   options.moduleHash = moduleHash;
   options.modulePath = inputFile;
   options.injectSteps = injectSteps;
+  options.rank = rank;
+  options.worldSize = worldSize;
+  options.checkReplicasEvery = checkReplicas;
   if (!parseAssignments(dataFiles, "data", options.dataFiles) ||
       !parseAssignments(evalFiles, "eval-data", options.evalFiles))
     return 1;
 
-  Expected<std::unique_ptr<Trainer>> trainer =
-      Trainer::create(**program, options, outs());
+  if (globalBatch > 0) {
+    const mlir::ds::TrainingContract &c = (*program)->contract();
+    for (const mlir::ds::ContractArg &arg : c.args) {
+      if (arg.role != mlir::ds::ArgRole::Input || arg.type.getRank() == 0)
+        continue;
+      int64_t local = arg.type.getDimSize(0);
+      if (globalBatch % worldSize != 0 || globalBatch / worldSize != local)
+        return badOption(
+            "--global-batch " + std::to_string(globalBatch) +
+            (globalBatch % worldSize != 0
+                 ? " is not divisible by the " + std::to_string(worldSize) +
+                       " ranks"
+                 : " over " + std::to_string(worldSize) + " ranks gives " +
+                       std::to_string(globalBatch / worldSize) +
+                       " rows per rank, but input '" + arg.name +
+                       "' of the step has a batch of " +
+                       std::to_string(local)));
+    }
+  }
+
+  // Leaves the process: an MPI job that failed cannot finalize (a peer may
+  // be stopped inside a collective), so it exits at once and mpirun ends
+  // the other ranks.
+  auto finish = [&](int code) -> int {
+    outs().flush();
+    errs().flush();
+    if (code != 0 && worldSize > 1)
+      _exit(code);
+    dsrt_comm_finalize();
+    return code;
+  };
+  Expected<std::unique_ptr<Trainer>> trainer = Trainer::create(
+      **program, options, rank == 0 ? outs() : nulls());
   if (!trainer) {
-    errs() << "ds-run: error: " << toString(trainer.takeError()) << "\n";
-    return 1;
+    errs() << "ds-run: error: " << (worldSize > 1 ? "rank " + std::to_string(rank) + ": " : "")
+           << toString(trainer.takeError()) << "\n";
+    return finish(1);
   }
   if (Error e = (*trainer)->run()) {
     outs().flush();
-    errs() << "ds-run: error: " << toString(std::move(e)) << "\n";
-    return 1;
+    errs() << "ds-run: error: " << (worldSize > 1 ? "rank " + std::to_string(rank) + ": " : "")
+           << toString(std::move(e)) << "\n";
+    return finish(1);
   }
-  return 0;
+  return finish(0);
 }

@@ -41,6 +41,10 @@ struct TrainingPipelineConfig {
   std::optional<AssignPrecisionPassOptions> precision;
   std::optional<InsertLossScalingPassOptions> lossScaling;
   std::optional<QATBitWidthPassOptions> qatBitWidth;
+  /// ds-data-parallel, and the bucketing and compression of its all-reduce.
+  bool dataParallel = false;
+  std::optional<FuseAllReducePassOptions> fuseAllReduce;
+  std::optional<CompressAllReducePassOptions> compressAllReduce;
   std::optional<ClipGradientsPassOptions> clip;
   /// ds-insert-optimizer (empty for a step that already updates).
   std::optional<InsertOptimizerPassOptions> optimizer =
@@ -279,6 +283,53 @@ struct TrainingPipelineOptions
       *this, "clip-noise-std",
       llvm::cl::desc("Std of the Gaussian noise added; 0 = none"),
       llvm::cl::init(ClipGradientsPassOptions().noiseStd)};
+
+  // ds-data-parallel, ds-fuse-allreduce, ds-compress-allreduce.
+  Opt::Option<bool> dataParallel{
+      *this, "data-parallel",
+      llvm::cl::desc("Run ds-data-parallel (implied by fuse and compress)"),
+      llvm::cl::init(false)};
+  Opt::Option<bool> fuse{*this, "fuse",
+                         llvm::cl::desc("Run ds-fuse-allreduce"),
+                         llvm::cl::init(false)};
+  Opt::Option<int64_t> fuseBucketBytes{
+      *this, "fuse-bucket-bytes", llvm::cl::desc("Bytes per bucket"),
+      llvm::cl::init(FuseAllReducePassOptions().bucketBytes)};
+  Opt::Option<int64_t> fuseFirstBucketBytes{
+      *this, "fuse-first-bucket-bytes",
+      llvm::cl::desc("Bytes of the first bucket"),
+      llvm::cl::init(FuseAllReducePassOptions().firstBucketBytes)};
+  Opt::Option<bool> compress{*this, "compress",
+                             llvm::cl::desc("Run ds-compress-allreduce"),
+                             llvm::cl::init(false)};
+  Opt::Option<CompressionScheme> compressScheme{
+      *this, "compress-scheme",
+      llvm::cl::desc("three-tier, topk, fp16 or bf16"),
+      llvm::cl::init(CompressAllReducePassOptions().scheme),
+      compressionSchemeValues()};
+  Opt::Option<bool> compressFixedThresholds{
+      *this, "compress-fixed-thresholds",
+      llvm::cl::desc("three-tier: fixed theta-low / theta-high"),
+      llvm::cl::init(false)};
+  Opt::Option<double> compressQuantileLow{
+      *this, "compress-quantile-low", llvm::cl::desc("three-tier"),
+      llvm::cl::init(CompressAllReducePassOptions().quantileLow)};
+  Opt::Option<double> compressQuantileHigh{
+      *this, "compress-quantile-high", llvm::cl::desc("three-tier"),
+      llvm::cl::init(CompressAllReducePassOptions().quantileHigh)};
+  Opt::Option<double> compressThetaLow{
+      *this, "compress-theta-low", llvm::cl::desc("three-tier, fixed"),
+      llvm::cl::init(CompressAllReducePassOptions().thetaLow)};
+  Opt::Option<double> compressThetaHigh{
+      *this, "compress-theta-high", llvm::cl::desc("three-tier, fixed"),
+      llvm::cl::init(CompressAllReducePassOptions().thetaHigh)};
+  Opt::Option<double> compressRatio{
+      *this, "compress-ratio", llvm::cl::desc("topk: the fraction sent"),
+      llvm::cl::init(CompressAllReducePassOptions().ratio)};
+  Opt::Option<int64_t> compressWarmupIterations{
+      *this, "compress-warmup-iterations",
+      llvm::cl::desc("topk: iterations per DGC warm-up stage"),
+      llvm::cl::init(CompressAllReducePassOptions().warmupIterations)};
 
   // ds-insert-optimizer (always runs).
   Opt::Option<OptimizerKind> optKind{

@@ -50,7 +50,7 @@ struct PrepareOptions {
   /// Textual forms of the options, for the progress line.
   std::string optimizerSpelling = "kind=adamw";
   std::string lossScalingSpelling, clipSpelling, fakeQuantSpelling,
-      sparsitySpelling;
+      sparsitySpelling, fuseSpelling, compressSpelling;
   /// Run the module as it is (no autodiff / optimizer): for gradient checks.
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).
@@ -142,6 +142,9 @@ public:
   const PrecisionSchedule *schedule() const {
     return precisionSchedule ? &*precisionSchedule : nullptr;
   }
+  /// Whether the step averages its gradients over the ranks of an MPI job
+  /// (ds-data-parallel ran: the module has `ds.data_parallel`).
+  bool isDataParallel() const { return dataParallel; }
 
   /// Calls the forward-only copy (evalContract() must be set) with the
   /// leading arguments of the step.
@@ -167,6 +170,7 @@ private:
   std::vector<std::string> conversion;
   std::vector<QuantizedValue> quantized;
   ModuleLevel level = ModuleLevel::Lowered;
+  bool dataParallel = false;
   CompileTimes compileTimes;
   llvm::json::Array precision;
   std::unique_ptr<mlir::ExecutionEngine> engine;

@@ -60,6 +60,15 @@ struct TrainOptions {
   /// Steps (1-based) on which the `inject_nonfinite` input is set to 1
   /// (fault injection, see ds-insert-loss-scaling); sorted.
   std::vector<int64_t> injectSteps;
+  /// Data parallelism (mpirun): this process's rank and the world size.
+  /// Rank r trains on rows [r b, (r + 1) b) of global batches of size N b
+  /// (b: the step's batch); only rank 0 prints, reports and writes
+  /// checkpoints (with every rank's own state).
+  int rank = 0;
+  int worldSize = 1;
+  /// Compare a hash of every rank's parameters and shared state every K
+  /// steps (0: at the start, at checkpoints and at the end only).
+  int64_t checkReplicasEvery = 0;
 };
 
 class Trainer {
@@ -84,6 +93,11 @@ private:
   /// --save-results.
   llvm::Error checkOutputs() const;
   llvm::Error restore(llvm::StringRef dir);
+  /// Fails unless every rank holds the same parameters and shared state.
+  llvm::Error checkReplicas(llvm::StringRef when);
+  /// Whether argument `i` is state each rank keeps for itself (the
+  /// error-feedback residuals of ds-compress-allreduce).
+  bool isPerRankState(unsigned i) const;
   llvm::Error saveCheckpoint(llvm::StringRef dir);
   llvm::Error feed(uint64_t batch, bool heldOut);
   /// Held-out losses of one evaluation: of the step's forward, and with
@@ -109,10 +123,14 @@ private:
   /// block-sparse kernels against the dense products. Empty without
   /// sparsity.
   llvm::json::Object sparsitySummary() const;
+  /// Ranks, bytes on the wire per step, compression ratio, wait time.
+  llvm::json::Object dataParallelSummary() const;
   double scalarOf(const HostTensor &t) const;
   std::string tensorKey(unsigned argIndex) const;
 
   StepProgram &program;
+  /// Replica hash checks done (data parallel).
+  int64_t replicaChecks = 0;
   TrainOptions options;
   llvm::raw_ostream &out;
   std::unique_ptr<DataFeed> data;

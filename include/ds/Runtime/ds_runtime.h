@@ -270,6 +270,219 @@ DSRT_API void _mlir_ciface_dsrt_top_k_mask_f32(dsrt_memref1_f32 *scores,
 DSRT_API void _mlir_ciface_dsrt_top_k_mask_f64(dsrt_memref1_f64 *scores,
                                                int64_t k, dsrt_memref1_i8 *out);
 
+/*===------------------------------------------------------------------------===
+ * Collectives (data parallelism)
+ *===------------------------------------------------------------------------===*/
+
+/* One communicator per process, duplicated from MPI_COMM_WORLD for ds-mlir,
+   with MPI_ERRORS_RETURN: an MPI failure is recorded in the error slot, never
+   an abort. Every MPI call is made by one communication thread (it calls
+   MPI_Init_thread(MPI_THREAD_FUNNELED) and MPI_Finalize), which runs the
+   collectives in the order they were issued; a started collective therefore
+   progresses while the caller computes, and a wait is bounded by the
+   timeout. MPI is initialised only when the process was launched by mpirun
+   (OMPI_COMM_WORLD_SIZE or PMIX_RANK in the environment); otherwise the
+   world is this process alone (rank 0 of 1), no MPI function is called, and
+   every collective is a local copy through the same thread and queue,
+   compressed ones included (they still encode and decode): the results are
+   those of one rank of an MPI run. A collective before dsrt_comm_init
+   starts the communicator with the default configuration (no timeout, not
+   deterministic); one after dsrt_comm_finalize records an error and
+   returns its local value.
+
+   After a failure (an MPI error, a malformed payload from a peer, or a
+   timed-out wait) the communicator is failed: every later collective
+   records nothing new, returns at once and leaves its outputs as its local
+   value, the reduction of one rank (the input; for a compressed all-reduce
+   this rank's decoded values; zeros for a non-finite bucket; a host call
+   returns -1 and leaves its buffer as it was, dsrt_allgather writing this
+   rank's block and zeros elsewhere), so a step finishes with finite values
+   and the runner stops on the error. A wait on a collective that completed
+   before the failure still returns its result. A timed-out collective
+   cannot be cancelled in MPI: the process must then leave with _exit()
+   (dsrt_comm_finalize returns at once, without finalizing MPI and leaving
+   the communication thread behind).
+
+   Buffers passed to a start call are copied before it returns; results are
+   copied out by the wait. Handles are positive; each is waited exactly
+   once. A start call that records an error (a bad descriptor or scheme
+   parameter) returns 0; waiting 0, an unknown handle or a handle of the
+   other element type records an error and writes zeros.
+
+   DSRT_COMM_TEST_DELAY_MS=n (for tests): the communication thread sleeps n
+   ms before each collective, a slow rank without a second process. */
+
+typedef struct dsrt_comm_config {
+  /* Seconds a wait (or a blocking collective) may block before the
+     communicator fails with a timeout error; <= 0 waits forever. */
+  double timeout_seconds;
+  /* Nonzero: sums are computed in rank order 0, 1, ..., N-1 on every rank
+     (an all-gather, then a local sum), so results are bit-identical for any
+     bucketing and any MPI algorithm. */
+  int deterministic;
+} dsrt_comm_config;
+
+/* Starts the communicator (idempotent: later calls only update the config;
+   NULL is the default config). Waits for MPI_Init_thread at most
+   max(timeout, 60 s) (forever when the timeout is <= 0). Outside mpirun a call after dsrt_comm_finalize starts
+   a new communicator; under mpirun it is an error (MPI cannot restart).
+   Returns 0, or -1 with an error recorded. */
+DSRT_API int dsrt_comm_init(const dsrt_comm_config *config);
+/* Finishes pending work and MPI (when not failed). Idempotent. */
+DSRT_API void dsrt_comm_finalize(void);
+/* Whether this process was launched by mpirun (the environment says so),
+   whether or not dsrt_comm_init has been called. */
+DSRT_API int dsrt_comm_launched(void);
+/* Rank and size (0 and 1 before init or outside mpirun). */
+DSRT_API int dsrt_comm_rank(void);
+DSRT_API int dsrt_comm_size(void);
+/* Nonzero once the communicator has failed. */
+DSRT_API int dsrt_comm_failed(void);
+
+/* Element types and reductions of the host-side calls. */
+enum { DSRT_F32 = 0, DSRT_F64 = 1, DSRT_I64 = 2, DSRT_U8 = 3 };
+enum {
+  DSRT_REDUCE_SUM = 0,
+  DSRT_REDUCE_MEAN = 1, /* the sum times 1/N, computed as sum / N */
+  DSRT_REDUCE_MAX = 2,
+  DSRT_REDUCE_MIN = 3
+};
+
+/* Blocking host-side collectives for the runner (eval losses, hash checks,
+   checkpoint gathers). Return 0, or -1 with an error recorded.
+   dsrt_allreduce: in place, `count` elements of `dtype` (MAX/MIN/SUM on
+   integers; MEAN on floats only). dsrt_broadcast: `bytes` from `root`.
+   dsrt_allgather: each rank's `bytes` into recv[rank * bytes]. */
+DSRT_API int dsrt_allreduce(void *buf, int64_t count, int dtype, int op);
+DSRT_API int dsrt_broadcast(void *buf, int64_t bytes, int root);
+DSRT_API int dsrt_allgather(const void *send, int64_t bytes, void *recv);
+
+/* Compression schemes of a gradient all-reduce (always a MEAN). */
+enum {
+  DSRT_COMPRESS_NONE = 0,
+  /* The seed's three tiers. With v = grad + residual and a = |v|:
+       thresholds: p0 = 0 (quantiles): theta_low = quantile(a, p1),
+       theta_high = quantile(a, p2), NumPy's method="lower" (the element of
+       rank floor(q * (n - 1)) in ascending order), p1 and p2 in [0, 1];
+       p0 = 1 (fixed): theta_low = f32(p1), theta_high = f32(p2), finite
+       and >= 0; another p0 is an error.
+       a > theta_high: 8 bits, q = clamp(rint(v / s8), -127, 127) with
+         s8 = max(a over this tier) / 127 (f32), decoded q * s8;
+       theta_low < a <= theta_high: 16 bits, f16(v / t16) with t16 the
+         smallest power of two >= theta_high (so it never overflows f16 and
+         rounds as f16; 1 when theta_high is 0, where the tier is empty, and
+         at most 2^127), decoded f32(h) * t16;
+       a <= theta_low: not sent.
+     residual_out = v - decoded (every element; 0 error where exact). All
+     arithmetic in f32 (f64 gradients are rounded to f32 first; their
+     residual keeps v - decoded in f64). */
+  DSRT_COMPRESS_THREE_TIER = 1,
+  /* DGC's top-k: p0 = the fraction kept (e.g. 0.001, in [0, 1]),
+     k = ceil(p0 n).
+     The threshold is the (1 - p0) quantile (method "lower") of |v| over a
+     sample of m = min(n, max(64, ceil(n / 100))) elements, v[i * n / m] for
+     i < m; the elements with |v| >= threshold are sent as (index, f32
+     value); if more than 2k pass, the k largest |v| are kept (ties to the
+     lower index). residual_out = v - sent. */
+  DSRT_COMPRESS_TOPK = 2,
+  /* DDP's fp16/bf16 hooks: each rank rounds grad / N to f16 (bf16); the N
+     rounded vectors are summed in f32 in rank order and the sum is rounded
+     to f16 (bf16) once more, then widened. No residual. A bucket with a
+     value that overflows the 16-bit type counts as non-finite. */
+  DSRT_COMPRESS_FP16 = 3,
+  DSRT_COMPRESS_BF16 = 4
+};
+
+/* Starts the MEAN all-reduce of a flat gradient bucket and returns its
+   handle. With THREE_TIER or TOPK, `residual_in` (same length) is added
+   first and `residual_out` receives the new error-feedback residual before
+   this call returns (they may be the same memref). The other schemes
+   ignore both, which may then be zero-length memrefs; a zero-length
+   residual with THREE_TIER or TOPK means no error feedback (a zero
+   residual_in, residual_out not written). If the bucket holds an inf or NaN, this rank sends zeros (nothing
+   non-finite is ever sent), residual_out = residual_in, and the wait's
+   result is the mean over ranks with this rank's contribution zero.
+   Sparse payloads (three-tier, top-k) are exchanged by an all-gather of
+   their sizes and then of the payloads (MPI_Allgatherv), each rank decoding
+   every payload in rank order; when N > 1 and the payloads together are
+   larger than the dense vector a ring all-reduce would send (2 (N-1)/N n 4
+   bytes), the ranks instead all-reduce the decoded dense vectors (SparCML's
+   switch). Payload format and exchange: see docs/CompressedPayloads.md. */
+DSRT_API int64_t _mlir_ciface_dsrt_allreduce_start_f32(
+    dsrt_memref1_f32 *grad, dsrt_memref1_f32 *residual_in,
+    dsrt_memref1_f32 *residual_out, int64_t scheme, double p0, double p1,
+    double p2);
+DSRT_API int64_t _mlir_ciface_dsrt_allreduce_start_f64(
+    dsrt_memref1_f64 *grad, dsrt_memref1_f64 *residual_in,
+    dsrt_memref1_f64 *residual_out, int64_t scheme, double p0, double p1,
+    double p2);
+/* Waits for `handle` and writes the mean into `out` (the bucket's length). */
+DSRT_API void _mlir_ciface_dsrt_allreduce_wait_f32(int64_t handle,
+                                                   dsrt_memref1_f32 *out);
+DSRT_API void _mlir_ciface_dsrt_allreduce_wait_f64(int64_t handle,
+                                                   dsrt_memref1_f64 *out);
+
+/* Blocking reduction of a small tensor inside a step (loss, found_inf,
+   metrics): out = reduce over ranks of in, `op` a DSRT_REDUCE_*. */
+DSRT_API void _mlir_ciface_dsrt_allreduce_f32(dsrt_memref1_f32 *in,
+                                              dsrt_memref1_f32 *out,
+                                              int64_t op);
+DSRT_API void _mlir_ciface_dsrt_allreduce_f64(dsrt_memref1_f64 *in,
+                                              dsrt_memref1_f64 *out,
+                                              int64_t op);
+/* out = rank 0's in (a state DDP broadcasts: batch-norm running
+   statistics). */
+DSRT_API void _mlir_ciface_dsrt_broadcast_f32(dsrt_memref1_f32 *in,
+                                              dsrt_memref1_f32 *out);
+DSRT_API void _mlir_ciface_dsrt_broadcast_f64(dsrt_memref1_f64 *in,
+                                              dsrt_memref1_f64 *out);
+/* The rank and world size, for a step that offsets its dropout counters
+   by its rows of the global batch. */
+DSRT_API int64_t dsrt_comm_rank_i64(void);
+DSRT_API int64_t dsrt_comm_size_i64(void);
+
+/* Encodes a three-tier or top-k payload exactly as a start call would
+   (for tests and tools): v = grad + residual (residual may be NULL), writes
+   the decoded values into decoded[n] and, if payload != NULL and
+   *payload_bytes (the capacity of `payload` on entry) is large enough, the
+   payload bytes; always sets *payload_bytes to the payload size. decoded
+   may be NULL. A non-finite v gives the payload of a bucket sent as zeros
+   (and zero decoded values), as a start call sends it. Returns 0, or -1
+   with an error. */
+DSRT_API int dsrt_compress_encode_f32(const float *grad, const float *residual,
+                                      int64_t n, int64_t scheme, double p0,
+                                      double p1, double p2, float *decoded,
+                                      uint8_t *payload,
+                                      int64_t *payload_bytes);
+/* Decodes a payload of `n` elements, adding it into acc[n]. Returns 0, or
+   -1 with an error (a truncated or malformed payload). */
+DSRT_API int dsrt_compress_decode_add_f32(const uint8_t *payload,
+                                          int64_t payload_bytes, int64_t n,
+                                          float *acc);
+
+/* Communication counters since the last reset (this rank): collectives
+   issued (a collective skipped because the communicator has failed is not
+   counted), bytes this rank handed to MPI as send buffers (a payload, or n
+   elements for a dense all-reduce; a broadcast counts at its root only; the
+   8-byte size exchange of sparse payloads is not counted), bytes the
+   uncompressed dense all-reduce would have sent for the same gradient
+   buckets (n times the element size; their ratio is the compression
+   ratio), seconds the caller spent blocked in waits and blocking
+   collectives, and seconds the communication thread spent inside MPI.
+   Outside mpirun the local copies count as if they were MPI calls. */
+typedef struct dsrt_comm_stats {
+  uint64_t collectives;
+  double bytes_sent;
+  double bytes_dense;
+  double wait_seconds;
+  double comm_seconds;
+  uint64_t dense_fallbacks; /* sparse payloads sent dense (SparCML switch) */
+  uint64_t nonfinite_buckets; /* buckets sent as zeros */
+} dsrt_comm_stats;
+
+DSRT_API void dsrt_get_comm_stats(dsrt_comm_stats *out);
+DSRT_API void dsrt_reset_comm_stats(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

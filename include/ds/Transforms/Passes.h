@@ -8,6 +8,8 @@
 #ifndef DS_TRANSFORMS_PASSES_H
 #define DS_TRANSFORMS_PASSES_H
 
+#include "ds/Dialect/DS/IR/DSAttrs.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -77,6 +79,17 @@ inline llvm::cl::ValuesClass clipNormTypeValues() {
                  "The infinity norm (largest |g|)"));
 }
 
+inline llvm::cl::ValuesClass compressionSchemeValues() {
+  return llvm::cl::values(
+      clEnumValN(::mlir::ds::CompressionScheme::three_tier, "three-tier",
+                 "the seed's 8-bit / f16 / dropped tiers, error feedback"),
+      clEnumValN(::mlir::ds::CompressionScheme::topk, "topk",
+                 "DGC's top-k with error feedback"),
+      clEnumValN(::mlir::ds::CompressionScheme::fp16, "fp16",
+                 "DDP's fp16 compression hook"),
+      clEnumValN(::mlir::ds::CompressionScheme::bf16, "bf16",
+                 "DDP's bf16 compression hook"));
+}
 inline llvm::cl::ValuesClass sparsityScheduleValues() {
   return llvm::cl::values(
       clEnumValN(::mlir::ds::SparsitySchedule::Cosine, "cosine",
@@ -240,6 +253,27 @@ using AssignPrecisionOptions = AssignPrecisionPassOptions;
 FailureOr<FunctionOpInterface>
 assignPrecision(FunctionOpInterface func, const PrecisionPolicy &policy,
                 const AssignPrecisionOptions &options = {});
+
+/// Averages the gradients of `func` over the ranks and makes found_inf,
+/// the loss, metrics and state from this rank's data agree across them (see
+/// ds-data-parallel).
+LogicalResult dataParallel(FunctionOpInterface func);
+
+/// Packs the gradient all-reduces of `func` into buckets (see
+/// ds-fuse-allreduce). The sizes must be > 0.
+LogicalResult fuseAllReduce(FunctionOpInterface func, int64_t bucketBytes,
+                            int64_t firstBucketBytes);
+
+/// Checks the options of ds-compress-allreduce; fails with a message naming
+/// the option in `error`.
+LogicalResult
+validateCompressOptions(const CompressAllReducePassOptions &options,
+                        std::string &error);
+
+/// Compresses the gradient buckets of `func` (see ds-compress-allreduce).
+/// The options must have been validated.
+LogicalResult compressAllReduce(FunctionOpInterface func,
+                                const CompressAllReducePassOptions &options);
 
 /// Checks the options of ds-clip-gradients; fails with a message naming the
 /// option in `error`.

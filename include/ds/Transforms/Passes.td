@@ -752,6 +752,118 @@ def QATBitWidthPass : Pass<"ds-qat-bit-width", "::mlir::ModuleOp"> {
   ];
 }
 
+def DataParallelPass : Pass<"ds-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "Averages the gradients over the ranks of an MPI job";
+  let description = [{
+    Runs after ds-insert-loss-scaling, on the unscaled gradients, and before
+    clipping, the mask updates and the optimizer (slot 4 of the canonical
+    order). Every rank runs the same step on its own rows of the global
+    batch (ds-run under mpirun hands rank r rows [r b, (r + 1) b) of a
+    global batch of N b rows, for a step of batch b):
+
+    - each `ds.grad` result becomes the mean over the ranks: a
+      `ds.all_reduce_start` right after the gradient is computed and a
+      `ds.all_reduce_wait` right before its first use, one pair per
+      gradient (ds-fuse-allreduce then packs them into buckets);
+    - `found_inf` (ds-insert-loss-scaling) is MAX-reduced where it is
+      computed, so every rank skips the same steps and the loss scale
+      evolves identically; the local check keeps reading the local
+      gradients;
+    - the loss is averaged over the ranks (the mean loss of the global
+      batch), and every other metric computed from this rank's data is
+      MAX-reduced, so the runner makes the same decision on every rank;
+    - state updated from this rank's data (batch-norm running statistics,
+      observer ranges, amax histories) takes rank 0's value, as DDP
+      broadcasts module buffers from rank 0 (so batch norm normalizes with
+      per-rank batch statistics, DDP's default);
+    - `ds.dropout` draws the counters of this rank's rows of the global
+      batch (the batch is the leading dimension), so the random stream
+      does not depend on the number of ranks.
+
+    The module gets the attribute `ds.data_parallel`; ds-run refuses to run
+    a module without it under mpirun with more than one rank.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+}
+
+def FuseAllReducePass : Pass<"ds-fuse-allreduce", "::mlir::ModuleOp"> {
+  let summary = "Packs the gradient all-reduces into buckets (DDP)";
+  let description = [{
+    Runs after ds-data-parallel. The gradients' all-reduces are packed, in
+    the order the backward produces the gradients, into flat buckets of at
+    most `bucket-bytes` (the first one `first-bucket-bytes`, so that
+    communication starts early; a gradient larger than the limit is a
+    bucket of its own; gradients of different element types never share
+    one), PyTorch DDP's defaults 25 MiB and 1 MiB. Each bucket's
+    all-reduce starts right after its last gradient is computed and is
+    waited for right before the first use of any of its gradients, so it
+    overlaps the rest of the backward.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "Bytes per bucket (DDP's bucket_cap_mb = 25)">,
+    Option<"firstBucketBytes", "first-bucket-bytes", "int64_t",
+           /*default=*/"1048576",
+           "Bytes of the first bucket (DDP's 1 MiB)">,
+  ];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
+def CompressAllReducePass : Pass<"ds-compress-allreduce", "::mlir::ModuleOp"> {
+  let summary = "Compresses the gradient all-reduce, with error feedback";
+  let description = [{
+    Runs after ds-data-parallel (and ds-fuse-allreduce); sets the
+    compression of every gradient bucket:
+
+    - `three-tier` (the seed): with `v = g + r` (the error-feedback residual
+      `r`), elements with `|v| > theta_high` are sent as 8-bit symmetric
+      integers (scale `max|v| / 127`), those with `theta_low < |v| <=
+      theta_high` as f16 (scaled by a power of two so they never overflow),
+      the others not at all; `r` becomes `v` minus what was sent. The
+      thresholds are per-bucket quantiles of `|v|` (`quantile-low`,
+      `quantile-high`; NumPy's method "lower") or fixed (`thresholds=fixed`,
+      `theta-low`, `theta-high`).
+    - `topk` (DGC): the fraction `ratio` of largest `|v|`, the threshold
+      estimated on a 1 % sample; with `warmup-iterations = W > 0`, DGC's
+      warm-up keeps 25 %, 6.25 %, 1.5625 %, 0.4 % for W iterations each,
+      then `ratio`.
+    - `fp16` / `bf16`: DDP's compression hooks (divide by the world size,
+      round, reduce).
+
+    Residuals are state (`comm.residual.bucket<i>`, f32 zeros), one per
+    bucket and rank; on a step that is skipped (`found_inf`) or a mask
+    update (`sparsity.mask_update`) they keep their value. Sparse payloads
+    are exchanged by an all-gather (or dense above SparCML's density); see
+    docs/DataParallel.md.
+  }];
+  let options = [
+    Option<"scheme", "scheme", "::mlir::ds::CompressionScheme",
+           /*default=*/"::mlir::ds::CompressionScheme::three_tier",
+           "three-tier, topk, fp16 or bf16",
+           [{::mlir::ds::compressionSchemeValues()}]>,
+    Option<"fixedThresholds", "fixed-thresholds", "bool", /*default=*/"false",
+           "three-tier: theta-low and theta-high instead of quantiles">,
+    Option<"quantileLow", "quantile-low", "double", /*default=*/"0.95",
+           "three-tier: the quantile of |v| below which nothing is sent">,
+    Option<"quantileHigh", "quantile-high", "double", /*default=*/"0.99",
+           "three-tier: the quantile of |v| above which 8 bits are sent">,
+    Option<"thetaLow", "theta-low", "double", /*default=*/"0.0",
+           "three-tier, fixed thresholds: theta_low">,
+    Option<"thetaHigh", "theta-high", "double", /*default=*/"0.0",
+           "three-tier, fixed thresholds: theta_high">,
+    Option<"ratio", "ratio", "double", /*default=*/"0.001",
+           "topk: the fraction of elements sent (DGC's 0.1 %)">,
+    Option<"warmupIterations", "warmup-iterations", "int64_t",
+           /*default=*/"0",
+           "topk: iterations per stage of DGC's sparsity warm-up (0: none)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+}
+
 def ClipGradientsPass : Pass<"ds-clip-gradients", "::mlir::ModuleOp"> {
   let summary = "Global (torch clip_grad_norm_) or adaptive per-tensor "
                 "gradient clipping";

@@ -43,6 +43,11 @@ void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns) {
   lowering::populateSparsePatterns(patterns);
 }
 
+bool mlir::ds::isCollective(Operation *op) {
+  return isa<AllReduceOp, AllReduceStartOp, AllReduceWaitOp, CommBroadcastOp,
+             CommRankOp>(op);
+}
+
 bool mlir::ds::hasRuntimeKernel(Operation *op) {
   auto blockKernel = [](Type elementType, uint64_t block) {
     return elementType.isF32() && block >= 8 && block % 8 == 0;
@@ -55,7 +60,7 @@ bool mlir::ds::hasRuntimeKernel(Operation *op) {
     Type et = t.getScores().getType().getElementType();
     return et.isF32() || et.isF64();
   }
-  return false;
+  return isCollective(op);
 }
 
 namespace {
@@ -70,6 +75,10 @@ struct ConvertDSToLinalgPass
     if (runtimeKernels)
       target.addDynamicallyLegalOp<BlockSparseMatMulOp, BlockSampledMatMulOp,
                                    TopKMaskOp>(hasRuntimeKernel);
+    // Collectives have no loop form: convert-ds-to-runtime always takes
+    // them.
+    target.addLegalOp<AllReduceOp, AllReduceStartOp, AllReduceWaitOp,
+                      CommBroadcastOp, CommRankOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

@@ -86,18 +86,37 @@ public:
         buffer);
   }
 
-  /// Calls `name(operands...)`, declaring it on first use.
-  void call(OpBuilder &b, Location loc, StringRef name, ValueRange operands) {
+  /// Calls `name(operands...)`, declaring it on first use (with the C
+  /// interface, `_mlir_ciface_<name>`, when it takes memrefs).
+  Value call(OpBuilder &b, Location loc, StringRef name, ValueRange operands,
+             TypeRange results = {}) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
     if (!fn) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());
-      fn = func::FuncOp::create(b, module.getLoc(), name,
-                                b.getFunctionType(TypeRange(operands), {}));
+      fn = func::FuncOp::create(
+          b, module.getLoc(), name,
+          b.getFunctionType(TypeRange(operands), results));
       fn.setPrivate();
-      fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+      if (llvm::any_of(operands, [](Value v) {
+            return isa<MemRefType>(v.getType());
+          }))
+        fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
     }
-    func::CallOp::create(b, loc, fn, operands);
+    auto call = func::CallOp::create(b, loc, fn, operands);
+    return results.empty() ? Value() : call.getResult(0);
+  }
+
+  /// A fresh buffer of `type` and its fully dynamic view.
+  static std::pair<Value, Value> alloc(OpBuilder &b, Location loc,
+                                       RankedTensorType type) {
+    auto memref = MemRefType::get(type.getShape(), type.getElementType());
+    Value buffer = memref::AllocOp::create(b, loc, memref);
+    Value view = memref::CastOp::create(
+        b, loc,
+        dynamicMemRef(b.getContext(), type.getRank(), type.getElementType()),
+        buffer);
+    return {buffer, view};
   }
 
   /// Allocates the result buffer of `type`, calls `name` with `operands`
@@ -182,6 +201,117 @@ void lowerTopKMask(RuntimeCallBuilder &rt, TopKMaskOp op) {
   op.erase();
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// "f32" or "f64", or failure with an error on `op`.
+FailureOr<StringRef> collectiveSuffix(Operation *op, Type elementType) {
+  if (elementType.isF32())
+    return StringRef("f32");
+  if (elementType.isF64())
+    return StringRef("f64");
+  return op->emitOpError("runs on f32 and f64 tensors only, got ")
+         << elementType;
+}
+
+/// ds.all_reduce and ds.broadcast: a blocking call on the flattened tensor.
+LogicalResult lowerBlockingCollective(RuntimeCallBuilder &rt, Operation *op) {
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  Value input = op->getOperand(0);
+  auto type = cast<RankedTensorType>(input.getType());
+  FailureOr<StringRef> suffix = collectiveSuffix(op, type.getElementType());
+  if (failed(suffix))
+    return failure();
+  int64_t n = type.getNumElements();
+  Value flat = RuntimeCallBuilder::reshape(b, loc, input, {n});
+  auto flatType = RankedTensorType::get({n}, type.getElementType());
+  Value out;
+  if (auto ar = dyn_cast<AllReduceOp>(op))
+    out = rt.callWithResult(b, loc, ("dsrt_allreduce_" + *suffix).str(),
+                            {rt.input(b, loc, flat)}, flatType,
+                            {int64_t(ar.getReduction())});
+  else
+    out = rt.callWithResult(b, loc, ("dsrt_broadcast_" + *suffix).str(),
+                            {rt.input(b, loc, flat)}, flatType, {});
+  op->getResult(0).replaceAllUsesWith(
+      RuntimeCallBuilder::reshape(b, loc, out, type.getShape()));
+  op->erase();
+  return success();
+}
+
+/// ds.all_reduce_start: (bucket, residual in, residual out, scheme, p0, p1,
+/// p2) -> handle. A scheme without a residual gets empty residual buffers.
+LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt,
+                                  AllReduceStartOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  RankedTensorType type = op.getBucket().getType();
+  FailureOr<StringRef> suffix = collectiveSuffix(op, type.getElementType());
+  if (failed(suffix))
+    return failure();
+  auto empty = RankedTensorType::get({0}, type.getElementType());
+  Value residualIn = op.getResidual() ? rt.input(b, loc, op.getResidual())
+                                      : RuntimeCallBuilder::alloc(b, loc, empty).second;
+  auto [residualOut, residualOutView] =
+      RuntimeCallBuilder::alloc(b, loc, op.getResidual() ? type : empty);
+  SmallVector<Value> operands{rt.input(b, loc, op.getBucket()), residualIn,
+                              residualOutView};
+  operands.push_back(arith::ConstantOp::create(
+      b, loc, b.getI64IntegerAttr(int64_t(op.getScheme()))));
+  for (int64_t i = 0; i < 3; ++i) {
+    if (op.getParams()) {
+      Value index = arith::ConstantIndexOp::create(b, loc, i);
+      operands.push_back(
+          tensor::ExtractOp::create(b, loc, op.getParams(), index));
+    } else {
+      operands.push_back(
+          arith::ConstantOp::create(b, loc, b.getF64FloatAttr(0.0)));
+    }
+  }
+  Value handle =
+      rt.call(b, loc, ("dsrt_allreduce_start_" + *suffix).str(), operands,
+              {b.getI64Type()});
+  op.getRequest().replaceAllUsesWith(handle);
+  if (Value next = op.getNewResidual())
+    next.replaceAllUsesWith(bufferization::ToTensorOp::create(
+        b, loc, type, residualOut, /*restrict=*/true, /*writable=*/true));
+  op.erase();
+  return success();
+}
+
+/// ds.all_reduce_wait: (handle, out).
+LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  RankedTensorType type = op.getType();
+  FailureOr<StringRef> suffix = collectiveSuffix(op, type.getElementType());
+  if (failed(suffix))
+    return failure();
+  auto [out, view] = RuntimeCallBuilder::alloc(b, loc, type);
+  rt.call(b, loc, ("dsrt_allreduce_wait_" + *suffix).str(),
+          {op.getRequest(), view});
+  Value result = bufferization::ToTensorOp::create(
+      b, loc, type, out, /*restrict=*/true, /*writable=*/true);
+  op.getResult().replaceAllUsesWith(result);
+  op.erase();
+  return success();
+}
+
+void lowerCommRank(RuntimeCallBuilder &rt, CommRankOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto scalar = [&](StringRef name) -> Value {
+    Value v = rt.call(b, loc, name, {}, {b.getI64Type()});
+    return tensor::FromElementsOp::create(
+        b, loc, RankedTensorType::get({}, b.getI64Type()), v);
+  };
+  op.getRank().replaceAllUsesWith(scalar("dsrt_comm_rank_i64"));
+  op.getSize().replaceAllUsesWith(scalar("dsrt_comm_size_i64"));
+  op.erase();
+}
+
 struct ConvertDSToRuntimePass
     : public mlir::ds::impl::ConvertDSToRuntimePassBase<
           ConvertDSToRuntimePass> {
@@ -194,12 +324,23 @@ struct ConvertDSToRuntimePass
         ops.push_back(op);
     });
     for (Operation *op : ops) {
-      if (auto mm = dyn_cast<BlockSparseMatMulOp>(op))
+      LogicalResult result = success();
+      if (isa<AllReduceOp, CommBroadcastOp>(op))
+        result = lowerBlockingCollective(rt, op);
+      else if (auto start = dyn_cast<AllReduceStartOp>(op))
+        result = lowerAllReduceStart(rt, start);
+      else if (auto wait = dyn_cast<AllReduceWaitOp>(op))
+        result = lowerAllReduceWait(rt, wait);
+      else if (auto comm = dyn_cast<CommRankOp>(op))
+        lowerCommRank(rt, comm);
+      else if (auto mm = dyn_cast<BlockSparseMatMulOp>(op))
         lowerBlockSparseMatMul(rt, mm);
       else if (auto s = dyn_cast<BlockSampledMatMulOp>(op))
         lowerBlockSampledMatMul(rt, s);
       else
         lowerTopKMask(rt, cast<TopKMaskOp>(op));
+      if (failed(result))
+        return signalPassFailure();
     }
   }
 };

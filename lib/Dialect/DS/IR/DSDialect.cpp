@@ -57,6 +57,13 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
       return op->emitOpError("attribute '") << name << "' is a unit attribute";
     return success();
   }
+  if (name == DSDialect::kGradsAttrName) {
+    auto names = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!names || !llvm::all_of(names, llvm::IsaPred<StringAttr>))
+      return op->emitOpError("attribute '")
+             << name << "' must be an array of parameter names";
+    return success();
+  }
   if (name == DSDialect::kQuantKeepAttrName) {
     auto t = dyn_cast<TypeAttr>(attr.getValue());
     if (!t || !isa<FloatType>(t.getValue()))
@@ -103,7 +110,8 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
   // function, its settings as text), and ds-sparsify-matmul's settings (per
   // step function).
   if (name == kPrecisionMapAttrName || name == kPrecisionScheduleAttrName ||
-      name == kOptimizerAttrName || name == kSparsityAttrName) {
+      name == kOptimizerAttrName || name == kSparsityAttrName ||
+      name == kDataParallelAttrName) {
     if (!isa<ModuleOp>(op))
       return op->emitOpError("'")
              << name << "' may only be attached to a module";

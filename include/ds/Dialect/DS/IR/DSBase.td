@@ -88,6 +88,14 @@ def DS_Dialect : Dialect {
     /// ds-update-sparsity-masks and the report read.
     static constexpr ::llvm::StringLiteral kSparsityAttrName =
         "ds.sparsity";
+    /// Module attribute of ds-data-parallel: the module averages its
+    /// gradients over the ranks; ds-fuse-allreduce and
+    /// ds-compress-allreduce add their settings (bucket size, scheme).
+    static constexpr ::llvm::StringLiteral kDataParallelAttrName =
+        "ds.data_parallel";
+    /// On a gradient ds.all_reduce_start: the parameters whose gradients
+    /// the bucket holds, in order.
+    static constexpr ::llvm::StringLiteral kGradsAttrName = "ds.grads";
 
   private:
     void registerAttributes();

@@ -1020,5 +1020,6 @@ def DS_AvgPool2DGradOp : DS_PoolGradOp<"avg_pool2d_grad", "avg_pool2d",
 
 include "ds/Dialect/DS/IR/DSQuantOps.td"
 include "ds/Dialect/DS/IR/DSSparseOps.td"
+include "ds/Dialect/DS/IR/DSCommOps.td"
 
 #endif // DS_DIALECT_DS_IR_DSOPS_TD

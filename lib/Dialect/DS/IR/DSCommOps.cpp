@@ -1,0 +1,52 @@
+//===- DSCommOps.cpp - Verifiers of the ds collective ops -----------------===//
+//
+// The checks that keep a gradient all-reduce well formed: a flat bucket, a
+// residual exactly when the compression scheme keeps one, the scheme's
+// parameters, and a wait whose request comes from a start of its type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Dialect/DS/IR/DSOps.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+LogicalResult AllReduceStartOp::verify() {
+  RankedTensorType bucket = getBucket().getType();
+  if (bucket.getRank() != 1)
+    return emitOpError() << "expects a 1-D bucket, got " << bucket;
+  CompressionScheme scheme = getScheme();
+  bool wantsResidual = hasResidual(scheme);
+  if (wantsResidual != bool(getResidual()) ||
+      wantsResidual != bool(getNewResidual()))
+    return emitOpError() << "scheme '" << stringifyCompressionScheme(scheme)
+                         << "' "
+                         << (wantsResidual ? "needs" : "takes no")
+                         << " error-feedback residual operand and result";
+  if (getResidual() && (getResidual().getType() != bucket ||
+                        getNewResidual().getType() != bucket))
+    return emitOpError() << "expects the residual and its new value of the "
+                            "bucket's type "
+                         << bucket;
+  bool wantsParams = scheme == CompressionScheme::three_tier ||
+                     scheme == CompressionScheme::topk;
+  if (wantsParams != bool(getParams()))
+    return emitOpError() << "scheme '" << stringifyCompressionScheme(scheme)
+                         << "' " << (wantsParams ? "needs" : "takes no")
+                         << " params";
+  if (getParams() && getParams().getType().getShape() != ArrayRef<int64_t>{3})
+    return emitOpError() << "expects params of type tensor<3xf64>, got "
+                         << getParams().getType();
+  return success();
+}
+
+LogicalResult AllReduceWaitOp::verify() {
+  auto start = getRequest().getDefiningOp<AllReduceStartOp>();
+  if (!start)
+    return emitOpError() << "expects a request made by ds.all_reduce_start";
+  if (start.getBucket().getType() != getType())
+    return emitOpError() << "expects a result of the bucket's type "
+                         << start.getBucket().getType() << ", got "
+                         << getType();
+  return success();
+}

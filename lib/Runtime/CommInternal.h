@@ -1,0 +1,122 @@
+//===- CommInternal.h - Shared helpers of the collectives -------*- C++ -*-===//
+//
+// What the three files of the collectives layer share: the communicator's
+// task queue and exchange primitives (Comm.cpp, the only file that includes
+// <mpi.h>, so that MPI's types never leak into the rest of the runtime), the
+// gradient compressors (CommCompress.cpp) and the generated-code entry
+// points (CommCollectives.cpp). Nothing here is exported.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_RUNTIME_COMMINTERNAL_H
+#define DS_LIB_RUNTIME_COMMINTERNAL_H
+
+#include "RuntimeInternal.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace dsrt {
+namespace comm {
+
+//===----------------------------------------------------------------------===//
+// Communicator (Comm.cpp)
+//===----------------------------------------------------------------------===//
+
+/// One collective queued for the communication thread.
+struct Task;
+
+/// What a caller needs to issue collectives: the world, and the
+/// deterministic flag of the configuration at the time of the issue.
+struct World {
+  int rank = 0;
+  int size = 1;
+  bool deterministic = false;
+};
+
+/// Makes sure a communicator runs (a collective before dsrt_comm_init starts
+/// one with the default configuration) and describes it. Fails, with an
+/// error recorded unless the communicator has failed before (then nothing
+/// new is recorded), when no collective may be issued: the caller then uses
+/// its local value. `world` holds the rank and size either way.
+Status acquire(World &world);
+
+/// Queues `body` for the communication thread, which runs the tasks in issue
+/// order. `kind` and `bytes` name the collective in error messages. Returns
+/// null, recording nothing, when the communicator has failed meanwhile.
+std::shared_ptr<Task> issue(const char *kind, int64_t bytes,
+                            std::function<Status()> body);
+
+/// Blocks until `task` is done, at most the configured timeout; adds the
+/// time blocked to the counters. True when the task completed; false when it
+/// failed or timed out (an error is then recorded and the communicator is
+/// failed) or when the communicator had failed before.
+bool wait(const std::shared_ptr<Task> &task);
+
+/// issue, then wait: a blocking collective. Its buffers must be owned by
+/// `body`, which may outlive the call when the wait times out.
+inline bool run(const char *kind, int64_t bytes, std::function<Status()> body) {
+  return wait(issue(kind, bytes, std::move(body)));
+}
+
+/// Exchange primitives: called only from a task body, on the communication
+/// thread. Without MPI (a world of one) they copy locally. A failure records
+/// an error naming the running task and the MPI call. None of them counts
+/// bytes: callers do (countSent).
+/// recv = the elementwise SUM, MAX or MIN over ranks of send (count elements
+/// of a DSRT_* type); send may equal recv. With `deterministic`, floating
+/// point sums are computed in rank order on every rank (all-gathers of
+/// chunks, then a local loop). MEAN divides the sum by the world size.
+Status allreduce(const void *send, void *recv, int64_t count, int dtype, int op,
+                 bool deterministic);
+/// recv[r * bytes ...] = rank r's `bytes` bytes of send.
+Status allgather(const void *send, int64_t bytes, void *recv);
+/// recv = the ranks' blocks one after another, rank r's being sizes[r]
+/// bytes (sizes as all-gathered before).
+Status allgatherv(const void *send, const int64_t *sizes, void *recv);
+/// buf = root's `bytes` bytes.
+Status broadcast(void *buf, int64_t bytes, int root);
+
+/// Size in bytes of an element of a DSRT_* type, 0 for an unknown type.
+int64_t elementSize(int dtype);
+
+/// Counters of dsrt_comm_stats.
+void countSent(double bytes);
+void countDense(double bytes);
+void countDenseFallback();
+void countNonFinite();
+
+//===----------------------------------------------------------------------===//
+// Compression (CommCompress.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Checks a scheme and its parameters; records an error naming `what`.
+Status checkScheme(int64_t scheme, double p0, double p1, double p2,
+                   const char *what);
+
+/// Encodes the finite vector v[n] with a sparse scheme (three-tier or
+/// top-k) into `payload` and writes the decoded values into decoded[n].
+Status encodeSparse(const float *v, int64_t n, int64_t scheme, double p0,
+                    double p1, double p2, float *decoded,
+                    std::vector<uint8_t> &payload);
+
+/// The payload of a sparse scheme that sends nothing (all zeros).
+void encodeZeros(int64_t n, int64_t scheme, std::vector<uint8_t> &payload);
+
+/// Adds the decoded payload to acc[n], after checking all of it (acc is
+/// untouched when the payload is malformed).
+template <typename Acc>
+Status decodeAdd(const uint8_t *payload, int64_t bytes, int64_t n, Acc *acc);
+
+/// IEEE binary16 and bfloat16 conversions, rounding to nearest even.
+uint16_t toHalf(float value);
+float fromHalf(uint16_t bits);
+uint16_t toBFloat16(float value);
+float fromBFloat16(uint16_t bits);
+
+} // namespace comm
+} // namespace dsrt
+
+#endif // DS_LIB_RUNTIME_COMMINTERNAL_H

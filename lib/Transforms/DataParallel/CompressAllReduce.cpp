@@ -1,0 +1,207 @@
+//===- CompressAllReduce.cpp - Compressed gradient all-reduce -------------===//
+//
+// Implements ds-compress-allreduce: sets the compression scheme of every
+// gradient bucket and, for the schemes that drop or round what they send
+// (three-tier, top-k), adds the bucket's error-feedback residual as state:
+// `comm.residual.bucket<i>`, zeros of the bucket's type, one per rank
+// (ds-run checkpoints every rank's). The encoding itself is the runtime's
+// (ds_runtime.h, DSRT_COMPRESS_*); the pass decides what is sent and keeps
+// the memory explicit, as every other piece of training state.
+//
+// The residual does not move on a step without an optimizer step
+// (found_inf, a mask update): those gradients are never applied, so what
+// they did not send must not be sent later either.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DataParallel.h"
+
+#include "../StepUtils.h"
+
+#include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/IR/TrainingContract.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_COMPRESSALLREDUCEPASS
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::detail;
+
+LogicalResult mlir::ds::validateCompressOptions(
+    const CompressAllReducePassOptions &o, std::string &error) {
+  auto fail = [&](StringRef option, const Twine &reason) {
+    error = optionError("ds-compress-allreduce", option, reason);
+    return failure();
+  };
+  auto str = [](double v) { return std::to_string(v); };
+  if (o.scheme == CompressionScheme::none)
+    return fail("scheme", "expected three-tier, topk, fp16 or bf16");
+  if (!(o.quantileLow >= 0 && o.quantileLow <= 1))
+    return fail("quantile-low", "must be in [0, 1], got " + str(o.quantileLow));
+  if (!(o.quantileHigh >= 0 && o.quantileHigh <= 1))
+    return fail("quantile-high",
+                "must be in [0, 1], got " + str(o.quantileHigh));
+  if (o.quantileLow > o.quantileHigh)
+    return fail("quantile-low", "must not exceed quantile-high (" +
+                                    str(o.quantileHigh) + "), got " +
+                                    str(o.quantileLow));
+  if (!(o.thetaLow >= 0) || !std::isfinite(o.thetaLow))
+    return fail("theta-low", "must be finite and >= 0, got " + str(o.thetaLow));
+  if (!(o.thetaHigh >= 0) || !std::isfinite(o.thetaHigh))
+    return fail("theta-high",
+                "must be finite and >= 0, got " + str(o.thetaHigh));
+  if (o.thetaLow > o.thetaHigh)
+    return fail("theta-low", "must not exceed theta-high (" +
+                                 str(o.thetaHigh) + "), got " +
+                                 str(o.thetaLow));
+  if (o.fixedThresholds && o.thetaHigh == 0)
+    return fail("theta-high", "must be > 0 with fixed-thresholds");
+  if (!(o.ratio > 0 && o.ratio <= 1))
+    return fail("ratio", "must be in (0, 1], got " + str(o.ratio));
+  if (o.warmupIterations < 0)
+    return fail("warmup-iterations",
+                "must be >= 0, got " + std::to_string(o.warmupIterations));
+  return success();
+}
+
+namespace {
+
+/// The tensor<3xf64> parameters of a start (ds.all_reduce_start).
+Value buildParams(OpBuilder &b, Location loc, ScalarBuilder &s,
+                  const CompressAllReducePassOptions &o, Value iteration) {
+  auto type = RankedTensorType::get({3}, b.getF64Type());
+  auto constant = [&](double a, double c, double d) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, type,
+        DenseElementsAttr::get(type, ArrayRef<double>{a, c, d}));
+  };
+  if (o.scheme == CompressionScheme::three_tier)
+    return o.fixedThresholds ? constant(1, o.thetaLow, o.thetaHigh)
+                             : constant(0, o.quantileLow, o.quantileHigh);
+  if (o.warmupIterations == 0)
+    return constant(o.ratio, 0, 0);
+  // DGC's warm-up: 75 %, 93.75 %, 98.4375 %, 99.6 % sparsity, one stage per
+  // warmup-iterations, then the final ratio (never more than it keeps).
+  Value stage = s.div(s.extractRaw(iteration), s.i64(o.warmupIterations));
+  Value ratio = s.f64(o.ratio);
+  const double kept[] = {0.25, 0.0625, 0.015625, 0.004};
+  for (int i = 3; i >= 0; --i)
+    ratio = s.select(s.cmpi(arith::CmpIPredicate::eq, stage, s.i64(i)),
+                     s.f64(std::max(kept[i], double(o.ratio))), ratio);
+  Value zero = s.f64(0);
+  return tensor::FromElementsOp::create(b, loc, type,
+                                        ValueRange{ratio, zero, zero});
+}
+
+} // namespace
+
+LogicalResult
+mlir::ds::compressAllReduce(FunctionOpInterface func,
+                            const CompressAllReducePassOptions &options) {
+  FailureOr<TrainingContract> contract =
+      requireGradientStep(func, "ds-compress-allreduce");
+  if (failed(contract))
+    return failure();
+  SmallVector<AllReduceStartOp> starts = dp::gradientStarts(func);
+  if (starts.empty())
+    return func->emitOpError("has no gradient all-reduce: run "
+                             "ds-data-parallel first");
+  StepEditor ed(func);
+  bool residual = AllReduceStartOp::hasResidual(options.scheme);
+  Value iteration;
+  if (options.scheme == CompressionScheme::topk &&
+      options.warmupIterations > 0) {
+    FailureOr<Value> it = getOrAddIteration(ed, *contract);
+    if (failed(it))
+      return failure();
+    iteration = *it;
+  }
+  // The skip flag reads metrics computed after the starts: the residual
+  // updates are selected before the terminator.
+  OpBuilder tb(ed.terminator);
+  Value skip =
+      residual ? buildSkipFlag(tb, func.getLoc(), func, *contract) : Value();
+  for (auto [index, start] : llvm::enumerate(starts)) {
+    if (start.getScheme() != CompressionScheme::none)
+      return start.emitOpError("is already compressed (ds-compress-allreduce "
+                               "ran twice?)");
+    OpBuilder b(start);
+    Location loc = start.getLoc();
+    ScalarBuilder s(b, loc);
+    RankedTensorType type = start.getBucket().getType();
+    Value old, params;
+    if (residual) {
+      old = ed.addState(
+          (dp::kResidualKind + ".bucket" + std::to_string(index)).str(), "",
+          type, InitKind::zeros);
+      params = buildParams(b, loc, s, options, iteration);
+    }
+    auto compressed = AllReduceStartOp::create(
+        b, loc, b.getI64Type(), residual ? Type(type) : Type(),
+        start.getBucket(), old, params, options.scheme);
+    compressed->setAttr(dp::kGradsAttr, start->getAttr(dp::kGradsAttr));
+    start.getRequest().replaceAllUsesWith(compressed.getRequest());
+    start.erase();
+    if (residual) {
+      Value next = compressed.getNewResidual();
+      if (skip)
+        next = SelectOp::create(tb, loc, skip, old, next);
+      ed.addUpdate(old, next);
+    }
+  }
+  ed.finish();
+  return success();
+}
+
+namespace {
+struct CompressAllReducePass
+    : public mlir::ds::impl::CompressAllReducePassBase<CompressAllReducePass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ScopedPassNamePrefix named(&getContext(), getArgument());
+    ModuleOp module = getOperation();
+    if (failed(checkOptionsGivenOnce(
+            module, getArgument(),
+            {&scheme, &fixedThresholds, &quantileLow, &quantileHigh,
+             &thetaLow, &thetaHigh, &ratio, &warmupIterations})))
+      return signalPassFailure();
+    CompressAllReducePassOptions options;
+    options.scheme = scheme;
+    options.fixedThresholds = fixedThresholds;
+    options.quantileLow = quantileLow;
+    options.quantileHigh = quantileHigh;
+    options.thetaLow = thetaLow;
+    options.thetaHigh = thetaHigh;
+    options.ratio = ratio;
+    options.warmupIterations = warmupIterations;
+    std::string error;
+    if (failed(validateCompressOptions(options, error))) {
+      module.emitError(error);
+      return signalPassFailure();
+    }
+    if (!dp::isDataParallel(module)) {
+      module.emitError("ds-compress-allreduce: the module is not data "
+                       "parallel: run ds-data-parallel first");
+      return signalPassFailure();
+    }
+    if (failed(forEachTrainStep(module, getArgument(),
+                                [&](FunctionOpInterface func) {
+                                  return compressAllReduce(func, options);
+                                })))
+      return signalPassFailure();
+    dp::setModuleEntry(
+        module, "compression",
+        StringAttr::get(&getContext(),
+                        stringifyCompressionScheme(options.scheme)));
+  }
+};
+} // namespace
