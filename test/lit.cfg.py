@@ -52,3 +52,12 @@ if os.path.exists(config.ds_python):
 else:
     lit_config.warning("no Python venv at %s; tests needing it are skipped"
                        % config.ds_python)
+
+# %ds_mpirun: scripts/ds-mpirun (mpirun with the settings containers need).
+# Multi-rank tests say `REQUIRES: mpi`; make deps installs OpenMPI.
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")
+config.substitutions.append(
+    ("%ds_mpirun", os.path.join(config.ds_src_root, "scripts", "ds-mpirun")))
+config.substitutions.append(("%ds_lib", config.ds_lib_dir))

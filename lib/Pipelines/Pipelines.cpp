@@ -317,6 +317,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createSparsifyMatMulPass(*config.sparsity));
   if (config.fakeQuant)
     pm.addPass(createInsertFakeQuantPass(*config.fakeQuant));
+  // 0b. Data parallelism synchronizes batch norm on the forward, so that
+  //     autodiff derives SyncBatchNorm's backward.
+  if (config.dataParallel && config.autodiff && config.syncBatchNorm)
+    pm.addPass(createSyncBatchNormPass());
   // 1. The backward first: every technique below works on gradients.
   if (config.autodiff)
     pm.addPass(createAutodiffPass());

@@ -6,10 +6,12 @@
 // inside a step. A start call does everything local at once (it reads the
 // bucket, adds the residual, encodes, and writes the new residual), so that
 // generated code may reuse its buffers as soon as it returns; the
-// communication thread then only exchanges and decodes. Each start keeps
-// its local value, the reduction of one rank, which the wait returns when
-// the communicator has failed: the step then finishes on finite values and
-// the runner stops on the recorded error.
+// communication thread then only exchanges and decodes. PowerSGD is the
+// exception: its new state depends on the exchange, so its start only
+// copies its inputs and the wait writes the state (CommPowerSgd.cpp does
+// the rest). Each start keeps its local value, the reduction of one rank,
+// which the wait returns when the communicator has failed: the step then
+// finishes on finite values and the runner stops on the recorded error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +79,12 @@ template <typename T> struct Bucket {
   std::vector<uint8_t> payload; // three-tier, top-k
   std::vector<uint16_t> half;   // fp16, bf16
   std::vector<T> result;
+  /// PowerSGD: its work, whether it was active, and state_out's buffer as
+  /// the start saw it, which the wait writes.
+  std::shared_ptr<PowerSgdWork<T>> powerSgd;
+  bool active = false;
+  T *stateOut = nullptr;
+  int64_t stateOffset = 0, stateStride = 1;
 };
 
 struct Pending {
@@ -253,6 +261,99 @@ int64_t startAllreduce(Memref *grad, Memref *residualIn, Memref *residualOut,
   return handle;
 }
 
+//===----------------------------------------------------------------------===//
+// PowerSGD
+//===----------------------------------------------------------------------===//
+
+template <typename T, typename Memref>
+int64_t startPowerSgd(Memref *grad, Memref *stateIn, Memref *stateOut,
+                      dsrt_memref1_i64 *shapes, int64_t rank, int64_t active,
+                      const char *what) {
+  if (checkVector(grad, what, "gradient", false).failed() ||
+      checkVector(stateIn, what, "state_in", false).failed() ||
+      checkVector(stateOut, what, "state_out", true).failed() ||
+      checkVector(shapes, what, "shapes", false).failed())
+    return 0;
+  auto work = std::make_shared<PowerSgdWork<T>>();
+  std::vector<int64_t> dims = readVector<int64_t>(shapes);
+  if (planPowerSgd(dims.data(), static_cast<int64_t>(dims.size()), rank,
+                   work->plan, what)
+          .failed())
+    return 0;
+  int64_t n = grad->sizes[0];
+  const PowerSgdPlan &plan = work->plan;
+  if (n != plan.elements || stateIn->sizes[0] != plan.stateSize ||
+      stateOut->sizes[0] != plan.stateSize) {
+    (void)DS_ERROR("%s: the shapes make a bucket of %lld elements and a state "
+                   "of %lld, not %lld and %lld (in) and %lld (out)",
+                   what, static_cast<long long>(plan.elements),
+                   static_cast<long long>(plan.stateSize),
+                   static_cast<long long>(n),
+                   static_cast<long long>(stateIn->sizes[0]),
+                   static_cast<long long>(stateOut->sizes[0]));
+    return 0;
+  }
+  World w;
+  bool live = !acquire(w).failed();
+
+  auto b = std::make_shared<Bucket<T>>();
+  b->n = n;
+  b->result.resize(n);
+  b->active = active != 0;
+  b->stateOut = stateOut->aligned;
+  b->stateOffset = stateOut->offset;
+  b->stateStride = stateOut->strides[0];
+  std::vector<T> v = readVector<T>(grad);
+  work->stateIn = readVector<T>(stateIn);
+  bool finite = true;
+  if (b->active) {
+    preparePowerSgd(*work, v, w.size);
+    finite = work->finite;
+  } else {
+    for (int64_t i = 0; i < n && finite; ++i)
+      finite = std::isfinite(v[i]);
+  }
+  if (!finite) {
+    countNonFinite();
+    v.assign(n, T(0));
+  }
+  b->local = std::move(v);
+  b->powerSgd = work;
+  countDense(double(n) * sizeof(T));
+
+  std::shared_ptr<Task> task;
+  if (live)
+    task = issue("PowerSGD all-reduce", n * static_cast<int64_t>(sizeof(T)),
+                 [b, w]() -> Status {
+                   if (b->active)
+                     return exchangePowerSgd(*b->powerSgd, w, b->result);
+                   countSent(double(b->n) * sizeof(T));
+                   return allreduce(b->local.data(), b->result.data(), b->n,
+                                    TypeOf<T>::dtype, DSRT_REDUCE_MEAN,
+                                    w.deterministic);
+                 });
+  std::lock_guard<std::mutex> lock(pendingMutex);
+  int64_t handle = nextHandle++;
+  Pending &p = pending[handle];
+  p.task = std::move(task);
+  bucketOf<T>(p) = std::move(b);
+  return handle;
+}
+
+/// The wait's part of PowerSGD: state_out = the new state once the
+/// exchange has completed, state_in otherwise (or when inactive).
+template <typename T> void writePowerSgdState(const Bucket<T> &b, bool ok) {
+  const PowerSgdWork<T> &work = *b.powerSgd;
+  const std::vector<T> &state = ok && b.active ? work.stateOut : work.stateIn;
+  for (size_t i = 0; i < state.size(); ++i)
+    b.stateOut[b.stateOffset + static_cast<int64_t>(i) * b.stateStride] =
+        state[i];
+}
+
+//===----------------------------------------------------------------------===//
+// Waits
+//===----------------------------------------------------------------------===//
+
 template <typename T, typename Memref>
 void waitAllreduce(int64_t handle, Memref *out, const char *what) {
   Pending p;
@@ -277,6 +378,8 @@ void waitAllreduce(int64_t handle, Memref *out, const char *what) {
     return;
   }
   bool ok = wait(p.task);
+  if (b->powerSgd)
+    writePowerSgdState(*b, ok);
   if (!outOk)
     return;
   if (out->sizes[0] != b->n) {
@@ -358,6 +461,22 @@ int64_t _mlir_ciface_dsrt_allreduce_start_f64(dsrt_memref1_f64 *grad,
                                               double p1, double p2) {
   return startAllreduce<double>(grad, residual_in, residual_out, scheme, p0, p1,
                                 p2, "dsrt_allreduce_start_f64");
+}
+
+int64_t _mlir_ciface_dsrt_allreduce_start_powersgd_f32(
+    dsrt_memref1_f32 *grad, dsrt_memref1_f32 *state_in,
+    dsrt_memref1_f32 *state_out, dsrt_memref1_i64 *shapes, int64_t rank,
+    int64_t active) {
+  return startPowerSgd<float>(grad, state_in, state_out, shapes, rank, active,
+                              "dsrt_allreduce_start_powersgd_f32");
+}
+
+int64_t _mlir_ciface_dsrt_allreduce_start_powersgd_f64(
+    dsrt_memref1_f64 *grad, dsrt_memref1_f64 *state_in,
+    dsrt_memref1_f64 *state_out, dsrt_memref1_i64 *shapes, int64_t rank,
+    int64_t active) {
+  return startPowerSgd<double>(grad, state_in, state_out, shapes, rank, active,
+                               "dsrt_allreduce_start_powersgd_f64");
 }
 
 void _mlir_ciface_dsrt_allreduce_wait_f32(int64_t handle,

@@ -1,10 +1,11 @@
 //===- CommInternal.h - Shared helpers of the collectives -------*- C++ -*-===//
 //
-// What the three files of the collectives layer share: the communicator's
-// task queue and exchange primitives (Comm.cpp, the only file that includes
+// What the files of the collectives layer share: the communicator's task
+// queue and exchange primitives (Comm.cpp, the only file that includes
 // <mpi.h>, so that MPI's types never leak into the rest of the runtime), the
-// gradient compressors (CommCompress.cpp) and the generated-code entry
-// points (CommCollectives.cpp). Nothing here is exported.
+// gradient compressors (CommCompress.cpp), PowerSGD (CommPowerSgd.cpp) and
+// the generated-code entry points (CommCollectives.cpp). Nothing here is
+// exported.
 //
 //===----------------------------------------------------------------------===//
 
@@ -115,6 +116,62 @@ uint16_t toHalf(float value);
 float fromHalf(uint16_t bits);
 uint16_t toBFloat16(float value);
 float fromBFloat16(uint16_t bits);
+
+//===----------------------------------------------------------------------===//
+// PowerSGD (CommPowerSgd.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Where tensor k of a PowerSGD bucket lies and how it is reduced.
+struct PowerSgdTensor {
+  int64_t index = 0; ///< k, the generator's seed
+  int64_t at = 0;    ///< its first element in the bucket
+  int64_t m = 0, n = 0;
+  int64_t rank = 0;     ///< r = min(rank, m, n); 0 for a vector
+  int64_t stateAt = -1; ///< E_k in the state, Q_k after it; -1: a vector
+  bool compressed = false;
+};
+
+/// The layout of a bucket and of its state.
+struct PowerSgdPlan {
+  std::vector<PowerSgdTensor> tensors;
+  int64_t elements = 0;     ///< of the bucket
+  int64_t stateSize = 0;    ///< of the state
+  int64_t uncompressed = 0; ///< elements all-reduced as they are
+  int64_t pSize = 0;        ///< elements of all P's
+  int64_t qSize = 0;        ///< elements of all Q's
+};
+
+/// Lays out `count` shape entries (m_0, n_0, m_1, ...) for `rank`; records
+/// an error naming `what` for an odd count, a negative entry, rank < 1 or
+/// an overflow.
+Status planPowerSgd(const int64_t *shapes, int64_t count, int64_t rank,
+                    PowerSgdPlan &plan, const char *what);
+
+/// What one PowerSGD all-reduce works on: set by the start, then read by
+/// the exchange (stateIn also by the wait after a failure).
+template <typename T> struct PowerSgdWork {
+  PowerSgdPlan plan;
+  /// The bucket as this rank sends it: g for the uncompressed tensors,
+  /// M = g + E for the compressed ones; zeros once non-finite.
+  std::vector<T> input;
+  std::vector<T> stateIn;
+  /// Written by the exchange; the new state once it has completed.
+  std::vector<T> stateOut;
+  /// False once this rank sends zeros.
+  bool finite = true;
+};
+
+/// The local part of the start: input = grad / size (+ E), and whether it
+/// is finite (zeros if not); counts nothing.
+template <typename T>
+void preparePowerSgd(PowerSgdWork<T> &work, const std::vector<T> &grad,
+                     int size);
+
+/// The task body: P's, Q's and their two all-reduces; writes the bucket's
+/// result into result[plan.elements] and the new state into stateOut.
+template <typename T>
+Status exchangePowerSgd(PowerSgdWork<T> &work, const World &world,
+                        std::vector<T> &result);
 
 } // namespace comm
 } // namespace dsrt

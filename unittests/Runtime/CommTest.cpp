@@ -4,10 +4,14 @@
 // it runs the same queue, thread, timeouts and compressors: every collective
 // must then return what one rank of an MPI run returns. The compressors are
 // checked on hand-made vectors whose tiers, payload bytes, decoded values
-// and residuals are worked out in the comments; the multi-process behaviour
-// is checked by ds-runtime-comm-check under mpirun.
+// and residuals are worked out in the comments, PowerSGD against the plain
+// replay of PowerSgdReference.h and on matrices whose approximation is
+// known; the multi-process behaviour is checked by ds-runtime-comm-check
+// under mpirun.
 //
 //===----------------------------------------------------------------------===//
+
+#include "PowerSgdReference.h"
 
 #include "ds/Runtime/ds_runtime.h"
 
@@ -18,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,10 +38,84 @@ dsrt_memref1_f64 view(std::vector<double> &v) {
   return {v.data(), v.data(), 0, {n}, {1}};
 }
 
+dsrt_memref1_i64 view(std::vector<int64_t> &v) {
+  int64_t n = v.size();
+  return {v.data(), v.data(), 0, {n}, {1}};
+}
+
 std::string lastError() {
   const char *e = dsrt_last_error();
   return e ? e : "";
 }
+
+int64_t startPowerSgd(dsrt_memref1_f32 *g, dsrt_memref1_f32 *si,
+                      dsrt_memref1_f32 *so, dsrt_memref1_i64 *shapes,
+                      int64_t rank, int64_t active) {
+  return _mlir_ciface_dsrt_allreduce_start_powersgd_f32(g, si, so, shapes,
+                                                        rank, active);
+}
+
+int64_t startPowerSgd(dsrt_memref1_f64 *g, dsrt_memref1_f64 *si,
+                      dsrt_memref1_f64 *so, dsrt_memref1_i64 *shapes,
+                      int64_t rank, int64_t active) {
+  return _mlir_ciface_dsrt_allreduce_start_powersgd_f64(g, si, so, shapes,
+                                                        rank, active);
+}
+
+void waitAllreduce(int64_t handle, dsrt_memref1_f32 *out) {
+  _mlir_ciface_dsrt_allreduce_wait_f32(handle, out);
+}
+
+void waitAllreduce(int64_t handle, dsrt_memref1_f64 *out) {
+  _mlir_ciface_dsrt_allreduce_wait_f64(handle, out);
+}
+
+/// Start + wait of one PowerSGD bucket; returns the result and sets
+/// *stateOut. Checks that the start leaves state_out alone.
+template <typename T>
+std::vector<T> powerSgd(std::vector<T> grad, std::vector<T> stateIn,
+                        std::vector<int64_t> shapes, int64_t rank,
+                        int64_t active, std::vector<T> *stateOut) {
+  std::vector<T> out(grad.size(), T(-7)), so(stateIn.size(), T(-99));
+  auto g = view(grad), si = view(stateIn), o = view(out), sov = view(so);
+  dsrt_memref1_i64 sh = view(shapes);
+  int64_t handle = startPowerSgd(&g, &si, &sov, &sh, rank, active);
+  EXPECT_GT(handle, 0) << lastError();
+  EXPECT_EQ(so, std::vector<T>(stateIn.size(), T(-99)))
+      << "the start wrote state_out";
+  waitAllreduce(handle, &o);
+  *stateOut = so;
+  return out;
+}
+
+/// "" when a and b are equal, else the first difference.
+template <typename T>
+std::string firstDifference(const std::vector<T> &a, const std::vector<T> &b) {
+  if (a.size() != b.size())
+    return "sizes " + std::to_string(a.size()) + " and " +
+           std::to_string(b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i])) {
+      std::ostringstream os;
+      os.precision(17);
+      os << "element " << i << ": " << a[i] << " vs " << b[i];
+      return os.str();
+    }
+  return "";
+}
+
+/// Deterministic test values of magnitude about `scale`.
+template <typename T>
+std::vector<T> wave(int64_t n, double phase, double scale) {
+  std::vector<T> v(n);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = T(scale * std::sin(0.37 * i + phase) * (1 + i % 7) / 4);
+  return v;
+}
+
+/// A vector, a compressible 12 x 10 matrix, an incompressible 3 x 4 one, a
+/// 1 x 6 row (a vector) and a compressible 16 x 9 matrix: 287 elements.
+const std::vector<int64_t> kPowerSgdShapes = {5, 1, 12, 10, 3, 4, 1, 6, 16, 9};
 
 class CommTest : public ::testing::Test {
 protected:
@@ -460,6 +539,250 @@ TEST_F(CommTest, Bf16RoundsToNearestEven) {
 }
 
 //===----------------------------------------------------------------------===//
+// PowerSGD
+//===----------------------------------------------------------------------===//
+
+TEST_F(CommTest, PowerSgdStateSize) {
+  // Rank 2: E and Q of 12 x 10 (120 + 20), 3 x 4 (12 + 8), 16 x 9
+  // (144 + 18); the vectors have none.
+  const std::vector<int64_t> &s = kPowerSgdShapes;
+  EXPECT_EQ(dsrt_powersgd_state_size(s.data(), s.size(), 2), 322);
+  EXPECT_EQ(dsrt_powersgd_state_size(s.data(), s.size(), 1), 299);
+  // Q_k has n rank elements even where r = min(rank, m, n) is smaller.
+  int64_t small[2] = {3, 4};
+  EXPECT_EQ(dsrt_powersgd_state_size(small, 2, 8), 12 + 32);
+  EXPECT_EQ(dsrt_powersgd_state_size(nullptr, 0, 1), 0);
+  EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
+  EXPECT_EQ(dsrt_powersgd_state_size(s.data(), 3, 1), -1);
+  EXPECT_NE(lastError().find("3 shape entries"), std::string::npos)
+      << lastError();
+  dsrt_clear_error();
+  EXPECT_EQ(dsrt_powersgd_state_size(s.data(), s.size(), 0), -1);
+  EXPECT_NE(lastError().find("the rank is 0"), std::string::npos)
+      << lastError();
+  dsrt_clear_error();
+  int64_t negative[2] = {-2, 4};
+  EXPECT_EQ(dsrt_powersgd_state_size(negative, 2, 1), -1);
+  dsrt_clear_error();
+  int64_t huge[2] = {int64_t(1) << 40, int64_t(1) << 40};
+  EXPECT_EQ(dsrt_powersgd_state_size(huge, 2, 1), -1);
+  EXPECT_NE(lastError().find("too large"), std::string::npos) << lastError();
+}
+
+TEST_F(CommTest, PowerSgdMatchesTheReference) {
+  const std::vector<int64_t> &shapes = kPowerSgdShapes;
+  for (int64_t rank : {1, 2}) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    int64_t size = dsrt_powersgd_state_size(shapes.data(), shapes.size(), rank);
+    // Zeros, but the incompressible 3 x 4 matrix's E and Q (state elements
+    // 130 or 140 on): copied unchanged, never added.
+    std::vector<float> state(size, 0.0f);
+    int64_t small = rank == 1 ? 130 : 140;
+    for (int64_t i = 0; i < 12 + 4 * rank; ++i)
+      state[small + i] = 7.5f + i;
+    std::vector<float> previousQ;
+    for (int step = 0; step < 3; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      std::vector<float> grad = wave<float>(287, step + rank, 1.0);
+      dsrt_reset_comm_stats();
+      std::vector<float> stateOut;
+      std::vector<float> out =
+          powerSgd(grad, state, shapes, rank, 1, &stateOut);
+      EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
+      dsrt_test::PowerSgdOutcome<float> ref =
+          dsrt_test::powerSgdReference<float>({grad}, {state}, shapes, rank);
+      EXPECT_EQ(firstDifference(out, ref.result), "");
+      EXPECT_EQ(firstDifference(stateOut, ref.states[0]), "");
+
+      // Independently of the reference: the vectors are the identity (N =
+      // 1), the small matrix's state is unchanged, and E' = M - result.
+      for (int64_t i : {0, 4, 125, 130, 136, 142})
+        EXPECT_EQ(out[i], grad[i]) << i;
+      for (int64_t i = 0; i < 12 + 4 * rank; ++i)
+        EXPECT_EQ(stateOut[small + i], 7.5f + i);
+      for (int64_t i = 0; i < 120; ++i)
+        EXPECT_EQ(stateOut[i], (grad[5 + i] + state[i]) - out[5 + i]) << i;
+      // The approximation is close but not exact.
+      EXPECT_NE(out[5], grad[5]);
+      // Warm start: Q' changes from step to step and is never all zeros.
+      std::vector<float> q(stateOut.begin() + 120,
+                           stateOut.begin() + 120 + 10 * rank);
+      EXPECT_NE(q, std::vector<float>(10 * rank, 0.0f));
+      EXPECT_NE(q, previousQ);
+      previousQ = q;
+
+      dsrt_comm_stats stats;
+      dsrt_get_comm_stats(&stats);
+      EXPECT_EQ(stats.collectives, 1u);
+      // 23 uncompressed elements, P's of 12 r + 16 r, Q's of 10 r + 9 r.
+      EXPECT_EQ(ref.sentElements, 23 + 47 * rank);
+      EXPECT_EQ(stats.bytes_sent, 4.0 * (23 + 47 * rank));
+      EXPECT_EQ(stats.bytes_dense, 4.0 * 287);
+      EXPECT_EQ(stats.nonfinite_buckets, 0u);
+      state = stateOut;
+    }
+  }
+}
+
+TEST_F(CommTest, PowerSgdF64AliasedAndStridedState) {
+  const std::vector<int64_t> &shapes = kPowerSgdShapes;
+  std::vector<double> state(322, 0.0);
+  for (int step = 0; step < 2; ++step) {
+    std::vector<double> grad = wave<double>(287, 0.5 + step, 1e-3);
+    dsrt_test::PowerSgdOutcome<double> ref =
+        dsrt_test::powerSgdReference<double>({grad}, {state}, shapes, 2);
+    // state_in and state_out are one memref with stride 2 in a buffer
+    // whose odd elements must stay untouched.
+    std::vector<double> storage(2 * 322, -1.0), out(287);
+    for (int64_t i = 0; i < 322; ++i)
+      storage[2 * i] = state[i];
+    dsrt_memref1_f64 sv = {storage.data(), storage.data(), 0, {322}, {2}};
+    std::vector<int64_t> sh = shapes;
+    dsrt_memref1_f64 g = view(grad), o = view(out);
+    dsrt_memref1_i64 shv = view(sh);
+    int64_t h = _mlir_ciface_dsrt_allreduce_start_powersgd_f64(&g, &sv, &sv,
+                                                               &shv, 2, 1);
+    ASSERT_GT(h, 0) << lastError();
+    _mlir_ciface_dsrt_allreduce_wait_f64(h, &o);
+    EXPECT_EQ(firstDifference(out, ref.result), "");
+    for (int64_t i = 0; i < 322; ++i) {
+      EXPECT_EQ(storage[2 * i], ref.states[0][i]) << i;
+      EXPECT_EQ(storage[2 * i + 1], -1.0) << i;
+      state[i] = storage[2 * i];
+    }
+    EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
+  }
+}
+
+TEST_F(CommTest, PowerSgdRecoversLowRankMatrices) {
+  // A rank-2 20 x 30 matrix is compressed exactly at rank 2 (up to
+  // rounding), with an error near zero. At rank 1 the result is P P^T M, a
+  // projection: the error is no larger than M (Frobenius norms).
+  std::vector<int64_t> shapes = {20, 30};
+  std::vector<double> grad(600);
+  for (int64_t i = 0; i < 20; ++i)
+    for (int64_t j = 0; j < 30; ++j)
+      grad[i * 30 + j] = std::cos(0.3 * i) * (j - 14.5) +
+                         0.25 * std::sin(0.7 * i + 1) * std::cos(0.2 * j);
+  for (int64_t rank : {2, 1}) {
+    std::vector<double> state(600 + 30 * rank, 0.0), stateOut;
+    std::vector<double> out = powerSgd(grad, state, shapes, rank, 1, &stateOut);
+    double worst = 0, errorNorm = 0, norm = 0;
+    for (int64_t i = 0; i < 600; ++i) {
+      worst = std::max(worst, std::fabs(out[i] - grad[i]));
+      errorNorm += stateOut[i] * stateOut[i];
+      norm += grad[i] * grad[i];
+      EXPECT_EQ(stateOut[i], grad[i] - out[i]);
+    }
+    if (rank == 2) {
+      EXPECT_LT(worst, 1e-12);
+    } else {
+      EXPECT_GT(worst, 1e-3);
+      EXPECT_LT(errorNorm, norm);
+    }
+  }
+  // PyTorch's _should_compress is strict: 8 x 8 at rank 2 (2 (8 + 8) 2 =
+  // 64 = 8 8) goes uncompressed, 9 x 9 (72 < 81) compressed.
+  for (int64_t m : {8, 9}) {
+    dsrt_reset_comm_stats();
+    std::vector<int64_t> square = {m, m};
+    std::vector<float> g = wave<float>(m * m, 1.0, 1.0), so;
+    std::vector<float> s(m * m + 2 * m, 0.0f);
+    std::vector<float> out = powerSgd(g, s, square, 2, 1, &so);
+    dsrt_comm_stats stats;
+    dsrt_get_comm_stats(&stats);
+    EXPECT_EQ(stats.bytes_sent, m == 8 ? 4.0 * 64 : 4.0 * 36) << m;
+    EXPECT_EQ(out == g, m == 8) << m;
+    EXPECT_EQ(so == s, m == 8) << m;
+  }
+  EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
+}
+
+TEST_F(CommTest, PowerSgdInactiveIsTheMean) {
+  std::vector<float> grad = wave<float>(287, 2.0, 1.0), stateOut;
+  std::vector<float> state = wave<float>(322, 3.0, 0.1);
+  std::vector<float> out =
+      powerSgd(grad, state, kPowerSgdShapes, 2, 0, &stateOut);
+  EXPECT_EQ(out, grad);
+  EXPECT_EQ(stateOut, state);
+  dsrt_comm_stats stats;
+  dsrt_get_comm_stats(&stats);
+  EXPECT_EQ(stats.bytes_sent, 4.0 * 287);
+  EXPECT_EQ(stats.bytes_dense, 4.0 * 287);
+  EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
+}
+
+TEST_F(CommTest, PowerSgdNonFiniteBucketsSendZeros) {
+  // A state from one step, then a NaN in the first vector, an inf in the
+  // compressed matrix, and an inactive NaN bucket: zeros out, the state
+  // unchanged (alone, the rank's exchanged Q is zero: Q' = Q).
+  std::vector<float> state(322, 0.0f), stateOut;
+  powerSgd(wave<float>(287, 0.0, 1.0), state, kPowerSgdShapes, 2, 1, &state);
+  ASSERT_NE(state, std::vector<float>(322, 0.0f));
+  for (int64_t bad : {int64_t(2), int64_t(40)}) {
+    for (int64_t active : {1, 0}) {
+      std::vector<float> grad = wave<float>(287, 1.0, 1.0);
+      grad[bad] = bad == 2 ? NAN : -std::numeric_limits<float>::infinity();
+      std::vector<float> out =
+          powerSgd(grad, state, kPowerSgdShapes, 2, active, &stateOut);
+      EXPECT_EQ(out, std::vector<float>(287, 0.0f)) << bad << active;
+      EXPECT_EQ(stateOut, state) << bad << active;
+    }
+  }
+  // M = g + E overflows while g is finite.
+  std::vector<float> huge(322, 0.0f);
+  huge[7] = 3e38f;
+  std::vector<float> grad(287, 0.0f);
+  grad[12] = 3e38f;
+  EXPECT_EQ(powerSgd(grad, huge, kPowerSgdShapes, 2, 1, &stateOut),
+            std::vector<float>(287, 0.0f));
+  EXPECT_EQ(stateOut, huge);
+  dsrt_comm_stats stats;
+  dsrt_get_comm_stats(&stats);
+  EXPECT_EQ(stats.nonfinite_buckets, 5u);
+  EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
+}
+
+TEST_F(CommTest, PowerSgdRejectsBadArguments) {
+  std::vector<float> grad(287, 1.0f), state(322, 0.0f), shortState(321);
+  std::vector<int64_t> shapes = kPowerSgdShapes, odd = {5, 1, 12};
+  dsrt_memref1_f32 g = view(grad), s = view(state), ss = view(shortState);
+  dsrt_memref1_i64 sh = view(shapes), oddv = view(odd);
+  EXPECT_EQ(_mlir_ciface_dsrt_allreduce_start_powersgd_f32(&g, &s, &ss, &sh,
+                                                           2, 1),
+            0);
+  EXPECT_NE(lastError().find("a bucket of 287 elements and a state of 322, "
+                             "not 287 and 322 (in) and 321 (out)"),
+            std::string::npos)
+      << lastError();
+  dsrt_clear_error();
+  EXPECT_EQ(
+      _mlir_ciface_dsrt_allreduce_start_powersgd_f32(&g, &s, &s, &oddv, 2, 1),
+      0);
+  EXPECT_NE(lastError().find("3 shape entries"), std::string::npos);
+  dsrt_clear_error();
+  EXPECT_EQ(
+      _mlir_ciface_dsrt_allreduce_start_powersgd_f32(&g, &s, &s, &sh, 0, 0), 0);
+  EXPECT_NE(lastError().find("the rank is 0"), std::string::npos);
+  dsrt_clear_error();
+  EXPECT_EQ(
+      _mlir_ciface_dsrt_allreduce_start_powersgd_f32(&g, &s, &s, nullptr, 1, 1),
+      0);
+  EXPECT_NE(lastError().find("null shapes descriptor"), std::string::npos);
+  dsrt_clear_error();
+  // Waited with the f64 wait: an error, and the handle is gone.
+  int64_t h =
+      _mlir_ciface_dsrt_allreduce_start_powersgd_f32(&g, &s, &s, &sh, 2, 1);
+  ASSERT_GT(h, 0) << lastError();
+  std::vector<double> out64(287);
+  dsrt_memref1_f64 o64 = view(out64);
+  _mlir_ciface_dsrt_allreduce_wait_f64(h, &o64);
+  EXPECT_NE(lastError().find("not a started f64 all-reduce"),
+            std::string::npos);
+  EXPECT_EQ(dsrt_comm_failed(), 0);
+}
+
+//===----------------------------------------------------------------------===//
 // Non-finite buckets and failures
 //===----------------------------------------------------------------------===//
 
@@ -536,6 +859,11 @@ TEST_F(CommTest, TimeoutFailsTheCommunicatorForGood) {
   dsrt_memref1_f32 i = view(in), o = view(out);
   _mlir_ciface_dsrt_allreduce_f32(&i, &o, DSRT_REDUCE_MEAN);
   EXPECT_EQ(out[0], 3.0f);
+  // PowerSGD: the gradient, and state_out = state_in.
+  std::vector<float> bucket = wave<float>(287, 0.0, 1.0), stateOut;
+  std::vector<float> state = wave<float>(322, 1.0, 0.5);
+  EXPECT_EQ(powerSgd(bucket, state, kPowerSgdShapes, 2, 1, &stateOut), bucket);
+  EXPECT_EQ(stateOut, state);
   EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
 
   // Finalize leaves the stuck thread behind.

@@ -43,6 +43,8 @@ struct TrainingPipelineConfig {
   std::optional<QATBitWidthPassOptions> qatBitWidth;
   /// ds-data-parallel, and the bucketing and compression of its all-reduce.
   bool dataParallel = false;
+  /// With dataParallel and autodiff: ds-sync-batch-norm first.
+  bool syncBatchNorm = true;
   std::optional<FuseAllReducePassOptions> fuseAllReduce;
   std::optional<CompressAllReducePassOptions> compressAllReduce;
   std::optional<ClipGradientsPassOptions> clip;

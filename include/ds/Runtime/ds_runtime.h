@@ -422,6 +422,95 @@ DSRT_API void _mlir_ciface_dsrt_allreduce_wait_f32(int64_t handle,
 DSRT_API void _mlir_ciface_dsrt_allreduce_wait_f64(int64_t handle,
                                                    dsrt_memref1_f64 *out);
 
+/* The shapes of a PowerSGD bucket. */
+typedef struct dsrt_memref1_i64 {
+  int64_t *allocated;
+  int64_t *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} dsrt_memref1_i64;
+
+/* PowerSGD (Vogels, Karimireddy and Jaggi, 2019), as PyTorch DDP's
+   powerSGD_hook with warm_start and use_error_feedback on,
+   min_compression_rate = 2 and matrix_approximation_rank = `rank` (>= 1),
+   on a bucket of K tensors. `shapes` holds 2K entries m_0, n_0, m_1, n_1,
+   ... (each >= 0): tensor k is the next m_k n_k elements of `grad`, an
+   m_k x n_k row-major matrix (PyTorch views a tensor as [shape[0], -1]);
+   m_k <= 1 or n_k <= 1 makes it a vector. The state (state_in and
+   state_out, dsrt_powersgd_state_size elements each; they may be the same
+   memref; zeros before the first step) holds, for every matrix in order,
+   its error E_k (m_k n_k elements, row-major) and then its Q_k (n_k rank
+   elements, an n_k x rank row-major matrix); vectors have no state.
+
+   active == 0 (PyTorch's steps before start_powerSGD_iter): exactly the
+   uncompressed mean all-reduce (DSRT_COMPRESS_NONE) of the bucket, and
+   state_out = state_in.
+
+   active != 0, with N the world size, g = grad / N (a division) and
+   r = min(rank, m_k, n_k); all arithmetic in the element type, every sum
+   from 0 in index order:
+   - vectors, and matrices with 2 (m_k + n_k) r >= m_k n_k (PyTorch's
+     _should_compress: compressed only when the rate exceeds 2), are
+     summed over ranks as they are (g, no error feedback), all of them in
+     one all-reduce; their state is copied unchanged;
+   - every other matrix (then r = rank): M = g_k + E_k. If Q_k is all
+     zeros it is first filled with N(0, 1) samples: SplitMix64 seeded with
+     ((k G + m_k) G + n_k) G + r mod 2^64, G = 0x9E3779B97F4A7C15, k the
+     index of the tensor in the bucket (vectors count), each sample pair
+     by Box-Muller in double from two uniforms ((x >> 11) + 0.5) 2^-53,
+     then rounded (docs/CompressedPayloads.md gives every step); the same
+     on every rank. Q_k is orthogonalized, P = M Q_k (m_k x r); the
+     bucket's P's, after the uncompressed tensors, are summed over ranks
+     in the same all-reduce; each P is orthogonalized; Q = M^T P
+     (n_k x r); the Q's are summed over ranks (a second all-reduce). The
+     result is P Q^T, E_k' = M - P Q^T (this rank's M minus the global
+     approximation) and Q_k' = Q (warm start; Q_k' = Q_k when Q is all
+     zeros, which every rank sees alike).
+   Orthogonalizing is PyTorch's _orthogonalize_gram_schmidt with its
+   default orthogonalization_epsilon of 0: for each column i in order,
+   col_i /= ||col_i|| (the square root of the sum of squares), then
+   col_j -= (col_i . col_j) col_i for every j > i; a column whose norm is
+   0 or not finite becomes zeros (PyTorch intends that, but divides by
+   zero). PyTorch uses a Householder QR for rank > 2, which differs only
+   in the signs of columns, on which P Q^T does not depend.
+   The result is the mean gradient's approximation, as PyTorch's; E_k is
+   PyTorch's error divided by N. If grad or an M holds an inf or NaN (or
+   a P or Q of this rank overflows), this rank sends zeros from then on,
+   the result is the approximation with its contribution zero, E_k' = E_k
+   and Q_k' as above, and nonfinite_buckets counts it. Deterministic mode
+   sums both all-reduces in rank order; a world of one (outside mpirun)
+   has N = 1 and local sums. bytes_sent adds the elements of the two
+   all-reduces (uncompressed tensors, P's, Q's) times the element size,
+   bytes_dense the bucket's. The matrix products run single-threaded on
+   the communication thread.
+
+   Unlike the other starts, a PowerSGD start does not write state_out: it
+   copies grad, state_in and shapes, keeps state_out's descriptor (the
+   pointer to it need not outlive the call), and the wait writes the new
+   state into state_out's buffer before it returns, with the result into
+   `out` (the bucket's length) as dsrt_allreduce_wait_f32/f64 do; the
+   handles share their space. state_out's buffer must stay alive, and be
+   neither read nor written, until the wait. After a failure the wait
+   writes this rank's grad (zeros when non-finite) and state_out =
+   state_in. Waiting the handle with the other type's wait consumes it
+   without writing state_out. A bad descriptor, shape or rank, or a
+   length that does not match the shapes records an error and returns 0. */
+DSRT_API int64_t _mlir_ciface_dsrt_allreduce_start_powersgd_f32(
+    dsrt_memref1_f32 *grad, dsrt_memref1_f32 *state_in,
+    dsrt_memref1_f32 *state_out, dsrt_memref1_i64 *shapes, int64_t rank,
+    int64_t active);
+DSRT_API int64_t _mlir_ciface_dsrt_allreduce_start_powersgd_f64(
+    dsrt_memref1_f64 *grad, dsrt_memref1_f64 *state_in,
+    dsrt_memref1_f64 *state_out, dsrt_memref1_i64 *shapes, int64_t rank,
+    int64_t active);
+/* The length of a PowerSGD state for `count` shape entries (2K) and rank
+   (what the compiler allocates): the sum over matrices of
+   m_k n_k + n_k rank. Returns -1, with an error recorded, for an odd or
+   negative count, a negative entry, rank < 1 or an overflow. */
+DSRT_API int64_t dsrt_powersgd_state_size(const int64_t *shapes,
+                                          int64_t count, int64_t rank);
+
 /* Blocking reduction of a small tensor inside a step (loss, found_inf,
    metrics): out = reduce over ranks of in, `op` a DSRT_REDUCE_*. */
 DSRT_API void _mlir_ciface_dsrt_allreduce_f32(dsrt_memref1_f32 *in,

@@ -259,6 +259,10 @@ assignPrecision(FunctionOpInterface func, const PrecisionPolicy &policy,
 /// ds-data-parallel).
 LogicalResult dataParallel(FunctionOpInterface func);
 
+/// Synchronizes the batch statistics of every forward ds.batch_norm of
+/// `func` over the ranks (see ds-sync-batch-norm).
+LogicalResult syncBatchNorm(FunctionOpInterface func);
+
 /// Packs the gradient all-reduces of `func` into buckets (see
 /// ds-fuse-allreduce). The sizes must be > 0.
 LogicalResult fuseAllReduce(FunctionOpInterface func, int64_t bucketBytes,

@@ -772,10 +772,10 @@ def DataParallelPass : Pass<"ds-data-parallel", "::mlir::ModuleOp"> {
     - the loss is averaged over the ranks (the mean loss of the global
       batch), and every other metric computed from this rank's data is
       MAX-reduced, so the runner makes the same decision on every rank;
-    - state updated from this rank's data (batch-norm running statistics,
-      observer ranges, amax histories) takes rank 0's value, as DDP
-      broadcasts module buffers from rank 0 (so batch norm normalizes with
-      per-rank batch statistics, DDP's default);
+    - state updated from this rank's data (observer ranges, amax
+      histories; batch-norm running statistics unless ds-sync-batch-norm
+      ran) takes rank 0's value, as DDP broadcasts module buffers from
+      rank 0;
     - `ds.dropout` draws the counters of this rank's rows of the global
       batch (the batch is the leading dimension), so the random stream
       does not depend on the number of ranks.
@@ -785,6 +785,21 @@ def DataParallelPass : Pass<"ds-data-parallel", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+}
+
+def SyncBatchNormPass : Pass<"ds-sync-batch-norm", "::mlir::ModuleOp"> {
+  let summary = "Batch-norm statistics over all ranks (SyncBatchNorm)";
+  let description = [{
+    Runs on the forward, before ds-autodiff, in a data-parallel step: every
+    `ds.batch_norm` becomes its decomposition with the per-channel sums of
+    the batch statistics all-reduced over the ranks (`ds.all_reduce`, whose
+    gradient is the all-reduce of the gradient, so autodiff derives
+    SyncBatchNorm's backward). Normalization and running statistics are
+    those of the global batch: the step equals a single-process step on the
+    global batch, and the running statistics agree on every rank.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::ds::DSDialect"];
 }
 

@@ -174,14 +174,11 @@ LogicalResult mlir::ds::dataParallel(FunctionOpInterface func) {
       requireGradientStep(func, "ds-data-parallel");
   if (failed(contract))
     return failure();
-  bool already = false;
-  func->walk([&](Operation *op) {
-    if (isa<AllReduceOp, AllReduceStartOp, CommBroadcastOp>(op))
-      already = true;
-  });
-  if (already)
-    return func->emitOpError("already communicates (ds-data-parallel ran "
-                             "twice?)");
+  // Collectives of the forward (ds-sync-batch-norm) are expected; gradient
+  // all-reduces mean the pass ran already.
+  if (!dp::gradientStarts(func).empty())
+    return func->emitOpError("already averages its gradients "
+                             "(ds-data-parallel ran twice?)");
   Block &body = func.getFunctionBody().front();
   Operation *terminator = body.getTerminator();
   MLIRContext *ctx = func->getContext();

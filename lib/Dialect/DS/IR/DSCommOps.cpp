@@ -8,6 +8,8 @@
 
 #include "ds/Dialect/DS/IR/DSOps.h"
 
+#include "mlir/IR/Builders.h"
+
 using namespace mlir;
 using namespace mlir::ds;
 
@@ -48,5 +50,19 @@ LogicalResult AllReduceWaitOp::verify() {
     return emitOpError() << "expects a result of the bucket's type "
                          << start.getBucket().getType() << ", got "
                          << getType();
+  return success();
+}
+
+LogicalResult AllReduceOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(1, Value());
+  Value dy = resultGrads[0];
+  if (!dy)
+    return success();
+  ReductionKind kind = getReduction();
+  if (kind != ReductionKind::sum && kind != ReductionKind::mean)
+    return emitOpError() << "a " << stringifyReductionKind(kind)
+                         << " reduction is not differentiable";
+  operandGrads[0] = AllReduceOp::create(builder, getLoc(), dy, kind);
   return success();
 }

@@ -28,14 +28,20 @@ def DS_CompressionScheme : I32EnumAttr<"CompressionScheme",
 }
 
 def DS_AllReduceOp : DS_Op<"all_reduce", [
-    MemoryEffects<[MemWrite]>, AllTypesMatch<["input", "result"]>]> {
+    MemoryEffects<[MemWrite]>, AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<DS_DifferentiableOpInterface>]> {
   let summary = "Blocking reduction of a tensor over the ranks";
   let description = [{
     Every rank receives the elementwise `reduction` (sum, mean, max, min)
     of `input` over all ranks. Used for small values a step needs on every
     rank at once: the loss and metrics of the report, `found_inf`
-    (max: every rank skips the same steps). Gradients use the non-blocking
-    `ds.all_reduce_start` / `ds.all_reduce_wait` pair instead.
+    (max: every rank skips the same steps), and the batch statistics of
+    synchronized batch norm (ds-sync-batch-norm, sum). Gradients use the
+    non-blocking `ds.all_reduce_start` / `ds.all_reduce_wait` pair instead.
+
+    Gradient: every rank's input contributes to every rank's result, so
+    `dx = all_reduce(dy, sum)` for a sum and `all_reduce(dy, mean)` for a
+    mean; max and min are not differentiable.
 
     ```mlir
     %found = ds.all_reduce %local max : tensor<f64>
