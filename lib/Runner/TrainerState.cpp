@@ -364,6 +364,8 @@ Error Trainer::saveCheckpoint(llvm::StringRef dir) {
       {"threads", options.threads},
       // The time level's anomaly fallback in progress.
       {"precision_fallback_left", fallbackLeft},
+      // Data parallel: the ranks that wrote it (a resume needs as many).
+      {"world_size", options.worldSize},
   };
   return writeCheckpoint(dir, tensors, state);
 }
