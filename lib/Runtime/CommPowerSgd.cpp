@@ -50,8 +50,8 @@ struct SplitMix64 {
 /// Fills q[count] with N(0, 1) samples seeded by the tensor alone, so that
 /// every rank draws the same: Box-Muller in double on pairs of uniforms,
 /// cosine then sine, each rounded to T (an odd count drops the last sine).
-template <typename T> void fillGaussian(T *q, int64_t count,
-                                        const PowerSgdTensor &t) {
+template <typename T>
+void fillGaussian(T *q, int64_t count, const PowerSgdTensor &t) {
   uint64_t seed = uint64_t(t.index);
   for (int64_t v : {t.m, t.n, t.rank})
     seed = seed * kGolden + uint64_t(v);
@@ -109,8 +109,8 @@ void multiply(const T *x, const T *q, int64_t m, int64_t n, int64_t r, T *p) {
 /// q[n x r] = x[m x n]^T p[m x r]: q[j][c] sums x[i][j] p[i][c] over i in
 /// order.
 template <typename T>
-void multiplyTransposed(const T *x, const T *p, int64_t m, int64_t n,
-                        int64_t r, T *q) {
+void multiplyTransposed(const T *x, const T *p, int64_t m, int64_t n, int64_t r,
+                        T *q) {
   std::fill(q, q + n * r, T(0));
   for (int64_t i = 0; i < m; ++i) {
     const T *pi = p + i * r;
@@ -215,8 +215,7 @@ Status dsrt::comm::planPowerSgd(const int64_t *shapes, int64_t count,
       return DS_ERROR("%s: tensor %lld of shape %lld x %lld: a negative size "
                       "or a bucket or state too large",
                       what, static_cast<long long>(k),
-                      static_cast<long long>(t.m),
-                      static_cast<long long>(t.n));
+                      static_cast<long long>(t.m), static_cast<long long>(t.n));
     if (t.compressed) {
       plan.pSize += t.m * t.rank;
       plan.qSize += t.n * t.rank;

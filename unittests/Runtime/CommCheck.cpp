@@ -5,13 +5,17 @@
 // deterministic mode gives bit-identical results for any bucketing, that a
 // compressed all-reduce equals the mean of every rank's decoded payload
 // (each rank's input all-gathered and encoded locally with
-// dsrt_compress_encode_f32), the dense switch, the host collectives, and,
-// with --hang-rank R, that a stopped rank makes the others fail with the
-// timeout error in time (they then leave with _exit(1), as a runner must).
+// dsrt_compress_encode_f32), the dense switch, PowerSGD against the replay
+// of PowerSgdReference.h over every rank's all-gathered gradient and state,
+// the host collectives, and, with --hang-rank R, that a stopped rank makes
+// the others fail with the timeout error in time (they then leave with
+// _exit(1), as a runner must).
 // Every rank prints "PASS: ..." or "FAIL: ..." lines and exits non-zero on
 // a failure.
 //
 //===----------------------------------------------------------------------===//
+
+#include "PowerSgdReference.h"
 
 #include "ds/Runtime/ds_runtime.h"
 
@@ -22,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -61,6 +66,10 @@ dsrt_memref1_f32 view(std::vector<float> &v, int64_t at = 0, int64_t n = -1) {
 }
 
 dsrt_memref1_f64 view(std::vector<double> &v) {
+  return {v.data(), v.data(), 0, {int64_t(v.size())}, {1}};
+}
+
+dsrt_memref1_i64 view(std::vector<int64_t> &v) {
   return {v.data(), v.data(), 0, {int64_t(v.size())}, {1}};
 }
 
@@ -266,6 +275,161 @@ void checkCompressed(const char *name, int64_t scheme, double p0, double p1,
   report(agreeAcrossRanks(out), std::string(name) + ": every rank agrees");
 }
 
+/// Every rank's vector, one per rank.
+template <typename T>
+std::vector<std::vector<T>> gatherRanks(const std::vector<T> &mine) {
+  std::vector<T> all(mine.size() * size);
+  if (dsrt_allgather(mine.data(), mine.size() * sizeof(T), all.data()))
+    report(false, "all-gather of the inputs", lastError());
+  std::vector<std::vector<T>> parts(size);
+  for (int r = 0; r < size; ++r)
+    parts[r].assign(all.begin() + r * mine.size(),
+                    all.begin() + (r + 1) * mine.size());
+  return parts;
+}
+
+/// Whether a equals b: bit for bit when `exact`, else within `tolerance`
+/// times the largest magnitude of b. Describes the worst element.
+template <typename T>
+bool close(const std::vector<T> &a, const std::vector<T> &b, bool exact,
+           double tolerance, std::string &detail) {
+  if (a.size() != b.size()) {
+    detail = "sizes differ";
+    return false;
+  }
+  double scale = 0, worst = -1;
+  size_t at = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    scale = std::max(scale, std::fabs(double(b[i])));
+  bool ok = true;
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool same = std::memcmp(&a[i], &b[i], sizeof(T)) == 0;
+    double d = same ? 0.0 : std::fabs(double(a[i]) - double(b[i]));
+    if (std::isnan(d))
+      d = INFINITY;
+    if (d > worst) {
+      worst = d;
+      at = i;
+    }
+    ok = ok && (exact ? same : d <= tolerance * scale);
+  }
+  char text[160];
+  std::snprintf(text, sizeof(text), "worst element %zu: %.9g vs %.9g", at,
+                a.empty() ? 0.0 : double(a[at]),
+                b.empty() ? 0.0 : double(b[at]));
+  detail = text;
+  return ok;
+}
+
+int64_t startPowerSgd(dsrt_memref1_f32 *g, dsrt_memref1_f32 *si,
+                      dsrt_memref1_f32 *so, dsrt_memref1_i64 *shapes,
+                      int64_t rank, int64_t active) {
+  return _mlir_ciface_dsrt_allreduce_start_powersgd_f32(g, si, so, shapes, rank,
+                                                        active);
+}
+
+int64_t startPowerSgd(dsrt_memref1_f64 *g, dsrt_memref1_f64 *si,
+                      dsrt_memref1_f64 *so, dsrt_memref1_i64 *shapes,
+                      int64_t rank, int64_t active) {
+  return _mlir_ciface_dsrt_allreduce_start_powersgd_f64(g, si, so, shapes, rank,
+                                                        active);
+}
+
+void waitAllreduce(int64_t handle, dsrt_memref1_f32 *out) {
+  _mlir_ciface_dsrt_allreduce_wait_f32(handle, out);
+}
+
+void waitAllreduce(int64_t handle, dsrt_memref1_f64 *out) {
+  _mlir_ciface_dsrt_allreduce_wait_f64(handle, out);
+}
+
+/// PowerSGD over a few steps against the replay of every rank's inputs: a
+/// vector, compressible matrices, an incompressible one with a state that
+/// must stay as it is, and a row; at step 2 the last rank (of 2 or more)
+/// holds a NaN and sends zeros. Bit-identical to the replay in
+/// deterministic mode (and with 2 ranks, whose sums are commutative),
+/// within rounding otherwise; every rank's result and Q agree.
+template <typename T> void checkPowerSgd(bool deterministic, int64_t lowRank) {
+  configure(deterministic, 60);
+  std::string name =
+      std::string("PowerSGD ") + (sizeof(T) == 4 ? "f32" : "f64") + ", rank " +
+      std::to_string(lowRank) + (deterministic ? " (deterministic)" : "");
+  std::vector<int64_t> shapes = {7, 1, 24, 20, 4, 3, 16, 40, 1, 5};
+  int64_t n = 7 + 480 + 12 + 640 + 5;
+  int64_t stateSize =
+      dsrt_powersgd_state_size(shapes.data(), shapes.size(), lowRank);
+  // The 4 x 3 matrix's state follows the 24 x 20 one's.
+  int64_t smallAt = 480 + 20 * lowRank, smallSize = 12 + 3 * lowRank;
+  std::vector<T> state(stateSize, T(0));
+  for (int64_t i = 0; i < smallSize; ++i)
+    state[smallAt + i] = T(lowRank + 0.5 * i);
+  bool exact = deterministic || size <= 2;
+  double tolerance = sizeof(T) == 4 ? 1e-4 : 1e-10;
+  for (int step = 0; step < 4; ++step) {
+    std::string stepName = name + ", step " + std::to_string(step);
+    bool nonFinite = step == 2 && size > 1 && rank == size - 1;
+    std::vector<float> noise = randomVector(n, 300 + 17 * rank + step, 1.0f);
+    std::vector<T> grad(noise.begin(), noise.end());
+    if (nonFinite)
+      grad[30] = std::numeric_limits<T>::quiet_NaN();
+    std::vector<T> out(n, T(-7)), stateOut(stateSize, T(-99));
+    dsrt_comm_stats before, after;
+    dsrt_get_comm_stats(&before);
+    auto g = view(grad), si = view(state), so = view(stateOut), o = view(out);
+    dsrt_memref1_i64 sh = view(shapes);
+    int64_t handle = startPowerSgd(&g, &si, &so, &sh, lowRank, 1);
+    waitAllreduce(handle, &o);
+    dsrt_get_comm_stats(&after);
+    if (!noError(stepName))
+      return;
+
+    dsrt_test::PowerSgdOutcome<T> ref = dsrt_test::powerSgdReference<T>(
+        gatherRanks(grad), gatherRanks(state), shapes, lowRank);
+    std::string detail;
+    report(close(out, ref.result, exact, tolerance, detail),
+           stepName + ": the result", detail);
+    report(close(stateOut, ref.states[rank], exact, tolerance, detail),
+           stepName + ": the state (E' = M - P Q^T, Q' = Q)", detail);
+    report(ref.finite[rank] == !nonFinite &&
+               after.nonfinite_buckets - before.nonfinite_buckets ==
+                   (nonFinite ? 1u : 0u),
+           stepName + ": non-finite buckets counted");
+    double sent = after.bytes_sent - before.bytes_sent;
+    report(sent == double(ref.sentElements) * sizeof(T) &&
+               after.bytes_dense - before.bytes_dense == double(n) * sizeof(T),
+           stepName + ": bytes_sent and bytes_dense",
+           std::to_string(sent) + " bytes sent");
+    std::vector<float> asFloat(out.begin(), out.end());
+    bool agree = agreeAcrossRanks(asFloat);
+    // Q of the 24 x 20 matrix: identical on every rank, the NaN rank's too.
+    std::vector<float> q(stateOut.begin() + 480,
+                         stateOut.begin() + 480 + 20 * lowRank);
+    report(agree && agreeAcrossRanks(q),
+           stepName + ": every rank agrees on the result and Q");
+    std::vector<T> small(stateOut.begin() + smallAt,
+                         stateOut.begin() + smallAt + smallSize);
+    report(std::equal(small.begin(), small.end(), state.begin() + smallAt),
+           stepName + ": the incompressible matrix's state is unchanged");
+    state = stateOut;
+  }
+
+  // Inactive: the mean of quarter multiples (exact in any order), and
+  // state_out = state_in.
+  std::vector<T> grad(n), expected(n), out(n), stateOut(stateSize, T(-99));
+  for (int64_t i = 0; i < n; ++i) {
+    grad[i] = T((rank + 1) * (i % 89 - 40)) * T(0.25);
+    T sum = 0;
+    for (int r = 0; r < size; ++r)
+      sum += T((r + 1) * (i % 89 - 40)) * T(0.25);
+    expected[i] = sum / T(size);
+  }
+  auto g = view(grad), si = view(state), so = view(stateOut), o = view(out);
+  dsrt_memref1_i64 sh = view(shapes);
+  waitAllreduce(startPowerSgd(&g, &si, &so, &sh, lowRank, 0), &o);
+  report(noError(name + ", inactive") && out == expected && stateOut == state,
+         name + ", inactive: the mean, state_out = state_in");
+}
+
 void checkHalf() {
   configure(false, 60);
   // Multiples of N / 16: grad / N and every sum are exact in f16 and bf16.
@@ -419,6 +583,10 @@ int main(int argc, char **argv) {
   checkCompressed("three-tier, dense switch", DSRT_COMPRESS_THREE_TIER, 0, 0,
                   0.5, size > 1);
   checkCompressed("top-k", DSRT_COMPRESS_TOPK, 0.01, 0, 0, false);
+  checkPowerSgd<float>(true, 2);
+  checkPowerSgd<float>(false, 1);
+  checkPowerSgd<float>(false, 4);
+  checkPowerSgd<double>(true, 3);
   checkHalf();
   checkHost();
 

@@ -51,15 +51,15 @@ std::string lastError() {
 int64_t startPowerSgd(dsrt_memref1_f32 *g, dsrt_memref1_f32 *si,
                       dsrt_memref1_f32 *so, dsrt_memref1_i64 *shapes,
                       int64_t rank, int64_t active) {
-  return _mlir_ciface_dsrt_allreduce_start_powersgd_f32(g, si, so, shapes,
-                                                        rank, active);
+  return _mlir_ciface_dsrt_allreduce_start_powersgd_f32(g, si, so, shapes, rank,
+                                                        active);
 }
 
 int64_t startPowerSgd(dsrt_memref1_f64 *g, dsrt_memref1_f64 *si,
                       dsrt_memref1_f64 *so, dsrt_memref1_i64 *shapes,
                       int64_t rank, int64_t active) {
-  return _mlir_ciface_dsrt_allreduce_start_powersgd_f64(g, si, so, shapes,
-                                                        rank, active);
+  return _mlir_ciface_dsrt_allreduce_start_powersgd_f64(g, si, so, shapes, rank,
+                                                        active);
 }
 
 void waitAllreduce(int64_t handle, dsrt_memref1_f32 *out) {
@@ -737,9 +737,19 @@ TEST_F(CommTest, PowerSgdNonFiniteBucketsSendZeros) {
   EXPECT_EQ(powerSgd(grad, huge, kPowerSgdShapes, 2, 1, &stateOut),
             std::vector<float>(287, 0.0f));
   EXPECT_EQ(stateOut, huge);
+  // M is finite, but P = M Q or Q = M^T P overflows: for M = 3e38 in every
+  // element of the 12 x 10 matrix, P's orthogonalized columns are
+  // 12^-1/2 (1, ..., 1), so Q's elements are 12^1/2 3e38 if P's are not
+  // already inf. From then on the rank sends zeros.
+  std::fill(grad.begin(), grad.end(), 0.0f);
+  std::fill(grad.begin() + 5, grad.begin() + 125, 3e38f);
+  std::vector<float> zeros(322, 0.0f);
+  EXPECT_EQ(powerSgd(grad, zeros, kPowerSgdShapes, 2, 1, &stateOut),
+            std::vector<float>(287, 0.0f));
+  EXPECT_EQ(stateOut, zeros);
   dsrt_comm_stats stats;
   dsrt_get_comm_stats(&stats);
-  EXPECT_EQ(stats.nonfinite_buckets, 5u);
+  EXPECT_EQ(stats.nonfinite_buckets, 6u);
   EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
 }
 
@@ -748,9 +758,9 @@ TEST_F(CommTest, PowerSgdRejectsBadArguments) {
   std::vector<int64_t> shapes = kPowerSgdShapes, odd = {5, 1, 12};
   dsrt_memref1_f32 g = view(grad), s = view(state), ss = view(shortState);
   dsrt_memref1_i64 sh = view(shapes), oddv = view(odd);
-  EXPECT_EQ(_mlir_ciface_dsrt_allreduce_start_powersgd_f32(&g, &s, &ss, &sh,
-                                                           2, 1),
-            0);
+  EXPECT_EQ(
+      _mlir_ciface_dsrt_allreduce_start_powersgd_f32(&g, &s, &ss, &sh, 2, 1),
+      0);
   EXPECT_NE(lastError().find("a bucket of 287 elements and a state of 322, "
                              "not 287 and 322 (in) and 321 (out)"),
             std::string::npos)

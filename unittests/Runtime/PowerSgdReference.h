@@ -34,9 +34,9 @@ namespace powersgd_detail {
 inline void gaussian(std::vector<double> &out, int64_t count, int64_t k,
                      int64_t m, int64_t n, int64_t r) {
   const uint64_t golden = 0x9E3779B97F4A7C15ULL;
-  uint64_t s = ((uint64_t(k) * golden + uint64_t(m)) * golden + uint64_t(n)) *
-                   golden +
-               uint64_t(r);
+  uint64_t s =
+      ((uint64_t(k) * golden + uint64_t(m)) * golden + uint64_t(n)) * golden +
+      uint64_t(r);
   auto next = [&] {
     s += golden;
     uint64_t z = s;
@@ -56,8 +56,8 @@ inline void gaussian(std::vector<double> &out, int64_t count, int64_t k,
 }
 
 /// Column Gram-Schmidt of a rows x cols row-major matrix, PyTorch's order.
-template <typename T> void orthogonalize(std::vector<T> &a, int64_t rows,
-                                         int64_t cols) {
+template <typename T>
+void orthogonalize(std::vector<T> &a, int64_t rows, int64_t cols) {
   auto at = [&](int64_t row, int64_t col) -> T & {
     return a[row * cols + col];
   };
@@ -92,10 +92,10 @@ std::vector<T> sumRanks(const std::vector<std::vector<T>> &parts) {
 
 /// PowerSGD with active != 0 over ranks 0..N-1 (N = grads.size()).
 template <typename T>
-PowerSgdOutcome<T>
-powerSgdReference(const std::vector<std::vector<T>> &grads,
-                  const std::vector<std::vector<T>> &states,
-                  const std::vector<int64_t> &shapes, int64_t rank) {
+PowerSgdOutcome<T> powerSgdReference(const std::vector<std::vector<T>> &grads,
+                                     const std::vector<std::vector<T>> &states,
+                                     const std::vector<int64_t> &shapes,
+                                     int64_t rank) {
   using namespace powersgd_detail;
   int ranks = int(grads.size());
   PowerSgdOutcome<T> o;
@@ -113,8 +113,14 @@ powerSgdReference(const std::vector<std::vector<T>> &grads,
     int64_t m = shapes[2 * k], n = shapes[2 * k + 1];
     bool matrix = m > 1 && n > 1;
     int64_t r = std::min({rank, m, n});
-    Tensor t = {int64_t(k), at, m, n, r, matrix ? stateAt : -1,
-                matrix && 2 * (m + n) * r < m * n};
+    Tensor t;
+    t.k = int64_t(k);
+    t.at = at;
+    t.m = m;
+    t.n = n;
+    t.r = r;
+    t.stateAt = matrix ? stateAt : -1;
+    t.compressed = matrix && 2 * (m + n) * r < m * n;
     tensors.push_back(t);
     at += m * n;
     if (matrix)
@@ -196,8 +202,7 @@ powerSgdReference(const std::vector<std::vector<T>> &grads,
     for (int p = 0; p < ranks; ++p) {
       if (o.finite[p])
         for (int64_t i = 0; i < size; ++i)
-          o.states[p][t.stateAt + i] =
-              x[p][t.at + i] - o.result[t.at + i];
+          o.states[p][t.stateAt + i] = x[p][t.at + i] - o.result[t.at + i];
       if (!qZero)
         std::copy(qSum.begin(), qSum.end(),
                   o.states[p].begin() + t.stateAt + size);

@@ -448,8 +448,8 @@ typedef struct dsrt_memref1_i64 {
    state_out = state_in.
 
    active != 0, with N the world size, g = grad / N (a division) and
-   r = min(rank, m_k, n_k); all arithmetic in the element type, every sum
-   from 0 in index order:
+   r = min(rank, m_k, n_k); all arithmetic in the element type, every
+   local sum from 0 in index order:
    - vectors, and matrices with 2 (m_k + n_k) r >= m_k n_k (PyTorch's
      _should_compress: compressed only when the rate exceeds 2), are
      summed over ranks as they are (g, no error feedback), all of them in
@@ -508,8 +508,8 @@ DSRT_API int64_t _mlir_ciface_dsrt_allreduce_start_powersgd_f64(
    (what the compiler allocates): the sum over matrices of
    m_k n_k + n_k rank. Returns -1, with an error recorded, for an odd or
    negative count, a negative entry, rank < 1 or an overflow. */
-DSRT_API int64_t dsrt_powersgd_state_size(const int64_t *shapes,
-                                          int64_t count, int64_t rank);
+DSRT_API int64_t dsrt_powersgd_state_size(const int64_t *shapes, int64_t count,
+                                          int64_t rank);
 
 /* Blocking reduction of a small tensor inside a step (loss, found_inf,
    metrics): out = reduce over ranks of in, `op` a DSRT_REDUCE_*. */

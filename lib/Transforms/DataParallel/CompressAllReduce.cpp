@@ -91,7 +91,8 @@ Value buildParams(OpBuilder &b, Location loc, ScalarBuilder &s,
     return constant(o.ratio, 0, 0);
   // DGC's warm-up: 75 %, 93.75 %, 98.4375 %, 99.6 % sparsity, one stage per
   // warmup-iterations, then the final ratio (never more than it keeps).
-  Value stage = s.div(s.extractRaw(iteration), s.i64(o.warmupIterations));
+  Value stage = arith::DivSIOp::create(b, loc, s.extractRaw(iteration),
+                                      s.i64(o.warmupIterations));
   Value ratio = s.f64(o.ratio);
   const double kept[] = {0.25, 0.0625, 0.015625, 0.004};
   for (int i = 3; i >= 0; --i)
@@ -130,21 +131,26 @@ mlir::ds::compressAllReduce(FunctionOpInterface func,
   OpBuilder tb(ed.terminator);
   Value skip =
       residual ? buildSkipFlag(tb, func.getLoc(), func, *contract) : Value();
+  // One set of parameters for every bucket, built at the entry (it reads
+  // only the iteration counter).
+  Value params;
+  if (residual) {
+    OpBuilder eb(&ed.body, ed.body.begin());
+    ScalarBuilder es(eb, func.getLoc());
+    params = buildParams(eb, func.getLoc(), es, options, iteration);
+  }
   for (auto [index, start] : llvm::enumerate(starts)) {
     if (start.getScheme() != CompressionScheme::none)
       return start.emitOpError("is already compressed (ds-compress-allreduce "
                                "ran twice?)");
     OpBuilder b(start);
     Location loc = start.getLoc();
-    ScalarBuilder s(b, loc);
     RankedTensorType type = start.getBucket().getType();
-    Value old, params;
-    if (residual) {
+    Value old;
+    if (residual)
       old = ed.addState(
           (dp::kResidualKind + ".bucket" + std::to_string(index)).str(), "",
           type, InitKind::zeros);
-      params = buildParams(b, loc, s, options, iteration);
-    }
     auto compressed = AllReduceStartOp::create(
         b, loc, b.getI64Type(), residual ? Type(type) : Type(),
         start.getBucket(), old, params, options.scheme);
