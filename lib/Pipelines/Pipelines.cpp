@@ -53,7 +53,9 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   if (compress || given(compressScheme) || given(compressFixedThresholds) ||
       given(compressQuantileLow) || given(compressQuantileHigh) ||
       given(compressThetaLow) || given(compressThetaHigh) ||
-      given(compressRatio) || given(compressWarmupIterations)) {
+      given(compressRatio) || given(compressWarmupIterations) ||
+      given(compressMomentum) || given(compressLocalClip) ||
+      given(compressRank) || given(compressStartIteration)) {
     CompressAllReducePassOptions &o = config.compressAllReduce.emplace();
     o.scheme = compressScheme;
     o.fixedThresholds = compressFixedThresholds;
@@ -63,6 +65,10 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
     o.thetaHigh = compressThetaHigh;
     o.ratio = compressRatio;
     o.warmupIterations = compressWarmupIterations;
+    o.momentum = compressMomentum;
+    o.localClip = compressLocalClip;
+    o.rank = compressRank;
+    o.startIteration = compressStartIteration;
   }
   config.dataParallel = dataParallel || config.fuseAllReduce.has_value() ||
                         config.compressAllReduce.has_value();

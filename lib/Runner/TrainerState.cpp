@@ -294,7 +294,7 @@ Error Trainer::restore(llvm::StringRef dir) {
 bool Trainer::isPerRankState(unsigned i) const {
   const mlir::ds::ContractArg &arg = program.contract().args[i];
   return arg.role == ArgRole::State &&
-         arg.state.getKind().starts_with("comm.residual");
+         arg.state.getKind().starts_with("comm.");
 }
 
 Error Trainer::checkReplicas(llvm::StringRef when) {

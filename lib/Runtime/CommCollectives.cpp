@@ -298,7 +298,6 @@ int64_t startPowerSgd(Memref *grad, Memref *stateIn, Memref *stateOut,
 
   auto b = std::make_shared<Bucket<T>>();
   b->n = n;
-  b->result.resize(n);
   b->active = active != 0;
   b->stateOut = stateOut->aligned;
   b->stateOffset = stateOut->offset;
@@ -325,6 +324,8 @@ int64_t startPowerSgd(Memref *grad, Memref *stateIn, Memref *stateOut,
   if (live)
     task = issue("PowerSGD all-reduce", n * static_cast<int64_t>(sizeof(T)),
                  [b, w]() -> Status {
+                   // Allocated here: the start stays short.
+                   b->result.resize(b->n);
                    if (b->active)
                      return exchangePowerSgd(*b->powerSgd, w, b->result);
                    countSent(double(b->n) * sizeof(T));

@@ -3,6 +3,9 @@
 // RUN: ds-opt %s --ds-autodiff --ds-insert-loss-scaling --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="quantile-low=0.9 quantile-high=0.99" | FileCheck %s --check-prefix=TIER
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-compress-allreduce="scheme=topk ratio=0.01 warmup-iterations=5" | FileCheck %s --check-prefix=TOPK
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-compress-allreduce="scheme=fp16" --ds-insert-optimizer --ds-cpu-pipeline | FileCheck %s --check-prefix=LOWER
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=powersgd rank=2 start-iteration=10" | FileCheck %s --check-prefix=PSGD
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-compress-allreduce="scheme=topk momentum=0.9 local-clip=1" | FileCheck %s --check-prefix=DGC
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=powersgd" --ds-insert-optimizer --ds-cpu-pipeline | FileCheck %s --check-prefix=PSGDLOWER
 
 // Dropout draws this rank's rows of the global batch (the counter offset by
 // rank * numel) and advances the generator by the global batch's N * numel;
@@ -67,3 +70,26 @@ func.func @step(%w1: tensor<8x4xf32> {ds.param = "fc1.weight", ds.init = #ds.ini
   %l = ds.mse_loss %q, %y : tensor<6x2xf32> -> tensor<f32>
   return %l, %rng1 : tensor<f32>, tensor<2xi64>
 }
+
+// With PowerSGD: the bucket's tensors as [m, n] pairs; one state per bucket
+// holding each matrix's error and Q (2x8: 16 + 8*2; 8x4: 32 + 4*2);
+// uncompressed until iteration 10.
+// PSGD: %[[IT:[^:]+]]: tensor<i64> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"iteration">}, %[[ST:[^:]+]]: tensor<72xf32> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"comm.powersgd.bucket0">}
+// PSGD: arith.cmpi sge, %{{.*}}, %c10_i64
+// PSGD: %[[SH:.*]] = arith.constant dense<[2, 8, 8, 4]> : tensor<4xi64>
+// PSGD: ds.all_reduce_start %{{.*}} residual(%[[ST]] : tensor<72xf32>) params(%{{.*}} : tensor<3xf64>) shapes(%[[SH]] : tensor<4xi64>) scheme = powersgd {{.*}} : tensor<48xf32> -> i64, tensor<72xf32>
+// The new state is read after the wait (the runtime writes it there).
+// PSGDLOWER-DAG: llvm.call @_mlir_ciface_dsrt_allreduce_start_powersgd_f32
+// PSGDLOWER-DAG: llvm.call @_mlir_ciface_dsrt_allreduce_wait_f32
+
+// With DGC's options: local clipping by c / sqrt(N), the rank's momentum through the
+// error feedback, and momentum-factor masking where an element went out.
+// DGC: ds.state = #ds.state<"comm.residual.bucket0">}, %[[U:[^:]+]]: tensor<16xf32> {ds.init = #ds.init<zeros>, ds.state = #ds.state<"comm.momentum.bucket0">}
+// DGC: %{{.*}}, %[[SIZE:.*]] = ds.comm_rank
+// DGC: math.sqrt
+// DGC: %[[MU:.*]] = ds.mul %[[U]], %{{.*}} : tensor<16xf32>, tensor<f32> -> tensor<16xf32>
+// DGC: %[[CORR:.*]] = ds.add %[[MU]], %{{.*}} : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
+// DGC: %{{.*}}, %[[NEWRES:.*]] = ds.all_reduce_start %[[CORR]] residual
+// DGC: %[[KEPT:.*]] = ds.add %{{.*}}, %[[CORR]]
+// DGC: %[[UNSENT:.*]] = ds.compare eq, %[[NEWRES]], %[[KEPT]]
+// DGC: ds.select %[[UNSENT]], %[[CORR]], %{{.*}}

@@ -565,6 +565,13 @@ int main(int argc, char **argv) {
                                                    error)))
         return badOption("--compress-allreduce: " + error);
       prepare.compressSpelling = compressAllReduce;
+      // DGC's momentum correction moves the momentum into the compressor.
+      if (pipeline.compressAllReduce->momentum > 0 &&
+          opt.kind != mlir::ds::OptimizerKind::Sgd)
+        return badOption("--compress-allreduce: momentum (DGC's momentum "
+                         "correction) keeps the momentum in the compressor; "
+                         "use --optimizer sgd (plain SGD applies the "
+                         "corrected update)");
     }
   }
   std::vector<int64_t> injectSteps;

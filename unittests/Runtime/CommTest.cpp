@@ -737,17 +737,40 @@ TEST_F(CommTest, PowerSgdNonFiniteBucketsSendZeros) {
   EXPECT_EQ(powerSgd(grad, huge, kPowerSgdShapes, 2, 1, &stateOut),
             std::vector<float>(287, 0.0f));
   EXPECT_EQ(stateOut, huge);
-  // M is finite, but P = M Q or Q = M^T P overflows: for M = 3e38 in every
-  // element of the 12 x 10 matrix, P's orthogonalized columns are
-  // 12^-1/2 (1, ..., 1), so Q's elements are 12^1/2 3e38 if P's are not
-  // already inf. From then on the rank sends zeros.
+  // M is finite but P = M Q overflows: the 12 x 10 matrix's rows are
+  // 3e38 times the signs of the first column of its first Q (the replayed
+  // generator, orthogonalized), so P's first column is 3e38 times that
+  // column's 1-norm, more than 1.2. The rank sends zeros from then on.
+  std::vector<double> draw;
+  dsrt_test::powersgd_detail::gaussian(draw, 20, 1, 12, 10, 2);
+  std::vector<float> q(draw.begin(), draw.end());
+  dsrt_test::powersgd_detail::orthogonalize(q, 10, 2);
+  double norm1 = 0;
+  for (int64_t j = 0; j < 10; ++j)
+    norm1 += std::fabs(q[2 * j]);
+  ASSERT_GT(norm1, 1.2);
   std::fill(grad.begin(), grad.end(), 0.0f);
-  std::fill(grad.begin() + 5, grad.begin() + 125, 3e38f);
+  for (int64_t i = 0; i < 12; ++i)
+    for (int64_t j = 0; j < 10; ++j)
+      grad[5 + 10 * i + j] = q[2 * j] < 0 ? -3e38f : 3e38f;
   std::vector<float> zeros(322, 0.0f);
   EXPECT_EQ(powerSgd(grad, zeros, kPowerSgdShapes, 2, 1, &stateOut),
             std::vector<float>(287, 0.0f));
   EXPECT_EQ(stateOut, zeros);
   dsrt_comm_stats stats;
+  dsrt_get_comm_stats(&stats);
+  EXPECT_EQ(stats.nonfinite_buckets, 6u);
+  // Where only the sum of squares overflows (M = 3e38 everywhere: this
+  // draw's column sums stay below 1.13, so P is finite, but its norm is
+  // not), the column becomes zeros: a zero result, E' = M, and nothing
+  // non-finite.
+  std::fill(grad.begin() + 5, grad.begin() + 125, 3e38f);
+  EXPECT_EQ(powerSgd(grad, zeros, kPowerSgdShapes, 2, 1, &stateOut),
+            std::vector<float>(287, 0.0f));
+  EXPECT_EQ(std::vector<float>(stateOut.begin(), stateOut.begin() + 120),
+            std::vector<float>(120, 3e38f));
+  EXPECT_EQ(std::vector<float>(stateOut.begin() + 120, stateOut.end()),
+            std::vector<float>(202, 0.0f));
   dsrt_get_comm_stats(&stats);
   EXPECT_EQ(stats.nonfinite_buckets, 6u);
   EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();

@@ -306,7 +306,7 @@ struct TrainingPipelineOptions
                              llvm::cl::init(false)};
   Opt::Option<CompressionScheme> compressScheme{
       *this, "compress-scheme",
-      llvm::cl::desc("three-tier, topk, fp16 or bf16"),
+      llvm::cl::desc("three-tier, topk, fp16, bf16 or powersgd"),
       llvm::cl::init(CompressAllReducePassOptions().scheme),
       compressionSchemeValues()};
   Opt::Option<bool> compressFixedThresholds{
@@ -328,6 +328,21 @@ struct TrainingPipelineOptions
   Opt::Option<double> compressRatio{
       *this, "compress-ratio", llvm::cl::desc("topk: the fraction sent"),
       llvm::cl::init(CompressAllReducePassOptions().ratio)};
+  Opt::Option<double> compressMomentum{
+      *this, "compress-momentum",
+      llvm::cl::desc("DGC's momentum correction (0: off)"),
+      llvm::cl::init(CompressAllReducePassOptions().momentum)};
+  Opt::Option<double> compressLocalClip{
+      *this, "compress-local-clip",
+      llvm::cl::desc("DGC's local clipping norm (0: off)"),
+      llvm::cl::init(CompressAllReducePassOptions().localClip)};
+  Opt::Option<int64_t> compressRank{
+      *this, "compress-rank", llvm::cl::desc("powersgd: approximation rank"),
+      llvm::cl::init(CompressAllReducePassOptions().rank)};
+  Opt::Option<int64_t> compressStartIteration{
+      *this, "compress-start-iteration",
+      llvm::cl::desc("powersgd: uncompressed iterations first"),
+      llvm::cl::init(CompressAllReducePassOptions().startIteration)};
   Opt::Option<int64_t> compressWarmupIterations{
       *this, "compress-warmup-iterations",
       llvm::cl::desc("topk: iterations per DGC warm-up stage"),

@@ -95,8 +95,9 @@ private:
   llvm::Error restore(llvm::StringRef dir);
   /// Fails unless every rank holds the same parameters and shared state.
   llvm::Error checkReplicas(llvm::StringRef when);
-  /// Whether argument `i` is state each rank keeps for itself (the
-  /// error-feedback residuals of ds-compress-allreduce).
+  /// Whether argument `i` is state each rank keeps for itself (`comm.*`:
+  /// the error-feedback residuals, DGC momenta and PowerSGD states of
+  /// ds-compress-allreduce).
   bool isPerRankState(unsigned i) const;
   llvm::Error saveCheckpoint(llvm::StringRef dir);
   llvm::Error feed(uint64_t batch, bool heldOut);

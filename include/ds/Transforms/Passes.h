@@ -88,7 +88,10 @@ inline llvm::cl::ValuesClass compressionSchemeValues() {
       clEnumValN(::mlir::ds::CompressionScheme::fp16, "fp16",
                  "DDP's fp16 compression hook"),
       clEnumValN(::mlir::ds::CompressionScheme::bf16, "bf16",
-                 "DDP's bf16 compression hook"));
+                 "DDP's bf16 compression hook"),
+      clEnumValN(::mlir::ds::CompressionScheme::powersgd, "powersgd",
+                 "PowerSGD (DDP's powerSGD_hook), error feedback, warm "
+                 "start"));
 }
 inline llvm::cl::ValuesClass sparsityScheduleValues() {
   return llvm::cl::values(

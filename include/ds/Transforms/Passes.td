@@ -846,8 +846,20 @@ def CompressAllReducePass : Pass<"ds-compress-allreduce", "::mlir::ModuleOp"> {
       then `ratio`.
     - `fp16` / `bf16`: DDP's compression hooks (divide by the world size,
       round, reduce).
+    - `powersgd`: PyTorch's powerSGD_hook (warm start, error feedback,
+      `rank`, uncompressed until `start-iteration`, vectors and matrices
+      whose rate would be below 2 uncompressed): per bucket, the state of
+      its matrices (errors and Q factors) is `comm.powersgd.bucket<i>`.
 
-    Residuals are state (`comm.residual.bucket<i>`, f32 zeros), one per
+    With `momentum = m > 0` (DGC's momentum correction, for SGD: the
+    optimizer must then be plain `sgd`), each rank accumulates its own
+    momentum `u = m u + g` (state `comm.momentum.bucket<i>`) and sends
+    `u` through the error feedback instead of `g`; the elements it sent
+    get `u = 0` (momentum-factor masking). `local-clip = c > 0` scales each
+    bucket to an L2 norm of at most `c / sqrt(N)` first (DGC's local
+    clipping, per bucket).
+
+    Residuals are state (`comm.residual.bucket<i>`, zeros), one per
     bucket and rank; on a step that is skipped (`found_inf`) or a mask
     update (`sparsity.mask_update`) they keep their value. Sparse payloads
     are exchanged by an all-gather (or dense above SparCML's density); see
@@ -856,7 +868,7 @@ def CompressAllReducePass : Pass<"ds-compress-allreduce", "::mlir::ModuleOp"> {
   let options = [
     Option<"scheme", "scheme", "::mlir::ds::CompressionScheme",
            /*default=*/"::mlir::ds::CompressionScheme::three_tier",
-           "three-tier, topk, fp16 or bf16",
+           "three-tier, topk, fp16, bf16 or powersgd",
            [{::mlir::ds::compressionSchemeValues()}]>,
     Option<"fixedThresholds", "fixed-thresholds", "bool", /*default=*/"false",
            "three-tier: theta-low and theta-high instead of quantiles">,
@@ -873,6 +885,19 @@ def CompressAllReducePass : Pass<"ds-compress-allreduce", "::mlir::ModuleOp"> {
     Option<"warmupIterations", "warmup-iterations", "int64_t",
            /*default=*/"0",
            "topk: iterations per stage of DGC's sparsity warm-up (0: none)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "topk, three-tier: DGC's momentum correction with this momentum "
+           "(0: off); the optimizer is then plain SGD">,
+    Option<"rank", "rank", "int64_t", /*default=*/"1",
+           "powersgd: the rank of the approximation (DDP's "
+           "matrix_approximation_rank)">,
+    Option<"startIteration", "start-iteration", "int64_t",
+           /*default=*/"1000",
+           "powersgd: iterations of uncompressed all-reduce first (DDP's "
+           "start_powerSGD_iter)">,
+    Option<"localClip", "local-clip", "double", /*default=*/"0.0",
+           "topk, three-tier: DGC's local clipping of each bucket to this "
+           "L2 norm times N^-1/2 before accumulation (0: off)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",

@@ -241,6 +241,42 @@ LogicalResult lowerBlockingCollective(RuntimeCallBuilder &rt, Operation *op) {
   return success();
 }
 
+/// ds.all_reduce_start with PowerSGD: (bucket, state in, state out,
+/// shapes, rank, active) -> handle. The runtime writes the new state when
+/// the wait returns, so the state's tensor is taken after the wait.
+LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
+                                 StringRef suffix) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Operation *wait = nullptr;
+  for (Operation *user : op.getRequest().getUsers())
+    if (isa<AllReduceWaitOp>(user))
+      wait = user;
+  if (!wait || wait->getBlock() != op->getBlock())
+    return op.emitOpError("needs its ds.all_reduce_wait in the same block");
+  RankedTensorType stateType = op.getResidual().getType();
+  auto [stateOut, stateOutView] =
+      RuntimeCallBuilder::alloc(b, loc, stateType);
+  auto toI64 = [&](int64_t i) -> Value {
+    Value index = arith::ConstantIndexOp::create(b, loc, i);
+    Value v = tensor::ExtractOp::create(b, loc, op.getParams(), index);
+    return arith::FPToSIOp::create(b, loc, b.getI64Type(), v);
+  };
+  SmallVector<Value> operands{rt.input(b, loc, op.getBucket()),
+                              rt.input(b, loc, op.getResidual()),
+                              stateOutView, rt.input(b, loc, op.getShapes()),
+                              toI64(0), toI64(1)};
+  Value handle =
+      rt.call(b, loc, ("dsrt_allreduce_start_powersgd_" + suffix).str(),
+              operands, {b.getI64Type()});
+  op.getRequest().replaceAllUsesWith(handle);
+  b.setInsertionPointAfter(wait);
+  op.getNewResidual().replaceAllUsesWith(bufferization::ToTensorOp::create(
+      b, loc, stateType, stateOut, /*restrict=*/true, /*writable=*/true));
+  op.erase();
+  return success();
+}
+
 /// ds.all_reduce_start: (bucket, residual in, residual out, scheme, p0, p1,
 /// p2) -> handle. A scheme without a residual gets empty residual buffers.
 LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt,
@@ -251,6 +287,8 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt,
   FailureOr<StringRef> suffix = collectiveSuffix(op, type.getElementType());
   if (failed(suffix))
     return failure();
+  if (op.getScheme() == CompressionScheme::powersgd)
+    return lowerPowerSgdStart(rt, op, *suffix);
   auto empty = RankedTensorType::get({0}, type.getElementType());
   Value residualIn = op.getResidual() ? rt.input(b, loc, op.getResidual())
                                       : RuntimeCallBuilder::alloc(b, loc, empty).second;

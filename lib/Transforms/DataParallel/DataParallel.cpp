@@ -215,7 +215,8 @@ LogicalResult mlir::ds::dataParallel(FunctionOpInterface func) {
     Value flat = flatten(b, loc, grad);
     auto start = AllReduceStartOp::create(
         b, loc, b.getI64Type(), /*new_residual=*/Type(), flat,
-        /*residual=*/Value(), /*params=*/Value(), CompressionScheme::none);
+        /*residual=*/Value(), /*params=*/Value(), /*shapes=*/Value(),
+        CompressionScheme::none);
     std::string name = contract->args[result.argIndex].name;
     start->setAttr(dp::kGradsAttr,
                    b.getArrayAttr({b.getStringAttr(name)}));

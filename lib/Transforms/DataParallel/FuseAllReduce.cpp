@@ -66,7 +66,7 @@ void fuse(Bucket &bucket) {
   auto type = RankedTensorType::get({total}, bucket.elementType);
   Value flat = ConcatOp::create(b, loc, type, parts, /*axis=*/0);
   auto start = AllReduceStartOp::create(b, loc, b.getI64Type(), Type(), flat,
-                                        Value(), Value(),
+                                        Value(), Value(), Value(),
                                         CompressionScheme::none);
   start->setAttr(dp::kGradsAttr, b.getArrayAttr(names));
   b.setInsertionPoint(bucket.firstWait);

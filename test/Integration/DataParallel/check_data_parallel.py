@@ -140,14 +140,14 @@ def determinism(tmp):
     return fn
 
 
-def compressed(tmp, scheme, options, min_ratio):
+def compressed(tmp, scheme, options, min_ratio, extra=()):
     def fn():
         model = gen(tmp, "mlp", 16, "f32")
         d = os.path.join(tmp, "cmp-" + scheme)
         mpi(2, [model, "--compress-allreduce=" + options,
                 "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000",
                 "--steps", str(STEPS), "--quiet", "--check-replicas", "1",
-                "--report", d + ".json"])
+                "--report", d + ".json"] + list(extra))
         with open(d + ".json") as f:
             dp = json.load(f)["summary"]["data_parallel"]
         ls = losses(d + ".json")
@@ -219,6 +219,9 @@ def refusals(tmp):
             (lambda: run([DS_OPT, model, "--ds-autodiff",
                           "--ds-compress-allreduce"], expect_ok=False),
              "run ds-data-parallel first"),
+            (lambda: run([DS_RUN, model, "--compress-allreduce="
+                          "scheme=topk momentum=0.9"], expect_ok=False),
+             "use --optimizer sgd"),
         ]
         for make, message in cases:
             p = make()
@@ -246,6 +249,12 @@ def main():
                                        "scheme=three-tier", 3.0))
         check("topk", compressed(tmp, "topk", "scheme=topk ratio=0.05", 5.0))
         check("fp16", compressed(tmp, "fp16", "scheme=fp16", 1.9))
+        check("powersgd", compressed(tmp, "powersgd", "scheme=powersgd "
+                                     "rank=1 start-iteration=5", 1.5))
+        check("topk + DGC momentum correction",
+              compressed(tmp, "dgc", "scheme=topk ratio=0.05 momentum=0.9 "
+                         "local-clip=5 warmup-iterations=2", 5.0,
+                         ["--optimizer", "sgd", "--lr", "0.05"]))
         check("three-tier checkpoint/resume", resume(tmp))
         check("refusals", refusals(tmp))
     passed = sum(results)

@@ -25,13 +25,32 @@ LogicalResult AllReduceStartOp::verify() {
                          << "' "
                          << (wantsResidual ? "needs" : "takes no")
                          << " error-feedback residual operand and result";
-  if (getResidual() && (getResidual().getType() != bucket ||
-                        getNewResidual().getType() != bucket))
+  bool powerSgd = scheme == CompressionScheme::powersgd;
+  if (getResidual() && getResidual().getType() != getNewResidual().getType())
+    return emitOpError() << "expects the new residual of the residual's type "
+                         << getResidual().getType();
+  if (getResidual() && !powerSgd && getResidual().getType() != bucket)
     return emitOpError() << "expects the residual and its new value of the "
                             "bucket's type "
                          << bucket;
+  if (getResidual() && powerSgd &&
+      (getResidual().getType().getRank() != 1 ||
+       getResidual().getType().getElementType() != bucket.getElementType()))
+    return emitOpError() << "expects a 1-D PowerSGD state of the bucket's "
+                            "element type, got "
+                         << getResidual().getType();
+  if (powerSgd != bool(getShapes()))
+    return emitOpError() << "scheme '" << stringifyCompressionScheme(scheme)
+                         << "' " << (powerSgd ? "needs" : "takes no")
+                         << " shapes";
+  if (getShapes()) {
+    RankedTensorType st = getShapes().getType();
+    if (st.getRank() != 1 || st.getDimSize(0) % 2 != 0)
+      return emitOpError() << "expects shapes of type tensor<2Kxi64>, got "
+                           << st;
+  }
   bool wantsParams = scheme == CompressionScheme::three_tier ||
-                     scheme == CompressionScheme::topk;
+                     scheme == CompressionScheme::topk || powerSgd;
   if (wantsParams != bool(getParams()))
     return emitOpError() << "scheme '" << stringifyCompressionScheme(scheme)
                          << "' " << (wantsParams ? "needs" : "takes no")

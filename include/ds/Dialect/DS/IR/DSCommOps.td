@@ -23,7 +23,7 @@ def DS_CompressionScheme : I32EnumAttr<"CompressionScheme",
     "gradient all-reduce compression", [
     I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"three_tier", 1>,
     I32EnumAttrCase<"topk", 2>, I32EnumAttrCase<"fp16", 3>,
-    I32EnumAttrCase<"bf16", 4>]> {
+    I32EnumAttrCase<"bf16", 4>, I32EnumAttrCase<"powersgd", 5>]> {
   let cppNamespace = "::mlir::ds";
 }
 
@@ -84,8 +84,12 @@ def DS_AllReduceStartOp : DS_Op<"all_reduce_start", [
     by `params` = [mode (0: quantiles, 1: fixed), low, high]) and `topk`
     (`params` = [ratio, 0, 0], DGC) add the error-feedback `residual` to the
     bucket first and return the new residual, what was not sent;
-    `fp16` / `bf16` round before sending. A bucket holding inf or NaN is
-    sent as zeros and its residual kept.
+    `fp16` / `bf16` round before sending. `powersgd` (`params` = [rank,
+    active, 0], `shapes` = the bucket's tensors as [m_0, n_0, m_1, ...])
+    sends rank-r factors of each matrix; its `residual` is the state of
+    every matrix (the error, then the warm-start Q), and the new state is
+    only complete once the wait has returned. A bucket holding inf or NaN
+    is sent as zeros and its residual kept.
 
     ```mlir
     %req = ds.all_reduce_start %g scheme = none : tensor<4096xf32> -> i64
@@ -97,11 +101,13 @@ def DS_AllReduceStartOp : DS_Op<"all_reduce_start", [
   let arguments = (ins DS_FloatTensor:$bucket,
                        Optional<DS_FloatTensor>:$residual,
                        Optional<RankedTensorOf<[F64]>>:$params,
+                       Optional<RankedTensorOf<[I64]>>:$shapes,
                        DS_CompressionScheme:$scheme);
   let results = (outs I64:$request, Optional<DS_FloatTensor>:$new_residual);
   let assemblyFormat = [{
     $bucket (`residual` `(` $residual^ `:` type($residual) `)`)?
     (`params` `(` $params^ `:` type($params) `)`)?
+    (`shapes` `(` $shapes^ `:` type($shapes) `)`)?
     `scheme` `=` $scheme attr-dict `:` type($bucket) `->` type($request)
     (`,` type($new_residual)^)?
   }];
@@ -110,7 +116,8 @@ def DS_AllReduceStartOp : DS_Op<"all_reduce_start", [
     /// Whether `scheme` keeps an error-feedback residual.
     static bool hasResidual(CompressionScheme scheme) {
       return scheme == CompressionScheme::three_tier ||
-             scheme == CompressionScheme::topk;
+             scheme == CompressionScheme::topk ||
+             scheme == CompressionScheme::powersgd;
     }
   }];
 }
