@@ -18,7 +18,8 @@
 #                1000 steps, 3 seeds), integer inference beside it, and INT4
 #                QAT of the GPT block (d_model 256) on fortune-cookie text;
 #                block-sparse GPT training (the seeds' 80 -> 98 % schedule,
-#                constant 90 %) vs dense
+#                constant 90 %) vs dense; data-parallel GPT on 4 MPI ranks,
+#                every all-reduce compression vs uncompressed
 
 LLVM_PREFIX  ?= /usr/lib/llvm-22
 BUILD_DIR    ?= build
@@ -66,6 +67,7 @@ accuracy: build
 	@./scripts/install-deps.sh fortunes
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/qat_accuracy.py --ds-run $(BUILD_DIR)/bin/ds-run
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/sparsity_accuracy.py --ds-run $(BUILD_DIR)/bin/ds-run
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/dp_accuracy.py --ds-run $(BUILD_DIR)/bin/ds-run
 
 bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run

@@ -8,7 +8,7 @@ ds-compress-allreduce:
 
   - uncompressed (the reference), DDP's fp16 and bf16 hooks;
   - DGC's top-k at 0.1 % (threshold from a 1 % sample, error feedback,
-    sparsity warm-up over the first 4 x 25 iterations);
+    sparsity warm-up, 4 stages of steps / 200 iterations);
   - the seed's three tiers over a curve of quantile thresholds
     (theta_low, theta_high): the fraction dropped and the fraction sent in
     8 bits.
@@ -78,7 +78,7 @@ def main():
         for name in ("tokens", "targets"):
             data += ["--data", "%s=%s/%s.npy" % (name, text, name),
                      "--eval-data", "%s=%s/eval_%s.npy" % (name, text, name)]
-        warm = max(1, args.steps // 40)
+        warm = max(1, args.steps // 200)
         runs = [
             ("uncompressed", None),
             ("fp16 (DDP hook)", "scheme=fp16"),
