@@ -13,7 +13,9 @@
 #                FP32 vs the mixed-precision policy (memory, step time), and
 #                int8 inference vs f32 (GEMMs, and the examples' forwards),
 #                8x8 block-sparse kernels vs dense sgemm and the sparse GPT
-#                step vs dense
+#                step vs dense; data-parallel step time per all-reduce
+#                scheme at 2 and 4 MPI ranks (communication hidden behind
+#                the backward) and the schemes at 64 ranks / 7B (link model)
 #   make accuracy  long runs: INT8 QAT vs FP32 held-out loss (MLP, CNN,
 #                1000 steps, 3 seeds), integer inference beside it, and INT4
 #                QAT of the GPT block (d_model 256) on fortune-cookie text;
@@ -79,6 +81,8 @@ bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/sparsity.py \
 	  --ds-run $(BUILD_DIR)/bin/ds-run \
 	  --kernel-bench $(BUILD_DIR)/bin/ds-runtime-sparse-benchmark
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/dp_step.py --ds-run $(BUILD_DIR)/bin/ds-run
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/dp_simulate.py
 
 clean:
 	rm -rf $(BUILD_DIR)
