@@ -195,6 +195,13 @@ def resume(tmp):
                 expect_ok=False)
         if p.returncode == 0 or "written by 2 rank(s)" not in p.stderr:
             raise RuntimeError("resume with 1 process: %s" % p.stderr[-500:])
+        # And another module.
+        other = gen(tmp, "mlp", 16, "f64")
+        p = mpi(2, [other, "--steps", "10", "--resume", ckpt] + flags,
+                expect_ok=False)
+        if p.returncode == 0 or "for a different module" not in p.stderr:
+            raise RuntimeError("resume with another module: %s" %
+                               p.stderr[-500:])
         return "(%d tensors bit-identical, %d residuals per rank)" % (
             len(a), len(ranks0))
     return fn
