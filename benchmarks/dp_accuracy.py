@@ -11,7 +11,15 @@ ds-compress-allreduce:
     sparsity warm-up, 4 stages of steps / 200 iterations);
   - the seed's three tiers over a curve of quantile thresholds
     (theta_low, theta_high): the fraction dropped and the fraction sent in
-    8 bits.
+    8 bits;
+  - PowerSGD at rank 4 (warm start, error feedback), compressed after the
+    first steps / 200 iterations.
+
+SGD with momentum 0.9 by default (DGC's setting; top-k with DGC's
+momentum correction, which makes the optimizer plain SGD); --optimizer
+adamw runs the same with AdamW, where error feedback fares badly (an
+element that is sent every k-th step arrives k times larger, and Adam's
+second moment shrinks its steps by about sqrt(k)).
 
 Prints the held-out loss, its change against uncompressed, the bytes this
 rank put on the wire per step (payloads; dense for uncompressed), the
@@ -36,12 +44,18 @@ MPIRUN = os.path.join(SRC, "scripts", "ds-mpirun")
 
 def run(args, model, work, tag, data, compress):
     report = os.path.join(work, tag + ".json")
+    # DGC's momentum correction moves the momentum into the compressor: the
+    # optimizer is then plain SGD with the same momentum.
+    dgc = compress and "momentum=" in compress
+    optimizer = ["--optimizer", "sgd" if dgc else args.optimizer]
+    if args.optimizer == "momentum" and not dgc:
+        optimizer += ["--momentum", "0.9"]
     cmd = [MPIRUN, "-np", str(args.ranks), args.ds_run, model,
            "--data-parallel", "--steps", str(args.steps), "--seed", "0",
-           "--quiet", "--lr", "2e-3", "--schedule", "warmup-cosine",
+           "--quiet", "--lr", str(args.lr), "--schedule", "warmup-cosine",
            "--warmup-steps", str(min(50, args.steps // 20)),
            "--eval-every", str(args.steps), "--eval-batches", "32",
-           "--report", report, "--threads", "1"] + data
+           "--report", report, "--threads", "1"] + optimizer + data
     if compress:
         cmd.append("--compress-allreduce=" + compress)
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -62,7 +76,16 @@ def main():
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--batch", type=int, default=4,
                     help="rows per rank (the global batch is ranks x batch)")
+    ap.add_argument("--optimizer", default="momentum",
+                    choices=["momentum", "adamw"],
+                    help="momentum: SGD with momentum 0.9 (DGC's setting; "
+                    "top-k then uses DGC's momentum correction); adamw")
+    ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--only", default="",
+                    help="comma-separated run numbers (0 = uncompressed)")
     args = ap.parse_args()
+    if args.lr is None:
+        args.lr = 0.1 if args.optimizer == "momentum" else 2e-3
     with tempfile.TemporaryDirectory() as work:
         model = os.path.join(work, "gpt256.mlir")
         subprocess.run([sys.executable,
@@ -84,23 +107,31 @@ def main():
             ("fp16 (DDP hook)", "scheme=fp16"),
             ("bf16 (DDP hook)", "scheme=bf16"),
             ("top-k 0.1 % (DGC)", "scheme=topk ratio=0.001 "
-             "warmup-iterations=%d" % warm),
+             "warmup-iterations=%d" % warm +
+             (" momentum=0.9" if args.optimizer == "momentum" else "")),
             ("three-tier q 0.90/0.99", "quantile-low=0.9 quantile-high=0.99"),
             ("three-tier q 0.95/0.99", "quantile-low=0.95 quantile-high=0.99"),
             ("three-tier q 0.97/0.995", "quantile-low=0.97 "
              "quantile-high=0.995"),
             ("three-tier q 0.99/0.999", "quantile-low=0.99 "
              "quantile-high=0.999"),
+            ("powersgd rank 4", "scheme=powersgd rank=4 "
+             "start-iteration=%d" % warm),
         ]
         print("GPT block d_model 256 on fortune cookies, %d ranks x %d rows, "
-              "%d steps, AdamW lr 2e-3 (warm-up + cosine), held-out loss over "
-              "32 batches" % (args.ranks, args.batch, args.steps))
+              "%d steps, %s lr %g (warm-up + cosine), held-out loss over "
+              "32 batches" % (args.ranks, args.batch, args.steps,
+                              "SGD momentum 0.9" if args.optimizer ==
+                              "momentum" else "AdamW", args.lr))
         print("%-26s %9s %10s %12s %9s %8s" % ("scheme", "held-out",
                                               "vs uncomp", "KiB/step",
                                               "ratio", "step ms"))
         base = None
         best = {"topk": 0.0, "three": 0.0}
-        for tag, spec in runs:
+        only = {int(x) for x in args.only.split(",") if x}
+        for number, (tag, spec) in enumerate(runs):
+            if only and number not in only:
+                continue
             loss, ms, sent, ratio = run(args, model, work,
                                         "run%d" % len(tag), data, spec)
             if base is None:

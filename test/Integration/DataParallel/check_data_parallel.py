@@ -16,6 +16,8 @@ Every run is a real MPI job of 2 ranks (scripts/ds-mpirun), one thread each.
     identical; the report counts fewer bytes than dense; a three-tier run
     split by a checkpoint equals the straight run bit for bit, residuals
     included, and the checkpoint holds both ranks' residuals.
+  - composition: a block-sparse, fake-quantized, FP8, loss-scaled step
+    with a compressed all-reduce keeps the replicas identical;
   - refusals: resuming with another number of ranks, a step without data
     parallelism under mpirun, a global batch the ranks do not divide, bad
     compression options: an error, a non-zero exit, no hang.
@@ -207,6 +209,27 @@ def resume(tmp):
     return fn
 
 
+def composition(tmp):
+    def fn():
+        model = gen(tmp, "gpt", 2, "f32")
+        d = os.path.join(tmp, "all")
+        mpi(2, [model, "--sparsity=schedule=constant final=0.5 "
+                "update-every=5", "--fake-quant", "--precision",
+                "--loss-scaling", "--compress-allreduce", "--fuse-allreduce",
+                "--steps", "10", "--quiet", "--check-replicas", "1",
+                "--report", d + ".json"])
+        with open(d + ".json") as f:
+            rep = json.load(f)
+        ls = [st["loss"] for st in rep["steps"]]
+        if not all(np.isfinite(ls)):
+            raise RuntimeError("non-finite loss: %s" % ls)
+        if "sparsity" not in rep["summary"]:
+            raise RuntimeError("no sparsity summary")
+        return "(sparse, fake-quantized, FP8, loss-scaled, three-tier; " \
+            "replicas identical every step)"
+    return fn
+
+
 def refusals(tmp):
     def fn():
         model = gen(tmp, "mlp", 16, "f32")
@@ -263,6 +286,7 @@ def main():
                          "local-clip=5 warmup-iterations=2", 5.0,
                          ["--optimizer", "sgd", "--lr", "0.05"]))
         check("three-tier checkpoint/resume", resume(tmp))
+        check("composition", composition(tmp))
         check("refusals", refusals(tmp))
     passed = sum(results)
     print("%d passed, %d failed" % (passed, len(results) - passed))
