@@ -132,8 +132,16 @@ def main():
         for number, (tag, spec) in enumerate(runs):
             if only and number not in only:
                 continue
-            loss, ms, sent, ratio = run(args, model, work,
-                                        "run%d" % len(tag), data, spec)
+            try:
+                loss, ms, sent, ratio = run(args, model, work,
+                                            "run%d" % number, data, spec)
+            except RuntimeError as e:
+                # A diverged run is a result too: say so and go on.
+                reason = [l for l in str(e).splitlines() if "error:" in l]
+                print("%-26s diverged: %s" % (tag, reason[0] if reason
+                                              else "ds-run failed"),
+                      flush=True)
+                continue
             if base is None:
                 base = loss
             delta = (loss - base) / base
