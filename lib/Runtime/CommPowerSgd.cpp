@@ -327,9 +327,13 @@ Status dsrt::comm::exchangePowerSgd(PowerSgdWork<T> &work, const World &world,
     multiplyOuter(p, q, t.m, t.n, t.rank, out);
     T *error = work.stateOut.data() + t.stateAt;
     if (work.finite) {
+      // PyTorch's error, M - (the mean's approximation), in the units of
+      // M / N that this rank adds back next time: with every rank's M
+      // equal and approximated exactly, it is zero.
       const T *x = work.input.data() + t.at;
+      T ranks = static_cast<T>(world.size);
       for (int64_t i = 0; i < count; ++i)
-        error[i] = x[i] - out[i];
+        error[i] = x[i] - out[i] / ranks;
     }
     if (!allZero(q, t.n * t.rank))
       std::copy(q, q + t.n * t.rank, error + count);

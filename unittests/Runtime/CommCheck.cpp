@@ -430,6 +430,39 @@ template <typename T> void checkPowerSgd(bool deterministic, int64_t lowRank) {
          name + ", inactive: the mean, state_out = state_in");
 }
 
+/// An invariant the replay cannot see (it shares the runtime's reading of
+/// PowerSGD): every rank holds the same rank-1 gradient u v^T, so PowerSGD
+/// of rank 1 recovers the mean exactly and leaves no error behind, on
+/// every rank and every step (PyTorch's E = M - mean approximation = 0).
+void checkPowerSgdExact() {
+  configure(true, 60);
+  int64_t m = 12, n = 10;
+  std::vector<int64_t> shapes = {m, n};
+  int64_t stateSize = dsrt_powersgd_state_size(shapes.data(), 2, 1);
+  std::vector<double> grad(m * n), state(stateSize, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      grad[i * n + j] = (1.0 + 0.25 * i) * (0.5 - 0.125 * j);
+  bool ok = true;
+  double worstResult = 0, worstError = 0;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<double> out(m * n), stateOut(stateSize);
+    auto g = view(grad), si = view(state), so = view(stateOut), o = view(out);
+    dsrt_memref1_i64 sh = view(shapes);
+    waitAllreduce(startPowerSgd(&g, &si, &so, &sh, 1, 1), &o);
+    ok = ok && noError("PowerSGD exact rank 1");
+    for (int64_t i = 0; i < m * n; ++i) {
+      worstResult = std::max(worstResult, std::fabs(out[i] - grad[i]));
+      worstError = std::max(worstError, std::fabs(stateOut[i]));
+    }
+    state = stateOut;
+  }
+  report(ok && worstResult < 1e-12 && worstError < 1e-12,
+         "PowerSGD of identical rank-1 gradients: the mean, no error left",
+         "result off by " + std::to_string(worstResult) + ", error " +
+             std::to_string(worstError));
+}
+
 void checkHalf() {
   configure(false, 60);
   // Multiples of N / 16: grad / N and every sum are exact in f16 and bf16.
@@ -587,6 +620,7 @@ int main(int argc, char **argv) {
   checkPowerSgd<float>(false, 1);
   checkPowerSgd<float>(false, 4);
   checkPowerSgd<double>(true, 3);
+  checkPowerSgdExact();
   checkHalf();
   checkHost();
 

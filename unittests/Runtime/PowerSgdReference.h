@@ -202,7 +202,8 @@ PowerSgdOutcome<T> powerSgdReference(const std::vector<std::vector<T>> &grads,
     for (int p = 0; p < ranks; ++p) {
       if (o.finite[p])
         for (int64_t i = 0; i < size; ++i)
-          o.states[p][t.stateAt + i] = x[p][t.at + i] - o.result[t.at + i];
+          o.states[p][t.stateAt + i] =
+              x[p][t.at + i] - o.result[t.at + i] / T(ranks);
       if (!qZero)
         std::copy(qSum.begin(), qSum.end(),
                   o.states[p].begin() + t.stateAt + size);

@@ -464,8 +464,9 @@ typedef struct dsrt_memref1_i64 {
      bucket's P's, after the uncompressed tensors, are summed over ranks
      in the same all-reduce; each P is orthogonalized; Q = M^T P
      (n_k x r); the Q's are summed over ranks (a second all-reduce). The
-     result is P Q^T, E_k' = M - P Q^T (this rank's M minus the global
-     approximation) and Q_k' = Q (warm start; Q_k' = Q_k when Q is all
+     result is P Q^T, E_k' = M - P Q^T / N (this rank's M minus the mean's
+     approximation, in the units of g: PyTorch's error divided by N) and
+     Q_k' = Q (warm start; Q_k' = Q_k when Q is all
      zeros, which every rank sees alike).
    Orthogonalizing is PyTorch's _orthogonalize_gram_schmidt with its
    default orthogonalization_epsilon of 0: for each column i in order,
