@@ -158,9 +158,9 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(StepProgram &program,
     if (Error e = t->restore(options.resumeDir))
       return std::move(e);
   if (options.worldSize > 1)
-    if (Error e = t->checkReplicas(options.resumeDir.empty()
-                                       ? "after initialisation"
-                                       : "after --resume"))
+    if (Error e =
+            t->checkReplicas(options.resumeDir.empty() ? "after initialisation"
+                                                       : "after --resume"))
       return std::move(e);
   return t;
 }

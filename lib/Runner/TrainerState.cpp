@@ -293,8 +293,7 @@ Error Trainer::restore(llvm::StringRef dir) {
 
 bool Trainer::isPerRankState(unsigned i) const {
   const mlir::ds::ContractArg &arg = program.contract().args[i];
-  return arg.role == ArgRole::State &&
-         arg.state.getKind().starts_with("comm.");
+  return arg.role == ArgRole::State && arg.state.getKind().starts_with("comm.");
 }
 
 Error Trainer::checkReplicas(llvm::StringRef when) {
@@ -304,9 +303,9 @@ Error Trainer::checkReplicas(llvm::StringRef when) {
   for (auto [i, arg] : llvm::enumerate(c.args)) {
     if (arg.role == ArgRole::Input || isPerRankState(i))
       continue;
-    uint64_t h = hashBytes(llvm::StringRef(
-        reinterpret_cast<const char *>(args[i].bytes.data()),
-        args[i].bytes.size()));
+    uint64_t h = hashBytes(
+        llvm::StringRef(reinterpret_cast<const char *>(args[i].bytes.data()),
+                        args[i].bytes.size()));
     all.append(reinterpret_cast<const char *>(&h), sizeof(h));
   }
   uint64_t mine = hashBytes(all);

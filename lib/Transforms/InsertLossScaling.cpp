@@ -278,10 +278,9 @@ mlir::ds::insertLossScaling(FunctionOpInterface func,
   // ds-data-parallel, which MAX-reduces that tensor across the ranks, makes
   // the loss scale and the skip decisions agree on every rank.
   Value zeroF = s.f64(0.0), oneF = s.f64(1.0);
-  Value foundMetric =
-      s.tensor(s.select(s.cmpf(arith::CmpFPredicate::UNO, probe, probe), oneF,
-                        zeroF),
-               f32);
+  Value foundMetric = s.tensor(
+      s.select(s.cmpf(arith::CmpFPredicate::UNO, probe, probe), oneF, zeroF),
+      f32);
   Value found =
       s.cmpf(arith::CmpFPredicate::OGT, s.extract(foundMetric), s.f64(0.5));
 

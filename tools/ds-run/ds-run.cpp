@@ -642,16 +642,16 @@ int main(int argc, char **argv) {
         continue;
       int64_t local = arg.type.getDimSize(0);
       if (globalBatch % worldSize != 0 || globalBatch / worldSize != local)
-        return badOption(
-            "--global-batch " + std::to_string(globalBatch) +
-            (globalBatch % worldSize != 0
-                 ? " is not divisible by the " + std::to_string(worldSize) +
-                       " ranks"
-                 : " over " + std::to_string(worldSize) + " ranks gives " +
-                       std::to_string(globalBatch / worldSize) +
-                       " rows per rank, but input '" + arg.name +
-                       "' of the step has a batch of " +
-                       std::to_string(local)));
+        return badOption("--global-batch " + std::to_string(globalBatch) +
+                         (globalBatch % worldSize != 0
+                              ? " is not divisible by the " +
+                                    std::to_string(worldSize) + " ranks"
+                              : " over " + std::to_string(worldSize) +
+                                    " ranks gives " +
+                                    std::to_string(globalBatch / worldSize) +
+                                    " rows per rank, but input '" + arg.name +
+                                    "' of the step has a batch of " +
+                                    std::to_string(local)));
     }
   }
 
@@ -666,16 +666,18 @@ int main(int argc, char **argv) {
     dsrt_comm_finalize();
     return code;
   };
-  Expected<std::unique_ptr<Trainer>> trainer = Trainer::create(
-      **program, options, rank == 0 ? outs() : nulls());
+  Expected<std::unique_ptr<Trainer>> trainer =
+      Trainer::create(**program, options, rank == 0 ? outs() : nulls());
   if (!trainer) {
-    errs() << "ds-run: error: " << (worldSize > 1 ? "rank " + std::to_string(rank) + ": " : "")
+    errs() << "ds-run: error: "
+           << (worldSize > 1 ? "rank " + std::to_string(rank) + ": " : "")
            << toString(trainer.takeError()) << "\n";
     return finish(1);
   }
   if (Error e = (*trainer)->run()) {
     outs().flush();
-    errs() << "ds-run: error: " << (worldSize > 1 ? "rank " + std::to_string(rank) + ": " : "")
+    errs() << "ds-run: error: "
+           << (worldSize > 1 ? "rank " + std::to_string(rank) + ": " : "")
            << toString(std::move(e)) << "\n";
     return finish(1);
   }

@@ -291,8 +291,7 @@ struct TrainingPipelineOptions
       *this, "data-parallel",
       llvm::cl::desc("Run ds-data-parallel (implied by fuse and compress)"),
       llvm::cl::init(false)};
-  Opt::Option<bool> fuse{*this, "fuse",
-                         llvm::cl::desc("Run ds-fuse-allreduce"),
+  Opt::Option<bool> fuse{*this, "fuse", llvm::cl::desc("Run ds-fuse-allreduce"),
                          llvm::cl::init(false)};
   Opt::Option<int64_t> fuseBucketBytes{
       *this, "fuse-bucket-bytes", llvm::cl::desc("Bytes per bucket"),

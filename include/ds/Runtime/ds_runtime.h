@@ -324,9 +324,9 @@ typedef struct dsrt_comm_config {
 
 /* Starts the communicator (idempotent: later calls only update the config;
    NULL is the default config). Waits for MPI_Init_thread at most
-   max(timeout, 60 s) (forever when the timeout is <= 0). Outside mpirun a call after dsrt_comm_finalize starts
-   a new communicator; under mpirun it is an error (MPI cannot restart).
-   Returns 0, or -1 with an error recorded. */
+   max(timeout, 60 s) (forever when the timeout is <= 0). Outside mpirun a call
+   after dsrt_comm_finalize starts a new communicator; under mpirun it is an
+   error (MPI cannot restart). Returns 0, or -1 with an error recorded. */
 DSRT_API int dsrt_comm_init(const dsrt_comm_config *config);
 /* Finishes pending work and MPI (when not failed). Idempotent. */
 DSRT_API void dsrt_comm_finalize(void);
@@ -399,15 +399,16 @@ enum {
    this call returns (they may be the same memref). The other schemes
    ignore both, which may then be zero-length memrefs; a zero-length
    residual with THREE_TIER or TOPK means no error feedback (a zero
-   residual_in, residual_out not written). If the bucket holds an inf or NaN, this rank sends zeros (nothing
-   non-finite is ever sent), residual_out = residual_in, and the wait's
-   result is the mean over ranks with this rank's contribution zero.
-   Sparse payloads (three-tier, top-k) are exchanged by an all-gather of
-   their sizes and then of the payloads (MPI_Allgatherv), each rank decoding
-   every payload in rank order; when N > 1 and the payloads together are
-   larger than the dense vector a ring all-reduce would send (2 (N-1)/N n 4
-   bytes), the ranks instead all-reduce the decoded dense vectors (SparCML's
-   switch). Payload format and exchange: see docs/CompressedPayloads.md. */
+   residual_in, residual_out not written). If the bucket holds an inf or NaN,
+   this rank sends zeros (nothing non-finite is ever sent), residual_out =
+   residual_in, and the wait's result is the mean over ranks with this rank's
+   contribution zero. Sparse payloads (three-tier, top-k) are exchanged by an
+   all-gather of their sizes and then of the payloads (MPI_Allgatherv), each
+   rank decoding every payload in rank order; when N > 1 and the payloads
+   together are larger than the dense vector a ring all-reduce would send (2
+   (N-1)/N n 4 bytes), the ranks instead all-reduce the decoded dense vectors
+   (SparCML's switch). Payload format and exchange: see
+   docs/CompressedPayloads.md. */
 DSRT_API int64_t _mlir_ciface_dsrt_allreduce_start_f32(
     dsrt_memref1_f32 *grad, dsrt_memref1_f32 *residual_in,
     dsrt_memref1_f32 *residual_out, int64_t scheme, double p0, double p1,
@@ -542,8 +543,7 @@ DSRT_API int64_t dsrt_comm_size_i64(void);
 DSRT_API int dsrt_compress_encode_f32(const float *grad, const float *residual,
                                       int64_t n, int64_t scheme, double p0,
                                       double p1, double p2, float *decoded,
-                                      uint8_t *payload,
-                                      int64_t *payload_bytes);
+                                      uint8_t *payload, int64_t *payload_bytes);
 /* Decodes a payload of `n` elements, adding it into acc[n]. Returns 0, or
    -1 with an error (a truncated or malformed payload). */
 DSRT_API int dsrt_compress_decode_add_f32(const uint8_t *payload,
@@ -566,7 +566,7 @@ typedef struct dsrt_comm_stats {
   double bytes_dense;
   double wait_seconds;
   double comm_seconds;
-  uint64_t dense_fallbacks; /* sparse payloads sent dense (SparCML switch) */
+  uint64_t dense_fallbacks;   /* sparse payloads sent dense (SparCML switch) */
   uint64_t nonfinite_buckets; /* buckets sent as zeros */
 } dsrt_comm_stats;
 

@@ -94,13 +94,12 @@ public:
     if (!fn) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(module.getBody());
-      fn = func::FuncOp::create(
-          b, module.getLoc(), name,
-          b.getFunctionType(TypeRange(operands), results));
+      fn =
+          func::FuncOp::create(b, module.getLoc(), name,
+                               b.getFunctionType(TypeRange(operands), results));
       fn.setPrivate();
-      if (llvm::any_of(operands, [](Value v) {
-            return isa<MemRefType>(v.getType());
-          }))
+      if (llvm::any_of(operands,
+                       [](Value v) { return isa<MemRefType>(v.getType()); }))
         fn->setAttr("llvm.emit_c_interface", b.getUnitAttr());
     }
     auto call = func::CallOp::create(b, loc, fn, operands);
@@ -255,8 +254,7 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   if (!wait || wait->getBlock() != op->getBlock())
     return op.emitOpError("needs its ds.all_reduce_wait in the same block");
   RankedTensorType stateType = op.getResidual().getType();
-  auto [stateOut, stateOutView] =
-      RuntimeCallBuilder::alloc(b, loc, stateType);
+  auto [stateOut, stateOutView] = RuntimeCallBuilder::alloc(b, loc, stateType);
   auto toI64 = [&](int64_t i) -> Value {
     Value index = arith::ConstantIndexOp::create(b, loc, i);
     Value v = tensor::ExtractOp::create(b, loc, op.getParams(), index);
@@ -264,8 +262,10 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   };
   SmallVector<Value> operands{rt.input(b, loc, op.getBucket()),
                               rt.input(b, loc, op.getResidual()),
-                              stateOutView, rt.input(b, loc, op.getShapes()),
-                              toI64(0), toI64(1)};
+                              stateOutView,
+                              rt.input(b, loc, op.getShapes()),
+                              toI64(0),
+                              toI64(1)};
   Value handle =
       rt.call(b, loc, ("dsrt_allreduce_start_powersgd_" + suffix).str(),
               operands, {b.getI64Type()});
@@ -279,8 +279,7 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 
 /// ds.all_reduce_start: (bucket, residual in, residual out, scheme, p0, p1,
 /// p2) -> handle. A scheme without a residual gets empty residual buffers.
-LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt,
-                                  AllReduceStartOp op) {
+LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   RankedTensorType type = op.getBucket().getType();
@@ -290,8 +289,9 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt,
   if (op.getScheme() == CompressionScheme::powersgd)
     return lowerPowerSgdStart(rt, op, *suffix);
   auto empty = RankedTensorType::get({0}, type.getElementType());
-  Value residualIn = op.getResidual() ? rt.input(b, loc, op.getResidual())
-                                      : RuntimeCallBuilder::alloc(b, loc, empty).second;
+  Value residualIn = op.getResidual()
+                         ? rt.input(b, loc, op.getResidual())
+                         : RuntimeCallBuilder::alloc(b, loc, empty).second;
   auto [residualOut, residualOutView] =
       RuntimeCallBuilder::alloc(b, loc, op.getResidual() ? type : empty);
   SmallVector<Value> operands{rt.input(b, loc, op.getBucket()), residualIn,
@@ -308,9 +308,8 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt,
           arith::ConstantOp::create(b, loc, b.getF64FloatAttr(0.0)));
     }
   }
-  Value handle =
-      rt.call(b, loc, ("dsrt_allreduce_start_" + *suffix).str(), operands,
-              {b.getI64Type()});
+  Value handle = rt.call(b, loc, ("dsrt_allreduce_start_" + *suffix).str(),
+                         operands, {b.getI64Type()});
   op.getRequest().replaceAllUsesWith(handle);
   if (Value next = op.getNewResidual())
     next.replaceAllUsesWith(bufferization::ToTensorOp::create(

@@ -36,8 +36,9 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::detail;
 
-LogicalResult mlir::ds::validateCompressOptions(
-    const CompressAllReducePassOptions &o, std::string &error) {
+LogicalResult
+mlir::ds::validateCompressOptions(const CompressAllReducePassOptions &o,
+                                  std::string &error) {
   auto fail = [&](StringRef option, const Twine &reason) {
     error = optionError("ds-compress-allreduce", option, reason);
     return failure();
@@ -65,9 +66,8 @@ LogicalResult mlir::ds::validateCompressOptions(
     return fail("theta-high",
                 "must be finite and >= 0, got " + str(o.thetaHigh));
   if (o.thetaLow > o.thetaHigh)
-    return fail("theta-low", "must not exceed theta-high (" +
-                                 str(o.thetaHigh) + "), got " +
-                                 str(o.thetaLow));
+    return fail("theta-low", "must not exceed theta-high (" + str(o.thetaHigh) +
+                                 "), got " + str(o.thetaLow));
   if (o.fixedThresholds && o.thetaHigh == 0)
     return fail("theta-high", "must be > 0 with fixed-thresholds");
   if (!(o.ratio > 0 && o.ratio <= 1))
@@ -99,8 +99,7 @@ Value buildParams(OpBuilder &b, Location loc, ScalarBuilder &s,
   auto type = RankedTensorType::get({3}, b.getF64Type());
   auto constant = [&](double a, double c, double d) -> Value {
     return arith::ConstantOp::create(
-        b, loc, type,
-        DenseElementsAttr::get(type, ArrayRef<double>{a, c, d}));
+        b, loc, type, DenseElementsAttr::get(type, ArrayRef<double>{a, c, d}));
   };
   if (o.scheme == CompressionScheme::three_tier)
     return o.fixedThresholds ? constant(1, o.thetaLow, o.thetaHigh)
@@ -109,10 +108,10 @@ Value buildParams(OpBuilder &b, Location loc, ScalarBuilder &s,
     // [rank, active, 0]: uncompressed before start-iteration (DDP).
     if (o.startIteration == 0)
       return constant(double(o.rank), 1, 0);
-    Value active = s.select(
-        s.cmpi(arith::CmpIPredicate::sge, s.extractRaw(iteration),
-               s.i64(o.startIteration)),
-        s.f64(1.0), s.f64(0.0));
+    Value active =
+        s.select(s.cmpi(arith::CmpIPredicate::sge, s.extractRaw(iteration),
+                        s.i64(o.startIteration)),
+                 s.f64(1.0), s.f64(0.0));
     Value zero = s.f64(0);
     return tensor::FromElementsOp::create(
         b, loc, type, ValueRange{s.f64(double(o.rank)), active, zero});
@@ -122,7 +121,7 @@ Value buildParams(OpBuilder &b, Location loc, ScalarBuilder &s,
   // DGC's warm-up: 75 %, 93.75 %, 98.4375 %, 99.6 % sparsity, one stage per
   // warmup-iterations, then the final ratio (never more than it keeps).
   Value stage = arith::DivSIOp::create(b, loc, s.extractRaw(iteration),
-                                      s.i64(o.warmupIterations));
+                                       s.i64(o.warmupIterations));
   Value ratio = s.f64(o.ratio);
   const double kept[] = {0.25, 0.0625, 0.015625, 0.004};
   for (int i = 3; i >= 0; --i)
@@ -198,15 +197,15 @@ mlir::ds::compressAllReduce(FunctionOpInterface func,
         if (m > 1 && n > 1)
           stateSize += m * n + n * options.rank;
       }
-      auto shapesType = RankedTensorType::get(
-          {int64_t(dims.size())}, b.getI64Type());
+      auto shapesType =
+          RankedTensorType::get({int64_t(dims.size())}, b.getI64Type());
       shapes = arith::ConstantOp::create(
-          b, loc, shapesType, DenseElementsAttr::get(shapesType,
-                                                     ArrayRef<int64_t>(dims)));
-      old = ed.addState("comm.powersgd.bucket" + std::to_string(index), "",
-                        RankedTensorType::get({stateSize},
-                                              type.getElementType()),
-                        InitKind::zeros);
+          b, loc, shapesType,
+          DenseElementsAttr::get(shapesType, ArrayRef<int64_t>(dims)));
+      old =
+          ed.addState("comm.powersgd.bucket" + std::to_string(index), "",
+                      RankedTensorType::get({stateSize}, type.getElementType()),
+                      InitKind::zeros);
     } else if (residual) {
       old = ed.addState(
           (dp::kResidualKind + ".bucket" + std::to_string(index)).str(), "",
@@ -220,8 +219,8 @@ mlir::ds::compressAllReduce(FunctionOpInterface func,
       Value size = arith::SIToFPOp::create(
           b, loc, b.getF64Type(),
           s.extractRaw(CommRankOp::create(b, loc, i64, i64).getSize()));
-      Value norm = s.sqrt(s.extract(reduceAll(
-          b, loc, MulOp::create(b, loc, input, input))));
+      Value norm = s.sqrt(
+          s.extract(reduceAll(b, loc, MulOp::create(b, loc, input, input))));
       Value limit = s.div(s.f64(options.localClip), s.sqrt(size));
       Value coef = s.minf(s.f64(1.0), s.div(limit, s.add(norm, s.f64(1e-6))));
       input = scaleTensor(b, loc, input, s.tensor(coef, b.getF64Type()));
@@ -230,13 +229,12 @@ mlir::ds::compressAllReduce(FunctionOpInterface func,
     // through the error feedback.
     Value momentum, corrected;
     if (residual && options.momentum > 0) {
-      momentum = ed.addState(
-          ("comm.momentum.bucket" + std::to_string(index)), "", type,
-          InitKind::zeros);
+      momentum = ed.addState(("comm.momentum.bucket" + std::to_string(index)),
+                             "", type, InitKind::zeros);
       ScalarBuilder s(b, loc);
       Value m = s.tensor(s.f64(options.momentum), b.getF64Type());
-      corrected = AddOp::create(b, loc, scaleTensor(b, loc, momentum, m),
-                                input);
+      corrected =
+          AddOp::create(b, loc, scaleTensor(b, loc, momentum, m), input);
       input = corrected;
     }
     auto compressed = AllReduceStartOp::create(
@@ -262,8 +260,8 @@ mlir::ds::compressAllReduce(FunctionOpInterface func,
       Value zero = arith::ConstantOp::create(
           b, loc, type,
           DenseElementsAttr::get(
-              type, FloatAttr::get(cast<FloatType>(type.getElementType()),
-                                   0.0)));
+              type,
+              FloatAttr::get(cast<FloatType>(type.getElementType()), 0.0)));
       Value next = SelectOp::create(b, loc, unsent, corrected, zero);
       if (skip)
         next = SelectOp::create(tb, loc, skip, momentum, next);
@@ -281,11 +279,11 @@ struct CompressAllReducePass
   void runOnOperation() override {
     ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
-    if (failed(checkOptionsGivenOnce(
-            module, getArgument(),
-            {&scheme, &fixedThresholds, &quantileLow, &quantileHigh,
-             &thetaLow, &thetaHigh, &ratio, &warmupIterations, &momentum,
-             &localClip, &rank, &startIteration})))
+    if (failed(checkOptionsGivenOnce(module, getArgument(),
+                                     {&scheme, &fixedThresholds, &quantileLow,
+                                      &quantileHigh, &thetaLow, &thetaHigh,
+                                      &ratio, &warmupIterations, &momentum,
+                                      &localClip, &rank, &startIteration})))
       return signalPassFailure();
     CompressAllReducePassOptions options;
     options.scheme = scheme;

@@ -102,7 +102,8 @@ DenseSet<Value> rankLocalValues(FunctionOpInterface func,
   for (unsigned i : contract.getArgIndices(ArgRole::Input))
     local.insert(body.getArgument(i));
   func->walk([&](Operation *op) {
-    if (isa<AllReduceOp, CommBroadcastOp, AllReduceWaitOp, AllReduceStartOp>(op))
+    if (isa<AllReduceOp, CommBroadcastOp, AllReduceWaitOp, AllReduceStartOp>(
+            op))
       return;
     bool any = llvm::any_of(op->getOperands(),
                             [&](Value v) { return local.contains(v); });
@@ -153,8 +154,8 @@ LogicalResult offsetDropouts(FunctionOpInterface func) {
     // The next generator value: the global batch's elements consumed.
     OpBuilder after(op->getBlock(), std::next(op->getIterator()));
     ScalarBuilder sa(after, loc);
-    Value next = AddOp::create(after, loc, rng,
-                               counterOffset(after, sa.mul(size, sa.i64(numel))));
+    Value next = AddOp::create(
+        after, loc, rng, counterOffset(after, sa.mul(size, sa.i64(numel))));
     op.getNewRng().replaceAllUsesWith(next);
   }
   // Every dropout that reads a shifted generator value (the forward and
@@ -218,8 +219,7 @@ LogicalResult mlir::ds::dataParallel(FunctionOpInterface func) {
         /*residual=*/Value(), /*params=*/Value(), /*shapes=*/Value(),
         CompressionScheme::none);
     std::string name = contract->args[result.argIndex].name;
-    start->setAttr(dp::kGradsAttr,
-                   b.getArrayAttr({b.getStringAttr(name)}));
+    start->setAttr(dp::kGradsAttr, b.getArrayAttr({b.getStringAttr(name)}));
     // The wait goes right before the first use that needs the mean.
     Operation *first = terminator;
     for (OpOperand *use : uses) {
@@ -228,8 +228,8 @@ LogicalResult mlir::ds::dataParallel(FunctionOpInterface func) {
         first = user;
     }
     b.setInsertionPoint(first);
-    Value mean = AllReduceWaitOp::create(b, loc, flat.getType(),
-                                         start.getRequest());
+    Value mean =
+        AllReduceWaitOp::create(b, loc, flat.getType(), start.getRequest());
     if (mean.getType() != grad.getType())
       mean = ReshapeOp::create(b, loc, grad.getType(), mean);
     for (OpOperand *use : uses)
@@ -288,10 +288,9 @@ struct DataParallelPass
   void runOnOperation() override {
     ScopedPassNamePrefix named(&getContext(), getArgument());
     ModuleOp module = getOperation();
-    if (failed(forEachTrainStep(module, "ds-data-parallel",
-                                [&](FunctionOpInterface func) {
-                                  return dataParallel(func);
-                                })))
+    if (failed(forEachTrainStep(
+            module, "ds-data-parallel",
+            [&](FunctionOpInterface func) { return dataParallel(func); })))
       return signalPassFailure();
     dp::setModuleEntry(module, "bucket_bytes",
                        Builder(module).getI64IntegerAttr(0));

@@ -65,9 +65,9 @@ void fuse(Bucket &bucket) {
   }
   auto type = RankedTensorType::get({total}, bucket.elementType);
   Value flat = ConcatOp::create(b, loc, type, parts, /*axis=*/0);
-  auto start = AllReduceStartOp::create(b, loc, b.getI64Type(), Type(), flat,
-                                        Value(), Value(), Value(),
-                                        CompressionScheme::none);
+  auto start =
+      AllReduceStartOp::create(b, loc, b.getI64Type(), Type(), flat, Value(),
+                               Value(), Value(), CompressionScheme::none);
   start->setAttr(dp::kGradsAttr, b.getArrayAttr(names));
   b.setInsertionPoint(bucket.firstWait);
   Value mean = AllReduceWaitOp::create(b, loc, type, start.getRequest());
@@ -76,9 +76,9 @@ void fuse(Bucket &bucket) {
   for (AllReduceStartOp m : bucket.members) {
     AllReduceWaitOp wait = dp::waitOf(m);
     RankedTensorType partType = m.getBucket().getType();
-    Value part = SliceOp::create(b, wait.getLoc(), partType, mean,
-                                 b.getDenseI64ArrayAttr({offset}),
-                                 DenseI64ArrayAttr());
+    Value part =
+        SliceOp::create(b, wait.getLoc(), partType, mean,
+                        b.getDenseI64ArrayAttr({offset}), DenseI64ArrayAttr());
     offset += partType.getNumElements();
     wait.getResult().replaceAllUsesWith(part);
     dead.append({wait, m});
@@ -138,7 +138,8 @@ struct FuseAllReducePass
       return signalPassFailure();
     if (bucketBytes <= 0 || firstBucketBytes <= 0) {
       module.emitError(optionError(
-          getArgument(), bucketBytes <= 0 ? "bucket-bytes" : "first-bucket-bytes",
+          getArgument(),
+          bucketBytes <= 0 ? "bucket-bytes" : "first-bucket-bytes",
           "must be > 0, got " +
               std::to_string(bucketBytes <= 0 ? int64_t(bucketBytes)
                                               : int64_t(firstBucketBytes))));
@@ -149,11 +150,10 @@ struct FuseAllReducePass
                        "run ds-data-parallel first");
       return signalPassFailure();
     }
-    if (failed(forEachTrainStep(module, getArgument(),
-                                [&](FunctionOpInterface func) {
-                                  return fuseAllReduce(func, bucketBytes,
-                                                       firstBucketBytes);
-                                })))
+    if (failed(forEachTrainStep(
+            module, getArgument(), [&](FunctionOpInterface func) {
+              return fuseAllReduce(func, bucketBytes, firstBucketBytes);
+            })))
       return signalPassFailure();
     dp::setModuleEntry(module, "bucket_bytes",
                        Builder(module).getI64IntegerAttr(bucketBytes));

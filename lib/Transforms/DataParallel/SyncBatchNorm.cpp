@@ -65,9 +65,9 @@ void synchronize(BatchNormOp bn) {
   keep[1] = channels;
   auto keepType = RankedTensorType::get(keep, et);
   auto sumOver = [&](Value v) -> Value {
-    Value s = ReduceSumOp::create(b, loc, keepType, v,
-                                  b.getDenseI64ArrayAttr(dims),
-                                  /*keep_dims=*/true);
+    Value s =
+        ReduceSumOp::create(b, loc, keepType, v, b.getDenseI64ArrayAttr(dims),
+                            /*keep_dims=*/true);
     return AllReduceOp::create(b, loc, s, ReductionKind::sum);
   };
   int64_t local = xType.getNumElements() / channels;
@@ -78,13 +78,15 @@ void synchronize(BatchNormOp bn) {
   Value var = DivOp::create(
       b, loc, sumOver(MulOp::create(b, loc, centered, centered)), count);
   Value rstd = RsqrtOp::create(
-      b, loc, AddOp::create(b, loc, var, splat(b, loc, one, et, bn.getEps().convertToDouble())));
+      b, loc,
+      AddOp::create(b, loc, var,
+                    splat(b, loc, one, et, bn.getEps().convertToDouble())));
   auto asChannels = [&](Value v) -> Value {
     return ReshapeOp::create(b, loc, keepType, v);
   };
-  Value y = MulOp::create(b, loc, centered,
-                          MulOp::create(b, loc, rstd,
-                                        asChannels(bn.getWeight())));
+  Value y =
+      MulOp::create(b, loc, centered,
+                    MulOp::create(b, loc, rstd, asChannels(bn.getWeight())));
   y = AddOp::create(b, loc, y, asChannels(bn.getBias()));
 
   // The running statistics, as ds.batch_norm updates them.
@@ -129,10 +131,9 @@ struct SyncBatchNormPass
     : public mlir::ds::impl::SyncBatchNormPassBase<SyncBatchNormPass> {
   void runOnOperation() override {
     ScopedPassNamePrefix named(&getContext(), getArgument());
-    if (failed(forEachTrainStep(getOperation(), getArgument(),
-                                [](FunctionOpInterface func) {
-                                  return syncBatchNorm(func);
-                                })))
+    if (failed(forEachTrainStep(
+            getOperation(), getArgument(),
+            [](FunctionOpInterface func) { return syncBatchNorm(func); })))
       signalPassFailure();
   }
 };

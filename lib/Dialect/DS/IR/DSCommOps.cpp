@@ -22,8 +22,7 @@ LogicalResult AllReduceStartOp::verify() {
   if (wantsResidual != bool(getResidual()) ||
       wantsResidual != bool(getNewResidual()))
     return emitOpError() << "scheme '" << stringifyCompressionScheme(scheme)
-                         << "' "
-                         << (wantsResidual ? "needs" : "takes no")
+                         << "' " << (wantsResidual ? "needs" : "takes no")
                          << " error-feedback residual operand and result";
   bool powerSgd = scheme == CompressionScheme::powersgd;
   if (getResidual() && getResidual().getType() != getNewResidual().getType())
