@@ -146,14 +146,28 @@ def gpt(a):
         sys.exit("gen_examples.py: --d-model must be divisible by --heads")
     wte = g.param("wte.weight", [v, d], "#ds.init<normal, 0.02>")
     wpe = g.param("wpe.weight", [t, d], "#ds.init<normal, 0.02>")
-    ln = {}
-    for name in ("ln1", "ln2", "ln_f"):
-        ln[name] = (g.param(f"{name}.weight", [d], "#ds.init<ones>"),
-                    g.param(f"{name}.bias", [d], "#ds.init<zeros>"))
-    proj = {name: g.linear_param(f"attn.{name}", d, d)
-            for name in ("q_proj", "k_proj", "v_proj", "out_proj")}
-    fc1 = g.linear_param("mlp.fc1", f, d)
-    fc2 = g.linear_param("mlp.fc2", d, f)
+    # One block keeps the historical names (ln1, attn.*, mlp.*); with
+    # --layers N the blocks are layers.<i>.* as in Hugging Face's GPT-2.
+    n_layers = a.layers or 1
+    prefixes = [f"layers.{i}." if a.layers else "" for i in range(n_layers)]
+
+    def ln_param(name):
+        return (g.param(f"{name}.weight", [d], "#ds.init<ones>"),
+                g.param(f"{name}.bias", [d], "#ds.init<zeros>"))
+
+    blocks, ln = [], {}
+    for pre in prefixes:
+        norms = {"ln1": ln_param(f"{pre}ln1"), "ln2": ln_param(f"{pre}ln2")}
+        if not a.layers:  # the historical argument order
+            ln["ln_f"] = ln_param("ln_f")
+        blocks.append({
+            **norms,
+            "proj": {name: g.linear_param(f"{pre}attn.{name}", d, d)
+                     for name in ("q_proj", "k_proj", "v_proj", "out_proj")},
+            "fc1": g.linear_param(f"{pre}mlp.fc1", f, d),
+            "fc2": g.linear_param(f"{pre}mlp.fc2", d, f)})
+    if a.layers:
+        ln["ln_f"] = ln_param("ln_f")
     head_w, _ = g.linear_param("lm_head", v, d, bias=False)
     tok = g.input("tokens", [b, t], "i64")
     tgt = g.input("targets", [b, t], "i64")
@@ -165,8 +179,8 @@ def gpt(a):
     pos = g.op(f"ds.reshape {wpe} : {g.t([t, d])} -> {g.t([1, t, d])}")
     x = g.op(f"ds.add {x}, {pos} : {g.t(x_s)}, {g.t([1, t, d])} -> {g.t(x_s)}", "x")
 
-    def layer_norm(x, name):
-        w, bias = ln[name]
+    def layer_norm(x, params):
+        w, bias = params
         return g.op(f"ds.layer_norm {x}, {w}, {bias} : {g.t(x_s)}, {g.t([d])}, "
                     f"{g.t([d])}", "ln")
 
@@ -175,34 +189,35 @@ def gpt(a):
         return g.op(f"ds.transpose {y} [0, 2, 1, 3] : {g.t([b, t, nh, dh])} -> "
                     f"{g.t(h_s)}")
 
-    g.comment("causal multi-head self-attention")
-    h = layer_norm(x, "ln1")
-    q, _ = g.linear(h, x_s, *proj["q_proj"], d)
-    k, _ = g.linear(h, x_s, *proj["k_proj"], d)
-    vv, _ = g.linear(h, x_s, *proj["v_proj"], d)
-    q, k, vv = heads(q), heads(k), heads(vv)
-    s_s = [b, nh, t, t]
-    s = g.op(f"ds.matmul {q}, {k} transpose_rhs : {g.t(h_s)}, {g.t(h_s)} -> "
-             f"{g.t(s_s)}", "scores")
-    scale = g.op(f"arith.constant dense<{1.0 / math.sqrt(dh):.8e}> : {g.t([])}")
-    s = g.op(f"ds.mul {s}, {scale} : {g.t(s_s)}, {g.t([])} -> {g.t(s_s)}", "scores")
-    s = g.op(f"ds.causal_mask {s} : {g.t(s_s)}", "scores")
-    p = g.op(f"ds.softmax {s} axis = 3 : {g.t(s_s)}", "probs")
-    o = g.op(f"ds.matmul {p}, {vv} : {g.t(s_s)}, {g.t(h_s)} -> {g.t(h_s)}")
-    o = g.op(f"ds.transpose {o} [0, 2, 1, 3] : {g.t(h_s)} -> {g.t([b, t, nh, dh])}")
-    o = g.op(f"ds.reshape {o} : {g.t([b, t, nh, dh])} -> {g.t(x_s)}")
-    o, _ = g.linear(o, x_s, *proj["out_proj"], d)
-    x = g.op(f"ds.add {x}, {o} : {g.t(x_s)}, {g.t(x_s)} -> {g.t(x_s)}", "x")
+    for blk in blocks:
+        g.comment("causal multi-head self-attention")
+        h = layer_norm(x, blk["ln1"])
+        q, _ = g.linear(h, x_s, *blk["proj"]["q_proj"], d)
+        k, _ = g.linear(h, x_s, *blk["proj"]["k_proj"], d)
+        vv, _ = g.linear(h, x_s, *blk["proj"]["v_proj"], d)
+        q, k, vv = heads(q), heads(k), heads(vv)
+        s_s = [b, nh, t, t]
+        s = g.op(f"ds.matmul {q}, {k} transpose_rhs : {g.t(h_s)}, {g.t(h_s)} -> "
+                 f"{g.t(s_s)}", "scores")
+        scale = g.op(f"arith.constant dense<{1.0 / math.sqrt(dh):.8e}> : {g.t([])}")
+        s = g.op(f"ds.mul {s}, {scale} : {g.t(s_s)}, {g.t([])} -> {g.t(s_s)}", "scores")
+        s = g.op(f"ds.causal_mask {s} : {g.t(s_s)}", "scores")
+        p = g.op(f"ds.softmax {s} axis = 3 : {g.t(s_s)}", "probs")
+        o = g.op(f"ds.matmul {p}, {vv} : {g.t(s_s)}, {g.t(h_s)} -> {g.t(h_s)}")
+        o = g.op(f"ds.transpose {o} [0, 2, 1, 3] : {g.t(h_s)} -> {g.t([b, t, nh, dh])}")
+        o = g.op(f"ds.reshape {o} : {g.t([b, t, nh, dh])} -> {g.t(x_s)}")
+        o, _ = g.linear(o, x_s, *blk["proj"]["out_proj"], d)
+        x = g.op(f"ds.add {x}, {o} : {g.t(x_s)}, {g.t(x_s)} -> {g.t(x_s)}", "x")
 
-    g.comment("GELU MLP")
-    h = layer_norm(x, "ln2")
-    u, u_s = g.linear(h, x_s, *fc1, f)
-    u = g.op(f"ds.gelu {u} approximate = tanh : {g.t(u_s)}")
-    u, _ = g.linear(u, u_s, *fc2, d)
-    x = g.op(f"ds.add {x}, {u} : {g.t(x_s)}, {g.t(x_s)} -> {g.t(x_s)}", "x")
+        g.comment("GELU MLP")
+        h = layer_norm(x, blk["ln2"])
+        u, u_s = g.linear(h, x_s, *blk["fc1"], f)
+        u = g.op(f"ds.gelu {u} approximate = tanh : {g.t(u_s)}")
+        u, _ = g.linear(u, u_s, *blk["fc2"], d)
+        x = g.op(f"ds.add {x}, {u} : {g.t(x_s)}, {g.t(x_s)} -> {g.t(x_s)}", "x")
 
     g.comment("final norm, language-model head and next-token cross-entropy")
-    h = layer_norm(x, "ln_f")
+    h = layer_norm(x, ln["ln_f"])
     logits, l_s = g.linear(h, x_s, head_w, None, v)
     flat = g.op(f"ds.reshape {logits} : {g.t(l_s)} -> {g.t([b * t, v])}")
     labels = g.op(f"ds.reshape {tgt} : {tensor([b, t], 'i64')} -> "
@@ -211,7 +226,8 @@ def gpt(a):
                 f"{tensor([b * t], 'i64')} -> {g.t([])}", "loss")
     g.result(loss, g.t([]), "ds.loss")
     return g.emit([
-        f"A GPT-style decoder block: vocabulary {v}, context {t}, d_model {d},",
+        (f"A GPT-style decoder of {n_layers} blocks: " if a.layers else
+         "A GPT-style decoder block: ") + f"vocabulary {v}, context {t}, d_model {d},",
         f"{nh} heads, GELU MLP of width {f}, pre-LayerNorm, batch {b}.",
         "Generated by examples/gen_examples.py; regenerate, do not edit."])
 
@@ -290,6 +306,9 @@ def main():
     ap.add_argument("--d-model", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ffn-mult", type=int, default=4)
+    ap.add_argument("--layers", type=int,
+                    help="decoder blocks, named layers.<i>.* (default: one "
+                    "block with unprefixed names)")
     # CNN
     ap.add_argument("--channels", type=int, default=1)
     ap.add_argument("--image", type=int, default=8)
