@@ -15,7 +15,10 @@
 #                8x8 block-sparse kernels vs dense sgemm and the sparse GPT
 #                step vs dense; data-parallel step time per all-reduce
 #                scheme at 2 and 4 MPI ranks (communication hidden behind
-#                the backward) and the schemes at 64 ranks / 7B (link model)
+#                the backward) and the schemes at 64 ranks / 7B (link model);
+#                ds-plan's pipeline plans on the seed's two heterogeneous
+#                clusters (70B- and 7B-shaped graphs) vs uniform-split and
+#                homogeneous-only baselines, and ds-plan's own run time
 #   make accuracy  long runs: INT8 QAT vs FP32 held-out loss (MLP, CNN,
 #                1000 steps, 3 seeds), integer inference beside it, and INT4
 #                QAT of the GPT block (d_model 256) on fortune-cookie text;
@@ -83,6 +86,8 @@ bench: build
 	  --kernel-bench $(BUILD_DIR)/bin/ds-runtime-sparse-benchmark
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/dp_step.py --ds-run $(BUILD_DIR)/bin/ds-run
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/dp_simulate.py
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/plan_bench.py \
+	  --ds-plan $(BUILD_DIR)/bin/ds-plan
 
 clean:
 	rm -rf $(BUILD_DIR)

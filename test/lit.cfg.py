@@ -29,6 +29,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.ds_tools_dir, config.llvm_tools_dir]
 tools = [
     "ds-opt",
+    "ds-plan",
     # Debian's stock mlir-opt, which loads ds as a plugin.
     ToolSubst("%mlir_opt", os.path.join(config.llvm_tools_dir, "mlir-opt")),
 ]

@@ -45,6 +45,16 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   auto given = [](const llvm::cl::Option &o) {
     return o.getNumOccurrences() > 0;
   };
+  if (given(pipelineStages) || given(pipelineMicroBatches) ||
+      given(pipelineSchedule) || given(pipelineCluster) ||
+      given(pipelineObjective)) {
+    PartitionPipelinePassOptions &o = config.partition.emplace();
+    o.stages = pipelineStages;
+    o.microBatches = pipelineMicroBatches;
+    o.schedule = pipelineSchedule;
+    o.cluster = pipelineCluster;
+    o.objective = pipelineObjective;
+  }
   if (fuse || given(fuseBucketBytes) || given(fuseFirstBucketBytes)) {
     FuseAllReducePassOptions &o = config.fuseAllReduce.emplace();
     o.bucketBytes = fuseBucketBytes;
@@ -362,6 +372,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   // 6. The update last, guarded by found_inf when loss scaling ran.
   if (config.optimizer)
     pm.addPass(createInsertOptimizerPass(*config.optimizer));
+  // 7. The pipeline cut last, on the finished step (it reads the
+  //    forward/backward annotations the cleanup below may drop).
+  if (config.partition)
+    pm.addPass(createPartitionPipelinePass(*config.partition));
   // 7b. Clean up the finished step, so that what a reader or a lit test sees
   //     has no `x * 1`, reshape pairs or repeated scalar code. The ds folds
   //     are exact, so numerics do not change. Not earlier: the greedy
@@ -384,8 +398,8 @@ void mlir::ds::registerDSPipelines() {
       "The training techniques in their canonical order: "
       "ds-sparsify-matmul, ds-insert-fake-quant, ds-autodiff, "
       "ds-assign-precision, ds-insert-loss-scaling, ds-clip-gradients, "
-      "ds-update-sparsity-masks, ds-insert-optimizer, then canonicalize and "
-      "cse (and ds-cpu-pipeline "
+      "ds-update-sparsity-masks, ds-insert-optimizer, ds-partition-pipeline, "
+      "then canonicalize and cse (and ds-cpu-pipeline "
       "with lower=true)",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> emitError) {

@@ -22,6 +22,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -248,6 +249,9 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   DiagnosticCollector diags(ctx);
   std::unique_ptr<StepProgram> program(new StepProgram());
 
+  // A module partitioned before (ds-opt --ds-partition-pipeline) holds every
+  // stage's functions: the stage picks its own below.
+  bool prePartitioned = module->hasAttr(mlir::ds::DSDialect::kPipelineAttrName);
   auto level = detectLevel(module, options.entry);
   if (!level)
     return diags.error(llvm::toString(level.takeError()));
@@ -301,7 +305,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     std::vector<std::string> keep = scheduledVariants(module, step);
     for (auto func :
          llvm::make_early_inc_range(module.getOps<FunctionOpInterface>()))
-      if (func != step &&
+      if (!prePartitioned && func != step &&
           func->hasAttr(mlir::ds::DSDialect::kTrainStepAttrName) &&
           !llvm::is_contained(keep, func.getName()))
         func->erase();
@@ -386,6 +390,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
         steps += "ds-clip-gradients{" + options.clipSpelling + "}, ";
       if (config.sparsity)
         steps += "ds-update-sparsity-masks, ";
+      if (config.partition)
+        steps += "ds-partition-pipeline{" + options.partitionSpelling + "}, ";
       if (config.optimizer)
         steps += "ds-insert-optimizer{" + options.optimizerSpelling + "}" +
                  (hasOptimAttrs(step)
@@ -398,13 +404,44 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           " module; applying " + steps + "ds-cpu-pipeline" +
           (evalName.empty() ? ""
                             : " (and a forward-only copy for evaluation)"));
+      std::vector<std::string> variants = scheduledVariants(module, step);
       PassManager pm(ctx);
       mlir::ds::buildTrainingPipeline(pm, config);
       if (failed(pm.run(module)))
         return diags.error("the training pipeline failed");
-      for (const std::string &name : scheduledVariants(module, step))
+      for (const std::string &name : variants)
         log("ds-run: time level: compiled the high-precision variant " + name +
             " beside " + stepName);
+      // ds-partition-pipeline replaced the step by its stage functions.
+      if (config.partition)
+        step = nullptr;
+    }
+    if (auto p = module->getAttrOfType<DictionaryAttr>(
+            mlir::ds::DSDialect::kPipelineAttrName)) {
+      // Only this stage's functions are compiled: erase the others' drivers;
+      // symbol-dce then drops their forward, backward and update.
+      if (options.pipelineStage >=
+          unsigned(p.getAs<IntegerAttr>("stages").getInt()))
+        return diags.error(
+            "stage " + std::to_string(options.pipelineStage) +
+            " of a pipeline of " +
+            std::to_string(p.getAs<IntegerAttr>("stages").getInt()) +
+            " stages");
+      NamedAttrList marked(p.getValue());
+      marked.set("compiled_stage", IntegerAttr::get(IntegerType::get(ctx, 64),
+                                                    options.pipelineStage));
+      module->setAttr(mlir::ds::DSDialect::kPipelineAttrName,
+                      marked.getDictionary(ctx));
+      for (auto func :
+           llvm::make_early_inc_range(module.getOps<FunctionOpInterface>()))
+        if (auto k = func->getAttrOfType<IntegerAttr>(
+                mlir::ds::DSDialect::kPipelineStageAttrName);
+            k && k.getInt() != int64_t(options.pipelineStage))
+          func->erase();
+      PassManager dce(ctx);
+      dce.addPass(createSymbolDCEPass());
+      if (failed(dce.run(module)))
+        return diags.error("dropping the other stages' functions failed");
     }
     if (evalCopy) {
       // Evaluation runs the layers block-sparse on the training step's
@@ -457,17 +494,16 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                                 : "; left fake-quantized in f32: " +
                                       llvm::join(done->left, "; ")));
       }
-      for (auto &copy : llvm::reverse(evalCopies))
+      for (auto &copy : evalCopies)
         if (copy)
-          SymbolTable(module).insert(copy.release(),
-                                     std::next(Block::iterator(step)));
+          SymbolTable(module).insert(copy.release());
     }
 
     // The precision decisions, for the report (before lowering, which
     // keeps module attributes but is no place to depend on that).
     if (auto maps = module->getAttrOfType<DictionaryAttr>(
             mlir::ds::DSDialect::kPrecisionMapAttrName))
-      if (auto entries = maps.getAs<ArrayAttr>(step.getName()))
+      if (auto entries = maps.getAs<ArrayAttr>(stepName))
         for (Attribute e : entries) {
           llvm::json::Object obj;
           for (NamedAttribute f : cast<DictionaryAttr>(e))
@@ -479,6 +515,15 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     mlir::ds::buildCPUPipeline(pm, options.pipeline.libraryGemm);
     if (failed(pm.run(module)))
       return diags.error("lowering with ds-cpu-pipeline failed");
+    // A pipeline stage calls its forward and backward once per micro-batch:
+    // inlined, LLVM would optimise M copies of each.
+    if (module->hasAttr(mlir::ds::DSDialect::kPipelineAttrName))
+      module.walk([](LLVM::LLVMFuncOp f) {
+        StringRef name = f.getName();
+        if (name.ends_with("_fwd") || name.ends_with("_bwd") ||
+            name.ends_with("_update"))
+          f.setNoInline(true);
+      });
   } else {
     log("ds-run: lowered module; compiling it as it is");
   }
@@ -498,6 +543,56 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       if (auto s = dyn_cast<DictionaryAttr>(entry.getValue()))
         if (auto high = s.getAs<StringAttr>("high"))
           variantsOfAny.push_back(high.str());
+  // A pipeline: this stage's function of the step.
+  if (auto p = module->getAttrOfType<DictionaryAttr>(
+          mlir::ds::DSDialect::kPipelineAttrName)) {
+    program->stages = p.getAs<IntegerAttr>("stages").getInt();
+    if (auto m = p.getAs<IntegerAttr>("micro_batches"))
+      program->micro = m.getInt();
+    for (NamedAttribute e : p) {
+      if (auto i = dyn_cast<IntegerAttr>(e.getValue()))
+        program->plan[e.getName().str()] = i.getInt();
+      else if (auto f = dyn_cast<FloatAttr>(e.getValue()))
+        program->plan[e.getName().str()] = f.getValueAsDouble();
+      else if (auto s = dyn_cast<StringAttr>(e.getValue()))
+        program->plan[e.getName().str()] = s.getValue().str();
+    }
+    if (auto stagesPlan = p.getAs<ArrayAttr>("plan")) {
+      llvm::json::Array rows;
+      for (Attribute a : stagesPlan) {
+        llvm::json::Object row;
+        for (NamedAttribute f : cast<DictionaryAttr>(a)) {
+          if (auto i = dyn_cast<IntegerAttr>(f.getValue()))
+            row[f.getName().str()] = i.getInt();
+          else if (auto d = dyn_cast<FloatAttr>(f.getValue()))
+            row[f.getName().str()] = d.getValueAsDouble();
+          else if (auto s = dyn_cast<StringAttr>(f.getValue()))
+            row[f.getName().str()] = s.getValue().str();
+          else if (auto arr = dyn_cast<ArrayAttr>(f.getValue())) {
+            llvm::json::Array names;
+            for (Attribute n : arr)
+              if (auto s = dyn_cast<StringAttr>(n))
+                names.push_back(s.getValue().str());
+            row[f.getName().str()] = std::move(names);
+          }
+        }
+        rows.push_back(std::move(row));
+      }
+      program->plan["plan"] = std::move(rows);
+    }
+    std::string suffix = "_s" + std::to_string(options.pipelineStage);
+    if (prePartitioned && options.entry.empty())
+      stepName.clear();
+    if (!stepName.empty() && !StringRef(stepName).ends_with(suffix))
+      stepName += suffix;
+    if (stepName.empty())
+      for (const auto &c : *contracts)
+        if (StringRef(c.funcName).ends_with(suffix) &&
+            !llvm::is_contained(variantsOfAny, c.funcName)) {
+          stepName = c.funcName;
+          break;
+        }
+  }
   const mlir::ds::TrainingContract *chosen = nullptr;
   for (const auto &c : *contracts) {
     if (c.funcName == evalNames[0])
@@ -601,6 +696,14 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     return diags.error("JIT compilation failed: " +
                        llvm::toString(engine.takeError()));
   program->engine = std::move(*engine);
+  // The JIT generates machine code on the first lookup: do it now, so that
+  // the compile time is reported as such and, in an MPI job, no rank waits
+  // in a collective (polling a core) while a peer compiles its first step.
+  for (const mlir::ds::TrainingContract &c : program->variants)
+    if (auto fn = program->engine->lookupPacked("_mlir_ciface_" + c.funcName);
+        !fn)
+      return diags.error("JIT compilation of '" + c.funcName +
+                         "' failed: " + llvm::toString(fn.takeError()));
   program->compileTimes.llvm = nowSeconds() - start;
   return program;
 }

@@ -369,12 +369,17 @@ Error Trainer::run() {
       --fallbackLeft;
     stepsByVariant.resize(program.stepVariants().size());
     ++stepsByVariant[variant];
+    dsrt_comm_stats before;
+    dsrt_get_comm_stats(&before);
     double start = nowSeconds();
     if (Error e = program.run(ptrs, results, variant))
       return errorf("step " + std::to_string(step + 1) + ": " +
                     llvm::toString(std::move(e)) +
                     " (state left as after step " + std::to_string(step) + ")");
     double ms = (nowSeconds() - start) * 1e3;
+    dsrt_comm_stats after;
+    dsrt_get_comm_stats(&after);
+    stepWaitMs.push_back((after.wait_seconds - before.wait_seconds) * 1e3);
     double loss = scalarOf(results[lossIndex]);
     // A non-finite loss on a step loss scaling did not skip means the
     // training is broken: stop before its results replace the last good
@@ -718,6 +723,26 @@ Error Trainer::writeReport() {
     summary["injected_nonfinite_steps"] = toArray(options.injectSteps);
   if (program.isDataParallel())
     summary["data_parallel"] = dataParallelSummary();
+  if (program.pipelineStages() > 0) {
+    llvm::json::Object pipeline = program.pipelinePlan();
+    pipeline["stage_of_this_report"] = options.pipelineStage;
+    // This stage's measured step: the time it waited for its neighbours
+    // (receives, cross-stage sums) is its share of the bubble.
+    size_t skip = stepMs.size() > 10 ? 5 : (stepMs.size() > 1 ? 1 : 0);
+    double stepSum = 0, waitSum = 0;
+    for (size_t i = skip; i < stepMs.size(); ++i) {
+      stepSum += stepMs[i];
+      waitSum += stepWaitMs[i];
+    }
+    double n = std::max<double>(1.0, double(stepMs.size() - skip));
+    pipeline["measured"] = llvm::json::Object{
+        {"step_ms", stepSum / n},
+        {"wait_ms", waitSum / n},
+        {"compute_ms", (stepSum - waitSum) / n},
+        {"idle_fraction", stepSum > 0 ? waitSum / stepSum : 0.0},
+        {"steps_measured", static_cast<int64_t>(stepMs.size() - skip)}};
+    summary["pipeline"] = std::move(pipeline);
+  }
   if (const PrecisionSchedule *schedule = program.schedule()) {
     llvm::json::Array phases;
     for (const PrecisionSchedule::Phase &p : schedule->phases)

@@ -389,6 +389,15 @@ Error Trainer::writeResults(llvm::StringRef dir) {
       name = "metric." + res.name;
       break;
     }
+    // A pipeline's later stages write their own parameters and state only:
+    // the loss, metrics and shared state are stage 0's files too.
+    if (options.pipelineStage > 0 &&
+        (res.role == ResultRole::Loss || res.role == ResultRole::Metric ||
+         (res.role == ResultRole::Update &&
+          c.args[res.argIndex].role == ArgRole::State &&
+          (!c.args[res.argIndex].state ||
+           c.args[res.argIndex].state.getOf().empty()))))
+      continue;
     // Updates were swapped into the arguments after the step.
     const HostTensor &t =
         res.role == ResultRole::Update ? args[res.argIndex] : results[i];

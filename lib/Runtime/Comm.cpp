@@ -72,9 +72,20 @@ struct Communicator {
   /// collective, a slow rank for the tests of timeouts.
   int delayMs = 0;
   // Set by the thread before initDone, then read-only.
+  /// The data-parallel group (the world without a pipeline): what the
+  /// collectives run over. With a pipeline, the ranks of this rank's stage.
   int rank = 0;
   int size = 1;
   MPI_Comm comm = MPI_COMM_NULL;
+  /// Pipeline parallelism (set before the thread starts): `stages` stages
+  /// per replica; stageComm holds the stages of this rank's replica, ranked
+  /// by stage.
+  int stages = 1;
+  int stage = 0;
+  MPI_Comm stageComm = MPI_COMM_NULL;
+  /// Non-blocking sends in flight and their buffers (thread only).
+  std::vector<MPI_Request> sendRequests;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> sendBuffers;
 
   std::atomic<bool> failed{false};
   std::atomic<bool> finalized{false};
@@ -109,7 +120,7 @@ std::mutex registryMutex;
 // Guarded by registryMutex. The communicator stays after finalize so that
 // rank, size and failed still answer.
 std::shared_ptr<Communicator> current;
-dsrt_comm_config activeConfig = {0.0, 0};
+dsrt_comm_config activeConfig = {0.0, 0, 0};
 
 std::atomic<uint64_t> nextSeq{1};
 
@@ -176,6 +187,61 @@ Status startMpi(Communicator &c) {
                               [&] { return MPI_Comm_rank(c.comm, &c.rank); }));
   DS_RETURN_IF_ERROR(timedMpi("MPI_Comm_size",
                               [&] { return MPI_Comm_size(c.comm, &c.size); }));
+  if (c.stages <= 1)
+    return Status::success();
+  if (c.size % c.stages != 0)
+    return DS_ERROR("dsrt: %d ranks cannot run a pipeline of %d stages: the "
+                    "ranks must be stages x replicas",
+                    c.size, c.stages);
+  // Rank r is stage r % stages of replica r / stages: the stages of a
+  // replica are neighbours, as pipeline transfers are the heavier traffic.
+  int world = c.rank;
+  MPI_Comm dup = c.comm;
+  DS_RETURN_IF_ERROR(timedMpi("MPI_Comm_split", [&] {
+    return MPI_Comm_split(dup, world / c.stages, world, &c.stageComm);
+  }));
+  DS_RETURN_IF_ERROR(timedMpi("MPI_Comm_split", [&] {
+    return MPI_Comm_split(dup, world % c.stages, world, &c.comm);
+  }));
+  DS_RETURN_IF_ERROR(
+      timedMpi("MPI_Comm_free", [&] { return MPI_Comm_free(&dup); }));
+  for (MPI_Comm m : {c.comm, c.stageComm})
+    DS_RETURN_IF_ERROR(timedMpi("MPI_Comm_set_errhandler", [&] {
+      return MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN);
+    }));
+  DS_RETURN_IF_ERROR(timedMpi("MPI_Comm_rank",
+                              [&] { return MPI_Comm_rank(c.comm, &c.rank); }));
+  DS_RETURN_IF_ERROR(timedMpi("MPI_Comm_size",
+                              [&] { return MPI_Comm_size(c.comm, &c.size); }));
+  return timedMpi("MPI_Comm_rank",
+                  [&] { return MPI_Comm_rank(c.stageComm, &c.stage); });
+}
+
+/// Frees the buffers of the sends that have completed (thread only).
+Status reapSends(Communicator &c, bool all) {
+  if (c.sendRequests.empty())
+    return Status::success();
+  if (all) {
+    DS_RETURN_IF_ERROR(timedMpi("MPI_Waitall", [&] {
+      return MPI_Waitall(static_cast<int>(c.sendRequests.size()),
+                         c.sendRequests.data(), MPI_STATUSES_IGNORE);
+    }));
+    c.sendRequests.clear();
+    c.sendBuffers.clear();
+    return Status::success();
+  }
+  for (size_t i = 0; i < c.sendRequests.size();) {
+    int done = 0;
+    DS_RETURN_IF_ERROR(timedMpi("MPI_Test", [&] {
+      return MPI_Test(&c.sendRequests[i], &done, MPI_STATUS_IGNORE);
+    }));
+    if (done) {
+      c.sendRequests.erase(c.sendRequests.begin() + i);
+      c.sendBuffers.erase(c.sendBuffers.begin() + i);
+    } else {
+      ++i;
+    }
+  }
   return Status::success();
 }
 
@@ -207,6 +273,8 @@ void serve(std::shared_ptr<Communicator> c) {
         std::this_thread::sleep_for(std::chrono::milliseconds(c->delayMs));
       c->running = task.get();
       taskOk = !task->body().failed();
+      if (taskOk && c->useMpi)
+        taskOk = !reapSends(*c, false).failed();
       c->running = nullptr;
       if (!taskOk)
         c->fail();
@@ -218,7 +286,10 @@ void serve(std::shared_ptr<Communicator> c) {
     c->doneCv.notify_all();
   }
   if (c->useMpi && ok && !c->failed) {
-    if (MPI_Comm_free(&c->comm) != MPI_SUCCESS || MPI_Finalize() != MPI_SUCCESS)
+    if (reapSends(*c, true).failed() ||
+        (c->stageComm != MPI_COMM_NULL &&
+         MPI_Comm_free(&c->stageComm) != MPI_SUCCESS) ||
+        MPI_Comm_free(&c->comm) != MPI_SUCCESS || MPI_Finalize() != MPI_SUCCESS)
       (void)DS_ERROR("dsrt: MPI_Finalize failed");
   }
   std::lock_guard<std::mutex> lock(c->mutex);
@@ -248,6 +319,8 @@ int testDelayMs() {
 Status checkConfig(const dsrt_comm_config &config) {
   if (std::isnan(config.timeout_seconds))
     return DS_ERROR("dsrt_comm_init: the timeout is NaN");
+  if (config.stages < 0)
+    return DS_ERROR("dsrt_comm_init: %d pipeline stages", config.stages);
   return Status::success();
 }
 
@@ -255,15 +328,22 @@ Status checkConfig(const dsrt_comm_config &config) {
 /// registryMutex must be held.
 Status startLocked(const dsrt_comm_config &config) {
   DS_RETURN_IF_ERROR(checkConfig(config));
-  activeConfig = config;
-  if (current && !current->finalized)
+  if (current && !current->finalized) {
+    if (std::max(config.stages, 1) != current->stages)
+      return DS_ERROR("dsrt_comm_init: the communicator runs %d pipeline "
+                      "stages; it cannot change to %d",
+                      current->stages, config.stages);
+    activeConfig = config;
     return Status::success();
+  }
+  activeConfig = config;
   if (current && current->useMpi)
     return DS_ERROR("dsrt_comm_init: MPI cannot be initialised again after "
                     "dsrt_comm_finalize");
   auto c = std::make_shared<Communicator>();
   c->useMpi = dsrt_comm_launched() != 0;
   c->delayMs = testDelayMs();
+  c->stages = std::max(config.stages, 1);
   // Detached from the start: a thread stuck in MPI is never joined, and no
   // joinable std::thread may outlive main.
   std::thread(serve, c).detach();
@@ -407,6 +487,68 @@ Status dsrt::comm::allreduce(const void *send, void *recv, int64_t count,
   return Status::success();
 }
 
+Status dsrt::comm::onStageGroup(const std::function<Status()> &body) {
+  Communicator &c = *self;
+  if (!c.useMpi || c.stages <= 1) {
+    // One stage: the reduction over the stages is this rank's value (never
+    // the data-parallel group's).
+    int rank = c.rank, size = c.size;
+    c.rank = 0;
+    c.size = 1;
+    Status s = body();
+    c.rank = rank;
+    c.size = size;
+    return s;
+  }
+  std::swap(c.comm, c.stageComm);
+  std::swap(c.rank, c.stage);
+  int size = c.size;
+  c.size = c.stages;
+  Status s = body();
+  std::swap(c.comm, c.stageComm);
+  std::swap(c.rank, c.stage);
+  c.size = size;
+  return s;
+}
+
+Status dsrt::comm::sendTo(std::shared_ptr<std::vector<uint8_t>> data, int peer,
+                          int tag) {
+  Communicator &c = *self;
+  if (!c.useMpi || c.stages <= 1)
+    return DS_ERROR("dsrt: a send to stage %d without a pipeline", peer);
+  if (data->size() > static_cast<size_t>(INT_MAX))
+    return DS_ERROR("dsrt: a send of %zu bytes is larger than MPI's int "
+                    "counts allow",
+                    data->size());
+  MPI_Request request;
+  DS_RETURN_IF_ERROR(timedMpi("MPI_Isend", [&] {
+    return MPI_Isend(data->data(), static_cast<int>(data->size()), MPI_BYTE,
+                     peer, tag, c.stageComm, &request);
+  }));
+  c.sendRequests.push_back(request);
+  c.sendBuffers.push_back(std::move(data));
+  return Status::success();
+}
+
+Status dsrt::comm::recvFrom(void *data, int64_t bytes, int peer, int tag) {
+  Communicator &c = *self;
+  if (!c.useMpi || c.stages <= 1)
+    return DS_ERROR("dsrt: a receive from stage %d without a pipeline", peer);
+  MPI_Status status;
+  DS_RETURN_IF_ERROR(timedMpi("MPI_Recv", [&] {
+    return MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag,
+                    c.stageComm, &status);
+  }));
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  if (count != bytes)
+    return DS_ERROR("dsrt: channel %d from stage %d carried %d bytes, the "
+                    "receiver expected %lld: the stages were compiled from "
+                    "different modules",
+                    tag, peer, count, static_cast<long long>(bytes));
+  return Status::success();
+}
+
 Status dsrt::comm::allgather(const void *send, int64_t bytes, void *recv) {
   Communicator &c = *self;
   if (!c.useMpi) {
@@ -471,7 +613,7 @@ Status dsrt::comm::acquire(World &world) {
   std::shared_ptr<Communicator> c;
   {
     std::lock_guard<std::mutex> lock(registryMutex);
-    if (!current && startLocked(dsrt_comm_config{0.0, 0}).failed())
+    if (!current && startLocked(dsrt_comm_config{0.0, 0, 0}).failed())
       return Status::failure();
     c = current;
     world.deterministic = activeConfig.deterministic != 0;
@@ -569,7 +711,7 @@ void dsrt_reset_comm_stats(void) {
 
 int dsrt_comm_init(const dsrt_comm_config *config) {
   std::lock_guard<std::mutex> lock(registryMutex);
-  dsrt_comm_config c = config ? *config : dsrt_comm_config{0.0, 0};
+  dsrt_comm_config c = config ? *config : dsrt_comm_config{0.0, 0, 0};
   return startLocked(c).failed() ? -1 : 0;
 }
 
@@ -607,6 +749,16 @@ int dsrt_comm_rank(void) {
 int dsrt_comm_size(void) {
   std::shared_ptr<Communicator> c = currentCommunicator();
   return c ? c->size : 1;
+}
+
+int dsrt_comm_stage(void) {
+  std::shared_ptr<Communicator> c = currentCommunicator();
+  return c ? c->stage : 0;
+}
+
+int dsrt_comm_stages(void) {
+  std::shared_ptr<Communicator> c = currentCommunicator();
+  return c ? c->stages : 1;
 }
 
 int dsrt_comm_failed(void) {

@@ -19,7 +19,9 @@
 
 #include "ds/Runtime/ds_runtime.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -397,7 +399,8 @@ void waitAllreduce(int64_t handle, Memref *out, const char *what) {
 //===----------------------------------------------------------------------===//
 
 template <typename T, typename Memref>
-void reduceSmall(Memref *in, Memref *out, int64_t op, const char *what) {
+void reduceSmall(Memref *in, Memref *out, int64_t op, const char *what,
+                 bool acrossStages = false) {
   if (checkVector(in, what, "input", false).failed() ||
       checkVector(out, what, "output", true).failed())
     return;
@@ -411,14 +414,56 @@ void reduceSmall(Memref *in, Memref *out, int64_t op, const char *what) {
   auto local = std::make_shared<std::vector<T>>(readVector<T>(in));
   auto result = std::make_shared<std::vector<T>>(n);
   World w;
-  bool ok =
-      !acquire(w).failed() &&
-      run("all-reduce", n * static_cast<int64_t>(sizeof(T)), [=]() -> Status {
-        countSent(double(n) * sizeof(T));
-        return allreduce(local->data(), result->data(), n, TypeOf<T>::dtype,
-                         static_cast<int>(op), w.deterministic);
-      });
+  bool ok = !acquire(w).failed() &&
+            run(acrossStages ? "stage all-reduce" : "all-reduce",
+                n * static_cast<int64_t>(sizeof(T)), [=]() -> Status {
+                  countSent(double(n) * sizeof(T));
+                  auto reduce = [&] {
+                    return allreduce(local->data(), result->data(), n,
+                                     TypeOf<T>::dtype, static_cast<int>(op),
+                                     w.deterministic);
+                  };
+                  return acrossStages ? onStageGroup(reduce) : reduce();
+                });
   writeVector(out, ok ? *result : *local);
+}
+
+/// ds.send: copies the vector and queues a non-blocking send.
+template <typename T, typename Memref>
+void sendVector(Memref *in, int64_t peer, int64_t tag, const char *what) {
+  if (checkVector(in, what, "input", false).failed())
+    return;
+  std::vector<T> v = readVector<T>(in);
+  auto bytes = std::make_shared<std::vector<uint8_t>>(v.size() * sizeof(T));
+  if (!v.empty())
+    std::memcpy(bytes->data(), v.data(), bytes->size());
+  World w;
+  if (acquire(w).failed())
+    return;
+  // Not waited for: the task only posts the send, and a failure fails the
+  // communicator, which the next receive or collective reports.
+  (void)issue("send", static_cast<int64_t>(bytes->size()), [=]() -> Status {
+    countSent(double(bytes->size()));
+    return sendTo(bytes, static_cast<int>(peer), static_cast<int>(tag));
+  });
+}
+
+/// ds.recv: blocks until the vector from `peer` on channel `tag` arrived.
+template <typename T, typename Memref>
+void recvVector(Memref *out, int64_t peer, int64_t tag, const char *what) {
+  if (checkVector(out, what, "output", true).failed())
+    return;
+  int64_t n = out->sizes[0];
+  auto result = std::make_shared<std::vector<T>>(n);
+  World w;
+  bool ok = !acquire(w).failed() &&
+            run("receive", n * static_cast<int64_t>(sizeof(T)), [=]() {
+              return recvFrom(result->data(), n * sizeof(T),
+                              static_cast<int>(peer), static_cast<int>(tag));
+            });
+  if (!ok)
+    std::fill(result->begin(), result->end(), T(0));
+  writeVector(out, *result);
 }
 
 template <typename T, typename Memref>
@@ -508,4 +553,34 @@ void _mlir_ciface_dsrt_broadcast_f32(dsrt_memref1_f32 *in,
 void _mlir_ciface_dsrt_broadcast_f64(dsrt_memref1_f64 *in,
                                      dsrt_memref1_f64 *out) {
   broadcastSmall<double>(in, out, "dsrt_broadcast_f64");
+}
+
+void _mlir_ciface_dsrt_send_f32(dsrt_memref1_f32 *in, int64_t peer,
+                                int64_t tag) {
+  sendVector<float>(in, peer, tag, "dsrt_send_f32");
+}
+
+void _mlir_ciface_dsrt_send_f64(dsrt_memref1_f64 *in, int64_t peer,
+                                int64_t tag) {
+  sendVector<double>(in, peer, tag, "dsrt_send_f64");
+}
+
+void _mlir_ciface_dsrt_recv_f32(dsrt_memref1_f32 *out, int64_t peer,
+                                int64_t tag) {
+  recvVector<float>(out, peer, tag, "dsrt_recv_f32");
+}
+
+void _mlir_ciface_dsrt_recv_f64(dsrt_memref1_f64 *out, int64_t peer,
+                                int64_t tag) {
+  recvVector<double>(out, peer, tag, "dsrt_recv_f64");
+}
+
+void _mlir_ciface_dsrt_stage_allreduce_f32(dsrt_memref1_f32 *in,
+                                           dsrt_memref1_f32 *out, int64_t op) {
+  reduceSmall<float>(in, out, op, "dsrt_stage_allreduce_f32", true);
+}
+
+void _mlir_ciface_dsrt_stage_allreduce_f64(dsrt_memref1_f64 *in,
+                                           dsrt_memref1_f64 *out, int64_t op) {
+  reduceSmall<double>(in, out, op, "dsrt_stage_allreduce_f64", true);
 }

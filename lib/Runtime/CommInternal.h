@@ -80,6 +80,16 @@ Status allgatherv(const void *send, const int64_t *sizes, void *recv);
 /// buf = root's `bytes` bytes.
 Status broadcast(void *buf, int64_t bytes, int root);
 
+/// Runs `body` with the stage group (the stages of this rank's replica) as
+/// the group the primitives above reduce over: the pipeline's cross-stage
+/// reductions. Without a pipeline the group is this rank alone.
+Status onStageGroup(const std::function<Status()> &body);
+/// Posts a non-blocking send of `data` to stage `peer` on channel `tag`;
+/// the buffer is kept until the send completes.
+Status sendTo(std::shared_ptr<std::vector<uint8_t>> data, int peer, int tag);
+/// Receives exactly `bytes` bytes from stage `peer` on channel `tag`.
+Status recvFrom(void *data, int64_t bytes, int peer, int tag);
+
 /// Size in bytes of an element of a DSRT_* type, 0 for an unknown type.
 int64_t elementSize(int dtype);
 

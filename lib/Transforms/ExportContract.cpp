@@ -27,7 +27,7 @@ static void stripContract(FunctionOpInterface func) {
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
     for (StringRef name : {DSDialect::kParamAttrName, DSDialect::kInputAttrName,
                            DSDialect::kStateAttrName, DSDialect::kInitAttrName,
-                           DSDialect::kOptimAttrName})
+                           DSDialect::kOptimAttrName, kRangeAttrName})
       func.removeArgAttr(i, name);
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     for (StringRef name :

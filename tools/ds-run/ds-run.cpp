@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Pipelines/Pipelines.h"
 #include "ds/Runner/Random.h"
 #include "ds/Runner/Report.h"
@@ -197,6 +198,37 @@ cl::opt<int64_t> globalBatch(
              "times the number of ranks"),
     cl::value_desc("B"), cl::init(0), cl::cat(dpCat));
 
+cl::OptionCategory
+    ppCat("Pipeline parallelism and gradient accumulation (ranks = stages x "
+          "replicas under scripts/ds-mpirun)");
+cl::opt<int64_t> pipelineStages(
+    "stages",
+    cl::desc("Add ds-partition-pipeline: cut the step into S stages, one per "
+             "rank (rank r is stage r % S of replica r / S)"),
+    cl::value_desc("S"), cl::init(0), cl::cat(ppCat));
+cl::opt<int64_t> microBatches(
+    "micro-batches",
+    cl::desc("Micro-batches per step of the pipeline: the step's batch "
+             "inputs grow M times (default 1)"),
+    cl::value_desc("M"), cl::init(1), cl::cat(ppCat));
+cl::opt<std::string> pipelineSchedule("pipeline-schedule",
+                                      cl::desc("1f1b (default) or gpipe"),
+                                      cl::init("1f1b"), cl::cat(ppCat));
+cl::opt<std::string> clusterFile(
+    "cluster",
+    cl::desc("Cluster file the pipeline is planned for "
+             "(docs/PipelinePartitioning.md); default: identical devices"),
+    cl::value_desc("FILE"), cl::cat(ppCat));
+cl::opt<std::string> pipelineObjective(
+    "pipeline-objective",
+    cl::desc("Stage-to-device assignment: bottleneck (default) or sum"),
+    cl::init("bottleneck"), cl::cat(ppCat));
+cl::opt<int64_t> accumulateSteps(
+    "accumulate",
+    cl::desc("Gradient accumulation: M micro-batches per step, their mean "
+             "gradient applied once (one stage of ds-partition-pipeline)"),
+    cl::value_desc("M"), cl::init(0), cl::cat(ppCat));
+
 cl::opt<mlir::ds::OptimizerKind>
     optKind("optimizer", cl::desc("Optimizer"),
             cl::init(mlir::ds::OptimizerKind::AdamW),
@@ -367,7 +399,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   // --help lists ds-run's own options, not those of the LLVM libraries.
-  cl::HideUnrelatedOptions({&runCat, &optCat, &guardCat, &dpCat});
+  cl::HideUnrelatedOptions({&runCat, &optCat, &guardCat, &dpCat, &ppCat});
   cl::ParseCommandLineOptions(
       argc, argv,
       "ds-run: compile a ds training step and run it on the CPU\n\n"
@@ -402,26 +434,19 @@ int main(int argc, char **argv) {
   if (commTimeout < 0 || checkReplicas < 0 || globalBatch < 0)
     return badOption("--comm-timeout, --check-replicas and --global-batch "
                      "must be >= 0");
-  // Under mpirun every rank runs this same command. The communicator
-  // starts first: only rank 0 prints, reports and writes checkpoints.
-  int rank = 0, worldSize = 1;
-  if (dsrt_comm_launched()) {
-    dsrt_comm_config config{commTimeout, deterministic ? 1 : 0};
-    if (dsrt_comm_init(&config) != 0)
-      return badOption(std::string("cannot start MPI: ") + dsrt_last_error());
-    // Every way out of main finalizes MPI (the failure paths that cannot
-    // leave with _exit).
-    std::atexit([] { dsrt_comm_finalize(); });
-    rank = dsrt_comm_rank();
-    worldSize = dsrt_comm_size();
-  }
-  bool dpRequested = dataParallel || fuseAllReduce.getNumOccurrences() ||
-                     compressAllReduce.getNumOccurrences();
-  if (rank != 0) {
-    quiet = true;
-    reportPath = "";
-    saveResults = "";
-  }
+  bool ppRequested =
+      pipelineStages.getNumOccurrences() || microBatches.getNumOccurrences() ||
+      clusterFile.getNumOccurrences() || accumulateSteps.getNumOccurrences();
+  if (pipelineStages < 0 || microBatches < 1 || accumulateSteps < 0)
+    return badOption("--stages must be >= 1, --micro-batches and "
+                     "--accumulate >= 1");
+  if (accumulateSteps.getNumOccurrences() &&
+      (pipelineStages > 1 || microBatches.getNumOccurrences()))
+    return badOption("--accumulate M is one stage with M micro-batches: give "
+                     "either it or --stages / --micro-batches");
+  if (accumulateSteps.getNumOccurrences() && accumulateSteps < 1)
+    return badOption("--accumulate must be >= 1");
+  int64_t stageCount = accumulateSteps ? 1 : pipelineStages;
 
   std::string error;
   std::unique_ptr<MemoryBuffer> file = mlir::openInputFile(inputFile, &error);
@@ -441,10 +466,64 @@ int main(int argc, char **argv) {
       mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
+  // A module partitioned before brings its stage count.
+  if (auto p = (*module)->getAttrOfType<mlir::DictionaryAttr>(
+          mlir::ds::DSDialect::kPipelineAttrName)) {
+    if (ppRequested)
+      return badOption("the module is already partitioned into a pipeline; "
+                       "drop --stages, --micro-batches, --cluster and "
+                       "--accumulate");
+    stageCount = p.getAs<mlir::IntegerAttr>("stages").getInt();
+  }
+  bool pipelined = ppRequested || stageCount > 0;
+  if (pipelined && (evalEvery > 0 || !checkpointDir.empty() ||
+                    !resumeDir.empty() || !exportQuantized.empty()))
+    return badOption("--eval-every, --checkpoint, --resume and "
+                     "--export-quantized are not supported with a pipeline "
+                     "or gradient accumulation yet");
+  if (stageCount > 1 && !dsrt_comm_launched())
+    return badOption("a pipeline of " + std::to_string(stageCount) +
+                     " stages runs one stage per rank: start it with "
+                     "scripts/ds-mpirun -np " +
+                     std::to_string(stageCount) +
+                     " (times the data-parallel replicas)");
+
+  // Under mpirun every rank runs this same command. The communicator
+  // starts first: only rank 0 prints, reports and writes checkpoints.
+  // With a pipeline, rank and size are those of this rank's stage group
+  // (its data-parallel replicas).
+  int rank = 0, worldSize = 1, stage = 0;
+  if (dsrt_comm_launched()) {
+    dsrt_comm_config config{commTimeout, deterministic ? 1 : 0,
+                            int(std::max<int64_t>(stageCount, 1))};
+    if (dsrt_comm_init(&config) != 0)
+      return badOption(std::string("cannot start MPI: ") + dsrt_last_error());
+    // Every way out of main finalizes MPI (the failure paths that cannot
+    // leave with _exit).
+    std::atexit([] { dsrt_comm_finalize(); });
+    rank = dsrt_comm_rank();
+    worldSize = dsrt_comm_size();
+    stage = dsrt_comm_stage();
+  }
+  bool dpRequested = dataParallel || fuseAllReduce.getNumOccurrences() ||
+                     compressAllReduce.getNumOccurrences();
+  // Replica 0 of every stage writes its results (each stage has its own
+  // parameters); stage 0 of replica 0 prints and reports.
+  if (rank != 0 || stage != 0) {
+    quiet = true;
+    // A pipeline's later stages report their own timing beside it.
+    if (rank == 0 && !reportPath.empty())
+      reportPath += ".stage" + std::to_string(stage);
+    else
+      reportPath = "";
+  }
+  if (rank != 0)
+    saveResults = "";
 
   PrepareOptions prepare;
   prepare.asIs = asIs;
   prepare.entry = entry;
+  prepare.pipelineStage = stage;
   prepare.forwardForEval = evalEvery > 0;
   prepare.integerEval = integerEval || !exportQuantized.empty();
   if (!exportQuantized.empty()) {
@@ -574,6 +653,20 @@ int main(int argc, char **argv) {
                          "corrected update)");
     }
   }
+  if (ppRequested) {
+    mlir::ds::PartitionPipelinePassOptions &o = pipeline.partition.emplace();
+    o.stages = stageCount;
+    o.microBatches = accumulateSteps ? accumulateSteps : microBatches;
+    o.schedule = pipelineSchedule;
+    o.cluster = clusterFile;
+    o.objective = pipelineObjective;
+    o.printPlan = !quiet;
+    prepare.partitionSpelling =
+        "stages=" + std::to_string(o.stages) +
+        " micro-batches=" + std::to_string(o.microBatches) +
+        " schedule=" + o.schedule +
+        (o.cluster.empty() ? std::string() : " cluster=" + o.cluster);
+  }
   std::vector<int64_t> injectSteps;
   if (!injectNonfinite.empty() &&
       !parseInjectSteps(injectNonfinite, steps, seed, injectSteps, error))
@@ -630,6 +723,7 @@ int main(int argc, char **argv) {
   options.injectSteps = injectSteps;
   options.rank = rank;
   options.worldSize = worldSize;
+  options.pipelineStage = stage;
   options.checkReplicasEvery = checkReplicas;
   if (!parseAssignments(dataFiles, "data", options.dataFiles) ||
       !parseAssignments(evalFiles, "eval-data", options.evalFiles))

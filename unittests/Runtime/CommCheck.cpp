@@ -140,7 +140,7 @@ std::vector<float> allreduce(const std::vector<float> &grad, int64_t scheme,
 }
 
 void configure(bool deterministic, double timeout) {
-  dsrt_comm_config config = {timeout, deterministic ? 1 : 0};
+  dsrt_comm_config config = {timeout, deterministic ? 1 : 0, 0};
   if (dsrt_comm_init(&config))
     report(false, "dsrt_comm_init", lastError());
 }

@@ -123,7 +123,7 @@ protected:
     if (dsrt_comm_launched())
       GTEST_SKIP() << "runs outside mpirun only";
     dsrt_clear_error();
-    dsrt_comm_config config = {30.0, 0};
+    dsrt_comm_config config = {30.0, 0, 0};
     ASSERT_EQ(dsrt_comm_init(&config), 0) << lastError();
     dsrt_reset_comm_stats();
   }
@@ -162,7 +162,7 @@ TEST_F(CommTest, WorldOfOne) {
   EXPECT_EQ(dsrt_comm_size_i64(), 1);
   EXPECT_EQ(dsrt_comm_failed(), 0);
   // A second init only updates the configuration.
-  dsrt_comm_config config = {5.0, 1};
+  dsrt_comm_config config = {5.0, 1, 0};
   EXPECT_EQ(dsrt_comm_init(&config), 0);
   EXPECT_EQ(dsrt_comm_init(nullptr), 0);
   EXPECT_EQ(dsrt_last_error(), nullptr);
@@ -250,7 +250,7 @@ TEST_F(CommTest, StartWaitIsTheIdentity) {
 }
 
 TEST_F(CommTest, DeterministicModeIsTheIdentity) {
-  dsrt_comm_config config = {30.0, 1};
+  dsrt_comm_config config = {30.0, 1, 0};
   ASSERT_EQ(dsrt_comm_init(&config), 0);
   std::vector<float> grad = {1, -2, 3.5f};
   EXPECT_EQ(allreduce(grad, DSRT_COMPRESS_NONE), grad);
@@ -864,7 +864,7 @@ TEST_F(CommTest, TimeoutFailsTheCommunicatorForGood) {
   // timeout of 50 ms.
   dsrt_comm_finalize();
   setenv("DSRT_COMM_TEST_DELAY_MS", "500", 1);
-  dsrt_comm_config config = {0.05, 0};
+  dsrt_comm_config config = {0.05, 0, 0};
   int rc = dsrt_comm_init(&config);
   unsetenv("DSRT_COMM_TEST_DELAY_MS");
   ASSERT_EQ(rc, 0) << lastError();

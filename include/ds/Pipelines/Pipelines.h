@@ -51,6 +51,8 @@ struct TrainingPipelineConfig {
   /// ds-insert-optimizer (empty for a step that already updates).
   std::optional<InsertOptimizerPassOptions> optimizer =
       InsertOptimizerPassOptions();
+  /// ds-partition-pipeline (slot 7): stages and micro-batches.
+  std::optional<PartitionPipelinePassOptions> partition;
   /// Append ds-cpu-pipeline, with its `library-gemm`.
   bool lower = false;
   bool libraryGemm = true;
@@ -285,6 +287,27 @@ struct TrainingPipelineOptions
       *this, "clip-noise-std",
       llvm::cl::desc("Std of the Gaussian noise added; 0 = none"),
       llvm::cl::init(ClipGradientsPassOptions().noiseStd)};
+
+  // ds-partition-pipeline.
+  Opt::Option<int64_t> pipelineStages{
+      *this, "pipeline-stages",
+      llvm::cl::desc("Pipeline stages (runs ds-partition-pipeline)"),
+      llvm::cl::init(0)};
+  Opt::Option<int64_t> pipelineMicroBatches{
+      *this, "pipeline-micro-batches",
+      llvm::cl::desc("Micro-batches per step (runs ds-partition-pipeline)"),
+      llvm::cl::init(1)};
+  Opt::Option<std::string> pipelineSchedule{*this, "pipeline-schedule",
+                                            llvm::cl::desc("1f1b or gpipe"),
+                                            llvm::cl::init("1f1b")};
+  Opt::Option<std::string> pipelineCluster{
+      *this, "pipeline-cluster",
+      llvm::cl::desc("Cluster file of ds-partition-pipeline"),
+      llvm::cl::init("")};
+  Opt::Option<std::string> pipelineObjective{
+      *this, "pipeline-objective",
+      llvm::cl::desc("bottleneck or sum (Hungarian)"),
+      llvm::cl::init("bottleneck")};
 
   // ds-data-parallel, ds-fuse-allreduce, ds-compress-allreduce.
   Opt::Option<bool> dataParallel{

@@ -55,6 +55,11 @@ struct PrepareOptions {
   bool asIs = false;
   /// Function to run when the module has several steps ("" = the first).
   std::string entry;
+  /// With pipeline parallelism (ds-partition-pipeline, in `pipeline` or
+  /// already in the module): the stage this process runs; the step's stage
+  /// function `<entry>_s<stage>` is the one compiled and called.
+  unsigned pipelineStage = 0;
+  std::string partitionSpelling;
   /// For forward + loss modules: also compile the forward alone, so that
   /// held-out evaluation does not run the backward and the update.
   bool forwardForEval = false;
@@ -145,6 +150,12 @@ public:
   /// Whether the step averages its gradients over the ranks of an MPI job
   /// (ds-data-parallel ran: the module has `ds.data_parallel`).
   bool isDataParallel() const { return dataParallel; }
+  /// Pipeline parallelism (ds-partition-pipeline ran: the module has
+  /// `ds.pipeline`): the number of stages, 0 without a pipeline; the
+  /// micro-batches per step; and the plan, for the report.
+  unsigned pipelineStages() const { return stages; }
+  unsigned microBatches() const { return micro; }
+  const llvm::json::Object &pipelinePlan() const { return plan; }
 
   /// Calls the forward-only copy (evalContract() must be set) with the
   /// leading arguments of the step.
@@ -171,6 +182,8 @@ private:
   std::vector<QuantizedValue> quantized;
   ModuleLevel level = ModuleLevel::Lowered;
   bool dataParallel = false;
+  unsigned stages = 0, micro = 1;
+  llvm::json::Object plan;
   CompileTimes compileTimes;
   llvm::json::Array precision;
   std::unique_ptr<mlir::ExecutionEngine> engine;

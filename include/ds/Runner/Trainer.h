@@ -66,6 +66,10 @@ struct TrainOptions {
   /// checkpoints (with every rank's own state).
   int rank = 0;
   int worldSize = 1;
+  /// Pipeline parallelism: this process's stage (its rank and world size
+  /// above are those of the stage's data-parallel group). Replica 0 of
+  /// every stage writes its own parameters with --save-results.
+  int pipelineStage = 0;
   /// Compare a hash of every rank's parameters and shared state every K
   /// steps (0: at the start, at checkpoints and at the end only).
   int64_t checkReplicasEvery = 0;
@@ -162,6 +166,9 @@ private:
   unsigned chooseVariant(std::string &why) const;
   llvm::json::Array stepLog, evalLog;
   std::vector<double> stepMs;
+  /// Per step: the milliseconds the step waited on collectives and
+  /// receives (the communicator's counter).
+  std::vector<double> stepWaitMs;
 };
 
 } // namespace ds::runner

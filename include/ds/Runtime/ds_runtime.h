@@ -320,6 +320,13 @@ typedef struct dsrt_comm_config {
      (an all-gather, then a local sum), so results are bit-identical for any
      bucketing and any MPI algorithm. */
   int deterministic;
+  /* Pipeline parallelism: the world is `stages` x replicas ranks, rank r
+     being stage r % stages of replica r / stages (0 or 1: no pipeline).
+     Data-parallel collectives then run among the ranks of one stage
+     (dsrt_comm_rank/size answer within that group); the stage-group
+     collectives and point-to-point calls below among the stages of one
+     replica. */
+  int stages;
 } dsrt_comm_config;
 
 /* Starts the communicator (idempotent: later calls only update the config;
@@ -338,6 +345,10 @@ DSRT_API int dsrt_comm_rank(void);
 DSRT_API int dsrt_comm_size(void);
 /* Nonzero once the communicator has failed. */
 DSRT_API int dsrt_comm_failed(void);
+/* This rank's pipeline stage and the number of stages (0 and 1 without a
+   pipeline). */
+DSRT_API int dsrt_comm_stage(void);
+DSRT_API int dsrt_comm_stages(void);
 
 /* Element types and reductions of the host-side calls. */
 enum { DSRT_F32 = 0, DSRT_F64 = 1, DSRT_I64 = 2, DSRT_U8 = 3 };
@@ -531,6 +542,29 @@ DSRT_API void _mlir_ciface_dsrt_broadcast_f64(dsrt_memref1_f64 *in,
    by its rows of the global batch. */
 DSRT_API int64_t dsrt_comm_rank_i64(void);
 DSRT_API int64_t dsrt_comm_size_i64(void);
+
+/* Pipeline parallelism (ds.send / ds.recv / ds.all_reduce across_stages):
+   point-to-point transfers between the stages of one replica and
+   reductions over them. A send copies its data and returns at once (the
+   communication thread posts a non-blocking send, so a schedule whose
+   receives match its sends in order never deadlocks); a receive blocks, at
+   most the timeout. `peer` is a stage index, `tag` the channel: messages of
+   one channel arrive in the order they were sent. A wrong size records an
+   error naming the channel. */
+DSRT_API void _mlir_ciface_dsrt_send_f32(dsrt_memref1_f32 *in, int64_t peer,
+                                         int64_t tag);
+DSRT_API void _mlir_ciface_dsrt_send_f64(dsrt_memref1_f64 *in, int64_t peer,
+                                         int64_t tag);
+DSRT_API void _mlir_ciface_dsrt_recv_f32(dsrt_memref1_f32 *out, int64_t peer,
+                                         int64_t tag);
+DSRT_API void _mlir_ciface_dsrt_recv_f64(dsrt_memref1_f64 *out, int64_t peer,
+                                         int64_t tag);
+DSRT_API void _mlir_ciface_dsrt_stage_allreduce_f32(dsrt_memref1_f32 *in,
+                                                    dsrt_memref1_f32 *out,
+                                                    int64_t op);
+DSRT_API void _mlir_ciface_dsrt_stage_allreduce_f64(dsrt_memref1_f64 *in,
+                                                    dsrt_memref1_f64 *out,
+                                                    int64_t op);
 
 /* Encodes a three-tier or top-k payload exactly as a start call would
    (for tests and tools): v = grad + residual (residual may be NULL), writes

@@ -788,6 +788,55 @@ def DataParallelPass : Pass<"ds-data-parallel", "::mlir::ModuleOp"> {
                            "::mlir::ds::DSDialect"];
 }
 
+def PartitionPipelinePass : Pass<"ds-partition-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Cuts a training step into pipeline stages over devices";
+  let description = [{
+    Runs after every other training pass, before lowering. Splits the step
+    into layers at its narrowest cuts (StepLayers.h), costs them for the
+    devices of a cluster file (or `stages` identical devices), cuts them
+    into stages with PipeDream's dynamic program and assigns stages to
+    devices with the Hungarian algorithm (iterating cut -> assign -> re-cut),
+    then rewrites each step function `@f` into, per stage k:
+
+    - `@f_s<k>_fwd` / `@f_s<k>_bwd`: the forward and backward of one
+      micro-batch on stage k's layers;
+    - `@f_s<k>_update`: the once-per-step part (unscaling, `found_inf`,
+      clipping, all-reduces, the optimizer) on the mean of the micro-
+      batches' gradients; sums that span stages (gradient norm,
+      `found_inf`, the loss) become `ds.all_reduce ... across_stages`;
+    - `@f_s<k>`: the training step a rank of stage k runs: the schedule
+      (GPipe or 1F1B) unrolled over `micro-batches` micro-batches, with
+      `ds.send` / `ds.recv` of activations and cotangents between stages.
+
+    Batch inputs grow by the number of micro-batches on their leading
+    dimension; micro-batch m is rows [m b, (m + 1) b). With one stage this
+    is gradient accumulation (ds-run --accumulate M). The module gets
+    `ds.pipeline` (stages, micro-batches, schedule, the plan).
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", "\"\"",
+           "Cluster file (YAML/JSON, docs/PipelinePartitioning.md); "
+           "empty: `stages` identical devices">,
+    Option<"stages", "stages", "int64_t", "0",
+           "Number of stages (0: the planner chooses, at most the devices)">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "Micro-batch schedule: 1f1b or gpipe">,
+    Option<"objective", "objective", "std::string", "\"bottleneck\"",
+           "Stage-to-device assignment: bottleneck (the slowest stage) or "
+           "sum (the Hungarian sum of the seed)">,
+    Option<"printPlan", "print-plan", "bool", "false",
+           "Print the plan to stderr">,
+    Option<"planOnly", "plan-only", "bool", "false",
+           "Plan and record the plan, but leave the step as it is">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::ds::DSDialect"];
+}
+
 def SyncBatchNormPass : Pass<"ds-sync-batch-norm", "::mlir::ModuleOp"> {
   let summary = "Batch-norm statistics over all ranks (SyncBatchNorm)";
   let description = [{

@@ -45,7 +45,7 @@ void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns) {
 
 bool mlir::ds::isCollective(Operation *op) {
   return isa<AllReduceOp, AllReduceStartOp, AllReduceWaitOp, CommBroadcastOp,
-             CommRankOp>(op);
+             CommRankOp, SendOp, RecvOp>(op);
 }
 
 bool mlir::ds::hasRuntimeKernel(Operation *op) {
@@ -78,7 +78,7 @@ struct ConvertDSToLinalgPass
     // Collectives have no loop form: convert-ds-to-runtime always takes
     // them.
     target.addLegalOp<AllReduceOp, AllReduceStartOp, AllReduceWaitOp,
-                      CommBroadcastOp, CommRankOp>();
+                      CommBroadcastOp, CommRankOp, SendOp, RecvOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

@@ -228,9 +228,12 @@ LogicalResult lowerBlockingCollective(RuntimeCallBuilder &rt, Operation *op) {
   auto flatType = RankedTensorType::get({n}, type.getElementType());
   Value out;
   if (auto ar = dyn_cast<AllReduceOp>(op))
-    out = rt.callWithResult(b, loc, ("dsrt_allreduce_" + *suffix).str(),
-                            {rt.input(b, loc, flat)}, flatType,
-                            {int64_t(ar.getReduction())});
+    out = rt.callWithResult(
+        b, loc,
+        ((ar.getAcrossStages() ? "dsrt_stage_allreduce_" : "dsrt_allreduce_") +
+         *suffix)
+            .str(),
+        {rt.input(b, loc, flat)}, flatType, {int64_t(ar.getReduction())});
   else
     out = rt.callWithResult(b, loc, ("dsrt_broadcast_" + *suffix).str(),
                             {rt.input(b, loc, flat)}, flatType, {});
@@ -336,6 +339,41 @@ LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
   return success();
 }
 
+/// ds.send: (flattened input, peer, tag); ds.recv: (out, peer, tag).
+LogicalResult lowerTransfer(RuntimeCallBuilder &rt, Operation *op) {
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  auto send = dyn_cast<SendOp>(op);
+  auto recv = dyn_cast<RecvOp>(op);
+  auto type =
+      cast<RankedTensorType>(send ? send.getInput().getType() : recv.getType());
+  FailureOr<StringRef> suffix = collectiveSuffix(op, type.getElementType());
+  if (failed(suffix))
+    return failure();
+  int64_t n = type.getNumElements();
+  auto constant = [&](int64_t v) -> Value {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  };
+  if (send) {
+    Value flat = RuntimeCallBuilder::reshape(b, loc, send.getInput(), {n});
+    rt.call(b, loc, ("dsrt_send_" + *suffix).str(),
+            {rt.input(b, loc, flat), constant(send.getPeer()),
+             constant(send.getTag())});
+    op->erase();
+    return success();
+  }
+  auto flatType = RankedTensorType::get({n}, type.getElementType());
+  auto [out, view] = RuntimeCallBuilder::alloc(b, loc, flatType);
+  rt.call(b, loc, ("dsrt_recv_" + *suffix).str(),
+          {view, constant(recv.getPeer()), constant(recv.getTag())});
+  Value result = bufferization::ToTensorOp::create(
+      b, loc, flatType, out, /*restrict=*/true, /*writable=*/true);
+  recv.getResult().replaceAllUsesWith(
+      RuntimeCallBuilder::reshape(b, loc, result, type.getShape()));
+  op->erase();
+  return success();
+}
+
 void lowerCommRank(RuntimeCallBuilder &rt, CommRankOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
@@ -370,6 +408,8 @@ struct ConvertDSToRuntimePass
         result = lowerAllReduceWait(rt, wait);
       else if (auto comm = dyn_cast<CommRankOp>(op))
         lowerCommRank(rt, comm);
+      else if (isa<SendOp, RecvOp>(op))
+        result = lowerTransfer(rt, op);
       else if (auto mm = dyn_cast<BlockSparseMatMulOp>(op))
         lowerBlockSparseMatMul(rt, mm);
       else if (auto s = dyn_cast<BlockSampledMatMulOp>(op))

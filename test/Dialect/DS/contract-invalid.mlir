@@ -217,7 +217,7 @@ func.func @negative_init_string(%w: tensor<4xf32> {ds.param = "w", ds.init = "ze
 
 // -----
 
-// expected-error@+1 {{argument #0: unknown ds argument attribute 'ds.parameter'; expected ds.param, ds.input, ds.state, ds.init or ds.optim}}
+// expected-error@+1 {{argument #0: unknown ds argument attribute 'ds.parameter'; expected ds.param, ds.input, ds.state, ds.init, ds.optim or ds.range}}
 func.func @negative_arg_typo(%w: tensor<4xf32> {ds.parameter = "w"}) -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
   %l = ds.mse_loss %w, %w : tensor<4xf32> -> tensor<f32>
   return %l : tensor<f32>

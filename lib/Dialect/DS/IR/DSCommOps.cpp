@@ -9,6 +9,8 @@
 #include "ds/Dialect/DS/IR/DSOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -83,4 +85,37 @@ LogicalResult AllReduceOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                          << " reduction is not differentiable";
   operandGrads[0] = AllReduceOp::create(builder, getLoc(), dy, kind);
   return success();
+}
+
+/// Sends and receives live in a pipeline stage's function; the module's
+/// ds.pipeline verifier matches them up.
+static LogicalResult verifyStageTransfer(Operation *op, int64_t peer) {
+  auto func = op->getParentOfType<FunctionOpInterface>();
+  auto stage =
+      func ? func->getAttrOfType<IntegerAttr>(DSDialect::kPipelineStageAttrName)
+           : IntegerAttr();
+  if (!stage)
+    return op->emitOpError("must be in a function marked '")
+           << DSDialect::kPipelineStageAttrName << "'";
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module || !module->hasAttr(DSDialect::kPipelineAttrName))
+    return op->emitOpError("needs a module with '")
+           << DSDialect::kPipelineAttrName << "'";
+  if (peer < 0 || peer == stage.getInt())
+    return op->emitOpError("peer ")
+           << peer << " must be another stage than this function's ("
+           << stage.getInt() << ")";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  if (getTag() < 0 || getTag() > 32767)
+    return emitOpError("tag ") << getTag() << " must lie in [0, 32767]";
+  return verifyStageTransfer(*this, getPeer());
+}
+
+LogicalResult RecvOp::verify() {
+  if (getTag() < 0 || getTag() > 32767)
+    return emitOpError("tag ") << getTag() << " must lie in [0, 32767]";
+  return verifyStageTransfer(*this, getPeer());
 }

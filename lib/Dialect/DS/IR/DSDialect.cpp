@@ -13,6 +13,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
+#include <map>
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::ds;
 
@@ -74,6 +77,71 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
   return op->emitOpError("unknown ds attribute '") << name << "'";
 }
 
+/// Every channel (sender stage, receiver stage, tag) of the pipeline's
+/// ds.send / ds.recv has as many receives as sends, all of one type; peers
+/// name existing stages.
+static LogicalResult verifyPipelineChannels(ModuleOp module, int64_t stages,
+                                            bool matchChannels) {
+  struct Channel {
+    Operation *firstSend = nullptr, *firstRecv = nullptr;
+    int64_t sends = 0, recvs = 0;
+    Type type;
+  };
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Channel> channels;
+  auto stageOf = [](Operation *op) -> int64_t {
+    auto func = op->getParentOfType<FunctionOpInterface>();
+    auto a = func ? func->getAttrOfType<IntegerAttr>(
+                        DSDialect::kPipelineStageAttrName)
+                  : IntegerAttr();
+    return a ? a.getInt() : -1;
+  };
+  LogicalResult result = success();
+  module.walk([&](Operation *op) {
+    auto send = dyn_cast<SendOp>(op);
+    auto recv = dyn_cast<RecvOp>(op);
+    if (!send && !recv)
+      return;
+    int64_t stage = stageOf(op);
+    int64_t peer = send ? send.getPeer() : recv.getPeer();
+    // Outside a stage function, or to itself: the op's verifier says so.
+    if (stage < 0 || peer == stage)
+      return;
+    if (stage >= stages || peer >= stages) {
+      result = op->emitOpError("connects stages ")
+               << stage << " and " << peer << " of a " << stages
+               << "-stage pipeline";
+      return;
+    }
+    auto key = send ? std::make_tuple(stage, peer, int64_t(send.getTag()))
+                    : std::make_tuple(peer, stage, int64_t(recv.getTag()));
+    Channel &c = channels[key];
+    Type type = send ? send.getInput().getType() : recv.getType();
+    if (c.type && c.type != type) {
+      result = op->emitOpError("carries ")
+               << type << " on a channel that carries " << c.type;
+      return;
+    }
+    c.type = type;
+    (send ? c.sends : c.recvs) += 1;
+    Operation *&first = send ? c.firstSend : c.firstRecv;
+    if (!first)
+      first = op;
+  });
+  if (failed(result) || !matchChannels)
+    return result;
+  for (auto &[key, c] : channels) {
+    auto [from, to, tag] = key;
+    if (c.sends == c.recvs)
+      continue;
+    Operation *at = c.firstSend ? c.firstSend : c.firstRecv;
+    return at->emitOpError("channel ")
+           << tag << " from stage " << from << " to stage " << to << " has "
+           << c.sends << " ds.send and " << c.recvs
+           << " ds.recv: every send needs its matching receive";
+  }
+  return success();
+}
+
 LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   StringRef name = attr.getName().strref();
@@ -117,6 +185,28 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op,
              << name << "' may only be attached to a module";
     if (!isa<DictionaryAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a dictionary";
+    return success();
+  }
+  if (name == kPipelineAttrName) {
+    auto module = dyn_cast<ModuleOp>(op);
+    if (!module)
+      return op->emitOpError("'")
+             << name << "' may only be attached to a module";
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto stages = dict ? dict.getAs<IntegerAttr>("stages") : IntegerAttr();
+    if (!stages || stages.getInt() < 1)
+      return op->emitOpError("'")
+             << name << "' must be a dictionary with 'stages' >= 1";
+    // A module holding one stage's functions (ds-run compiles only its own)
+    // cannot match channels with the other stages.
+    return verifyPipelineChannels(module, stages.getInt(),
+                                  !dict.contains("compiled_stage"));
+  }
+  if (name == kPipelineStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !stage || stage.getInt() < 0)
+      return op->emitOpError("'")
+             << name << "' marks a function with its stage (an integer >= 0)";
     return success();
   }
   return verifyOpAnnotation(op, attr);

@@ -6,9 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/TrainingContract.h"
+
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/ShapeUtils.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -63,6 +65,22 @@ static int64_t inferIndexRange(Value v) {
     if (auto r = dyn_cast<ReshapeOp>(user))
       if (int64_t range = inferIndexRange(r.getResult()))
         return range;
+    // A pipeline's stage function slices micro-batches off the input and
+    // hands them to its forward and backward functions.
+    if (user->getName().getStringRef() == "tensor.extract_slice" &&
+        use.getOperandNumber() == 0)
+      if (int64_t range = inferIndexRange(user->getResult(0)))
+        return range;
+    if (auto call = dyn_cast<CallOpInterface>(user))
+      if (auto callee =
+              dyn_cast_or_null<FunctionOpInterface>(call.resolveCallable());
+          callee && !callee.isExternal()) {
+        unsigned i = use.getOperandNumber() -
+                     call.getArgOperands().getBeginOperandIndex();
+        if (i < callee.getNumArguments())
+          if (int64_t range = inferIndexRange(callee.getArgument(i)))
+            return range;
+      }
   }
   return 0;
 }
@@ -136,10 +154,15 @@ LogicalResult mlir::ds::verifyContractArgAttr(Operation *op, unsigned argIndex,
                                        : "a number")
                << ", got " << v;
     }
+  } else if (name == kRangeAttrName) {
+    auto range = dyn_cast<IntegerAttr>(value);
+    if (!range || range.getInt() < 1)
+      return fail("a positive integer (the values an integer input takes)");
   } else {
     return op->emitOpError("argument #")
            << argIndex << ": unknown ds argument attribute '" << name
-           << "'; expected ds.param, ds.input, ds.state, ds.init or ds.optim";
+           << "'; expected ds.param, ds.input, ds.state, ds.init, ds.optim "
+              "or ds.range";
   }
   return success();
 }
@@ -388,6 +411,11 @@ TrainingContract::fromFunction(FunctionOpInterface func) {
     if (arg.role == ArgRole::Input) {
       if (isa<IntegerType>(arg.type.getElementType()) && !func.isExternal())
         arg.range = inferIndexRange(func.getArgument(i));
+      // A function that only passes the input on (a pipeline stage that
+      // does not read it) carries its range explicitly.
+      if (auto range = func.getArgAttrOfType<IntegerAttr>(i, kRangeAttrName);
+          range && !arg.range)
+        arg.range = range.getInt();
       if (init)
         return bail(checker.argError(i)
                     << what << " takes no 'ds.init'; inputs are fed each step");

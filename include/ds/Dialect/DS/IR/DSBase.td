@@ -96,6 +96,11 @@ def DS_Dialect : Dialect {
     /// On a gradient ds.all_reduce_start: the parameters whose gradients
     /// the bucket holds, in order.
     static constexpr ::llvm::StringLiteral kGradsAttrName = "ds.grads";
+    /// Module attribute of ds-partition-pipeline: the stages, micro-batches,
+    /// schedule and the plan; and, on each stage's functions, the stage.
+    static constexpr ::llvm::StringLiteral kPipelineAttrName = "ds.pipeline";
+    static constexpr ::llvm::StringLiteral kPipelineStageAttrName =
+        "ds.pipeline_stage";
 
   private:
     void registerAttributes();

@@ -43,13 +43,23 @@ def DS_AllReduceOp : DS_Op<"all_reduce", [
     `dx = all_reduce(dy, sum)` for a sum and `all_reduce(dy, mean)` for a
     mean; max and min are not differentiable.
 
+    With `across_stages` (pipeline parallelism, ds-partition-pipeline) the
+    reduction runs over the stages of this rank's pipeline replica instead
+    of over the data-parallel replicas of its stage: the loss, gradient norm
+    and `found_inf` that every stage needs.
+
     ```mlir
     %found = ds.all_reduce %local max : tensor<f64>
+    %norm2 = ds.all_reduce %partial sum across_stages : tensor<f64>
     ```
   }];
-  let arguments = (ins DS_FloatTensor:$input, DS_ReductionKind:$reduction);
+  let arguments = (ins DS_FloatTensor:$input, DS_ReductionKind:$reduction,
+                       UnitAttr:$across_stages);
   let results = (outs DS_FloatTensor:$result);
-  let assemblyFormat = "$input $reduction attr-dict `:` type($input)";
+  let assemblyFormat = [{
+    $input $reduction (`across_stages` $across_stages^)? attr-dict `:`
+    type($input)
+  }];
 }
 
 def DS_CommBroadcastOp : DS_Op<"comm_broadcast", [
@@ -152,6 +162,41 @@ def DS_CommRankOp : DS_Op<"comm_rank", [Pure]> {
   }];
   let results = (outs 0DTensorOf<[I64]>:$rank, 0DTensorOf<[I64]>:$size);
   let assemblyFormat = "attr-dict `:` type($rank) `,` type($size)";
+}
+
+def DS_SendOp : DS_Op<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Sends a tensor to another pipeline stage";
+  let description = [{
+    Sends `input` to stage `peer` of this rank's pipeline replica on channel
+    `tag`; the stage's function receives it with the `ds.recv` of the same
+    channel. Returns at once (the runtime copies the data). Only in a
+    function marked `ds.pipeline_stage` of a module with `ds.pipeline`; the
+    module verifier checks that every channel has as many receives as
+    sends, of the same type (ds-partition-pipeline writes these).
+
+    ```mlir
+    ds.send %act to 1 tag 0 : tensor<4x8x16xf64>
+    ```
+  }];
+  let arguments = (ins DS_FloatTensor:$input, I64Attr:$peer, I64Attr:$tag);
+  let assemblyFormat = "$input `to` $peer `tag` $tag attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def DS_RecvOp : DS_Op<"recv", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Receives a tensor from another pipeline stage";
+  let description = [{
+    Blocks until the tensor stage `peer` sent on channel `tag` arrives (at
+    most the runtime's timeout). See `ds.send`.
+
+    ```mlir
+    %act = ds.recv from 0 tag 0 : tensor<4x8x16xf64>
+    ```
+  }];
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "`from` $peer `tag` $tag attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 #endif // DS_DIALECT_DS_IR_DSCOMMOPS_TD

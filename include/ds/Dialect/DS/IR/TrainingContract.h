@@ -29,6 +29,11 @@ namespace ds {
 
 enum class ArgRole { Param, Input, State };
 
+/// On an integer input: the number of values it takes, [0, range), when no
+/// use inside the function says (ds-partition-pipeline writes it on stage
+/// functions that only pass the input on).
+inline constexpr llvm::StringLiteral kRangeAttrName = "ds.range";
+
 /// The two shared counters every pass that needs one reuses
 /// (docs/TrainingStepContract.md): `step`, the optimizer steps taken
 /// (frozen on a skipped step, as torch.optim's), and `iteration`, the steps
