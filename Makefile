@@ -18,7 +18,9 @@
 #                the backward) and the schemes at 64 ranks / 7B (link model);
 #                ds-plan's pipeline plans on the seed's two heterogeneous
 #                clusters (70B- and 7B-shaped graphs) vs uniform-split and
-#                homogeneous-only baselines, and ds-plan's own run time
+#                homogeneous-only baselines, and ds-plan's own run time;
+#                a 2-stage pipeline on 2 ranks: measured vs predicted stage
+#                compute and bubble (GPipe, 1F1B)
 #   make accuracy  long runs: INT8 QAT vs FP32 held-out loss (MLP, CNN,
 #                1000 steps, 3 seeds), integer inference beside it, and INT4
 #                QAT of the GPT block (d_model 256) on fortune-cookie text;
@@ -88,6 +90,8 @@ bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/dp_simulate.py
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/plan_bench.py \
 	  --ds-plan $(BUILD_DIR)/bin/ds-plan
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/pipeline_bench.py \
+	  --ds-run $(BUILD_DIR)/bin/ds-run --ds-plan $(BUILD_DIR)/bin/ds-plan
 
 clean:
 	rm -rf $(BUILD_DIR)

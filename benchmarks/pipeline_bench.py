@@ -56,7 +56,7 @@ def main():
     text = open(cpu).read()
     two = os.path.join(tmp, "two-cpus.yaml")
     with open(two, "w") as f:
-        f.write(re.sub(r"(\n(\s*)name: cpu\n)", r"\1\2count: 2\n", text, 1))
+        f.write(re.sub(r"\n(\s*)count: 1\n", r"\n\1count: 2\n", text, 1))
 
     model = os.path.join(tmp, "gpt4.mlir")
     run([sys.executable, GEN, "gpt", "--layers", "4", "--d-model", "128",

@@ -157,6 +157,16 @@ double compressionRatio(ModuleOp module) {
   return 14; // three-tier at its default quantiles; top-k is sparser
 }
 
+/// GEMMs and convolutions: compute-bound on every device the planner
+/// knows; everything else streams memory.
+bool isGemmLike(Operation *op) {
+  if (isa<MatMulOp, Conv2DOp, Conv2DGradInputOp, Conv2DGradWeightOp,
+          BlockSparseMatMulOp, BlockSampledMatMulOp, QuantizedMatMulOp>(op))
+    return true;
+  StringRef name = op->getName().getStringRef();
+  return name.contains("matmul") || name.contains("conv");
+}
+
 } // namespace
 
 FailureOr<StepLayers> mlir::ds::collectStepLayers(func::FuncOp step) {
@@ -256,11 +266,16 @@ FailureOr<StepLayers> mlir::ds::collectStepLayers(func::FuncOp step) {
       continue;
     LayerCost &c = result.costs[*layer];
     OpCost cost = costOf(&op);
-    for (unsigned p = 0; p < ::ds::partition::kNumPrecisions; ++p) {
-      c.denseFlops[p] += cost.denseFlops[p];
-      c.sparseFlops[p] += cost.sparseFlops[p];
+    if (isGemmLike(&op)) {
+      for (unsigned p = 0; p < ::ds::partition::kNumPrecisions; ++p) {
+        c.denseFlops[p] += cost.denseFlops[p];
+        c.sparseFlops[p] += cost.sparseFlops[p];
+      }
+      c.bytesMoved += cost.bytesMoved;
+    } else {
+      // Memory-bound: its time is its traffic (see LayerCost::streamBytes).
+      c.streamBytes += cost.bytesMoved;
     }
-    c.bytesMoved += cost.bytesMoved;
     // Activations kept for the backward.
     if (ph.of(&op) == OpPhase::Forward)
       for (Value r : op.getResults())

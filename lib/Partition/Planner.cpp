@@ -64,7 +64,10 @@ double ds::partition::layerTime(const LayerCost &layer,
   double memory = device.memoryBandwidth > 0
                       ? layer.bytesMoved / device.memoryBandwidth
                       : 0;
-  return std::max(compute, memory);
+  double stream = device.memoryBandwidth > 0
+                      ? layer.streamBytes / device.memoryBandwidth
+                      : 0;
+  return std::max(compute, memory) + stream;
 }
 
 LayerCost ds::partition::detail::halfLayer(const LayerCost &layer) {
@@ -74,6 +77,7 @@ LayerCost ds::partition::detail::halfLayer(const LayerCost &layer) {
     half.sparseFlops[p] /= 2;
   }
   half.bytesMoved /= 2;
+  half.streamBytes /= 2;
   half.paramBytes /= 2;
   half.optimizerBytes /= 2;
   half.stateBytes /= 2;

@@ -6,8 +6,10 @@
 // promises:
 //
 //  - f32 / int8 / f64: the runtime's GEMM entry points on n x n x n
-//    products (n = 256, 512, 1024; f64, a plain reference loop, only to
-//    512), the best size kept;
+//    products (n = 128, 256, 512, 1024; f64, a plain reference loop, only
+//    to 512), their geometric mean kept: a training step's GEMMs come in
+//    every size, and the largest's peak made predicted stage times 1.3x
+//    too short for a d_model-128 GPT (benchmarks/pipeline_bench.py);
 //  - sparse speed-up: the 8x8 block-sparse product at density 0.1 on the
 //    1024-cubed shape, per executed FLOP, over the dense f32 rate;
 //  - memory bandwidth: a copy by every runtime thread (read + write bytes,
@@ -33,6 +35,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -97,18 +100,21 @@ double gemmRate(int64_t n, Gemm gemm) {
   return 2.0 * double(n) * double(n) * double(n) / t;
 }
 
-/// The best rate over `sizes`, each logged.
+/// The geometric mean of the rates over `sizes`, each logged (0 when one
+/// failed).
 template <typename Measure>
-double bestRate(llvm::raw_ostream &log, llvm::StringRef what,
-                llvm::ArrayRef<int64_t> sizes, Measure measure) {
-  double best = 0;
+double typicalRate(llvm::raw_ostream &log, llvm::StringRef what,
+                   llvm::ArrayRef<int64_t> sizes, Measure measure) {
+  double logSum = 0;
   for (int64_t n : sizes) {
     double rate = measure(n);
     log << llvm::formatv("ds-plan: calibrate: {0} GEMM {1}^3: {2} GFLOP/s\n",
                          what, n, llvm::format("%.1f", rate / 1e9));
-    best = std::max(best, rate);
+    if (rate <= 0)
+      return 0;
+    logSum += std::log(rate);
   }
-  return best;
+  return std::exp(logSum / double(sizes.size()));
 }
 
 /// Executed FLOP/s of the 8x8 block-sparse product (density 0.1) over
@@ -249,10 +255,11 @@ DeviceProfile plan::calibrateThisMachine(llvm::raw_ostream &log) {
         n, _mlir_ciface_dsrt_matmul_f64);
   };
   cpu.flops[unsigned(Precision::F32)] =
-      bestRate(log, "f32", {256, 512, 1024}, f32);
+      typicalRate(log, "f32", {128, 256, 512, 1024}, f32);
   cpu.flops[unsigned(Precision::INT8)] =
-      bestRate(log, "int8", {256, 512, 1024}, s8);
-  cpu.flops[unsigned(Precision::F64)] = bestRate(log, "f64", {256, 512}, f64);
+      typicalRate(log, "int8", {128, 256, 512, 1024}, s8);
+  cpu.flops[unsigned(Precision::F64)] =
+      typicalRate(log, "f64", {128, 256, 512}, f64);
   // No bf16 or fp8 GEMM in the runtime: 0 makes the planner run those
   // FLOPs at the next wider precision the device has (f32), which is what
   // ds-run does on this CPU (it widens them).
@@ -285,9 +292,9 @@ std::string plan::clusterFileFor(const DeviceProfile &cpu) {
      << "# (" << (model.empty() ? "unknown CPU" : model) << ", "
      << dsrt_get_num_threads() << " runtime threads). Each rate is the best "
      << "of 3 runs:\n"
-     << "#   flops: the runtime's GEMMs at n^3 = 256^3..1024^3 (f32: "
-        "oneDNN sgemm;\n"
-     << "#     int8: the exact s8s8s32 GEMM; f64: the reference loop); "
+     << "#   flops: the geometric mean over the runtime's GEMMs at n^3 = "
+        "128^3..1024^3 (f32:\n#     oneDNN sgemm;"
+     << " int8: the exact s8s8s32 GEMM; f64: the reference loop); "
         "bf16 and fp8 are\n"
      << "#     0 (no such GEMM in the runtime: the planner runs them at "
         "the f32 rate);\n"

@@ -293,6 +293,7 @@ json::Array layersToJson(ArrayRef<part::LayerCost> layers) {
                                 {"dense_flops", std::move(dense)},
                                 {"sparse_flops", std::move(sparse)},
                                 {"bytes_moved", l.bytesMoved},
+                                {"stream_bytes", l.streamBytes},
                                 {"param_bytes", l.paramBytes},
                                 {"optimizer_bytes", l.optimizerBytes},
                                 {"state_bytes", l.stateBytes},

@@ -38,6 +38,13 @@ struct LayerCost {
   /// apart, since devices speed them up differently.
   PerPrecision denseFlops{}, sparseFlops{};
   double bytesMoved = 0; ///< memory traffic per micro-batch (roofline)
+  /// Bytes of the memory-bound ops (elementwise, reductions, norms, data
+  /// movement: everything but GEMMs and convolutions) per micro-batch. They
+  /// run at the device's memory bandwidth one after another, so their time
+  /// adds to the GEMMs' instead of hiding under it: a layer's time is
+  /// max(GEMM FLOPs / rate, bytesMoved / bandwidth) + streamBytes /
+  /// bandwidth.
+  double streamBytes = 0;
   /// Resident bytes: parameters, optimizer state, technique state (masks,
   /// residuals, amax histories, observers).
   double paramBytes = 0, optimizerBytes = 0, stateBytes = 0;

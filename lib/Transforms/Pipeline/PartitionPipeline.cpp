@@ -152,16 +152,18 @@ struct PartitionPipelinePass
              "many micro-batches as stages";
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "layers (per micro-batch, forward + backward):\n";
+    os << "layers (per micro-batch, forward + backward; GEMMs at the "
+          "device's FLOP rate, the rest streams memory):\n";
     for (auto [i, c] : llvm::enumerate(layers->costs)) {
       double flops = 0;
       for (unsigned p = 0; p < part::kNumPrecisions; ++p)
         flops += c.denseFlops[p] + c.sparseFlops[p];
-      os << llvm::format(
-          "  %-3u %-28s %10.4f MFLOP  params %8.3f MiB  "
-          "stash %8.3f MiB  out %8.3f MiB\n",
-          unsigned(i), c.name.c_str(), flops / 1e6, c.paramBytes / 1048576.0,
-          c.activationBytes / 1048576.0, c.outputBytes / 1048576.0);
+      os << llvm::format("  %-3u %-22s GEMM %9.4f MFLOP  stream %7.3f MiB  "
+                         "params %7.3f MiB  stash %7.3f MiB  out %7.3f MiB\n",
+                         unsigned(i), c.name.c_str(), flops / 1e6,
+                         c.streamBytes / 1048576.0, c.paramBytes / 1048576.0,
+                         c.activationBytes / 1048576.0,
+                         c.outputBytes / 1048576.0);
     }
     part::printPlan(*planned, layers->costs, devices, os);
     if (printPlan)
