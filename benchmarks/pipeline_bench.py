@@ -83,9 +83,9 @@ def main():
     print()
     print("2-stage pipeline of a 4-block GPT (d_model 128, seq 64, micro-batch "
           "4, f32), 2 ranks x 1 thread, planned on this CPU's calibration")
-    print("%-6s %3s | %-26s | %-26s | %-9s %-9s" %
+    print("%-6s %3s | %-26s | %-26s | %-8s %-8s %-8s" %
           ("sched", "M", "stage 0 compute ms pred/meas", "stage 1 compute ms "
-           "pred/meas", "bubble", "theory"))
+           "pred/meas", "bubble", "theory", "planned"))
     for schedule, m, stages in rows:
         cells = []
         for k, st in enumerate(stages):
@@ -94,11 +94,14 @@ def main():
             cells.append("%7.2f / %7.2f (%4.2fx)" % (pred, meas, meas / pred))
         idle = sum(st["measured"]["idle_fraction"] for st in stages) / 2
         theory = 1.0 / (m + 1)
-        print("%-6s %3d | %-26s | %-26s | %5.1f %%   %5.1f %%" %
-              (schedule, m, cells[0], cells[1], 100 * idle, 100 * theory))
+        print("%-6s %3d | %-26s | %-26s | %5.1f %%  %5.1f %%  %5.1f %%" %
+              (schedule, m, cells[0], cells[1], 100 * idle, 100 * theory,
+               100 * stages[0]["bubble"]))
     print("(compute = step - wait for the neighbours; the update's time "
           "is in the measured compute, not in the per-micro-batch "
-          "prediction)")
+          "prediction. bubble: the stages' mean idle fraction; theory: "
+          "(S - 1) / (M + S - 1); planned: the plan's, with its stage "
+          "imbalance)")
 
 
 if __name__ == "__main__":

@@ -227,6 +227,18 @@ Error Trainer::restore(llvm::StringRef dir) {
                   std::to_string(options.worldSize) +
                   "; resume with the same number of ranks (the batch split "
                   "and each rank's error-feedback residuals depend on it)");
+  int64_t savedStages = state.getInteger("pipeline_stages").value_or(0);
+  if (savedStages != options.pipelineStages)
+    return errorf("--resume " + dir + ": the checkpoint was written by " +
+                  (savedStages ? "a pipeline of " +
+                                     std::to_string(savedStages) + " stage(s)"
+                               : std::string("a run without a pipeline")) +
+                  " and this run has " +
+                  (options.pipelineStages
+                       ? std::to_string(options.pipelineStages) + " stage(s)"
+                       : std::string("none")) +
+                  "; resume with the same --stages / --accumulate (each "
+                  "stage's checkpoint holds its own parameters)");
   const auto &c = program.contract();
   std::set<std::string> used;
   for (auto [i, arg] : llvm::enumerate(c.args)) {
@@ -365,6 +377,9 @@ Error Trainer::saveCheckpoint(llvm::StringRef dir) {
       {"precision_fallback_left", fallbackLeft},
       // Data parallel: the ranks that wrote it (a resume needs as many).
       {"world_size", options.worldSize},
+      // Pipeline: the stages (each writes its own directory) and this one.
+      {"pipeline_stages", options.pipelineStages},
+      {"pipeline_stage", options.pipelineStage},
   };
   return writeCheckpoint(dir, tensors, state);
 }

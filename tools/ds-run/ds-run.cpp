@@ -476,11 +476,9 @@ int main(int argc, char **argv) {
     stageCount = p.getAs<mlir::IntegerAttr>("stages").getInt();
   }
   bool pipelined = ppRequested || stageCount > 0;
-  if (pipelined && (evalEvery > 0 || !checkpointDir.empty() ||
-                    !resumeDir.empty() || !exportQuantized.empty()))
-    return badOption("--eval-every, --checkpoint, --resume and "
-                     "--export-quantized are not supported with a pipeline "
-                     "or gradient accumulation yet");
+  if (pipelined && (evalEvery > 0 || !exportQuantized.empty()))
+    return badOption("--eval-every and --export-quantized are not supported "
+                     "with a pipeline or gradient accumulation yet");
   if (stageCount > 1 && !dsrt_comm_launched())
     return badOption("a pipeline of " + std::to_string(stageCount) +
                      " stages runs one stage per rank: start it with "
@@ -724,6 +722,23 @@ int main(int argc, char **argv) {
   options.rank = rank;
   options.worldSize = worldSize;
   options.pipelineStage = stage;
+  if (pipelined) {
+    // Every stage keeps its own parameters: one checkpoint directory per
+    // stage, <dir>/stage<k>.
+    options.pipelineStages = int(std::max<int64_t>(stageCount, 1));
+    auto stageDir = [&](const std::string &dir) {
+      SmallString<256> path(dir);
+      sys::path::append(path, "stage" + std::to_string(stage));
+      return std::string(path);
+    };
+    if (!checkpointDir.empty()) {
+      if (std::error_code ec = sys::fs::create_directories(checkpointDir))
+        return badOption("--checkpoint " + checkpointDir + ": " + ec.message());
+      options.checkpointDir = stageDir(checkpointDir);
+    }
+    if (!resumeDir.empty())
+      options.resumeDir = stageDir(resumeDir);
+  }
   options.checkReplicasEvery = checkReplicas;
   if (!parseAssignments(dataFiles, "data", options.dataFiles) ||
       !parseAssignments(evalFiles, "eval-data", options.evalFiles))

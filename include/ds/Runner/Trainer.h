@@ -70,6 +70,8 @@ struct TrainOptions {
   /// above are those of the stage's data-parallel group). Replica 0 of
   /// every stage writes its own parameters with --save-results.
   int pipelineStage = 0;
+  /// The pipeline's stages (0: no pipeline); checkpoints record it.
+  int pipelineStages = 0;
   /// Compare a hash of every rank's parameters and shared state every K
   /// steps (0: at the start, at checkpoints and at the end only).
   int64_t checkReplicasEvery = 0;

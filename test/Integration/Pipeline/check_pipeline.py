@@ -14,6 +14,9 @@ the global norm, the loss) are exercised:
   - with data parallelism: 2 stages x 2 replicas (4 ranks, oversubscribed),
     and --accumulate 2 on 2 replicas, equal --accumulate 4 in one process on
     the same global batch;
+  - checkpoints: each stage writes its own; 5 + 5 steps through one equal
+    10 straight steps bit for bit; resuming with another stage count is
+    refused;
   - refusals: ranks that are not stages x replicas, a pipeline without
     mpirun, more stages than layers, a bad schedule: an error, no hang.
 Usage: check_pipeline.py with DS_RUN, DS_OPT, DS_MPIRUN and GEN set.
@@ -163,6 +166,35 @@ def main():
     check("accumulate 2 x 2 replicas == accumulate 4",
           pipelined(1, "1f1b", replicas=2))
 
+    def checkpoint_resume():
+        # 2 stages: 5 steps, a checkpoint per stage, 5 more from it, equal
+        # to the straight 10 steps of "2 stages 1f1b" bit for bit.
+        straight = os.path.join(tmp, "s2-1f1b-r1")
+        ck, d = os.path.join(tmp, "ckpt"), os.path.join(tmp, "resumed")
+        r = os.path.join(tmp, "resumed.json")
+        common = [DS_RUN, model, "--stages", "2", "--micro-batches", "4"]
+        steps = TECHNIQUES.index("--steps")
+        first = TECHNIQUES[:steps] + ["--steps", "5"] + TECHNIQUES[steps + 2:]
+        run([MPIRUN, "-np", "2"] + common + first + ["--checkpoint", ck])
+        for k in (0, 1):
+            if not os.path.exists(os.path.join(ck, "stage%d" % k)):
+                raise AssertionError("no checkpoint of stage %d" % k)
+        run([MPIRUN, "-np", "2"] + common + TECHNIQUES +
+            ["--resume", ck, "--save-results", d, "--report", r])
+        ref, out = load_dir(straight), load_dir(d)
+        diff = [k for k in ref if k.startswith("update.") and
+                not np.array_equal(ref[k], out[k])]
+        if diff:
+            raise AssertionError("resumed run differs in %s" % diff[:5])
+        p = run([DS_RUN, model, "--accumulate", "4", "--resume", ck] +
+                TECHNIQUES, expect_ok=False)
+        if p.returncode == 0 or "a pipeline of 2 stage(s)" not in p.stderr:
+            raise AssertionError("resume with 1 stage not refused:\n" +
+                                 p.stderr[-1500:])
+        return "%d tensors bit-identical; 1-stage resume refused" % len(ref)
+
+    check("checkpoint/resume of 2 stages", checkpoint_resume)
+
     def refusals():
         cases = [
             ([MPIRUN, "-np", "3", DS_RUN, model, "--stages", "2"],
@@ -174,6 +206,8 @@ def main():
               "zigzag"], "unknown schedule 'zigzag'"),
             ([DS_RUN, model, "--accumulate", "2", "--eval-every", "2"],
              "not supported with a pipeline"),
+            ([DS_RUN, model, "--stages", "2", "--micro-batches", "2",
+              "--cluster", "/nonexistent.yaml"], "scripts/ds-mpirun"),
         ]
         for cmd, text in cases:
             extra = [] if cmd[0] == DS_OPT else ["--steps", "1"]
