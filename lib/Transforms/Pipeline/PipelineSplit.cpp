@@ -154,6 +154,12 @@ private:
   llvm::DenseMap<Operation *, UpdatePlan> plans;
   /// Per result of the step: complete it across stages first.
   SmallVector<bool> completeResult;
+  /// State the forward or backward of every micro-batch updates (running
+  /// statistics, observers, amax histories): by step result, the state
+  /// argument and the function computing its new value. The driver threads
+  /// it through the micro-batches, as M calls of a PyTorch module would.
+  llvm::DenseMap<unsigned, std::pair<Value, MicroFn *>> threaded;
+  LogicalResult findThreadedState();
 
   /// Channel tag of each (value, receiving stage).
   std::map<std::pair<const void *, unsigned>, int64_t> channels;
@@ -397,6 +403,10 @@ LogicalResult Splitter::planUpdate() {
   // them.
   for (auto [i, res] : llvm::enumerate(contract->results)) {
     Value v = terminator->getOperand(i);
+    if (threaded.count(i)) {
+      completeResult.push_back(false);
+      continue;
+    }
     Label l = labelOf(v);
     bool owned = false;
     if (res.role == ResultRole::Update) {
@@ -593,6 +603,8 @@ LogicalResult Splitter::buildUpdate(unsigned stage) {
   SmallVector<Value> results;
   for (auto [i, res] : llvm::enumerate(contract->results)) {
     Value v = terminator->getOperand(i);
+    if (threaded.count(i))
+      continue;
     if (completeResult[i]) {
       Label l = labelOf(v);
       ReductionKind kind =
@@ -643,7 +655,13 @@ LogicalResult Splitter::buildDriver(unsigned stage) {
     for (Value v : used)
       if (auto arg = dyn_cast<BlockArgument>(v))
         argIndices.insert(arg.getArgNumber());
-  for (unsigned r : update.results)
+  // This stage's results: the update's, and the state it threads.
+  SmallVector<unsigned> stageResults(update.results);
+  for (auto &[r, t] : threaded)
+    if (t.second->stage == stage)
+      stageResults.push_back(r);
+  llvm::sort(stageResults);
+  for (unsigned r : stageResults)
     if (contract->results[r].role == ResultRole::Update)
       argIndices.insert(contract->results[r].argIndex);
   SmallVector<unsigned> order(argIndices.begin(), argIndices.end());
@@ -670,7 +688,7 @@ LogicalResult Splitter::buildDriver(unsigned stage) {
   }
   SmallVector<Type> resultTypes;
   SmallVector<DictionaryAttr> resultAttrs;
-  for (unsigned r : update.results) {
+  for (unsigned r : stageResults) {
     resultTypes.push_back(body.getTerminator()->getOperand(r).getType());
     NamedAttrList attrs(step.getResultAttrDict(r));
     if (contract->results[r].role == ResultRole::Update)
@@ -754,10 +772,26 @@ LogicalResult Splitter::buildDriver(unsigned stage) {
       sums[v] = arith::ConstantOp::create(
           ob, loc, cast<TypedAttr>(ob.getZeroAttr(type)));
     }
+  // Threaded state: its value after the micro-batches so far. A
+  // micro-batch's backward reads what its forward read.
+  llvm::DenseMap<Value, Value> current;
+  llvm::DenseMap<Value, Value> newStateOf; // update value -> state argument
+  for (auto &[r, t] : threaded)
+    if (t.second->stage == stage) {
+      current[t.first] = argValue(t.first, std::nullopt);
+      newStateOf[body.getTerminator()->getOperand(r)] = t.first;
+    }
   auto call = [&](MicroFn &fn, unsigned micro) -> LogicalResult {
     SmallVector<Value> operands;
     for (Value v : fn.args) {
       if (isa<BlockArgument>(v)) {
+        if (Value cur = current.lookup(v)) {
+          Value &seen = env[micro][v];
+          if (!seen)
+            seen = cur;
+          operands.push_back(seen);
+          continue;
+        }
         operands.push_back(argValue(v, micro));
         continue;
       }
@@ -774,6 +808,8 @@ LogicalResult Splitter::buildDriver(unsigned stage) {
       env[micro][v] = r;
       for (unsigned to : consumersOf(v))
         SendOp::create(ob, loc, r, to, channelOf(v, to));
+      if (Value state = newStateOf.lookup(v))
+        current[state] = r;
     }
     for (auto [v, r] :
          llvm::zip(fn.summed, c.getResults().drop_front(fn.outputs.size())))
@@ -813,7 +849,42 @@ LogicalResult Splitter::buildDriver(unsigned stage) {
     operands.push_back(sum);
   }
   auto c = func::CallOp::create(ob, loc, update.func, operands);
-  func::ReturnOp::create(ob, loc, c.getResults());
+  SmallVector<Value> results;
+  for (unsigned r : stageResults) {
+    auto it = threaded.find(r);
+    if (it != threaded.end()) {
+      results.push_back(current.lookup(it->second.first));
+      continue;
+    }
+    results.push_back(
+        c.getResult(llvm::find(update.results, r) - update.results.begin()));
+  }
+  func::ReturnOp::create(ob, loc, results);
+  return success();
+}
+
+LogicalResult Splitter::findThreadedState() {
+  Operation *terminator = body.getTerminator();
+  for (auto [i, res] : llvm::enumerate(contract->results)) {
+    Value v = terminator->getOperand(i);
+    if (res.role != ResultRole::Update ||
+        contract->args[res.argIndex].role != ArgRole::State || !isMicroValue(v))
+      continue;
+    MicroFn *producer = ownerFn(v.getDefiningOp());
+    if (!producer)
+      return error(v.getDefiningOp(), "state '")
+             << contract->args[res.argIndex].name
+             << "' gets a per-micro-batch value no stage's forward or "
+                "backward computes";
+    Value arg = body.getArgument(res.argIndex);
+    for (MicroFn &fn : fns)
+      if (fn.stage != producer->stage && llvm::is_contained(fn.args, arg))
+        return error(v.getDefiningOp(), "state '")
+               << contract->args[res.argIndex].name << "' is read by stage "
+               << fn.stage << " and updated by stage " << producer->stage;
+    producer->outputs.insert(v);
+    threaded[i] = {arg, producer};
+  }
   return success();
 }
 
@@ -822,25 +893,12 @@ LogicalResult Splitter::run() {
   if (failed(contract))
     return failure();
   b.setInsertionPoint(step);
-  if (failed(buildMicroFns()) || failed(planUpdate()))
+  if (failed(buildMicroFns()) || failed(findThreadedState()) ||
+      failed(planUpdate()))
     return failure();
   for (unsigned k = 0; k < options.stages; ++k)
     if (failed(buildUpdate(k)))
       return failure();
-  // State updated by the forward of every micro-batch (running statistics,
-  // observers, amax histories) would have to be threaded through the
-  // micro-batches; with one micro-batch it is just a value.
-  if (options.microBatches > 1)
-    for (auto [i, res] : llvm::enumerate(contract->results)) {
-      Value v = body.getTerminator()->getOperand(i);
-      if (res.role == ResultRole::Update &&
-          contract->args[res.argIndex].role == ArgRole::State &&
-          isMicroValue(v))
-        return error(v.getDefiningOp(), "state '")
-               << contract->args[res.argIndex].name
-               << "' is updated by the forward of every micro-batch; "
-                  "use micro-batches=1";
-    }
   // Now every output is known: give the micro functions their returns.
   for (MicroFn &fn : fns) {
     Block &blk = fn.func.getBody().front();

@@ -14,6 +14,8 @@ the global norm, the loss) are exercised:
   - with data parallelism: 2 stages x 2 replicas (4 ranks, oversubscribed),
     and --accumulate 2 on 2 replicas, equal --accumulate 4 in one process on
     the same global batch;
+  - QAT and FP8 (state updated by every micro-batch's forward): 2 stages
+    equal --accumulate 4 bit for bit (f32, no sum spans the stages);
   - checkpoints: each stage writes its own; 5 + 5 steps through one equal
     10 straight steps bit for bit; resuming with another stage count is
     refused;
@@ -165,6 +167,36 @@ def main():
           pipelined(2, "1f1b", replicas=2))
     check("accumulate 2 x 2 replicas == accumulate 4",
           pipelined(1, "1f1b", replicas=2))
+
+    def techniques():
+        # QAT observers and FP8 amax histories are updated by the forward of
+        # every micro-batch: threaded through the micro-batches in order, in
+        # the pipeline as with one stage. Without clipping or loss scaling
+        # no sum spans the stages, so the two are bit-identical.
+        f32 = os.path.join(tmp, "gpt4-f32.mlir")
+        run([sys.executable, GEN, "gpt", "--layers", "4", "--batch", "2",
+             "--seq", "8", "--d-model", "16", "--heads", "2", "--vocab", "32",
+             "-o", f32])
+        extra = ["--fake-quant", "--precision", "--steps", "6", "--threads",
+                 "1", "--optimizer", "momentum", "--lr", "0.05"]
+        a, ra = os.path.join(tmp, "fq-acc"), os.path.join(tmp, "fq-acc.json")
+        run([DS_RUN, f32, "--accumulate", "4", "--save-results", a,
+             "--report", ra] + extra)
+        b, rb = os.path.join(tmp, "fq-s2"), os.path.join(tmp, "fq-s2.json")
+        run([MPIRUN, "-np", "2", DS_RUN, f32, "--stages", "2",
+             "--micro-batches", "4", "--save-results", b, "--report", rb] +
+            extra)
+        ref, out = load_dir(a), load_dir(b)
+        keys = [k for k in ref if k.startswith("update.")]
+        state = [k for k in keys if "qat." in k or "fp8." in k]
+        diff = [k for k in keys if not np.array_equal(ref[k], out[k])]
+        if not state or diff or losses(ra) != losses(rb):
+            raise AssertionError("%d observer/amax tensors; differ: %s" %
+                                 (len(state), diff[:5]))
+        return "%d tensors (%d observer / amax states) bit-identical" % (
+            len(keys), len(state))
+
+    check("fake-quant + FP8, 2 stages == accumulate", techniques)
 
     def checkpoint_resume():
         # 2 stages: 5 steps, a checkpoint per stage, 5 more from it, equal
