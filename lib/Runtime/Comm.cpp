@@ -260,7 +260,25 @@ void serve(std::shared_ptr<Communicator> c) {
     std::shared_ptr<Task> task;
     {
       std::unique_lock<std::mutex> lock(c->mutex);
-      c->workCv.wait(lock, [&] { return c->stopping || !c->queue.empty(); });
+      auto ready = [&] { return c->stopping || !c->queue.empty(); };
+      // MPI progresses a large send only inside MPI calls of the sending
+      // process: with sends in flight and nothing queued, poll them (and
+      // their rendezvous with the receiver) every 200 microseconds rather
+      // than sleep until the next task.
+      while (!ready() && !c->sendRequests.empty() && !c->failed) {
+        if (c->workCv.wait_for(lock, std::chrono::microseconds(200), ready))
+          break;
+        lock.unlock();
+        c->running = nullptr;
+        bool reaped = !reapSends(*c, false).failed();
+        lock.lock();
+        if (!reaped) {
+          lock.unlock();
+          c->fail();
+          lock.lock();
+        }
+      }
+      c->workCv.wait(lock, ready);
       if (c->queue.empty())
         break;
       task = std::move(c->queue.front());
