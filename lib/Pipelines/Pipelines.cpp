@@ -30,6 +30,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
@@ -38,6 +39,39 @@
 
 using namespace mlir;
 using namespace mlir::ds;
+
+namespace {
+/// Upstream's buffer-results-to-out-params, hoisting static allocations,
+/// erases a returned allocation when it rewrites the allocation's first
+/// result, so a buffer returned twice (two results CSE made equal, as a
+/// pipeline stage's update can return) crashes it, and a returned argument
+/// has no allocation to hoist. Each such result gets its own copy.
+struct CopyAliasedResultsPass
+    : public PassWrapper<CopyAliasedResultsPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(CopyAliasedResultsPass)
+  StringRef getArgument() const final { return "ds-copy-aliased-results"; }
+  StringRef getDescription() const final {
+    return "Give a buffer returned twice, or a returned argument, its own "
+           "copy";
+  }
+  void runOnOperation() override {
+    getOperation().walk([](func::ReturnOp ret) {
+      llvm::DenseSet<Value> seen;
+      OpBuilder b(ret);
+      for (OpOperand &o : ret->getOpOperands()) {
+        auto type = dyn_cast<MemRefType>(o.get().getType());
+        if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+          continue;
+        if (seen.insert(o.get()).second && !isa<BlockArgument>(o.get()))
+          continue;
+        Value copy = memref::AllocOp::create(b, ret.getLoc(), type);
+        memref::CopyOp::create(b, ret.getLoc(), o.get(), copy);
+        o.set(copy);
+      }
+    });
+  }
+};
+} // namespace
 
 TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   TrainingPipelineConfig config;
@@ -249,6 +283,7 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
+  pm.addPass(std::make_unique<CopyAliasedResultsPass>());
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   pm.addPass(createCanonicalizerPass());
   // 4. GEMMs go to the runtime's library call while they are still

@@ -168,6 +168,12 @@ private:
     func::FuncOp func;
     SmallVector<Value> args;       ///< step value behind each argument
     SmallVector<unsigned> results; ///< step result index of each result
+    /// Per entry of `results`: where the driver finds it. >= 0: that
+    /// result of the function; < 0: argument -1 - source, passed through
+    /// unchanged. The function returns each value once and no argument:
+    /// upstream's buffer-results-to-out-params (hoisting static allocations)
+    /// crashes on a buffer returned twice.
+    SmallVector<int> source;
   };
   SmallVector<UpdateFn> updates;
 };
@@ -627,9 +633,22 @@ LogicalResult Splitter::buildUpdate(unsigned stage) {
   }
   if (failed(status))
     return failure();
-  func::ReturnOp::create(ob, step.getLoc(), results);
+  SmallVector<Value> returned;
+  llvm::DenseMap<Value, int> position;
+  for (Value r : results) {
+    auto arg = dyn_cast<BlockArgument>(r);
+    if (arg && arg.getOwner() == block) {
+      fn.source.push_back(-1 - int(arg.getArgNumber()));
+      continue;
+    }
+    auto [it, inserted] = position.try_emplace(r, returned.size());
+    if (inserted)
+      returned.push_back(r);
+    fn.source.push_back(it->second);
+  }
+  func::ReturnOp::create(ob, step.getLoc(), returned);
   fn.func.setFunctionType(
-      FunctionType::get(ctx, block->getArgumentTypes(), TypeRange(results)));
+      FunctionType::get(ctx, block->getArgumentTypes(), TypeRange(returned)));
   updates.push_back(std::move(fn));
   return success();
 }
@@ -856,8 +875,10 @@ LogicalResult Splitter::buildDriver(unsigned stage) {
       results.push_back(current.lookup(it->second.first));
       continue;
     }
-    results.push_back(
-        c.getResult(llvm::find(update.results, r) - update.results.begin()));
+    size_t k = llvm::find(update.results, r) - update.results.begin();
+    int source = update.source[k];
+    results.push_back(source >= 0 ? c.getResult(source)
+                                  : operands[-1 - source]);
   }
   func::ReturnOp::create(ob, loc, results);
   return success();

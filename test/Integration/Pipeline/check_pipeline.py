@@ -198,6 +198,28 @@ def main():
 
     check("fake-quant + FP8, 2 stages == accumulate", techniques)
 
+    def time_levels():
+        # The time level's step variants are partitioned alike; every stage
+        # switches variant on the same step.
+        f32 = os.path.join(tmp, "gpt4-f32.mlir")
+        r = os.path.join(tmp, "tl.json")
+        policy = os.path.join(os.path.dirname(GEN), "policies", "mgpm.yaml")
+        run([MPIRUN, "-np", "2", DS_RUN, f32, "--stages", "2",
+             "--micro-batches", "2", "--precision=" + policy,
+             "--total-steps", "10", "--steps", "3", "--threads", "1",
+             "--report", r])
+        seen = []
+        for path in (r, r + ".stage1"):
+            with open(path) as f:
+                seen.append([s.get("variant") for s in json.load(f)["steps"]])
+        want = [["gpt_step_high_s%d" % k] + ["gpt_step_s%d" % k] * 2
+                for k in (0, 1)]
+        if seen != want:
+            raise AssertionError("variants per stage: %s" % seen)
+        return "warm-up variant then the policy's, on both stages"
+
+    check("time-level variants on every stage", time_levels)
+
     def checkpoint_resume():
         # 2 stages: 5 steps, a checkpoint per stage, 5 more from it, equal
         # to the straight 10 steps of "2 stages 1f1b" bit for bit.
