@@ -28,6 +28,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <cstdlib>
 #include <unistd.h>
 
 using namespace llvm;
@@ -447,6 +448,17 @@ int main(int argc, char **argv) {
   if (accumulateSteps.getNumOccurrences() && accumulateSteps < 1)
     return badOption("--accumulate must be >= 1");
   int64_t stageCount = accumulateSteps ? 1 : pipelineStages;
+  // A cluster without --stages: one stage per rank (the planner then only
+  // cuts and assigns); with data parallelism the split must be given.
+  if (ppRequested && stageCount == 0) {
+    const char *world = std::getenv("OMPI_COMM_WORLD_SIZE");
+    bool dp = dataParallel || fuseAllReduce.getNumOccurrences() ||
+              compressAllReduce.getNumOccurrences();
+    if (dp && world && std::atoi(world) > 1)
+      return badOption("with --data-parallel, give --stages: the ranks are "
+                       "stages x replicas");
+    stageCount = world ? std::max(1, std::atoi(world)) : 1;
+  }
 
   std::string error;
   std::unique_ptr<MemoryBuffer> file = mlir::openInputFile(inputFile, &error);

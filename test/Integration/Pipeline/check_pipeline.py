@@ -262,6 +262,9 @@ def main():
              "not supported with a pipeline"),
             ([DS_RUN, model, "--stages", "2", "--micro-batches", "2",
               "--cluster", "/nonexistent.yaml"], "scripts/ds-mpirun"),
+            ([MPIRUN, "-np", "2", DS_RUN, model, "--cluster",
+              "/nonexistent.yaml", "--data-parallel"],
+             "with --data-parallel, give --stages"),
         ]
         for cmd, text in cases:
             extra = [] if cmd[0] == DS_OPT else ["--steps", "1"]
