@@ -889,8 +889,29 @@ LogicalResult Splitter::findThreadedState() {
   for (auto [i, res] : llvm::enumerate(contract->results)) {
     Value v = terminator->getOperand(i);
     if (res.role != ResultRole::Update ||
-        contract->args[res.argIndex].role != ArgRole::State || !isMicroValue(v))
+        contract->args[res.argIndex].role != ArgRole::State)
       continue;
+    if (!isMicroValue(v)) {
+      // ds-data-parallel computes the dropout generator's next value once
+      // per step from the rank count: every micro-batch would then draw
+      // the same masks. (Without it, each dropout returns its next value
+      // and the generator is threaded like any per-micro-batch state.)
+      Value arg = body.getArgument(res.argIndex);
+      bool feedsDropout = false;
+      step.walk([&](DropoutOp d) {
+        Value rng = d.getRng();
+        while (Operation *def = rng.getDefiningOp())
+          rng = def->getNumOperands() ? def->getOperand(0) : Value();
+        feedsDropout |= rng == arg;
+      });
+      if (feedsDropout && options.microBatches > 1)
+        return error(v.getDefiningOp() ? v.getDefiningOp()
+                                       : step.getOperation(),
+                     "dropout under ds-data-parallel with several "
+                     "micro-batches: every micro-batch would draw the same "
+                     "masks; use micro-batches=1 or one replica");
+      continue;
+    }
     MicroFn *producer = ownerFn(v.getDefiningOp());
     if (!producer)
       return error(v.getDefiningOp(), "state '")

@@ -135,6 +135,28 @@ def main():
     check("accumulate 4 == one step on the whole batch",
           accumulate_vs_full_batch)
 
+    def dropout_accumulation():
+        # Each dropout returns its generator's next value, a per-micro-batch
+        # state threaded through the micro-batches: micro-batch m draws the
+        # counters of rows [m b, (m + 1) b) of the whole batch, so the
+        # masks are the whole batch's.
+        outs = []
+        for batch, flags in ((4, ["--accumulate", "2"]), (8, [])):
+            path = os.path.join(tmp, "mlp-b%d.mlir" % batch)
+            run([sys.executable, GEN, "mlp", "--dtype", "f64", "--batch",
+                 str(batch), "-o", path])
+            d = os.path.join(tmp, "mlp-%d" % batch)
+            r = d + ".json"
+            run([DS_RUN, path, "--save-results", d, "--report", r,
+                 "--optimizer", "momentum", "--lr", "0.05", "--steps", "10",
+                 "--threads", "1", "--quiet"] + flags)
+            outs.append((d, r))
+        return compare("dropout", outs[1][0], outs[1][1], outs[0][0],
+                       outs[0][1])
+
+    check("dropout: accumulate 2 == one step on the whole batch",
+          dropout_accumulation)
+
     def pipelined(stages, schedule, replicas=1, micro=4):
         def fn():
             tag = "s%d-%s-r%d" % (stages, schedule, replicas)
@@ -262,6 +284,8 @@ def main():
              "not supported with a pipeline"),
             ([DS_RUN, model, "--stages", "2", "--micro-batches", "2",
               "--cluster", "/nonexistent.yaml"], "scripts/ds-mpirun"),
+            ([DS_RUN, os.path.join(tmp, "mlp-b4.mlir"), "--accumulate", "2",
+              "--data-parallel"], "dropout under ds-data-parallel"),
             ([MPIRUN, "-np", "2", DS_RUN, model, "--cluster",
               "/nonexistent.yaml", "--data-parallel"],
              "with --data-parallel, give --stages"),
