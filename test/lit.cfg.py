@@ -62,3 +62,11 @@ if shutil.which("mpirun"):
 config.substitutions.append(
     ("%ds_mpirun", os.path.join(config.ds_src_root, "scripts", "ds-mpirun")))
 config.substitutions.append(("%ds_lib", config.ds_lib_dir))
+
+# ds-gpu-pipeline's tests assemble kernels with the CUDA toolkit's ptxas
+# (gpu-module-to-binary runs it): `REQUIRES: ptxas`.
+_cuda_home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+if shutil.which("ptxas") or os.path.exists(os.path.join(_cuda_home, "bin", "ptxas")):
+    config.available_features.add("ptxas")
+    llvm_config.with_environment("PATH", os.path.join(_cuda_home, "bin"),
+                                 append_path=True)

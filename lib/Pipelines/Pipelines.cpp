@@ -73,6 +73,10 @@ struct CopyAliasedResultsPass
 };
 } // namespace
 
+std::unique_ptr<Pass> mlir::ds::createCopyAliasedResultsPass() {
+  return std::make_unique<CopyAliasedResultsPass>();
+}
+
 TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   TrainingPipelineConfig config;
   // An option of a technique turns the technique on.
@@ -283,7 +287,7 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
-  pm.addPass(std::make_unique<CopyAliasedResultsPass>());
+  pm.addPass(createCopyAliasedResultsPass());
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   pm.addPass(createCanonicalizerPass());
   // 4. GEMMs go to the runtime's library call while they are still
@@ -468,5 +472,24 @@ void mlir::ds::registerDSPipelines() {
       },
       [](function_ref<void(const ::mlir::detail::PassOptions &)> optHandler) {
         optHandler(CPUPipelineOptions());
+      });
+  registerPassPipeline(
+      "ds-gpu-pipeline",
+      "Lower a ds module to the LLVM dialect for NVIDIA GPUs (contract "
+      "export, convert-ds-to-linalg, fusion, bufferization, cuBLASLt GEMMs, "
+      "gpu.launch kernels, NVVM, a cubin embedded by gpu-module-to-binary)",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> emitError) {
+        GPUPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return emitError("ds-gpu-pipeline: cannot parse the options '" +
+                           text + "'");
+        std::string error;
+        if (failed(buildGPUPipeline(pm, options.getConfig(), error)))
+          return emitError(error);
+        return success();
+      },
+      [](function_ref<void(const ::mlir::detail::PassOptions &)> optHandler) {
+        optHandler(GPUPipelineOptions());
       });
 }

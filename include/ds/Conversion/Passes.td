@@ -27,7 +27,10 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
   }];
   let options = [
     Option<"runtimeKernels", "runtime-kernels", "bool", /*default=*/"false",
-           "Leave the ops with runtime kernels for convert-ds-to-runtime">
+           "Leave the ops with runtime kernels for convert-ds-to-runtime">,
+    Option<"parallelScatter", "parallel-scatter", "bool", /*default=*/"false",
+           "Lower scatters (embedding_grad) as parallel masked reductions "
+           "instead of serial loops (the GPU path)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -72,6 +75,11 @@ def ConvertLinalgToDSRuntimePass
     to loops; a marked matmul that cannot be called is given back its zero
     fill, so the loops compute the right thing.
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu (the dsrt_matmul_* calls) or cuda (dsrt_cuda_matmul_* on "
+           "cuBLASLt, also for bf16 and f16 operands into f32)">
+  ];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect"];
@@ -102,6 +110,73 @@ def ConvertDSToRuntimePass
                            "::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
+}
+
+def CheckGPUSupportPass : Pass<"ds-check-gpu-support", "::mlir::ModuleOp"> {
+  let summary = "Refuse, by name, the ds ops ds-gpu-pipeline does not lower";
+  let description = [{
+    The first step of ds-gpu-pipeline. The technique ops whose kernels are
+    CPU-only today (fake quantization and the quantized GEMM, the 8x8
+    block-sparse products and their top-k masks, and every collective:
+    all-reduce, broadcast, send/receive, which need NCCL) are each a located
+    error `not supported by ds-gpu-pipeline: '<op>'`, rather than a
+    mis-compiled step or an error deep inside the lowering.
+  }];
+}
+
+def ConvertLinalgToGPUPass
+    : Pass<"convert-linalg-to-ds-gpu", "::mlir::ModuleOp"> {
+  let summary = "Map buffer-level linalg ops and host memory to GPU kernels";
+  let description = [{
+    Runs after bufferization and the library GEMMs of
+    convert-linalg-to-ds-runtime{target=cuda}, on the step functions (host
+    code whose memrefs are device memory). Every linalg op becomes a
+    `gpu.launch`:
+    - a reduction with one output and a recognised combiner (add, mul,
+      min/max, and/or/xor) runs one block per output element (a
+      grid-stride loop over outputs when there are more than the grid),
+      `block-size` threads striding over the reduced elements, then a
+      block-wide `gpu.all_reduce` (shuffles and shared memory);
+    - everything else (elementwise chains, fills, copies, transposes, and
+      reductions it cannot parallelise, serial per output) becomes a 1-D
+      grid-stride loop over its parallel iteration space with
+      `block-size` threads per block.
+    Host memory operations follow the data: `memref.alloc`/`dealloc`
+    become `gpu.alloc`/`gpu.dealloc`, contiguous copies `gpu.memcpy` (any
+    other copy a kernel), constants used by kernels are cloned into them
+    (so outlining moves the globals to the device), and the scalar code
+    left on the host that reads or writes a buffer runs as a one-thread
+    kernel. A host operation that needs a device value on the host (a
+    loop bound read from a buffer) is an error naming it.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block (a multiple of 32, at most 1024)">,
+    Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"4096",
+           "Blocks at most per launch; grid-stride loops cover the rest">
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def GPUStreamOrderPass : Pass<"ds-gpu-stream-order", "::mlir::func::FuncOp"> {
+  let summary = "One in-order stream per step: drop gpu-async-region's host waits";
+  let description = [{
+    Runs after upstream gpu-async-region, which chains the GPU operations of
+    a host function on async tokens but blocks the host (`gpu.wait [%t]`)
+    before every other side-effecting operation (each runtime GEMM call)
+    and before the return, then starts a new chain. The runtime gives every
+    chain one in-order stream (`mgpuStreamCreate` returns the step stream,
+    ds_runtime_cuda.h) and enqueues its GEMMs on it too, so those waits
+    only stall the host: this pass removes the blocking waits of the
+    function's body and continues the first chain where a new one would
+    start. A step then enqueues all its work without synchronising once;
+    the runner synchronises when it reads results.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
 #endif // DS_CONVERSION_PASSES_TD

@@ -29,6 +29,57 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
       llvm::cl::init(true)};
 };
 
+/// What ds-gpu-pipeline compiles for: the target chip, the kernels' launch
+/// shape and what gpu-module-to-binary embeds.
+struct GPUPipelineConfig {
+  std::string chip = "sm_90";
+  /// PTX ISA features; empty: the lowest ISA version that has `chip`.
+  std::string features;
+  /// `bin` (a cubin, assembled by ptxas now), `isa` (PTX, assembled by the
+  /// driver at load time), `fatbin`, or `llvm` (NVVM IR, for inspection).
+  std::string format = "bin";
+  int64_t blockSize = 256;
+  int64_t maxBlocks = 4096;
+  unsigned optLevel = 3;
+  /// The CUDA toolkit (ptxas, libdevice); empty: $CUDA_HOME or
+  /// /usr/local/cuda.
+  std::string toolkit;
+};
+
+/// Options of ds-gpu-pipeline.
+struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
+  PassOptions::Option<std::string> chip{
+      *this, "chip",
+      llvm::cl::desc("Target GPU, sm_<major><minor> (sm_80, "
+                     "sm_90, sm_90a, ...)"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> features{
+      *this, "features",
+      llvm::cl::desc("PTX features (default: the lowest PTX ISA that has the "
+                     "chip, e.g. +ptx80)"),
+      llvm::cl::init("")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("What is embedded: bin (cubin), isa (PTX), fatbin, llvm"),
+      llvm::cl::init("bin")};
+  PassOptions::Option<int64_t> blockSize{*this, "block-size",
+                                         llvm::cl::desc("Threads per block"),
+                                         llvm::cl::init(256)};
+  PassOptions::Option<int64_t> maxBlocks{
+      *this, "max-blocks",
+      llvm::cl::desc("Blocks at most per launch (grid-stride loops)"),
+      llvm::cl::init(4096)};
+  PassOptions::Option<unsigned> optLevel{
+      *this, "opt-level", llvm::cl::desc("NVPTX optimisation level"),
+      llvm::cl::init(3)};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit path (default: $CUDA_HOME or "
+                     "/usr/local/cuda)"),
+      llvm::cl::init("")};
+  GPUPipelineConfig getConfig() const;
+};
+
 /// What ds-training-pipeline runs, as the passes' own generated option
 /// structs: a pass whose entry is empty does not run. Tools and the runner
 /// fill this directly; the registered pipeline fills it from
@@ -451,6 +502,23 @@ void buildTrainingPipeline(OpPassManager &pm,
 void buildCPUPipeline(OpPassManager &pm, bool libraryGemm = true);
 
 /// Registers ds-training-pipeline and ds-cpu-pipeline.
+/// Gives a buffer returned twice, or a returned argument, its own copy
+/// (works around upstream buffer-results-to-out-params; see Pipelines.cpp).
+std::unique_ptr<Pass> createCopyAliasedResultsPass();
+
+/// Appends ds-gpu-pipeline: a ds module down to the LLVM dialect, host code
+/// calling the runtime (ds_runtime_cuda.h) and kernels embedded as
+/// `gpu.binary` for `config.chip`. Fails, with the reason in `error`, on a
+/// chip or format it cannot target.
+LogicalResult buildGPUPipeline(OpPassManager &pm,
+                               const GPUPipelineConfig &config,
+                               std::string &error);
+
+/// The lowest PTX ISA version that can target `chip` (sm_XY[a|f]), as a
+/// feature string ("+ptx80"), or "" when the chip is not an NVIDIA SM
+/// architecture this toolchain knows.
+std::string ptxFeaturesFor(StringRef chip);
+
 void registerDSPipelines();
 
 } // namespace mlir::ds

@@ -423,7 +423,62 @@ struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
   }
 };
 
+/// The GPU path's embedding gradient: every table element sums the rows of
+/// the gradient whose index selects it, a reduction over positions that
+/// runs in parallel (one block per element) and deterministically, where
+/// the loop above would be serial host code reading the indices. It does
+/// vocab x dim x positions work; fine for the examples' vocabularies, a
+/// sort-based or atomic kernel is the way for large ones.
+struct EmbeddingGradMaskedReduction : OpConversionPattern<EmbeddingGradOp> {
+  EmbeddingGradMaskedReduction(MLIRContext *ctx)
+      : OpConversionPattern(ctx, /*benefit=*/2) {}
+  LogicalResult
+  matchAndRewrite(EmbeddingGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType tableType = op.getType();
+    Type elem = tableType.getElementType();
+    int64_t vocab = tableType.getDimSize(0), dim = tableType.getDimSize(1);
+    auto idxType = cast<RankedTensorType>(adaptor.getIndices().getType());
+    int64_t positions = idxType.getNumElements();
+    Value zeros = createZeros(rewriter, loc, tableType.getShape(), elem);
+    if (vocab < 1 || positions == 0) {
+      rewriter.replaceOp(op, zeros);
+      return success();
+    }
+    Value indices = reshapeTo(rewriter, loc, adaptor.getIndices(), {positions});
+    Value grad = reshapeTo(rewriter, loc, adaptor.getGrad(), {positions, dim});
+    MLIRContext *ctx = rewriter.getContext();
+    AffineExpr v, d, p;
+    bindDims(ctx, v, d, p);
+    SmallVector<AffineMap> maps = {AffineMap::get(3, 0, {p}, ctx),
+                                   AffineMap::get(3, 0, {p, d}, ctx),
+                                   AffineMap::get(3, 0, {v, d}, ctx)};
+    auto sum = linalg::GenericOp::create(
+        rewriter, loc, TypeRange{tableType}, ValueRange{indices, grad},
+        ValueRange{zeros}, maps,
+        ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                      utils::IteratorType::parallel,
+                                      utils::IteratorType::reduction},
+        [&](OpBuilder &b, Location l, ValueRange a) {
+          Value row = clampIndex(b, l, a[0], vocab);
+          Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, row,
+                                            linalg::IndexOp::create(b, l, 0));
+          Value zero = arith::ConstantOp::create(b, l, b.getZeroAttr(elem));
+          Value g = arith::SelectOp::create(b, l, hit, a[1], zero);
+          linalg::YieldOp::create(
+              b, l, ValueRange{arith::AddFOp::create(b, l, a[2], g)});
+        });
+    rewriter.replaceOp(op, sum.getResult(0));
+    return success();
+  }
+};
+
 } // namespace
+
+void lowering::populateParallelScatterPatterns(RewritePatternSet &patterns) {
+  patterns.add<EmbeddingGradMaskedReduction>(patterns.getContext());
+}
 
 void lowering::populateBackwardKernelPatterns(RewritePatternSet &patterns) {
   patterns.add<Conv2DGradInputLowering, Conv2DGradWeightLowering,

@@ -70,6 +70,8 @@ struct ConvertDSToLinalgPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateDSToLinalgPatterns(patterns);
+    if (parallelScatter)
+      lowering::populateParallelScatterPatterns(patterns);
     ConversionTarget target(getContext());
     target.addIllegalDialect<DSDialect>();
     if (runtimeKernels)

@@ -141,6 +141,9 @@ void populateReductionPatterns(RewritePatternSet &patterns);
 void populateShapePatterns(RewritePatternSet &patterns);
 void populateNNPatterns(RewritePatternSet &patterns);
 void populateBackwardKernelPatterns(RewritePatternSet &patterns);
+/// Parallel forms of the scatters (embedding_grad), preferred over the
+/// serial loops of populateBackwardKernelPatterns (the GPU path).
+void populateParallelScatterPatterns(RewritePatternSet &patterns);
 void populateQuantPatterns(RewritePatternSet &patterns);
 void populateSparsePatterns(RewritePatternSet &patterns);
 

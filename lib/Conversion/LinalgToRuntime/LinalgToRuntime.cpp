@@ -47,8 +47,19 @@ bool isZero(Value v) {
 }
 
 /// The runtime GEMM for operands of `in` accumulating into `out`: f32 and
-/// f64, or int8 into int32 (quantized inference).
-StringRef runtimeGemmFor(Type in, Type out) {
+/// f64, or int8 into int32 (quantized inference), on the CPU; f32, and bf16
+/// or f16 into f32, on cuBLASLt (ds_runtime_cuda.h). f64 and int8 have no
+/// CUDA entry and stay loops (GPU kernels there).
+StringRef runtimeGemmFor(Type in, Type out, bool cuda) {
+  if (cuda) {
+    if (in == out && in.isF32())
+      return "dsrt_cuda_matmul_f32";
+    if (out.isF32() && in.isBF16())
+      return "dsrt_cuda_matmul_bf16";
+    if (out.isF32() && in.isF16())
+      return "dsrt_cuda_matmul_f16";
+    return "";
+  }
   if (in == out && in.isF32())
     return "dsrt_matmul_f32";
   if (in == out && in.isF64())
@@ -126,7 +137,7 @@ func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType in,
   return f;
 }
 
-LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
+LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   bool isBatch = isa<linalg::BatchMatmulOp>(op);
   if (!isBatch && !isa<linalg::MatmulOp>(op))
     return failure();
@@ -139,7 +150,7 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op) {
   Type inType = cast<MemRefType>(a.getType()).getElementType();
   if (cast<MemRefType>(bv.getType()).getElementType() != inType)
     return failure();
-  StringRef callee = runtimeGemmFor(inType, et);
+  StringRef callee = runtimeGemmFor(inType, et, cuda);
   if (callee.empty())
     return failure();
   linalg::FillOp fill = findZeroFill(op, c);
@@ -220,15 +231,22 @@ struct PrepareLibraryGemmsPass
 struct ConvertLinalgToDSRuntimePass
     : public mlir::ds::impl::ConvertLinalgToDSRuntimePassBase<
           ConvertLinalgToDSRuntimePass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (target != "cpu" && target != "cuda") {
+      module.emitError() << "convert-linalg-to-ds-runtime: unknown target '"
+                         << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    bool cuda = target == "cuda";
     SmallVector<linalg::LinalgOp> candidates;
     module.walk([&](linalg::LinalgOp op) {
       if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op))
         candidates.push_back(op);
     });
     for (linalg::LinalgOp op : candidates)
-      if (failed(rewriteMatmul(module, op)) &&
+      if (failed(rewriteMatmul(module, op, cuda)) &&
           op->hasAttr(DSDialect::kGemmOverwriteAttrName))
         restoreZeroFill(op); // Stays linalg and becomes loops.
   }

@@ -1,0 +1,58 @@
+//===- GPUKernelBuilders.h - gpu.launch shapes of the GPU path --*- C++ -*-===//
+//
+// The kernel shapes convert-linalg-to-ds-gpu emits, as reusable builders:
+// a 1-D grid-stride loop over an iteration space, a block-per-output
+// parallel reduction, and a one-thread kernel for scalar host code. Each
+// builds a `gpu.launch` at the builder's insertion point; outlining and
+// NVVM lowering come later in ds-gpu-pipeline.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_CONVERSION_LINALGTOGPU_GPUKERNELBUILDERS_H
+#define DS_LIB_CONVERSION_LINALGTOGPU_GPUKERNELBUILDERS_H
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::ds::gpu_kernels {
+
+/// Threads per block and the grid's cap (grid-stride loops cover the rest).
+struct LaunchShape {
+  int64_t blockSize = 256;
+  int64_t maxBlocks = 4096;
+};
+
+/// The index values of `linear` in a row-major space of `sizes` (the last
+/// dimension fastest).
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                               ArrayRef<Value> sizes);
+
+/// Emits a launch of min(ceil(total / blockSize), maxBlocks) blocks in which
+/// every i in [0, total) runs `body(b, loc, i)` once, in a grid-stride loop.
+gpu::LaunchOp
+buildGridStrideLaunch(OpBuilder &b, Location loc, Value total,
+                      const LaunchShape &shape,
+                      function_ref<void(OpBuilder &, Location, Value)> body);
+
+/// Whether `op` is a reduction buildReductionLaunch can run in parallel:
+/// one output of f32, f64, i32 or i64, whose body yields `combine(out, x)`
+/// with a combiner gpu.all_reduce knows, reading `out` nowhere else.
+bool isParallelReduction(linalg::GenericOp op);
+
+/// Replaces the (buffer-level) reduction `op` by a launch with one block
+/// per output element (a grid-stride loop over outputs past maxBlocks):
+/// the block's threads stride over the reduced elements, then combine
+/// their partial results with a block-wide `gpu.all_reduce`, and thread 0
+/// folds the total into the output. Requires isParallelReduction(op).
+void buildReductionLaunch(OpBuilder &b, linalg::GenericOp op,
+                          const LaunchShape &shape);
+
+/// Moves `ops` (consecutive in one block, in order) into a one-block,
+/// one-thread launch inserted where the first was. Their results must not
+/// be used after the last.
+gpu::LaunchOp buildSingleThreadLaunch(OpBuilder &b, ArrayRef<Operation *> ops);
+
+} // namespace mlir::ds::gpu_kernels
+
+#endif // DS_LIB_CONVERSION_LINALGTOGPU_GPUKERNELBUILDERS_H

@@ -1,0 +1,198 @@
+//===- GPUPipeline.cpp - ds-gpu-pipeline ----------------------------------===//
+//
+// A ds module down to the LLVM dialect for NVIDIA GPUs: the same front half
+// as ds-cpu-pipeline (contract, ds -> linalg, elementwise fusion,
+// bufferization with results as out-parameters), then GEMMs as cuBLASLt
+// calls, every other op a gpu.launch kernel, and the kernels through NVVM
+// to a cubin that ptxas assembles now and gpu-module-to-binary embeds in
+// the host module. The host code calls only the runtime (the mgpu* and
+// dsrt_cuda_* functions of ds_runtime_cuda.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Pipelines/Pipelines.h"
+
+#include "ds/Conversion/Passes.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Regex.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+using namespace mlir::ds;
+
+GPUPipelineConfig GPUPipelineOptions::getConfig() const {
+  GPUPipelineConfig c;
+  c.chip = chip;
+  c.features = features;
+  c.format = format;
+  c.blockSize = blockSize;
+  c.maxBlocks = maxBlocks;
+  c.optLevel = optLevel;
+  c.toolkit = toolkit;
+  return c;
+}
+
+std::string mlir::ds::ptxFeaturesFor(StringRef chip) {
+  // CUDA 13's ptxas targets Turing (sm_75) and newer; each chip needs the
+  // PTX ISA version that introduced it (the PTX ISA manual's target table).
+  // PTX 8.0 (CUDA 12.0) is the floor: it has sm_90a and everything older.
+  return llvm::StringSwitch<std::string>(chip)
+      .Cases({"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"},
+             "+ptx80")
+      .Cases({"sm_100", "sm_100a", "sm_101", "sm_101a"}, "+ptx86")
+      .Cases({"sm_120", "sm_120a"}, "+ptx87")
+      .Cases({"sm_103", "sm_103a", "sm_121", "sm_121a"}, "+ptx88")
+      .Default("");
+}
+
+/// The toolkit gpu-module-to-binary runs ptxas and finds libdevice in.
+static std::string toolkitPath(const GPUPipelineConfig &config) {
+  if (!config.toolkit.empty())
+    return config.toolkit;
+  if (const char *home = std::getenv("CUDA_HOME"); home && *home)
+    return home;
+  return "/usr/local/cuda";
+}
+
+LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
+                                         const GPUPipelineConfig &config,
+                                         std::string &error) {
+  std::string features = config.features;
+  if (features.empty()) {
+    features = ptxFeaturesFor(config.chip);
+    if (features.empty()) {
+      error = "ds-gpu-pipeline: cannot target chip '" + config.chip +
+              "': the CUDA 13 toolkit targets sm_75 and newer (sm_75, "
+              "sm_80, sm_86, sm_87, sm_89, sm_90[a], sm_100[a], sm_101[a], "
+              "sm_103[a], sm_120[a], sm_121[a])";
+      return failure();
+    }
+  }
+  if (config.blockSize < 32 || config.blockSize > 1024 ||
+      config.blockSize % 32 != 0 || config.maxBlocks < 1) {
+    error = "ds-gpu-pipeline: block-size must be a multiple of 32 in [32, "
+            "1024] and max-blocks at least 1 (got " +
+            std::to_string(config.blockSize) + " and " +
+            std::to_string(config.maxBlocks) + ")";
+    return failure();
+  }
+  if (!llvm::is_contained({"bin", "isa", "fatbin", "llvm"}, config.format)) {
+    error = "ds-gpu-pipeline: unknown format '" + config.format +
+            "' (expected bin, isa, fatbin or llvm)";
+    return failure();
+  }
+  auto cleanup = [&] {
+    OpPassManager &f = pm.nest<func::FuncOp>();
+    f.addPass(createCanonicalizerPass());
+    f.addPass(createCSEPass());
+  };
+
+  // 0. Refuse, by name, what has no GPU lowering yet.
+  pm.addPass(createCheckGPUSupportPass());
+  // 1-3. As ds-cpu-pipeline: contract, ds -> linalg with elementwise chains
+  //      fused while they are values, GEMMs detached from their zero fills,
+  //      then bufferization with results as out-parameters (the runner's
+  //      device buffers). No CPU vectorisation: the GPU's parallelism
+  //      comes from the kernels' threads.
+  pm.addPass(createExportContractPass());
+  pm.addPass(createPrepareStepABIPass());
+  ConvertDSToLinalgPassOptions toLinalg;
+  toLinalg.parallelScatter = true;
+  pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass(toLinalg));
+  cleanup();
+  pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
+  cleanup();
+  pm.addNestedPass<func::FuncOp>(createPrepareLibraryGemmsPass());
+  math::MathExpandOpsPassOptions expandPowI;
+  expandPowI.opMnemonics = {"fpowi"};
+  pm.addNestedPass<func::FuncOp>(math::createMathExpandOpsPass(expandPowI));
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.hoistStaticAllocs = true;
+  outParams.modifyPublicFunctions = true;
+  pm.addPass(createCopyAliasedResultsPass());
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  pm.addPass(createCanonicalizerPass());
+  // 4. GEMMs on cuBLASLt while they are recognisable linalg ops.
+  ConvertLinalgToDSRuntimePassOptions gemms;
+  gemms.target = "cuda";
+  pm.addPass(createConvertLinalgToDSRuntimePass(gemms));
+  math::MathExtendToSupportedTypesOptions extendMath;
+  extendMath.targetTypeStr = "f32";
+  pm.addNestedPass<func::FuncOp>(
+      math::createMathExtendToSupportedTypes(extendMath));
+  bufferization::buildBufferDeallocationPipeline(pm);
+  // 5. Everything else becomes kernels; buffers and copies move to the
+  //    device.
+  ConvertLinalgToGPUPassOptions kernels;
+  kernels.blockSize = config.blockSize;
+  kernels.maxBlocks = config.maxBlocks;
+  pm.addPass(createConvertLinalgToGPUPass(kernels));
+  cleanup();
+  // 6. Narrow floats as on the CPU (one rounding per op; FP8 casts as exact
+  //    integer code, which NVPTX needs too: LLVM has no FP8 type), so the
+  //    two paths round alike.
+  arith::ArithEmulateUnsupportedFloatsOptions emulate;
+  emulate.sourceTypeStrs = {"bf16", "f16", "f8E4M3FN", "f8E5M2"};
+  emulate.targetTypeStr = "f32";
+  pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
+  pm.addPass(createEmulateNarrowFloatsPass());
+  // 7. Kernels out of the host functions; the host's GPU work on one
+  //    in-order stream with no synchronisation inside a step.
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+  pm.addNestedPass<func::FuncOp>(createGPUStreamOrderPass());
+  // 8. Kernels to NVVM for the chip.
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = config.chip;
+  target.features = features;
+  target.optLevel = config.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  {
+    OpPassManager &k = pm.nest<gpu::GPUModuleOp>();
+    k.addPass(createConvertGpuOpsToNVVMOps());
+    k.addPass(createCanonicalizerPass());
+    k.addPass(createCSEPass());
+    k.addPass(createReconcileUnrealizedCastsPass());
+  }
+  // 9. Host code to LLVM: gpu ops become mgpu* calls.
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  // 10. ptxas assembles the kernels (a chip it rejects fails here) and the
+  //     binary is embedded in the host module.
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = toolkitPath(config);
+  binary.compilationTarget = config.format;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  return success();
+}

@@ -1,0 +1,132 @@
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu --split-input-file --verify-diagnostics | FileCheck %s
+
+// Elementwise: one grid-stride kernel of 256 threads per block over the
+// flattened iteration space (64 x 1000 = 64000 elements -> 250 blocks).
+// CHECK-LABEL: func.func @elementwise
+// CHECK-DAG:     %[[T:.*]] = arith.constant 256 : index
+// CHECK:         gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[BD:.*]] = %[[T]],
+// CHECK:           %[[SCALED:.*]] = arith.muli %[[BX]], %[[BD]]
+// CHECK:           %[[FIRST:.*]] = arith.addi %[[SCALED]], %[[TX]]
+// CHECK:           %[[STRIDE:.*]] = arith.muli %{{.*}}, %[[BD]]
+// CHECK:           scf.for %{{.*}} = %[[FIRST]] to %{{.*}} step %[[STRIDE]]
+// CHECK:             arith.remui
+// CHECK:             arith.divui
+// CHECK:             math.exp
+// CHECK:         gpu.terminator
+func.func @elementwise(%x: memref<64x1000xf32>, %y: memref<64x1000xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<64x1000xf32>) outs(%y : memref<64x1000xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+// A row reduction (softmax's max, layer norm's sums): a block per row,
+// threads striding over the row, a block-wide all-reduce, thread 0 folds
+// the total into the output.
+// CHECK-LABEL: func.func @row_max
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}},
+// CHECK:           scf.for
+// CHECK:             %[[P:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK:               memref.load
+// CHECK:               arith.maximumf %[[ACC]]
+// CHECK:             %[[TOT:.*]] = gpu.all_reduce maximumf %[[P]] uniform
+// CHECK:             scf.if
+// CHECK:               %[[OLD:.*]] = memref.load
+// CHECK:               arith.maximumf %[[OLD]], %[[TOT]]
+// CHECK:               memref.store
+func.func @row_max(%x: memref<32x512xf32>, %m: memref<32xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<32x512xf32>) outs(%m : memref<32xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.maximumf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A full reduction (the loss, a gradient norm) with a reduction dimension
+// first: one block, 256 threads, an add all-reduce.
+// CHECK-LABEL: func.func @full_sum
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add %{{.*}} uniform
+func.func @full_sum(%x: memref<128x64xf32>, %s: memref<f32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>],
+                  iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<128x64xf32>) outs(%s : memref<f32>) {
+  ^bb0(%a: f32, %b: f32):
+    %sq = arith.mulf %a, %a : f32
+    %r = arith.addf %b, %sq : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A short reduction (10 classes) loops inside each thread instead: the
+// reduction dimension moved inside the parallel one, no all-reduce.
+// CHECK-LABEL: func.func @short_rows
+// CHECK:         gpu.launch
+// CHECK:           scf.for
+// CHECK:             scf.for
+// CHECK-NOT:     gpu.all_reduce
+func.func @short_rows(%x: memref<10x4096xf32>, %m: memref<4096xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(k, i) -> (k, i)>, affine_map<(k, i) -> (i)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<10x4096xf32>) outs(%m : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Host scalar code on buffers (a loss-scale update) becomes a one-thread
+// kernel; a scalar read from a buffer the step never writes (the step
+// counter) is recomputed inside it; buffers and copies move to the device.
+// CHECK-LABEL: func.func @scalars
+// CHECK-NOT:     memref.alloc
+// CHECK:         %[[BUF:.*]] = gpu.alloc () : memref<f32>
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c1{{(_[0-9]+)?}}, {{.*}} threads({{.*}}) in (%{{.*}} = %c1{{(_[0-9]+)?}},
+// CHECK:           memref.load %arg0[]
+// CHECK:           arith.sitofp
+// CHECK:           memref.store %{{.*}}, %[[BUF]][]
+// CHECK:         gpu.memcpy %arg1, %[[BUF]]
+// CHECK:         gpu.dealloc %[[BUF]]
+// CHECK-NOT:     memref.load
+func.func @scalars(%step: memref<i64>, %out: memref<f32>) {
+  %n = memref.load %step[] : memref<i64>
+  %f = arith.sitofp %n : i64 to f32
+  %buf = memref.alloc() : memref<f32>
+  memref.store %f, %buf[] : memref<f32>
+  memref.copy %buf, %out : memref<f32> to memref<f32>
+  memref.dealloc %buf : memref<f32>
+  return
+}
+
+// -----
+
+// The host cannot branch on a device value.
+func.func @host_branch(%flag: memref<i1>, %x: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %cst = arith.constant 1.0 : f32
+  memref.store %cst, %x[%c0] : memref<4xf32>
+  %b = memref.load %x[%c0] : memref<4xf32>
+  %n = arith.fptosi %b : f32 to i64
+  // expected-error @+1 {{not supported by ds-gpu-pipeline: a value of type 'index' computed from device memory is needed later on the host}}
+  %i = arith.index_cast %n : i64 to index
+  %m = memref.alloc(%i) : memref<?xf32>
+  memref.dealloc %m : memref<?xf32>
+  return
+}
