@@ -63,6 +63,15 @@ config.substitutions.append(
     ("%ds_mpirun", os.path.join(config.ds_src_root, "scripts", "ds-mpirun")))
 config.substitutions.append(("%ds_lib", config.ds_lib_dir))
 
+# The CUDA backend of libdsrt: its tests say `REQUIRES: cuda-runtime` and run
+# on any machine, against the stub driver and cuBLASLt in %stub_cuda_dir
+# (test/lib/StubCuda); %cuda_bin_dir holds the toolkit's ptxas.
+if config.ds_cuda_runtime:
+    config.available_features.add("cuda-runtime")
+config.substitutions.append(
+    ("%stub_cuda_dir", os.path.join(config.ds_lib_dir, "stub-cuda")))
+config.substitutions.append(("%cuda_bin_dir", config.ds_cuda_bin_dir))
+
 # ds-gpu-pipeline's tests assemble kernels with the CUDA toolkit's ptxas
 # (gpu-module-to-binary runs it): `REQUIRES: ptxas`.
 _cuda_home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"

@@ -14,6 +14,9 @@
 #include "ds/InitDS.h"
 #include "ds/Runner/Report.h"
 #include "ds/Runtime/ds_runtime.h"
+#ifdef DSRT_HAVE_CUDA
+#include "ds/Runtime/ds_runtime_cuda.h"
+#endif
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -249,6 +252,27 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   DiagnosticCollector diags(ctx);
   std::unique_ptr<StepProgram> program(new StepProgram());
 
+  // The device first: without one there is nothing to compile for.
+  if (options.device == "cuda") {
+#ifdef DSRT_HAVE_CUDA
+    dsrt_clear_error();
+    if (dsrt_cuda_init() != 0)
+      return diags.error(dsrt_last_error() ? dsrt_last_error()
+                                           : "no CUDA device");
+    program->onGPU = true;
+    log(std::string("ds-run: device: ") + dsrt_cuda_device_name() + " (sm_" +
+        std::to_string(dsrt_cuda_compute_capability()) + "), compiling for " +
+        options.gpuChip);
+#else
+    return diags.error("this ds-run was built without the CUDA backend (no "
+                       "CUDA toolkit at configure time); --device cuda is "
+                       "not available");
+#endif
+  } else if (options.device != "cpu") {
+    return diags.error("unknown device '" + options.device +
+                       "' (expected cpu or cuda)");
+  }
+
   // A module partitioned before (ds-opt --ds-partition-pipeline) holds every
   // stage's functions: the stage picks its own below.
   bool prePartitioned = module->hasAttr(mlir::ds::DSDialect::kPipelineAttrName);
@@ -337,7 +361,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                          "forward: it needs --fake-quant");
     if (options.asIs) {
       log("ds-run: running the " + stringifyModuleLevel(program->level).str() +
-          " as it is; applying ds-cpu-pipeline");
+          " as it is; applying " +
+          (program->onGPU ? "ds-gpu-pipeline" : "ds-cpu-pipeline"));
     } else {
       const mlir::ds::TrainingPipelineConfig &requested = options.pipeline;
       if ((requested.lossScaling || requested.clip || requested.precision ||
@@ -401,7 +426,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                       : "") +
                  ", ";
       log("ds-run: " + stringifyModuleLevel(program->level).str() +
-          " module; applying " + steps + "ds-cpu-pipeline" +
+          " module; applying " + steps +
+          (program->onGPU ? "ds-gpu-pipeline" : "ds-cpu-pipeline") +
           (evalName.empty() ? ""
                             : " (and a forward-only copy for evaluation)"));
       std::vector<std::string> variants = scheduledVariants(module, step);
@@ -512,9 +538,19 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           program->precision.push_back(std::move(obj));
         }
     PassManager pm(ctx);
-    mlir::ds::buildCPUPipeline(pm, options.pipeline.libraryGemm);
-    if (failed(pm.run(module)))
-      return diags.error("lowering with ds-cpu-pipeline failed");
+    if (program->onGPU) {
+      mlir::ds::GPUPipelineConfig gpu;
+      gpu.chip = options.gpuChip;
+      std::string why;
+      if (failed(mlir::ds::buildGPUPipeline(pm, gpu, why)))
+        return diags.error(why);
+      if (failed(pm.run(module)))
+        return diags.error("lowering with ds-gpu-pipeline failed");
+    } else {
+      mlir::ds::buildCPUPipeline(pm, options.pipeline.libraryGemm);
+      if (failed(pm.run(module)))
+        return diags.error("lowering with ds-cpu-pipeline failed");
+    }
     // A pipeline stage calls its forward and backward once per micro-batch:
     // inlined, LLVM would optimise M copies of each.
     if (module->hasAttr(mlir::ds::DSDialect::kPipelineAttrName))
@@ -708,6 +744,34 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   return program;
 }
 
+StepProgram::~StepProgram() {
+#ifdef DSRT_HAVE_CUDA
+  for (auto &[ptr, bytes] : deviceBuffers)
+    if (ptr)
+      dsrt_cuda_free(ptr);
+#endif
+}
+
+void *StepProgram::deviceBuffer(unsigned index, size_t bytes) {
+#ifdef DSRT_HAVE_CUDA
+  if (deviceBuffers.size() <= index)
+    deviceBuffers.resize(index + 1, {nullptr, 0});
+  auto &[ptr, size] = deviceBuffers[index];
+  if (ptr && size == bytes)
+    return ptr;
+  if (ptr)
+    dsrt_cuda_free(ptr);
+  // A zero-byte tensor still needs a distinct address.
+  ptr = dsrt_cuda_alloc(static_cast<int64_t>(std::max<size_t>(bytes, 1)));
+  size = ptr ? bytes : 0;
+  return ptr;
+#else
+  (void)index;
+  (void)bytes;
+  return nullptr;
+#endif
+}
+
 Error StepProgram::call(const mlir::ds::TrainingContract &c,
                         llvm::ArrayRef<HostTensor *> args,
                         llvm::MutableArrayRef<HostTensor> results) {
@@ -734,6 +798,32 @@ Error StepProgram::call(const mlir::ds::TrainingContract &c,
     describe(*t);
   for (HostTensor &t : results)
     describe(t);
+  dsrt_clear_error();
+  // On the GPU the step reads and writes device buffers: the arguments go
+  // up before the call and the results come back after it, on the
+  // runtime's one stream (the copy back waits for the step).
+  auto hostTensor = [&](unsigned i) -> HostTensor & {
+    return i < args.size() ? *args[i] : results[i - args.size()];
+  };
+#ifdef DSRT_HAVE_CUDA
+  if (onGPU)
+    for (unsigned i = 0; i < descriptors.size(); ++i) {
+      HostTensor &t = hostTensor(i);
+      void *device = deviceBuffer(i, t.bytes.size());
+      if (!device)
+        return llvm::createStringError(std::string("runtime error: ") +
+                                       (dsrt_last_error()
+                                            ? dsrt_last_error()
+                                            : "cannot allocate device memory"));
+      descriptors[i][0] = descriptors[i][1] = reinterpret_cast<int64_t>(device);
+      if (i < args.size() && !t.bytes.empty() &&
+          dsrt_cuda_copy_to_device(device, t.bytes.data(),
+                                   static_cast<int64_t>(t.bytes.size())) != 0)
+        return llvm::createStringError(std::string("runtime error: ") +
+                                       dsrt_last_error());
+    }
+#endif
+  (void)hostTensor;
   std::vector<void *> pointers;
   for (auto &d : descriptors)
     pointers.push_back(d.data());
@@ -741,10 +831,21 @@ Error StepProgram::call(const mlir::ds::TrainingContract &c,
   for (void *&p : pointers)
     packed.push_back(&p);
 
-  dsrt_clear_error();
   if (llvm::Error e =
           engine->invokePacked("_mlir_ciface_" + c.funcName, packed))
     return e;
+#ifdef DSRT_HAVE_CUDA
+  // The results come back on the step's stream, then one wait for all.
+  if (onGPU && !dsrt_last_error()) {
+    for (unsigned i = args.size(); i < descriptors.size(); ++i) {
+      HostTensor &t = hostTensor(i);
+      if (!t.bytes.empty())
+        mgpuMemcpy(t.bytes.data(), deviceBuffers[i].first,
+                   static_cast<int64_t>(t.bytes.size()), dsrt_cuda_stream());
+    }
+    dsrt_cuda_synchronize();
+  }
+#endif
   if (const char *err = dsrt_last_error())
     return llvm::createStringError(std::string("runtime error: ") + err);
   return Error::success();

@@ -13,6 +13,9 @@
 #include "ds/Runner/Session.h"
 #include "ds/Runner/Trainer.h"
 #include "ds/Runtime/ds_runtime.h"
+#ifdef DSRT_HAVE_CUDA
+#include "ds/Runtime/ds_runtime_cuda.h"
+#endif
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -43,6 +46,17 @@ cl::opt<std::string> inputFile(cl::Positional, cl::desc("<module.mlir>"),
                                cl::Required);
 cl::opt<int64_t> steps("steps", cl::desc("Total number of steps (default 100)"),
                        cl::init(100), cl::cat(runCat));
+cl::opt<std::string>
+    device("device",
+           cl::desc("Where the step runs: cpu (default; ds-cpu-pipeline, the "
+                    "JIT) or cuda (ds-gpu-pipeline, the runtime's CUDA "
+                    "backend; needs a driver and a device)"),
+           cl::init("cpu"), cl::cat(runCat));
+cl::opt<std::string> gpuChip(
+    "gpu-chip",
+    cl::desc("With --device cuda: the chip the kernels are compiled for "
+             "(default sm_90)"),
+    cl::init("sm_90"), cl::cat(runCat));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of initialisation and data"),
                        cl::init(0), cl::cat(runCat));
 cl::opt<std::string> paramsDir("params",
@@ -532,6 +546,8 @@ int main(int argc, char **argv) {
 
   PrepareOptions prepare;
   prepare.asIs = asIs;
+  prepare.device = device;
+  prepare.gpuChip = gpuChip;
   prepare.entry = entry;
   prepare.pipelineStage = stage;
   prepare.forwardForEval = evalEvery > 0;
@@ -699,6 +715,13 @@ int main(int argc, char **argv) {
     errs() << "ds-run: error: " << toString(program.takeError()) << "\n";
     return 1;
   }
+#ifdef DSRT_HAVE_CUDA
+  // After main's locals (the compiled step unloads its kernels, the
+  // program frees its device buffers): the runtime's stream, workspace and
+  // context go last.
+  if ((*program)->runsOnGPU())
+    std::atexit([] { dsrt_cuda_shutdown(); });
+#endif
   if (worldSize > 1 && !(*program)->isDataParallel())
     return badOption(
         "running under mpirun with " + std::to_string(worldSize) +

@@ -60,6 +60,10 @@ struct PrepareOptions {
   /// function `<entry>_s<stage>` is the one compiled and called.
   unsigned pipelineStage = 0;
   std::string partitionSpelling;
+  /// Where the step runs: "cpu" (ds-cpu-pipeline, the default) or "cuda"
+  /// (ds-gpu-pipeline for `gpuChip`, the runtime's CUDA backend).
+  std::string device = "cpu";
+  std::string gpuChip = "sm_90";
   /// For forward + loss modules: also compile the forward alone, so that
   /// held-out evaluation does not run the backward and the update.
   bool forwardForEval = false;
@@ -100,6 +104,9 @@ struct CompileTimes {
 /// A compiled training step.
 class StepProgram {
 public:
+  ~StepProgram();
+  StepProgram(const StepProgram &) = delete;
+  StepProgram &operator=(const StepProgram &) = delete;
   /// Brings `module` to the LLVM dialect as described by `options`, then
   /// JIT-compiles it. `log` receives one line per decision ("applying
   /// ds-autodiff ..."). Errors carry the diagnostics MLIR emitted.
@@ -150,6 +157,8 @@ public:
   /// Whether the step averages its gradients over the ranks of an MPI job
   /// (ds-data-parallel ran: the module has `ds.data_parallel`).
   bool isDataParallel() const { return dataParallel; }
+  /// Whether the step was compiled for and runs on a CUDA device.
+  bool runsOnGPU() const { return onGPU; }
   /// Pipeline parallelism (ds-partition-pipeline ran: the module has
   /// `ds.pipeline`): the number of stages, 0 without a pipeline; the
   /// micro-batches per step; and the plan, for the report.
@@ -170,6 +179,9 @@ private:
                    llvm::ArrayRef<HostTensor *> args,
                    llvm::MutableArrayRef<HostTensor> results);
   StepProgram() = default;
+  /// On the GPU: the device buffer of each argument and result (in that
+  /// order), reused across calls.
+  void *deviceBuffer(unsigned index, size_t bytes);
   /// Reads the module's `ds.precision_schedule` of `step`, if any.
   static llvm::Error readSchedule(mlir::ModuleOp module, llvm::StringRef step,
                                   StepProgram &program);
@@ -186,6 +198,8 @@ private:
   llvm::json::Object plan;
   CompileTimes compileTimes;
   llvm::json::Array precision;
+  bool onGPU = false;
+  std::vector<std::pair<void *, size_t>> deviceBuffers;
   std::unique_ptr<mlir::ExecutionEngine> engine;
 };
 

@@ -1,0 +1,297 @@
+/*===- ds_runtime_cuda.h - C ABI of the ds runtime's CUDA backend -*- C -*-===*\
+|*                                                                            *|
+|* What code compiled by ds-gpu-pipeline and the ds-run runner call on a      *|
+|* CUDA device: the mgpu* functions MLIR's GPU lowering emits calls to, the   *|
+|* runner's device API (dsrt_cuda_*) and the GEMMs on cuBLASLt. Built into    *|
+|* libdsrt when CMake finds the CUDA toolkit (DSRT_HAVE_CUDA=1), or alone as  *|
+|* libdsrt_cuda.so from lib/Runtime/cuda. Nothing here links CUDA: the        *|
+|* driver (libcuda.so.1) and cuBLASLt are loaded with dlopen at run time, so  *|
+|* the library loads on a machine without a GPU and every call then records   *|
+|* "no CUDA device: <why>" in the error slot of ds_runtime.h.                 *|
+|*                                                                            *|
+|* Errors: as everywhere in the runtime, a failing call records a message     *|
+|* (dsrt_last_error(); the first error wins) and returns: a driver or cuBLAS  *|
+|* failure names the function and the status (cuGetErrorName's text). No     *|
+|* call aborts or exits.                                                      *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef DS_RUNTIME_DS_RUNTIME_CUDA_H
+#define DS_RUNTIME_DS_RUNTIME_CUDA_H
+
+#include "ds/Runtime/ds_runtime.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===------------------------------------------------------------------------===
+ * The step stream
+ *===------------------------------------------------------------------------===*/
+
+/* The runtime owns ONE in-order, non-blocking stream per process: the step
+   stream. Everything the runtime enqueues goes there (kernels, copies,
+   stream-ordered allocations, GEMMs), and mgpuStreamCreate returns it, so
+   that the host code of ds-gpu-pipeline, which chains a whole step on one
+   async token starting with `gpu.wait async`, runs in program order with no
+   synchronisation between steps: the host only waits where it reads a
+   result (mgpuStreamSynchronize, dsrt_cuda_copy_to_host, an event of the
+   report ring). A null stream passed to any function below means the step
+   stream.
+
+   The device is chosen once per process, by dsrt_cuda_init (or by the first
+   mgpu* call, which initialises the runtime on demand): its primary context
+   is retained and made current on every thread that calls in. */
+
+/* Initialises the backend; idempotent and thread-safe. Loads the driver with
+   dlopen (path from the environment variable DS_CUDA_DRIVER, default
+   "libcuda.so.1"), calls cuInit, picks device DS_CUDA_DEVICE (default 0, or
+   the device of an earlier mgpuSetDefaultDevice), retains its primary
+   context, makes it current and creates the step stream. Returns 0, or -1
+   with an error starting with "no CUDA device: " recorded, e.g.
+   "no CUDA device: cannot load the CUDA driver libcuda.so.1 (<dlerror>)",
+   "no CUDA device: cuInit failed: CUDA_ERROR_NO_DEVICE (<text>)" or
+   "no CUDA device: the machine has 0 CUDA devices". After a failure a later
+   call tries again. The driver stays loaded for the life of the process. */
+DSRT_API int dsrt_cuda_init(void);
+
+/* Releases what the runtime owns, in order: waits for the step stream, then
+   frees the cuBLASLt workspace and handle, destroys the step stream and
+   releases the primary context. Modules loaded by compiled code must be
+   unloaded before (the JIT's global destructors do it). Without this call
+   the runtime leaves its objects to the driver at process exit, as its
+   destructors would otherwise run after the driver's own teardown. A later
+   dsrt_cuda_init starts afresh. */
+DSRT_API void dsrt_cuda_shutdown(void);
+
+/* 10 * major + minor of the device (90 for sm_90), or 0 before init. */
+DSRT_API int dsrt_cuda_compute_capability(void);
+
+/* The device's name ("NVIDIA H100 80GB HBM3"), or "" before init. */
+DSRT_API const char *dsrt_cuda_device_name(void);
+
+/* The step stream (a CUstream), or NULL before init. */
+DSRT_API void *dsrt_cuda_stream(void);
+
+/* Block until everything enqueued on the step stream has run. Returns 0, or
+   -1 with an error (an asynchronous failure of earlier work shows here). */
+DSRT_API int dsrt_cuda_synchronize(void);
+
+/*===------------------------------------------------------------------------===
+ * Memory and events for the runner
+ *===------------------------------------------------------------------------===*/
+
+/* Device memory for state that outlives steps (parameters, optimizer state).
+   Not stream-ordered: the memory is usable on any stream once the call
+   returns, and dsrt_cuda_free waits for the step stream before it frees.
+   0 bytes returns NULL with no error; a failure returns NULL with an error.
+   Initialises the runtime on demand. */
+DSRT_API void *dsrt_cuda_alloc(int64_t bytes);
+DSRT_API void dsrt_cuda_free(void *ptr);
+
+/* Copies enqueued on the step stream. copy_to_device returns once the copy
+   is enqueued: `src` may be reused at once if it is pageable memory (the
+   driver stages it before returning) but must stay unchanged until the
+   stream reaches the copy if it is pinned (dsrt_cuda_host_alloc).
+   copy_to_host waits for the copy, and so for all earlier work on the
+   stream. Return 0, or -1 with an error. */
+DSRT_API int dsrt_cuda_copy_to_device(void *dst, const void *src,
+                                      int64_t bytes);
+DSRT_API int dsrt_cuda_copy_to_host(void *dst, const void *src, int64_t bytes);
+
+/* Pinned (page-locked) host memory, for copies that overlap computation.
+   dsrt_cuda_host_free waits for the step stream before it frees. */
+DSRT_API void *dsrt_cuda_host_alloc(int64_t bytes);
+DSRT_API void dsrt_cuda_host_free(void *ptr);
+
+/* A report ring without stalls: dsrt_cuda_event_record returns a new event
+   recorded on the step stream now (NULL with an error on failure);
+   dsrt_cuda_event_wait blocks until the stream has reached it, destroys it
+   and returns 0, or -1 with an error (the event is destroyed either way). */
+DSRT_API void *dsrt_cuda_event_record(void);
+DSRT_API int dsrt_cuda_event_wait(void *event);
+
+/*===------------------------------------------------------------------------===
+ * GEMMs on cuBLASLt
+ *===------------------------------------------------------------------------===*/
+
+/* cuBLASLt is loaded with dlopen at the first GEMM: the path in
+   DS_CUBLASLT_LIBRARY, else "libcublasLt.so.13", else "libcublasLt.so"; a
+   failure records an error naming what was tried. Every GEMM is enqueued on
+   the step stream with one 32 MiB workspace per process (cuBLASLt's
+   recommendation for Hopper) and returns before it runs. The descriptors
+   and the algorithm cuBLASLt's heuristic picks are cached per shape,
+   layout, type and pointer alignment.
+
+   The semantics are those of _mlir_ciface_dsrt_matmul_f32 in ds_runtime.h,
+   on device memory: for every batch b, C[b] = op(A[b]) * op(B[b]) (alpha 1,
+   beta 0: C is overwritten, never read), A [Ba, M, K] or [Ba, K, M] with
+   transA, B [Bb, K, N] or [Bb, N, K] with transB, C [Bc, M, N], Ba == Bc,
+   Bb == Bc or 1, any batch stride (0 shares one matrix). cuBLASLt takes
+   strided matrices with a unit stride in one dimension, so each of A, B
+   and C must have a stride of 1 in one of its two inner dimensions (a
+   dimension of size 1 counts as either); other layouts, shape mismatches,
+   negative sizes, offsets or strides, and an aliasing C record an error
+   before anything is enqueued. K == 0 sets C to 0. The output is always
+   f32 with FP32 accumulation. */
+
+/* A rank-3 memref of any element type (bf16, f16 and the FP8 formats have
+   no C type): laid out as dsrt_memref3_f32, offsets and strides counted in
+   elements. */
+typedef struct dsrt_memref3_raw {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+} dsrt_memref3_raw;
+
+/* f32 x f32 -> f32 with CUBLAS_COMPUTE_32F: true FP32 products, never TF32
+   (that would be CUBLAS_COMPUTE_32F_FAST_TF32), so results match the CPU
+   GEMM to rounding. */
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f32(dsrt_memref3_f32 *a,
+                                                dsrt_memref3_f32 *b,
+                                                dsrt_memref3_f32 *c,
+                                                int64_t transA, int64_t transB);
+
+/* bf16 (f16) x bf16 (f16) -> f32 C, CUBLAS_COMPUTE_32F. */
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_bf16(dsrt_memref3_raw *a,
+                                                 dsrt_memref3_raw *b,
+                                                 dsrt_memref3_f32 *c,
+                                                 int64_t transA,
+                                                 int64_t transB);
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f16(dsrt_memref3_raw *a,
+                                                dsrt_memref3_raw *b,
+                                                dsrt_memref3_f32 *c,
+                                                int64_t transA, int64_t transB);
+
+/* FP8 operand formats of dsrt_cuda_matmul_f8 (aType, bType). */
+enum { DSRT_FP8_E4M3 = 0, DSRT_FP8_E5M2 = 1 };
+
+/* FP8 x FP8 -> f32 C: C = (aScale * op(A)) * (bScale * op(B)), FP32
+   accumulation (cuBLASLt's fast accumulation stays off). aScale and bScale
+   are DEVICE pointers to one f32 each, the dequantisation scales
+   (cuBLASLt's A/B_SCALE_POINTER); NULL means 1. Refused with a specific
+   error: E5M2 x E5M2 (cuBLASLt has no such kernel), a device older than
+   sm_89 ("FP8 GEMMs need sm_89 or newer; this device is sm_80"), M, N or K
+   not a multiple of 16, and operands not contiguous along K. The last rule
+   is cuBLASLt's: its FP8 kernels take only the "TN" layout, A transposed
+   and B not in its column-major terms, which in row-major terms means
+   op(A) and op(B) both stored with unit stride along K: A [M, K] with
+   transA = 0 and B [N, K] with transB = 1, i.e. X * W^T with W stored
+   [out, in] as a linear layer keeps it (lib/Runtime/cuda/Matmul.cpp shows
+   the mapping). Transpose the other layouts first. */
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f8(dsrt_memref3_raw *a,
+                                               dsrt_memref3_raw *b,
+                                               dsrt_memref3_f32 *c,
+                                               int64_t transA, int64_t transB,
+                                               int64_t aType, int64_t bType,
+                                               float *aScale, float *bScale);
+
+/* Data types of dsrt_cuda_gemm. */
+enum {
+  DSRT_GEMM_F32 = 0,
+  DSRT_GEMM_BF16 = 1,
+  DSRT_GEMM_F16 = 2,
+  DSRT_GEMM_E4M3 = 3
+};
+
+/* One GEMM on row-major contiguous device matrices, for benchmarks:
+   C [m, n] (f32) = op(A) * op(B), A [m, k] or [k, m] with transA,
+   B [k, n] or [n, k] with transB, of type `dtype` (a DSRT_GEMM_*; both
+   operands E4M3 for DSRT_GEMM_E4M3, with the scales as above; the scales
+   are ignored otherwise). Enqueued on the step stream like the others.
+   Returns 0, or -1 with an error. */
+DSRT_API int dsrt_cuda_gemm(int dtype, int64_t m, int64_t n, int64_t k,
+                            const void *a, const void *b, void *c, int transA,
+                            int transB, const float *aScale,
+                            const float *bScale);
+
+/*===------------------------------------------------------------------------===
+ * MLIR's GPU runtime ABI
+ *===------------------------------------------------------------------------===*/
+
+/* The functions MLIR 22's gpu-to-llvm lowering and gpu.binary's offloading
+   translation emit calls to, with the LLVM types they declare (ptr ->
+   pointer, i64 -> int64_t, i32 -> int32_t, i16 -> int16_t, i8 -> int8_t);
+   test/Runtime/cuda/mgpu-signatures.test checks both against mlir-opt's
+   output. Not provided: the cuSPARSE and cuSPARSELt entry points gpu-to-llvm
+   declares for the gpu sparse ops (mgpuCreateCsr, mgpuSpMM, ...), and
+   mgpuTensorMapEncodeTiledMemref of nvgpu's TMA lowering; a module that uses
+   them fails to link.
+
+   Semantics, beyond upstream's CudaRuntimeWrappers.cpp:
+   - mgpuStreamCreate returns the step stream and mgpuStreamDestroy of it
+     does nothing; mgpuStreamSynchronize does synchronise.
+   - mgpuMemAlloc/mgpuMemFree are stream-ordered (cuMemAllocAsync and
+     cuMemFreeAsync on the given stream, from the device's default pool,
+     which keeps freed memory for reuse instead of returning it to the
+     driver at every synchronisation); isHostShared != 0 allocates managed
+     memory (cuMemAllocManaged), which mgpuMemFree frees after waiting for
+     the stream. 0 bytes gives NULL, and freeing NULL does nothing.
+   - mgpuModuleLoad runs from a global constructor of the compiled code, so
+     it never aborts: on failure (no device, a bad image) it records the
+     error and returns NULL. mgpuModuleGetFunction on a NULL module and
+     mgpuLaunchKernel of a NULL function record an error (the first error,
+     usually the load's, wins) and return.
+   - A kernel asking for more than 48 KiB of dynamic shared memory gets the
+     opt-in attribute set first; beyond the device's limit, an error.
+   - mgpuSetDefaultDevice before initialisation picks the device; after it,
+     a different device records an error (one device per process).
+   - mgpuMemHostRegisterMemRef takes only densely packed memrefs (others
+     record an error). */
+
+DSRT_API void *mgpuModuleLoad(void *data, int64_t size);
+/* `ptx` is NUL-terminated PTX, compiled by the driver at `optLevel` (0-4). */
+DSRT_API void *mgpuModuleLoadJIT(void *ptx, int32_t optLevel);
+DSRT_API void mgpuModuleUnload(void *module);
+DSRT_API void *mgpuModuleGetFunction(void *module, const char *name);
+
+DSRT_API void mgpuLaunchKernel(void *function, int64_t gridX, int64_t gridY,
+                               int64_t gridZ, int64_t blockX, int64_t blockY,
+                               int64_t blockZ, int32_t smem, void *stream,
+                               void **params, void **extra,
+                               int64_t paramsCount);
+DSRT_API void mgpuLaunchClusterKernel(
+    void *function, int64_t clusterX, int64_t clusterY, int64_t clusterZ,
+    int64_t gridX, int64_t gridY, int64_t gridZ, int64_t blockX, int64_t blockY,
+    int64_t blockZ, int32_t smem, void *stream, void **params, void **extra);
+
+DSRT_API void *mgpuStreamCreate(void);
+DSRT_API void mgpuStreamDestroy(void *stream);
+DSRT_API void mgpuStreamSynchronize(void *stream);
+DSRT_API void mgpuStreamWaitEvent(void *stream, void *event);
+
+DSRT_API void *mgpuEventCreate(void);
+DSRT_API void mgpuEventDestroy(void *event);
+DSRT_API void mgpuEventSynchronize(void *event);
+DSRT_API void mgpuEventRecord(void *event, void *stream);
+
+DSRT_API void *mgpuMemAlloc(int64_t bytes, void *stream, int8_t isHostShared);
+DSRT_API void mgpuMemFree(void *ptr, void *stream);
+DSRT_API void mgpuMemcpy(void *dst, void *src, int64_t bytes, void *stream);
+DSRT_API void mgpuMemset16(void *dst, int16_t value, int64_t count,
+                           void *stream);
+DSRT_API void mgpuMemset32(void *dst, int32_t value, int64_t count,
+                           void *stream);
+
+/* Page-locks host memory for the device. `descriptor` points to a ranked
+   memref descriptor of rank `rank` (gpu.host_register passes unranked
+   memrefs as rank and descriptor). The plain forms are upstream's helpers;
+   MLIR 22 emits only the MemRef ones. */
+DSRT_API void mgpuMemHostRegister(void *ptr, int64_t bytes);
+DSRT_API void mgpuMemHostRegisterMemRef(int64_t rank, void *descriptor,
+                                        int64_t elementBytes);
+DSRT_API void mgpuMemHostUnregister(void *ptr);
+DSRT_API void mgpuMemHostUnregisterMemRef(int64_t rank, void *descriptor,
+                                          int64_t elementBytes);
+
+DSRT_API void mgpuSetDefaultDevice(int32_t device);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DS_RUNTIME_DS_RUNTIME_CUDA_H */

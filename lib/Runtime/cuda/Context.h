@@ -1,0 +1,116 @@
+//===- Context.h - Session and stream of the CUDA backend -------*- C++ -*-===//
+//
+// What the files of the CUDA backend share: the per-process session (one
+// device, its primary context, the step stream), entry checks that
+// initialise it on demand and make its context current on the calling
+// thread, and RAII owners of the driver objects the runtime creates.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_RUNTIME_CUDA_CONTEXT_H
+#define DS_LIB_RUNTIME_CUDA_CONTEXT_H
+
+#include "Driver.h"
+
+#include <utility>
+
+namespace dsrt::cuda {
+
+//===----------------------------------------------------------------------===//
+// The session
+//===----------------------------------------------------------------------===//
+
+/// Initialises the backend if needed (dsrt_cuda_init) and makes its context
+/// current on the calling thread: every entry point starts with it. The
+/// driver's current context is per thread, and compiled code may call from
+/// threads the runtime has never seen (the JIT's global constructors).
+Status ensureReady();
+
+/// The step stream; only valid after ensureReady() succeeded.
+CUstream stepStream();
+
+/// `stream` as a CUstream, the step stream for null.
+inline CUstream resolveStream(void *stream) {
+  return stream ? static_cast<CUstream>(stream) : stepStream();
+}
+
+/// 10 * major + minor; only valid after ensureReady() succeeded.
+int computeCapability();
+
+/// The most dynamic shared memory a block may opt in to, in bytes.
+int maxSharedMemoryOptin();
+
+/// mgpuSetDefaultDevice: picks the device before initialisation; after it,
+/// a different device is an error (the runtime drives one device).
+Status selectDevice(int device);
+
+//===----------------------------------------------------------------------===//
+// Memory (Memory.cpp)
+//===----------------------------------------------------------------------===//
+
+/// mgpuMemAlloc: `bytes` (> 0) of device memory ordered on `stream`, or of
+/// managed memory when `hostShared`.
+Status allocateOnStream(int64_t bytes, CUstream stream, bool hostShared,
+                        void *&ptr);
+
+/// mgpuMemFree: frees what allocateOnStream returned, ordered on `stream`
+/// (managed memory after waiting for it).
+Status freeOnStream(void *ptr, CUstream stream);
+
+/// Called by dsrt_cuda_shutdown before the stream and context go: frees the
+/// cuBLASLt state (CublasLt.cpp).
+void shutdownCublasLt();
+
+//===----------------------------------------------------------------------===//
+// RAII owners
+//===----------------------------------------------------------------------===//
+
+/// Owns one driver handle and destroys it with Deleter, which records (and
+/// otherwise ignores) a failure: a destructor cannot return one.
+template <typename T, typename Deleter> class UniqueHandle {
+public:
+  UniqueHandle() = default;
+  explicit UniqueHandle(T handle) : handle(handle) {}
+  UniqueHandle(UniqueHandle &&other) noexcept
+      : handle(std::exchange(other.handle, T())) {}
+  UniqueHandle &operator=(UniqueHandle &&other) noexcept {
+    reset(std::exchange(other.handle, T()));
+    return *this;
+  }
+  UniqueHandle(const UniqueHandle &) = delete;
+  UniqueHandle &operator=(const UniqueHandle &) = delete;
+  ~UniqueHandle() { reset(); }
+
+  T get() const { return handle; }
+  explicit operator bool() const { return handle != T(); }
+  /// Gives up ownership (to compiled code, which destroys it itself).
+  T release() { return std::exchange(handle, T()); }
+  void reset(T replacement = T()) {
+    if (handle != T())
+      Deleter()(handle);
+    handle = replacement;
+  }
+
+private:
+  T handle = T();
+};
+
+struct StreamDeleter {
+  void operator()(CUstream stream) const {
+    (void)DS_CU(cuStreamDestroy, stream);
+  }
+};
+struct EventDeleter {
+  void operator()(CUevent event) const { (void)DS_CU(cuEventDestroy, event); }
+};
+struct DeviceMemoryDeleter {
+  void operator()(CUdeviceptr ptr) const { (void)DS_CU(cuMemFree, ptr); }
+};
+
+using StreamHandle = UniqueHandle<CUstream, StreamDeleter>;
+using EventHandle = UniqueHandle<CUevent, EventDeleter>;
+using DeviceMemory = UniqueHandle<CUdeviceptr, DeviceMemoryDeleter>;
+
+} // namespace dsrt::cuda
+
+#endif // DS_LIB_RUNTIME_CUDA_CONTEXT_H

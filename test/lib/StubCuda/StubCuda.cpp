@@ -1,0 +1,660 @@
+//===- StubCuda.cpp - A stub CUDA driver for tests without a GPU ----------===//
+//
+// libcuda.so.1 for tests: exports every driver function the runtime
+// resolves (lib/Runtime/cuda/Driver.h), defined with cuda.h's own
+// prototypes so that a signature cannot drift, under the versioned names
+// cuda.h maps them to. Nothing runs on a device:
+//   - memory is host memory (device, managed, pinned alike), so copies,
+//     memsets and the cuBLASLt stub's GEMMs produce real values;
+//   - kernels do nothing; a module accepts any image, and a function
+//     handle remembers its name for the log;
+//   - every call appends one line to $DS_STUB_CUDA_LOG, e.g.
+//     "cuMemAllocAsync bytes=64 ptr=0x... stream=s1", and at exit
+//     "stub-exit live-allocations=0 live-bytes=0 ..." for leak checks.
+// Environment: DS_STUB_CUDA_DEVICES (default 1) devices, DS_STUB_CUDA_CC
+// (default 90) their compute capability, DS_STUB_CUDA_FAIL a comma-separated
+// list of functions (unversioned names) that fail.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StubCommon.h"
+
+// The library is built with hidden visibility; only the functions the
+// header declares are exported (a declaration fixes a symbol's visibility).
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#pragma GCC visibility pop
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+using namespace stubcuda;
+
+namespace {
+
+struct Event {
+  int id;
+};
+struct Module {
+  int id;
+};
+struct Function {
+  std::string name;
+  Module *module;
+};
+
+struct State {
+  std::mutex mutex;
+  int nextId = 1;
+  /// Device and managed allocations: address -> bytes.
+  std::map<uintptr_t, size_t> device;
+  std::map<void *, size_t> host;
+  std::set<void *> registered;
+  std::set<Stream *> streams;
+  std::set<Event *> events;
+  std::set<Module *> modules;
+  std::set<Function *> functions;
+  int retainedContexts = 0;
+};
+
+State &state() {
+  static State *s = new State(); // Outlives the exit report below.
+  return *s;
+}
+
+int envInt(const char *name, int fallback) {
+  const char *value = std::getenv(name);
+  return value && *value ? std::atoi(value) : fallback;
+}
+
+/// True when DS_STUB_CUDA_FAIL lists `fn`.
+bool failing(const char *fn) {
+  const char *list = std::getenv("DS_STUB_CUDA_FAIL");
+  if (!list)
+    return false;
+  size_t length = std::strlen(fn);
+  for (const char *p = list; *p;) {
+    const char *end = std::strchr(p, ',');
+    size_t itemLength = end ? size_t(end - p) : std::strlen(p);
+    if (itemLength == length && std::strncmp(p, fn, length) == 0)
+      return true;
+    if (!end)
+      break;
+    p = end + 1;
+  }
+  return false;
+}
+
+/// Logs and reports an injected failure.
+CUresult injected(const char *fn, CUresult result) {
+  logLine("%s injected-failure", fn);
+  return result;
+}
+
+#define STREAM(s) streamName(s, streamBuf, sizeof(streamBuf))
+
+void *allocate(size_t bytes) {
+  // 256-byte aligned, as the driver's allocations are.
+  return std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+}
+
+CUresult allocateDevice(const char *fn, CUdeviceptr *ptr, size_t bytes,
+                        const void *stream) {
+  char streamBuf[32];
+  if (failing(fn))
+    return injected(fn, CUDA_ERROR_OUT_OF_MEMORY);
+  if (!ptr || bytes == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  void *p = allocate(bytes);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().device[reinterpret_cast<uintptr_t>(p)] = bytes;
+  }
+  *ptr = reinterpret_cast<CUdeviceptr>(p);
+  if (std::strcmp(fn, "cuMemAllocAsync") == 0)
+    logLine("%s bytes=%zu ptr=%p stream=%s", fn, bytes, p, STREAM(stream));
+  else
+    logLine("%s bytes=%zu ptr=%p", fn, bytes, p);
+  return CUDA_SUCCESS;
+}
+
+CUresult freeDevice(const char *fn, CUdeviceptr ptr, const void *stream) {
+  char streamBuf[32];
+  if (failing(fn))
+    return injected(fn, CUDA_ERROR_INVALID_VALUE);
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    auto it = state().device.find(ptr);
+    if (it == state().device.end()) {
+      logLine("%s ptr=%p unknown-pointer", fn, reinterpret_cast<void *>(ptr));
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    bytes = it->second;
+    state().device.erase(it);
+  }
+  std::free(reinterpret_cast<void *>(ptr));
+  if (std::strcmp(fn, "cuMemFreeAsync") == 0)
+    logLine("%s ptr=%p bytes=%zu stream=%s", fn, reinterpret_cast<void *>(ptr),
+            bytes, STREAM(stream));
+  else
+    logLine("%s ptr=%p bytes=%zu", fn, reinterpret_cast<void *>(ptr), bytes);
+  return CUDA_SUCCESS;
+}
+
+/// The size of a GPU image, for the log: an ELF (cubin) ends with its
+/// section header table, a fatbin header states its size, PTX is text.
+size_t imageBytes(const void *image, const char *&kind) {
+  auto *bytes = static_cast<const unsigned char *>(image);
+  if (std::memcmp(bytes,
+                  "\x7f"
+                  "ELF",
+                  4) == 0 &&
+      bytes[4] == 2) {
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    std::memcpy(&shoff, bytes + 0x28, 8);
+    std::memcpy(&shentsize, bytes + 0x3a, 2);
+    std::memcpy(&shnum, bytes + 0x3c, 2);
+    kind = "elf";
+    return shoff + size_t(shentsize) * shnum;
+  }
+  uint32_t magic;
+  std::memcpy(&magic, bytes, 4);
+  if (magic == 0xba55ed50) {
+    uint16_t headerSize;
+    uint64_t fatSize;
+    std::memcpy(&headerSize, bytes + 6, 2);
+    std::memcpy(&fatSize, bytes + 8, 8);
+    kind = "fatbin";
+    return headerSize + fatSize;
+  }
+  kind = "ptx";
+  return std::strlen(static_cast<const char *>(image)) + 1;
+}
+
+/// Writes the exit report for leak checks.
+__attribute__((destructor)) void reportAtExit() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  size_t bytes = 0;
+  for (const auto &entry : s.device)
+    bytes += entry.second;
+  logLine("stub-exit live-allocations=%zu live-bytes=%zu "
+          "live-host-allocations=%zu live-streams=%zu live-events=%zu "
+          "live-modules=%zu registered-host-ranges=%zu retained-contexts=%d",
+          s.device.size(), bytes, s.host.size(), s.streams.size(),
+          s.events.size(), s.modules.size(), s.registered.size(),
+          s.retainedContexts);
+}
+
+/// The one context of the stub device.
+int contextStorage;
+CUcontext theContext = reinterpret_cast<CUcontext>(&contextStorage);
+int poolStorage;
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Errors, initialisation, devices, contexts
+//===----------------------------------------------------------------------===//
+
+CUresult cuGetErrorName(CUresult error, const char **pStr) {
+  switch (error) {
+  case CUDA_SUCCESS:
+    *pStr = "CUDA_SUCCESS";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_INVALID_VALUE:
+    *pStr = "CUDA_ERROR_INVALID_VALUE";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_OUT_OF_MEMORY:
+    *pStr = "CUDA_ERROR_OUT_OF_MEMORY";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_NO_DEVICE:
+    *pStr = "CUDA_ERROR_NO_DEVICE";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_INVALID_DEVICE:
+    *pStr = "CUDA_ERROR_INVALID_DEVICE";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_INVALID_PTX:
+    *pStr = "CUDA_ERROR_INVALID_PTX";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_NOT_FOUND:
+    *pStr = "CUDA_ERROR_NOT_FOUND";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_LAUNCH_FAILED:
+    *pStr = "CUDA_ERROR_LAUNCH_FAILED";
+    return CUDA_SUCCESS;
+  default:
+    *pStr = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr) {
+  const char *name = nullptr;
+  if (cuGetErrorName(error, &name) != CUDA_SUCCESS)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pStr = "stub error text";
+  return CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned int flags) {
+  logLine("cuInit flags=%u", flags);
+  if (failing("cuInit"))
+    return injected("cuInit", CUDA_ERROR_NO_DEVICE);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count) {
+  *count = envInt("DS_STUB_CUDA_DEVICES", 1);
+  logLine("cuDeviceGetCount count=%d", *count);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+  logLine("cuDeviceGet ordinal=%d", ordinal);
+  if (ordinal < 0 || ordinal >= envInt("DS_STUB_CUDA_DEVICES", 1))
+    return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+  std::snprintf(name, len, "Stub CUDA device %d (sm_%d)", dev,
+                envInt("DS_STUB_CUDA_CC", 90));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
+                              CUdevice dev) {
+  (void)dev;
+  int cc = envInt("DS_STUB_CUDA_CC", 90);
+  switch (attrib) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *pi = cc / 10;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *pi = cc % 10;
+    return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+    *pi = 227 * 1024; // Hopper's.
+    return CUDA_SUCCESS;
+  default:
+    logLine("cuDeviceGetAttribute unsupported-attribute=%d",
+            static_cast<int>(attrib));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  ++state().retainedContexts;
+  *pctx = theContext;
+  logLine("cuDevicePrimaryCtxRetain device=%d", dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  --state().retainedContexts;
+  logLine("cuDevicePrimaryCtxRelease device=%d", dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+  logLine("cuCtxSetCurrent ctx=%s", ctx == theContext ? "primary" : "other");
+  return ctx == theContext || !ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+//===----------------------------------------------------------------------===//
+// Streams and events
+//===----------------------------------------------------------------------===//
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int flags) {
+  auto *s = new Stream{kStreamMagic, 0};
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    s->id = state().nextId++;
+    state().streams.insert(s);
+  }
+  *phStream = reinterpret_cast<CUstream>(s);
+  logLine("cuStreamCreate stream=s%d flags=%u", s->id, flags);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream hStream) {
+  char streamBuf[32];
+  logLine("cuStreamDestroy stream=%s", STREAM(hStream));
+  auto *s = reinterpret_cast<Stream *>(hStream);
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (!state().streams.erase(s))
+    return CUDA_ERROR_INVALID_VALUE;
+  delete s;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream hStream) {
+  char streamBuf[32];
+  logLine("cuStreamSynchronize stream=%s", STREAM(hStream));
+  if (failing("cuStreamSynchronize"))
+    return injected("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
+                           unsigned int flags) {
+  char streamBuf[32];
+  logLine("cuStreamWaitEvent stream=%s event=e%d flags=%u", STREAM(hStream),
+          reinterpret_cast<Event *>(hEvent)->id, flags);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int flags) {
+  auto *e = new Event{0};
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    e->id = state().nextId++;
+    state().events.insert(e);
+  }
+  *phEvent = reinterpret_cast<CUevent>(e);
+  logLine("cuEventCreate event=e%d flags=%u", e->id, flags);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent hEvent) {
+  auto *e = reinterpret_cast<Event *>(hEvent);
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (!state().events.erase(e)) {
+    logLine("cuEventDestroy unknown-event");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  logLine("cuEventDestroy event=e%d", e->id);
+  delete e;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+  char streamBuf[32];
+  logLine("cuEventRecord event=e%d stream=%s",
+          reinterpret_cast<Event *>(hEvent)->id, STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent hEvent) {
+  logLine("cuEventSynchronize event=e%d",
+          reinterpret_cast<Event *>(hEvent)->id);
+  return CUDA_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+  return allocateDevice("cuMemAlloc", dptr, bytesize, nullptr);
+}
+
+CUresult cuMemFree(CUdeviceptr dptr) {
+  return freeDevice("cuMemFree", dptr, nullptr);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  return allocateDevice("cuMemAllocAsync", dptr, bytesize, hStream);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  return freeDevice("cuMemFreeAsync", dptr, hStream);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
+                           unsigned int flags) {
+  (void)flags;
+  return allocateDevice("cuMemAllocManaged", dptr, bytesize, nullptr);
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  if (failing("cuMemHostAlloc"))
+    return injected("cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY);
+  void *p = allocate(bytesize);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().host[p] = bytesize;
+  }
+  *pp = p;
+  logLine("cuMemHostAlloc bytes=%zu ptr=%p flags=%u", bytesize, p, Flags);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeHost(void *p) {
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!state().host.erase(p)) {
+      logLine("cuMemFreeHost ptr=%p unknown-pointer", p);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  std::free(p);
+  logLine("cuMemFreeHost ptr=%p", p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (!state().registered.insert(p).second)
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  logLine("cuMemHostRegister ptr=%p bytes=%zu flags=%u", p, bytesize, Flags);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostUnregister(void *p) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (!state().registered.erase(p))
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  logLine("cuMemHostUnregister ptr=%p", p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                       CUstream hStream) {
+  char streamBuf[32];
+  std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src),
+              ByteCount);
+  logLine("cuMemcpyAsync bytes=%zu stream=%s", ByteCount, STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost,
+                           size_t ByteCount, CUstream hStream) {
+  char streamBuf[32];
+  std::memcpy(reinterpret_cast<void *>(dstDevice), srcHost, ByteCount);
+  logLine("cuMemcpyHtoDAsync bytes=%zu stream=%s", ByteCount, STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
+                           size_t ByteCount, CUstream hStream) {
+  char streamBuf[32];
+  std::memcpy(dstHost, reinterpret_cast<void *>(srcDevice), ByteCount);
+  logLine("cuMemcpyDtoHAsync bytes=%zu stream=%s", ByteCount, STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                          CUstream hStream) {
+  char streamBuf[32];
+  auto *p = reinterpret_cast<unsigned short *>(dstDevice);
+  for (size_t i = 0; i < N; ++i)
+    p[i] = us;
+  logLine("cuMemsetD16Async count=%zu value=%u stream=%s", N, unsigned(us),
+          STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                          CUstream hStream) {
+  char streamBuf[32];
+  auto *p = reinterpret_cast<unsigned int *>(dstDevice);
+  for (size_t i = 0; i < N; ++i)
+    p[i] = ui;
+  logLine("cuMemsetD32Async count=%zu value=%u stream=%s", N, ui,
+          STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch,
+                            unsigned int ui, size_t Width, size_t Height,
+                            CUstream hStream) {
+  char streamBuf[32];
+  for (size_t row = 0; row < Height; ++row) {
+    auto *p = reinterpret_cast<unsigned int *>(dstDevice + row * dstPitch);
+    for (size_t i = 0; i < Width; ++i)
+      p[i] = ui;
+  }
+  logLine("cuMemsetD2D32Async pitch=%zu width=%zu height=%zu value=%u "
+          "stream=%s",
+          dstPitch, Width, Height, ui, STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
+  *pool_out = reinterpret_cast<CUmemoryPool>(&poolStorage);
+  logLine("cuDeviceGetDefaultMemPool device=%d", dev);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
+                               void *value) {
+  (void)pool;
+  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    logLine("cuMemPoolSetAttribute release-threshold=%llu",
+            static_cast<unsigned long long>(*static_cast<cuuint64_t *>(value)));
+  else
+    logLine("cuMemPoolSetAttribute attribute=%d", static_cast<int>(attr));
+  return CUDA_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// Modules and launches
+//===----------------------------------------------------------------------===//
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
+                            unsigned int numOptions, CUjit_option *options,
+                            void **optionValues) {
+  char *logBuffer = nullptr;
+  size_t logSize = 0;
+  int optLevel = -1;
+  for (unsigned i = 0; i < numOptions; ++i) {
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+      logBuffer = static_cast<char *>(optionValues[i]);
+    else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+      logSize = reinterpret_cast<uintptr_t>(optionValues[i]);
+    else if (options[i] == CU_JIT_OPTIMIZATION_LEVEL)
+      optLevel = static_cast<int>(reinterpret_cast<uintptr_t>(optionValues[i]));
+  }
+  if (!image)
+    return CUDA_ERROR_INVALID_VALUE;
+  const char *kind = "";
+  size_t bytes = imageBytes(image, kind);
+  if (failing("cuModuleLoadDataEx")) {
+    if (logBuffer && logSize)
+      std::snprintf(logBuffer, logSize, "stub ptxas: line 1: bad image");
+    return injected("cuModuleLoadDataEx", CUDA_ERROR_INVALID_PTX);
+  }
+  auto *m = new Module{0};
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    m->id = state().nextId++;
+    state().modules.insert(m);
+  }
+  *module = reinterpret_cast<CUmodule>(m);
+  logLine("cuModuleLoadData image=%s bytes=%zu opt-level=%d module=m%d", kind,
+          bytes, optLevel, m->id);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule hmod) {
+  auto *m = reinterpret_cast<Module *>(hmod);
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (!state().modules.erase(m))
+    return CUDA_ERROR_INVALID_VALUE;
+  for (auto it = state().functions.begin(); it != state().functions.end();) {
+    if ((*it)->module == m) {
+      delete *it;
+      it = state().functions.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  logLine("cuModuleUnload module=m%d", m->id);
+  delete m;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
+                             const char *name) {
+  auto *m = reinterpret_cast<Module *>(hmod);
+  if (failing("cuModuleGetFunction"))
+    return injected("cuModuleGetFunction", CUDA_ERROR_NOT_FOUND);
+  auto *f = new Function{name, m};
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().functions.insert(f);
+  }
+  *hfunc = reinterpret_cast<CUfunction>(f);
+  logLine("cuModuleGetFunction module=m%d name=%s", m->id, name);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib,
+                            int value) {
+  logLine("cuFuncSetAttribute fn=%s attribute=%d value=%d",
+          reinterpret_cast<Function *>(hfunc)->name.c_str(),
+          static_cast<int>(attrib), value);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX,
+                        unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes,
+                        CUstream hStream, void **kernelParams, void **extra) {
+  char streamBuf[32];
+  (void)kernelParams;
+  (void)extra;
+  if (failing("cuLaunchKernel"))
+    return injected("cuLaunchKernel", CUDA_ERROR_LAUNCH_FAILED);
+  logLine("cuLaunchKernel fn=%s grid=%u,%u,%u block=%u,%u,%u smem=%u "
+          "stream=%s",
+          reinterpret_cast<Function *>(f)->name.c_str(), gridDimX, gridDimY,
+          gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
+          STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                          void **kernelParams, void **extra) {
+  char streamBuf[32];
+  (void)kernelParams;
+  (void)extra;
+  unsigned cluster[3] = {1, 1, 1};
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      cluster[0] = config->attrs[i].value.clusterDim.x;
+      cluster[1] = config->attrs[i].value.clusterDim.y;
+      cluster[2] = config->attrs[i].value.clusterDim.z;
+    }
+  logLine("cuLaunchKernelEx fn=%s cluster=%u,%u,%u grid=%u,%u,%u "
+          "block=%u,%u,%u smem=%u stream=%s",
+          reinterpret_cast<Function *>(f)->name.c_str(), cluster[0], cluster[1],
+          cluster[2], config->gridDimX, config->gridDimY, config->gridDimZ,
+          config->blockDimX, config->blockDimY, config->blockDimZ,
+          config->sharedMemBytes, STREAM(config->hStream));
+  return CUDA_SUCCESS;
+}
