@@ -36,7 +36,8 @@ CMAKE_FLAGS  ?=
 # Debian packages the build and the tests need.
 DEB_PACKAGES := cmake ninja-build clang-22 lld-22 llvm-22-dev llvm-22-tools \
                 libmlir-22-dev mlir-22-tools libgtest-dev libbenchmark-dev \
-                libdnnl-dev libopenmpi-dev openmpi-bin python3 python3-venv
+                libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev \
+                python3 python3-venv
 
 .PHONY: all deps build check docs demo bench accuracy clean
 

@@ -252,8 +252,13 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   DiagnosticCollector diags(ctx);
   std::unique_ptr<StepProgram> program(new StepProgram());
 
-  // The device first: without one there is nothing to compile for.
-  if (options.device == "cuda") {
+  // The device first: without one there is nothing to compile for (unless
+  // the step is only compiled, to run elsewhere).
+  bool forGPU = options.device == "cuda";
+  if (options.device == "cuda" && options.compileOnly) {
+    log("ds-run: compiling for CUDA " + options.gpuChip +
+        " (no device needed: nothing runs here)");
+  } else if (options.device == "cuda") {
 #ifdef DSRT_HAVE_CUDA
     dsrt_clear_error();
     if (dsrt_cuda_init() != 0)
@@ -362,7 +367,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     if (options.asIs) {
       log("ds-run: running the " + stringifyModuleLevel(program->level).str() +
           " as it is; applying " +
-          (program->onGPU ? "ds-gpu-pipeline" : "ds-cpu-pipeline"));
+          (forGPU ? "ds-gpu-pipeline" : "ds-cpu-pipeline"));
     } else {
       const mlir::ds::TrainingPipelineConfig &requested = options.pipeline;
       if ((requested.lossScaling || requested.clip || requested.precision ||
@@ -427,7 +432,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                  ", ";
       log("ds-run: " + stringifyModuleLevel(program->level).str() +
           " module; applying " + steps +
-          (program->onGPU ? "ds-gpu-pipeline" : "ds-cpu-pipeline") +
+          (forGPU ? "ds-gpu-pipeline" : "ds-cpu-pipeline") +
           (evalName.empty() ? ""
                             : " (and a forward-only copy for evaluation)"));
       std::vector<std::string> variants = scheduledVariants(module, step);
@@ -538,7 +543,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
           program->precision.push_back(std::move(obj));
         }
     PassManager pm(ctx);
-    if (program->onGPU) {
+    if (forGPU) {
       mlir::ds::GPUPipelineConfig gpu;
       gpu.chip = options.gpuChip;
       std::string why;
@@ -716,6 +721,8 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                                 targetMachine.get());
   engineOptions.transformer = optimize;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  engineOptions.enableObjectDump = options.compileOnly;
+  program->objectKept = options.compileOnly;
   // memrefCopy (copies between differently laid out buffers) lives in
   // MLIR's C runner utilities.
   SmallVector<StringRef, 1> libs = {DS_MLIR_C_RUNNER_UTILS};
@@ -741,7 +748,25 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       return diags.error("JIT compilation of '" + c.funcName +
                          "' failed: " + llvm::toString(fn.takeError()));
   program->compileTimes.llvm = nowSeconds() - start;
+  // Compiled only: the module constructors that ran at the lookup may have
+  // tried to load a GPU step's kernels on a machine without a device.
+  if (options.compileOnly)
+    dsrt_clear_error();
   return program;
+}
+
+Error StepProgram::writeObject(StringRef path) const {
+  if (!objectKept)
+    return llvm::createStringError(
+        "internal error: the step was not compiled with compileOnly");
+  // dumpToObjectFile reports failures on stderr only: check the file.
+  (void)llvm::sys::fs::remove(path);
+  engine->dumpToObjectFile(path);
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(path, size) || size == 0)
+    return llvm::createStringError("cannot write the object file '" + path +
+                                   "'");
+  return Error::success();
 }
 
 StepProgram::~StepProgram() {

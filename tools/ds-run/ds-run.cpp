@@ -8,9 +8,11 @@
 
 #include "ds/Dialect/DS/IR/DSDialect.h"
 #include "ds/Pipelines/Pipelines.h"
+#include "ds/Runner/Checkpoint.h"
 #include "ds/Runner/Random.h"
 #include "ds/Runner/Report.h"
 #include "ds/Runner/Session.h"
+#include "ds/Runner/StepExport.h"
 #include "ds/Runner/Trainer.h"
 #include "ds/Runtime/ds_runtime.h"
 #ifdef DSRT_HAVE_CUDA
@@ -57,6 +59,15 @@ cl::opt<std::string> gpuChip(
     cl::desc("With --device cuda: the chip the kernels are compiled for "
              "(default sm_90)"),
     cl::init("sm_90"), cl::cat(runCat));
+cl::opt<std::string> emitStep(
+    "emit-step",
+    cl::desc("Compile the step ahead of time instead of running it: write "
+             "DIR/step.so (the host code; a GPU step's cubins embedded), "
+             "DIR/step.json (its arguments and results) and DIR/init (the "
+             "initial state, a checkpoint) for ds-step-run or a program of "
+             "your own (docs/AheadOfTime.md); --steps is the schedules' "
+             "length"),
+    cl::value_desc("DIR"), cl::cat(runCat));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of initialisation and data"),
                        cl::init(0), cl::cat(runCat));
 cl::opt<std::string> paramsDir("params",
@@ -505,6 +516,23 @@ int main(int argc, char **argv) {
   if (pipelined && (evalEvery > 0 || !exportQuantized.empty()))
     return badOption("--eval-every and --export-quantized are not supported "
                      "with a pipeline or gradient accumulation yet");
+  if (!emitStep.empty()) {
+    // The exported step runs elsewhere: what only a run here does is
+    // refused rather than ignored.
+    for (cl::Option *flag : std::initializer_list<cl::Option *>{
+             &evalEvery, &exportQuantized, &checkpointDir, &checkpointEvery,
+             &saveResults, &reportPath, &injectNonfinite,
+             std::addressof(dataFiles), std::addressof(evalFiles),
+             &integerEval})
+      if (flag->getNumOccurrences())
+        return badOption("--" + flag->ArgStr.str() +
+                         " describes a run, and --emit-step only compiles "
+                         "(run the step with ds-step-run)");
+    if (pipelined || dataParallel || fuseAllReduce.getNumOccurrences() ||
+        compressAllReduce.getNumOccurrences() || dsrt_comm_launched())
+      return badOption("--emit-step exports a single-process step: pipeline "
+                       "and data parallelism need ds-run's MPI job");
+  }
   if (stageCount > 1 && !dsrt_comm_launched())
     return badOption("a pipeline of " + std::to_string(stageCount) +
                      " stages runs one stage per rank: start it with "
@@ -548,6 +576,7 @@ int main(int argc, char **argv) {
   prepare.asIs = asIs;
   prepare.device = device;
   prepare.gpuChip = gpuChip;
+  prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;
   prepare.pipelineStage = stage;
   prepare.forwardForEval = evalEvery > 0;
@@ -707,10 +736,15 @@ int main(int argc, char **argv) {
   if (schedule != mlir::ds::LRSchedule::Constant)
     prepare.optimizerSpelling += " schedule=" + spellingOf(schedule).str();
 
-  auto log = [](const std::string &line) { outs() << line << "\n"; };
-  Expected<std::unique_ptr<StepProgram>> program = StepProgram::compile(
-      *module, prepare,
-      quiet ? [](const std::string &) {} : std::function(log));
+  // The compile log doubles as the exported step's record of its passes.
+  std::vector<std::string> compileLog;
+  auto log = [&](const std::string &line) {
+    compileLog.push_back(line);
+    if (!quiet)
+      outs() << line << "\n";
+  };
+  Expected<std::unique_ptr<StepProgram>> program =
+      StepProgram::compile(*module, prepare, log);
   if (!program) {
     errs() << "ds-run: error: " << toString(program.takeError()) << "\n";
     return 1;
@@ -722,6 +756,32 @@ int main(int argc, char **argv) {
   if ((*program)->runsOnGPU())
     std::atexit([] { dsrt_cuda_shutdown(); });
 #endif
+  // With --emit-step the run below takes no step: it initialises the state
+  // (or resumes it) and writes it as the exported step's init/.
+  std::string emitTmp, emitTarget;
+  bool emitExists = false, emitQuiet = quiet;
+  if (!emitStep.empty()) {
+    Expected<std::string> target = resolveReplaceableDir(
+        emitStep, kStepManifestFile, "a compiled step", emitExists);
+    if (!target)
+      return badOption("--emit-step: " + toString(target.takeError()));
+    emitTarget = *target;
+    StringRef parent = sys::path::parent_path(emitTarget);
+    std::string name = sys::path::filename(emitTarget).str();
+    SmallString<256> tmp;
+    if (std::error_code ec = sys::fs::create_directories(parent))
+      return badOption("--emit-step: " + ec.message());
+    removeStaleTemporaries(parent, name);
+    if (std::error_code ec =
+            sys::fs::createUniqueDirectory(parent + "/." + name + ".tmp", tmp))
+      return badOption("--emit-step: " + ec.message());
+    emitTmp = tmp.str().str();
+    SmallString<256> init(tmp);
+    sys::path::append(init, kStepInitDir);
+    checkpointDir = init.str().str();
+    steps = 0;
+    quiet = true; // the run only writes init/
+  }
   if (worldSize > 1 && !(*program)->isDataParallel())
     return badOption(
         "running under mpirun with " + std::to_string(worldSize) +
@@ -823,7 +883,32 @@ int main(int argc, char **argv) {
     errs() << "ds-run: error: "
            << (worldSize > 1 ? "rank " + std::to_string(rank) + ": " : "")
            << toString(std::move(e)) << "\n";
+    if (!emitTmp.empty())
+      sys::fs::remove_directories(emitTmp);
     return finish(1);
+  }
+  if (!emitTmp.empty()) {
+    StepExportInfo info;
+    info.device = device;
+    info.chip = gpuChip;
+    info.modulePath = inputFile;
+    info.moduleHash = moduleHash;
+    info.seed = seed;
+    info.passes = compileLog;
+    Error e = writeStepLibrary(**program, emitTmp, info);
+    if (!e)
+      e = installDirectory(emitTmp, emitTarget, emitExists);
+    else
+      sys::fs::remove_directories(emitTmp);
+    if (e) {
+      errs() << "ds-run: error: --emit-step " << emitStep << ": "
+             << toString(std::move(e)) << "\n";
+      return finish(1);
+    }
+    if (!emitQuiet)
+      outs() << "ds-run: wrote the compiled step to " << emitTarget
+             << " (step.so, step.json, init/); run it with ds-step-run "
+             << emitStep << "\n";
   }
   return finish(0);
 }

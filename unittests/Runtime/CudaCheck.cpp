@@ -12,6 +12,11 @@
 //   default-device mgpuSetDefaultDevice before and after init
 //   failures       driver failures named in the error (DS_STUB_CUDA_FAIL)
 //   gemm-once      one f32 GEMM, for failures of loading cuBLASLt
+//   fp8-accuracy   FP8 (E4M3) and BF16 GEMMs of random operands against the
+//                  f32 GEMM of the same rounded operands (Frobenius error)
+//   bench          BF16 and FP8 GEMM TFLOP/s at N^3 (DS_CUDA_BENCH_N,
+//                  default 8192) against H100/H200's dense peaks; reported,
+//                  not asserted
 // The numeric checks hold on a real GPU as on the stub driver (whose
 // cuBLASLt computes GEMMs on the host), so the same binary checks a device.
 // Prints "PASS: ..." / "FAIL: ..." lines, "N passed, M failed", and exits
@@ -25,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -710,6 +716,153 @@ void scenarioGemmOnce() {
   dsrt_cuda_shutdown();
 }
 
+/// Rounds v to the nearest E4M3 value (ties to even), saturating at 448.
+float roundToE4M3(float v) {
+  float a = std::fabs(v);
+  if (a == 0)
+    return v;
+  int e = std::max(std::ilogb(a), -6); // below 2^-6: subnormal quantum 2^-9
+  float quantum = std::ldexp(1.0f, e - 3);
+  float r = std::nearbyint(a / quantum) * quantum;
+  return std::copysign(std::min(r, 448.0f), v);
+}
+
+/// Rounds v to bf16 (ties to even) and back.
+float roundToBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  bits &= 0xffff0000u;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+/// The accuracy bar: a narrow GEMM against the f32 GEMM of the same
+/// rounded operands, ||C - C32||_F <= 1e-3 ||C32||_F (Hopper's FP8 tensor
+/// cores accumulate differently from the CPU, so exact equality is not the
+/// bar).
+void scenarioFp8Accuracy() {
+  if (!noError("init") || dsrt_cuda_init() != 0) {
+    report(false, "init", lastError());
+    return;
+  }
+  const int64_t m = 256, n = 192, k = 512;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int dtype : {int(DSRT_GEMM_E4M3), int(DSRT_GEMM_BF16)}) {
+    bool fp8 = dtype == DSRT_GEMM_E4M3;
+    // A [m, k] and B [n, k] (TN: the layout cuBLASLt's FP8 path takes).
+    std::vector<float> a(m * k), b(n * k);
+    for (float &v : a)
+      v = fp8 ? roundToE4M3(dist(rng) * 4) : roundToBf16(dist(rng));
+    for (float &v : b)
+      v = fp8 ? roundToE4M3(dist(rng) * 4) : roundToBf16(dist(rng));
+    std::vector<uint8_t> ea, eb;
+    for (const auto *src : {&a, &b}) {
+      std::vector<uint8_t> &out = src == &a ? ea : eb;
+      for (float v : *src) {
+        if (fp8) {
+          out.push_back(static_cast<uint8_t>(encodeExact(v, 4, 3)));
+        } else {
+          uint16_t h = toBf16(v);
+          out.push_back(uint8_t(h & 0xff));
+          out.push_back(uint8_t(h >> 8));
+        }
+      }
+    }
+    DeviceVector<uint8_t> da(ea), db(eb);
+    DeviceVector<float> d32a(a), d32b(b);
+    DeviceVector<float> dc(std::vector<float>(m * n, NAN)),
+        dref(std::vector<float>(m * n, NAN));
+    DeviceVector<float> scales(std::vector<float>{1.0f, 1.0f});
+    auto *s = static_cast<float *>(scales.device);
+    int rc = dsrt_cuda_gemm(dtype, m, n, k, da.device, db.device, dc.device, 0,
+                            1, fp8 ? s : nullptr, fp8 ? s + 1 : nullptr);
+    int rcRef = dsrt_cuda_gemm(DSRT_GEMM_F32, m, n, k, d32a.device, d32b.device,
+                               dref.device, 0, 1, nullptr, nullptr);
+    std::string name = std::string(fp8 ? "e4m3" : "bf16") +
+                       " GEMM vs f32 on the same rounded operands";
+    if (rc != 0 || rcRef != 0) {
+      report(false, name, lastError());
+      dsrt_clear_error();
+      continue;
+    }
+    std::vector<float> got = dc.read(), want = dref.read();
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      diff += double(got[i] - want[i]) * double(got[i] - want[i]);
+      norm += double(want[i]) * double(want[i]);
+    }
+    double rel = std::sqrt(diff / norm);
+    char detail[96];
+    std::snprintf(detail, sizeof(detail),
+                  "relative Frobenius error %.3g (bar 1e-3)", rel);
+    std::printf("%s: %s\n", name.c_str(), detail);
+    report(rel <= 1e-3, name, detail);
+  }
+  dsrt_cuda_shutdown();
+}
+
+/// GEMM throughput, for the GPU check's table.
+void scenarioBench() {
+  if (dsrt_cuda_init() != 0) {
+    report(false, "init", lastError());
+    return;
+  }
+  const char *env = std::getenv("DS_CUDA_BENCH_N");
+  int64_t n = env && std::atoll(env) > 0 ? std::atoll(env) : 8192;
+  const struct {
+    int dtype;
+    const char *name;
+    size_t bytes;
+    double peak; // H100/H200 SXM dense TFLOP/s
+  } cases[] = {{DSRT_GEMM_BF16, "bf16", 2, 989},
+               {DSRT_GEMM_E4M3, "e4m3", 1, 1979}};
+  std::mt19937 rng(3);
+  for (const auto &cs : cases) {
+    // Small values exact in every type: 0, +-1/8, ..., +-1.
+    std::vector<uint8_t> host(size_t(n * n) * cs.bytes);
+    for (size_t i = 0; i < host.size(); i += cs.bytes) {
+      float v = float(int(rng() % 17) - 8) / 8;
+      if (cs.bytes == 1) {
+        host[i] = static_cast<uint8_t>(encodeExact(v, 4, 3));
+      } else {
+        uint16_t h = toBf16(v);
+        host[i] = uint8_t(h & 0xff);
+        host[i + 1] = uint8_t(h >> 8);
+      }
+    }
+    DeviceVector<uint8_t> a(host), b(host);
+    void *c = dsrt_cuda_alloc(n * n * 4);
+    DeviceVector<float> scales(std::vector<float>{1.0f, 1.0f});
+    auto *s = static_cast<float *>(scales.device);
+    bool fp8 = cs.dtype == DSRT_GEMM_E4M3;
+    auto gemm = [&] {
+      return dsrt_cuda_gemm(cs.dtype, n, n, n, a.device, b.device, c, 0, 1,
+                            fp8 ? s : nullptr, fp8 ? s + 1 : nullptr);
+    };
+    bool ok = c && gemm() == 0 && dsrt_cuda_synchronize() == 0;
+    const int iterations = 10;
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; ok && i < iterations; ++i)
+      ok = gemm() == 0;
+    ok = ok && dsrt_cuda_synchronize() == 0;
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    double tflops = 2.0 * double(n) * n * n * iterations / seconds / 1e12;
+    if (ok)
+      std::printf("bench: %s GEMM %lld^3: %.1f TFLOP/s (%.0f %% of the dense "
+                  "peak %.0f)\n",
+                  cs.name, (long long)n, tflops, 100 * tflops / cs.peak,
+                  cs.peak);
+    report(ok, std::string("bench ") + cs.name, lastError());
+    dsrt_clear_error();
+    dsrt_cuda_free(c);
+  }
+  dsrt_cuda_shutdown();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -722,7 +875,9 @@ int main(int argc, char **argv) {
                    {"no-device", scenarioNoDevice},
                    {"default-device", scenarioDefaultDevice},
                    {"failures", scenarioFailures},
-                   {"gemm-once", scenarioGemmOnce}};
+                   {"gemm-once", scenarioGemmOnce},
+                   {"fp8-accuracy", scenarioFp8Accuracy},
+                   {"bench", scenarioBench}};
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
     return 2;

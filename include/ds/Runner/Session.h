@@ -64,6 +64,10 @@ struct PrepareOptions {
   /// (ds-gpu-pipeline for `gpuChip`, the runtime's CUDA backend).
   std::string device = "cpu";
   std::string gpuChip = "sm_90";
+  /// Compile without running here: keep the machine code so that
+  /// writeObject can save it (ds-run --emit-step). With device "cuda" no
+  /// device is needed (the kernels are compiled for `gpuChip`).
+  bool compileOnly = false;
   /// For forward + loss modules: also compile the forward alone, so that
   /// held-out evaluation does not run the backward and the update.
   bool forwardForEval = false;
@@ -166,6 +170,11 @@ public:
   unsigned microBatches() const { return micro; }
   const llvm::json::Object &pipelinePlan() const { return plan; }
 
+  /// Writes the compiled host code (with the kernels' cubins embedded for a
+  /// GPU step) as a relocatable object: exactly the machine code the JIT
+  /// runs. Needs PrepareOptions::compileOnly.
+  llvm::Error writeObject(llvm::StringRef path) const;
+
   /// Calls the forward-only copy (evalContract() must be set) with the
   /// leading arguments of the step.
   llvm::Error runEval(llvm::ArrayRef<HostTensor *> args,
@@ -199,6 +208,7 @@ private:
   CompileTimes compileTimes;
   llvm::json::Array precision;
   bool onGPU = false;
+  bool objectKept = false;
   std::vector<std::pair<void *, size_t>> deviceBuffers;
   std::unique_ptr<mlir::ExecutionEngine> engine;
 };

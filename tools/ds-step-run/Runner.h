@@ -1,0 +1,57 @@
+//===- Runner.h - The training loop of ds-step-run -------------*- C++ -*-===//
+//
+// Runs an exported step for a number of steps. On a CUDA device the
+// parameters and state stay on the device: they go up once, each step
+// uploads only its batch, an update result's buffer becomes its argument's
+// buffer for the next step (a pointer swap, no copy), and the loss and
+// scalar metrics are copied into a pinned ring that the host reads every
+// `reportEvery` steps, so nothing waits for the device in between.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_STEP_RUN_RUNNER_H
+#define DS_STEP_RUN_RUNNER_H
+
+#include "StepLibrary.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ds::steprun {
+
+struct RunOptions {
+  int64_t steps = 20;
+  int64_t reportEvery = 10;
+  /// Input name -> data set [S, ...]; batch k is rows k*B .. k*B+B-1 modulo
+  /// S, as ds-run --data serves them (with the same file as --eval-data).
+  std::map<std::string, Tensor> data;
+  bool quiet = false;
+};
+
+/// One step's scalars, as the host read them.
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0;
+  std::vector<std::pair<std::string, double>> metrics;
+};
+
+struct RunResult {
+  std::vector<StepRecord> steps;
+  /// Wall time per step after the first (which loads libraries and
+  /// kernels), and the host's share of it (enqueueing the step).
+  double msPerStep = 0, hostMsPerStep = 0;
+  /// The parameters and state after the last step.
+  std::vector<Tensor> finalArgs;
+};
+
+/// Runs `library` from the arguments `args` (parameters and state filled,
+/// inputs empty). Fails on a runtime error, a non-finite loss that loss
+/// scaling did not skip, or bad data, with a message in `error`.
+bool runSteps(const StepManifest &manifest, const StepLibrary &library,
+              std::vector<Tensor> args, const RunOptions &options,
+              RunResult &result, std::string &error);
+
+} // namespace ds::steprun
+
+#endif // DS_STEP_RUN_RUNNER_H

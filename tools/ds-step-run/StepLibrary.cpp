@@ -1,0 +1,189 @@
+//===- StepLibrary.cpp - An exported training step ------------------------===//
+
+#include "StepLibrary.h"
+
+#include <nlohmann/json.hpp>
+
+#include <dlfcn.h>
+#include <fstream>
+
+using namespace ds::steprun;
+using nlohmann::json;
+
+size_t TensorSpec::bytes() const {
+  size_t n = elementSize(dtype);
+  for (int64_t d : shape)
+    n *= size_t(d);
+  return n;
+}
+
+Tensor TensorSpec::zeros() const {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.bytes.assign(bytes(), 0);
+  return t;
+}
+
+static bool readJson(const std::string &path, json &out, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot open " + path;
+    return false;
+  }
+  try {
+    out = json::parse(in);
+  } catch (const json::exception &e) {
+    error = path + ": " + e.what();
+    return false;
+  }
+  return true;
+}
+
+static bool readSpecs(const json &array, bool isArgs,
+                      std::vector<TensorSpec> &out, std::string &error) {
+  if (!array.is_array()) {
+    error =
+        std::string("'") + (isArgs ? "args" : "results") + "' is not an array";
+    return false;
+  }
+  for (const json &e : array) {
+    TensorSpec s;
+    s.role = e.at("role").get<std::string>();
+    s.name = e.value("name", std::string());
+    s.dtype = e.at("dtype").get<std::string>();
+    s.shape = e.at("shape").get<std::vector<int64_t>>();
+    s.of = e.value("of", int64_t(-1));
+    s.range = e.value("range", int64_t(0));
+    if (elementSize(s.dtype) == 0) {
+      error = "unknown dtype '" + s.dtype + "'";
+      return false;
+    }
+    if (e.at("index").get<size_t>() != out.size()) {
+      error = "entries out of order";
+      return false;
+    }
+    out.push_back(std::move(s));
+  }
+  return true;
+}
+
+bool StepManifest::load(const std::string &stepDir, std::string &error) {
+  dir = stepDir;
+  std::string path = dir + "/step.json";
+  json m;
+  if (!readJson(path, m, error))
+    return false;
+  try {
+    if (m.value("format", "") != "ds-step" || m.value("version", 0) != 1) {
+      error = path + ": not a ds-step manifest of version 1";
+      return false;
+    }
+    function = m.at("function").get<std::string>();
+    symbol = m.at("symbol").get<std::string>();
+    library = m.at("library").get<std::string>();
+    init = m.at("init").get<std::string>();
+    device = m.at("device").get<std::string>();
+    chip = m.value("chip", "");
+    module = m.value("module", "");
+    if (!readSpecs(m.at("args"), true, args, error) ||
+        !readSpecs(m.at("results"), false, results, error)) {
+      error = path + ": " + error;
+      return false;
+    }
+  } catch (const json::exception &e) {
+    error = path + ": " + e.what();
+    return false;
+  }
+  for (const TensorSpec &r : results)
+    if ((r.role == "update" || r.role == "grad") &&
+        (r.of < 0 || size_t(r.of) >= args.size() ||
+         args[r.of].bytes() != r.bytes())) {
+      error = path + ": a result updates argument " + std::to_string(r.of) +
+              ", which does not exist or has another type";
+      return false;
+    }
+  if (lossIndex() < 0) {
+    error = path + ": the step has no loss";
+    return false;
+  }
+  return true;
+}
+
+int StepManifest::lossIndex() const {
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].role == "loss")
+      return int(i);
+  return -1;
+}
+
+StepLibrary::~StepLibrary() { close(); }
+
+bool StepLibrary::open(const StepManifest &manifest, std::string &error) {
+  std::string path = manifest.dir + "/" + manifest.library;
+  // RTLD_NOW: a missing runtime symbol is an error here, naming it.
+  handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *why = dlerror();
+    error = "cannot load " + path + ": " + (why ? why : "unknown error");
+    return false;
+  }
+  entry = reinterpret_cast<void (*)(void **)>(
+      dlsym(handle, manifest.symbol.c_str()));
+  if (!entry) {
+    error = path + " has no symbol " + manifest.symbol;
+    close();
+    return false;
+  }
+  return true;
+}
+
+void StepLibrary::close() {
+  if (handle)
+    dlclose(handle);
+  handle = nullptr;
+  entry = nullptr;
+}
+
+bool ds::steprun::readCheckpoint(const std::string &dir,
+                                 const StepManifest &manifest,
+                                 std::vector<Tensor> &args,
+                                 std::string &error) {
+  json runner;
+  if (!readJson(dir + "/runner.json", runner, error))
+    return false;
+  args.assign(manifest.args.size(), Tensor());
+  try {
+    if (runner.value("format", "") != "ds-checkpoint") {
+      error = dir + "/runner.json: not a ds-run checkpoint";
+      return false;
+    }
+    for (size_t i = 0; i < manifest.args.size(); ++i) {
+      const TensorSpec &spec = manifest.args[i];
+      if (spec.role == "input")
+        continue;
+      const json *entry = nullptr;
+      for (const json &t : runner.at("tensors"))
+        if (t.at("key").get<std::string>() == spec.name)
+          entry = &t;
+      if (!entry) {
+        error = "checkpoint " + dir + " has no tensor '" + spec.name +
+                "' (the step's " + spec.role + ")";
+        return false;
+      }
+      Tensor &t = args[i];
+      if (!readNpy(dir + "/" + entry->at("file").get<std::string>(), t, error))
+        return false;
+      if (t.dtype != spec.dtype || t.shape != spec.shape) {
+        error = "checkpoint " + dir + ": '" + spec.name + "' is " +
+                describe(t) + ", the step takes " + spec.dtype + " " +
+                formatShape(spec.shape);
+        return false;
+      }
+    }
+  } catch (const json::exception &e) {
+    error = dir + "/runner.json: " + e.what();
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,68 @@
+//===- StepLibrary.h - An exported training step ---------------*- C++ -*-===//
+//
+// What ds-run --emit-step wrote (docs/AheadOfTime.md): step.json's
+// description of the step's arguments and results, the shared library with
+// the compiled step, and the initial state in init/.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_STEP_RUN_STEPLIBRARY_H
+#define DS_STEP_RUN_STEPLIBRARY_H
+
+#include "Tensor.h"
+
+#include <string>
+#include <vector>
+
+namespace ds::steprun {
+
+/// One argument or result of the step (step.json's "args" / "results").
+struct TensorSpec {
+  std::string role; ///< param/input/state; loss/update/grad/metric
+  std::string name; ///< parameter/input name, state key, metric name
+  std::string dtype;
+  std::vector<int64_t> shape;
+  int64_t of = -1;   ///< update/grad: the argument index
+  int64_t range = 0; ///< integer inputs: values in [0, range), 0 unknown
+
+  size_t bytes() const;
+  Tensor zeros() const;
+};
+
+struct StepManifest {
+  std::string dir; ///< the step directory
+  std::string function, symbol, library, init, device, chip, module;
+  std::vector<TensorSpec> args, results;
+
+  /// Reads and checks `dir`/step.json.
+  bool load(const std::string &dir, std::string &error);
+  /// Index of the loss result.
+  int lossIndex() const;
+};
+
+/// The step's shared library, loaded with dlopen (its module constructors
+/// load a GPU step's kernels: open it after the device).
+class StepLibrary {
+public:
+  ~StepLibrary();
+  bool open(const StepManifest &manifest, std::string &error);
+  /// Calls the step: `packed[i]` points at a pointer to the memref
+  /// descriptor of argument i, then of each result (out-parameters).
+  void call(void **packed) const { entry(packed); }
+  /// dlclose: the module destructors unload a GPU step's kernels.
+  void close();
+
+private:
+  void *handle = nullptr;
+  void (*entry)(void **) = nullptr;
+};
+
+/// Reads the parameters and state of `manifest` from a ds-run checkpoint
+/// directory (runner.json's manifest and one .npy per tensor) into `args`
+/// (one tensor per argument; inputs are left empty).
+bool readCheckpoint(const std::string &dir, const StepManifest &manifest,
+                    std::vector<Tensor> &args, std::string &error);
+
+} // namespace ds::steprun
+
+#endif // DS_STEP_RUN_STEPLIBRARY_H

@@ -1,0 +1,315 @@
+//===- ds-step-run.cpp - Run an exported training step --------------------===//
+//
+// The runner without MLIR: loads what `ds-run --emit-step DIR` wrote (a
+// compiled step as a shared library, its manifest and initial state) and
+// trains it on data from .npy files, on the CPU or on a CUDA device. It
+// links libdsrt (or, on a machine with only the CUDA toolkit,
+// libdsrt_cuda) and nothing else of ds-mlir. docs/AheadOfTime.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Runner.h"
+#include "StepLibrary.h"
+
+#include "ds/Runtime/ds_runtime.h"
+#ifdef DSRT_HAVE_CUDA
+#include "ds/Runtime/ds_runtime_cuda.h"
+#endif
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <getopt.h>
+#include <sys/stat.h>
+
+using namespace ds::steprun;
+using nlohmann::json;
+
+namespace {
+const char *kUsage =
+    "usage: ds-step-run [options] STEP_DIR\n"
+    "\n"
+    "Trains the step that `ds-run --emit-step STEP_DIR` compiled, on the\n"
+    "device it was compiled for (cpu, or cuda for the chip in step.json).\n"
+    "\n"
+    "  --steps N            steps to run (default 20)\n"
+    "  --data NAME=FILE     data set .npy [S, ...] of input NAME; step k\n"
+    "                       takes rows kB .. kB+B-1 (mod S), as ds-run --data\n"
+    "                       does (every input needs one)\n"
+    "  --init DIR           initial state: a ds-run checkpoint (default\n"
+    "                       STEP_DIR/init)\n"
+    "  --report-every K     read the loss back every K steps (default 10);\n"
+    "                       on a device, nothing waits in between\n"
+    "  --losses FILE.json   write every step's loss and scalar metrics\n"
+    "  --expect FILE.json   compare the losses with a ds-run --report (or\n"
+    "                       --losses) file; exit 1 if they differ\n"
+    "  --rtol R             relative tolerance of --expect (default 1e-4)\n"
+    "  --save-state DIR     write the final parameters and state as .npy\n"
+    "  --quiet              no progress lines\n";
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "ds-step-run: error: %s\n", message.c_str());
+  return 1;
+}
+
+/// The losses of a ds-run report or a ds-step-run --losses file.
+bool readLosses(const std::string &path, std::vector<double> &losses,
+                std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot open " + path;
+    return false;
+  }
+  try {
+    json j = json::parse(in);
+    for (const json &s : j.at("steps"))
+      losses.push_back(s.at("loss").is_number() ? s.at("loss").get<double>()
+                                                : NAN);
+  } catch (const json::exception &e) {
+    error = path + ": " + e.what();
+    return false;
+  }
+  return true;
+}
+
+std::string escapeKey(const std::string &key) {
+  // As ds-run's checkpoints name files (lib/Runner/Checkpoint.cpp).
+  std::string out;
+  for (unsigned char c : key) {
+    if (std::isalnum(c) || c == '.' || c == '_' || c == '@' || c == '-') {
+      out += char(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof(hex), "%%%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  RunOptions options;
+  std::string initDir, lossesPath, expectPath, saveDir;
+  double rtol = 1e-4;
+  std::vector<std::string> dataArgs;
+  enum {
+    Steps = 1,
+    Data,
+    Init,
+    Every,
+    Losses,
+    Expect,
+    Rtol,
+    Save,
+    Quiet,
+    Help
+  };
+  static const option longOptions[] = {
+      {"steps", required_argument, nullptr, Steps},
+      {"data", required_argument, nullptr, Data},
+      {"init", required_argument, nullptr, Init},
+      {"report-every", required_argument, nullptr, Every},
+      {"losses", required_argument, nullptr, Losses},
+      {"expect", required_argument, nullptr, Expect},
+      {"rtol", required_argument, nullptr, Rtol},
+      {"save-state", required_argument, nullptr, Save},
+      {"quiet", no_argument, nullptr, Quiet},
+      {"help", no_argument, nullptr, Help},
+      {nullptr, 0, nullptr, 0}};
+  auto number = [](const char *text, double &out) {
+    char *end = nullptr;
+    out = std::strtod(text, &end);
+    return end && *end == '\0' && end != text;
+  };
+  for (int c; (c = getopt_long(argc, argv, "", longOptions, nullptr)) != -1;) {
+    double v = 0;
+    switch (c) {
+    case Steps:
+    case Every:
+      if (!number(optarg, v) || v < (c == Steps ? 0 : 1) || v != std::floor(v))
+        return fail(std::string(c == Steps ? "--steps" : "--report-every") +
+                    " expects an integer >= " + (c == Steps ? "0" : "1") +
+                    ", got '" + optarg + "'");
+      (c == Steps ? options.steps : options.reportEvery) = int64_t(v);
+      break;
+    case Rtol:
+      if (!number(optarg, rtol) || !(rtol >= 0))
+        return fail(std::string("--rtol expects a number >= 0, got '") +
+                    optarg + "'");
+      break;
+    case Data:
+      dataArgs.push_back(optarg);
+      break;
+    case Init:
+      initDir = optarg;
+      break;
+    case Losses:
+      lossesPath = optarg;
+      break;
+    case Expect:
+      expectPath = optarg;
+      break;
+    case Save:
+      saveDir = optarg;
+      break;
+    case Quiet:
+      options.quiet = true;
+      break;
+    case Help:
+      std::fputs(kUsage, stdout);
+      return 0;
+    default:
+      std::fputs(kUsage, stderr);
+      return 1;
+    }
+  }
+  if (optind + 1 != argc) {
+    std::fputs(kUsage, stderr);
+    return fail(optind == argc ? "no step directory given"
+                               : "one step directory expected");
+  }
+
+  std::string error;
+  StepManifest manifest;
+  if (!manifest.load(argv[optind], error))
+    return fail(error);
+  for (const std::string &a : dataArgs) {
+    size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == a.size())
+      return fail("--data expects NAME=FILE, got '" + a + "'");
+    Tensor t;
+    if (!readNpy(a.substr(eq + 1), t, error))
+      return fail("--data " + a.substr(0, eq) + ": " + error);
+    options.data[a.substr(0, eq)] = std::move(t);
+  }
+  std::vector<double> expected;
+  if (!expectPath.empty() && !readLosses(expectPath, expected, error))
+    return fail("--expect: " + error);
+  std::vector<Tensor> args;
+  if (!readCheckpoint(initDir.empty() ? manifest.dir + "/" + manifest.init
+                                      : initDir,
+                      manifest, args, error))
+    return fail(error);
+
+  // The device before the library: its constructors load the kernels.
+  if (manifest.device == "cuda") {
+#ifdef DSRT_HAVE_CUDA
+    if (dsrt_cuda_init() != 0)
+      return fail(dsrt_last_error() ? dsrt_last_error() : "no CUDA device");
+    int cc = dsrt_cuda_compute_capability();
+    int want = manifest.chip.rfind("sm_", 0) == 0
+                   ? std::atoi(manifest.chip.c_str() + 3)
+                   : 0;
+    // A cubin runs on its own major architecture, at its minor or later.
+    if (want == 0 || cc / 10 != want / 10 || cc % 10 < want % 10) {
+      std::string name = dsrt_cuda_device_name();
+      dsrt_cuda_shutdown();
+      return fail("the step was compiled for " + manifest.chip +
+                  ", but the device is sm_" + std::to_string(cc) + " (" + name +
+                  "): compile it again with ds-run --device cuda --gpu-chip "
+                  "sm_" +
+                  std::to_string(cc) + " --emit-step");
+    }
+    if (!options.quiet)
+      std::printf("ds-step-run: device: %s (sm_%d)\n", dsrt_cuda_device_name(),
+                  cc);
+#else
+    return fail("the step was compiled for CUDA, and this ds-step-run was "
+                "built without the CUDA backend (no CUDA toolkit at configure "
+                "time)");
+#endif
+  } else if (manifest.device != "cpu") {
+    return fail(manifest.dir + "/step.json: unknown device '" +
+                manifest.device + "'");
+  }
+
+  int code = 0;
+  RunResult result;
+  {
+    StepLibrary library;
+    if (!library.open(manifest, error) || dsrt_last_error()) {
+      code = fail(error.empty() ? std::string("loading the step's kernels: ") +
+                                      dsrt_last_error()
+                                : error);
+    } else {
+      if (!options.quiet)
+        std::printf("ds-step-run: %s (%s%s%s): %lld steps\n",
+                    manifest.function.c_str(), manifest.device.c_str(),
+                    manifest.chip.empty() ? "" : " ", manifest.chip.c_str(),
+                    (long long)options.steps);
+      if (!runSteps(manifest, library, std::move(args), options, result, error))
+        code = fail(error);
+    }
+    library.close(); // unloads a GPU step's kernels
+  }
+#ifdef DSRT_HAVE_CUDA
+  if (manifest.device == "cuda")
+    dsrt_cuda_shutdown();
+#endif
+  if (code != 0)
+    return code;
+
+  if (!options.quiet)
+    std::printf("ds-step-run: %.3f ms/step (host %.3f ms enqueueing), steps "
+                "2..%lld\n",
+                result.msPerStep, result.hostMsPerStep,
+                (long long)options.steps);
+  if (!lossesPath.empty()) {
+    json steps = json::array();
+    for (const StepRecord &r : result.steps) {
+      json metrics = json::object();
+      for (auto &[name, v] : r.metrics)
+        metrics[name] = v;
+      steps.push_back({{"step", r.step},
+                       {"loss", std::isfinite(r.loss) ? json(r.loss) : json()},
+                       {"metrics", metrics}});
+    }
+    json out = {{"function", manifest.function},
+                {"device", manifest.device},
+                {"chip", manifest.chip},
+                {"ms_per_step", result.msPerStep},
+                {"host_ms_per_step", result.hostMsPerStep},
+                {"steps", steps}};
+    std::ofstream os(lossesPath);
+    os << out.dump(2) << "\n";
+    if (!os)
+      return fail("cannot write " + lossesPath);
+  }
+  if (!saveDir.empty()) {
+    mkdir(saveDir.c_str(), 0777);
+    for (size_t i = 0; i < manifest.args.size(); ++i)
+      if (manifest.args[i].role != "input" &&
+          !writeNpy(saveDir + "/" + escapeKey(manifest.args[i].name) + ".npy",
+                    result.finalArgs[i], error))
+        return fail(error);
+  }
+  if (!expected.empty()) {
+    size_t n = std::min(expected.size(), result.steps.size());
+    if (n == 0)
+      return fail("--expect: no step to compare");
+    double worst = 0;
+    int64_t worstStep = 0;
+    for (size_t s = 0; s < n; ++s) {
+      double a = result.steps[s].loss, b = expected[s];
+      double rel = std::fabs(a - b) / std::max(std::fabs(b), 1e-30);
+      if (std::isnan(a) != std::isnan(b) || (!std::isnan(a) && rel > worst)) {
+        worst = std::isnan(rel) ? INFINITY : rel;
+        worstStep = int64_t(s + 1);
+      }
+    }
+    bool ok = worst <= rtol;
+    std::string where =
+        worstStep ? " at step " + std::to_string(worstStep) : " (identical)";
+    std::printf("ds-step-run: losses of %zu steps vs %s: max relative "
+                "difference %.3g%s (tolerance %.3g): %s\n",
+                n, expectPath.c_str(), worst, where.c_str(), rtol,
+                ok ? "PASS" : "FAIL");
+    if (!ok)
+      return 1;
+  }
+  return 0;
+}
