@@ -764,7 +764,8 @@ int main(int argc, char **argv) {
     Expected<std::string> target = resolveReplaceableDir(
         emitStep, kStepManifestFile, "a compiled step", emitExists);
     if (!target)
-      return badOption("--emit-step: " + toString(target.takeError()));
+      return badOption("--emit-step " + emitStep + ": " +
+                       toString(target.takeError()));
     emitTarget = *target;
     StringRef parent = sys::path::parent_path(emitTarget);
     std::string name = sys::path::filename(emitTarget).str();
