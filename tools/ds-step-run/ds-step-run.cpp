@@ -48,7 +48,9 @@ const char *kUsage =
     "                       --losses) file; exit 1 if they differ\n"
     "  --rtol R             relative tolerance of --expect (default 1e-4)\n"
     "  --save-state DIR     write the final parameters and state as .npy\n"
-    "  --quiet              no progress lines\n";
+    "  --quiet              no progress lines\n"
+    "  --device-info        print the CUDA device (or why there is none) and\n"
+    "                       exit: 0 with a device, 1 without\n";
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "ds-step-run: error: %s\n", message.c_str());
@@ -106,7 +108,8 @@ int main(int argc, char **argv) {
     Rtol,
     Save,
     Quiet,
-    Help
+    Help,
+    DeviceInfo
   };
   static const option longOptions[] = {
       {"steps", required_argument, nullptr, Steps},
@@ -119,6 +122,7 @@ int main(int argc, char **argv) {
       {"save-state", required_argument, nullptr, Save},
       {"quiet", no_argument, nullptr, Quiet},
       {"help", no_argument, nullptr, Help},
+      {"device-info", no_argument, nullptr, DeviceInfo},
       {nullptr, 0, nullptr, 0}};
   auto number = [](const char *text, double &out) {
     char *end = nullptr;
@@ -162,6 +166,17 @@ int main(int argc, char **argv) {
     case Help:
       std::fputs(kUsage, stdout);
       return 0;
+    case DeviceInfo:
+#ifdef DSRT_HAVE_CUDA
+      if (dsrt_cuda_init() != 0)
+        return fail(dsrt_last_error() ? dsrt_last_error() : "no CUDA device");
+      std::printf("device: %s (sm_%d)\n", dsrt_cuda_device_name(),
+                  dsrt_cuda_compute_capability());
+      dsrt_cuda_shutdown();
+      return 0;
+#else
+      return fail("built without the CUDA backend");
+#endif
     default:
       std::fputs(kUsage, stderr);
       return 1;

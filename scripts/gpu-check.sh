@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The device check of ds-mlir's GPU backend (docs/GPUBackend.md), in two
+# halves, because the GPU machine is bare (no MLIR, no LLVM, no network):
+#
+#   scripts/gpu-check.sh prepare [--out DIR] [--chip sm_90] [--steps N]
+#                                [--examples "mlp cnn gpt_block"]
+#                                [--build DIR (default build/)]
+#     Here, after `make build`: compiles every example's training step for
+#     the chip (ds-run --device cuda --emit-step: host code with the cubins
+#     embedded), in f32 and with the FP8/BF16 policy, loss scaling and
+#     clipping; writes each step's data and the CPU path's losses on it (the
+#     reference); and copies the sources of the runtime's CUDA backend, of
+#     ds-step-run and of the runtime check, with a CMakeLists.txt, into one
+#     bundle of at most 60 MiB (default build/gpu-bundle).
+#
+#   gpu-check.sh run [BUNDLE]
+#     On the GPU machine (CMake, a C++17 compiler, the CUDA toolkit, a
+#     driver): builds the bundle, runs the runtime's checks (GEMMs of every
+#     type and layout, FP8 and BF16 against f32 on the same rounded
+#     operands), trains every step for N steps against its CPU reference,
+#     benchmarks cuBLASLt's BF16 and FP8 GEMMs at 8192^3, and prints one
+#     table. Without a device every row is UNSUPPORTED and the exit is 0;
+#     a failed check exits 1.
+set -uo pipefail
+
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
+die() { echo "gpu-check: error: $*" >&2; exit 1; }
+
+prepare() {
+  local root out chip steps examples build
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  out="$root/build/gpu-bundle" chip=sm_90 steps=20 examples="mlp cnn gpt_block"
+  build="$root/build"
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --out) out=$2; shift 2 ;;
+      --chip) chip=$2; shift 2 ;;
+      --steps) steps=$2; shift 2 ;;
+      --examples) examples=$2; shift 2 ;;
+      --build) build=$2; shift 2 ;;
+      -h|--help) usage 0 ;;
+      *) die "prepare: unknown argument '$1'" ;;
+    esac
+  done
+  [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps expects a positive integer"
+  local bin="$build/bin" python="$HOME/.cache/ds-mlir/venv/bin/python"
+  [[ -x "$bin/ds-run" ]] || die "no $bin/ds-run: run 'make build' first"
+  [[ -x "$python" ]] || die "no $python: run 'make deps' first"
+  [[ -d /usr/include/nlohmann ]] || die "nlohmann-json's headers are missing: run 'make deps'"
+  local policy="$root/test/Conversion/GPU/Inputs/fp8-bf16.yaml"
+  local -A configs=(
+    [f32]=""
+    [policy]="--precision=$policy --loss-scaling --clip-gradients"
+  )
+  local -A tolerance=([f32]=1e-4 [policy]=1e-2)
+  local start=$SECONDS
+  rm -rf "$out" && mkdir -p "$out/cases" || die "cannot create $out"
+  : > "$out/cases.txt"
+  local example config case dir
+  for example in $examples; do
+    [[ -f "$root/examples/$example.mlir" ]] || die "no example '$example'"
+    for config in f32 policy; do
+      case="$example-$config" dir="$out/cases/$example-$config"
+      echo "gpu-check: $case: compiling for $chip, CPU reference of $steps steps"
+      # shellcheck disable=SC2086
+      "$bin/ds-run" "$root/examples/$example.mlir" ${configs[$config]} \
+        --device cuda --gpu-chip "$chip" --steps "$steps" \
+        --emit-step "$dir" --quiet || die "$case: ds-run --emit-step failed"
+      rm -f "$dir/step.o" # step.so holds the same code
+      "$python" "$root/test/Runtime/aot/make_data.py" "$dir" "$dir/data" \
+        "$steps" > "$dir/data.txt" || die "$case: cannot write its data"
+      local data=()
+      while IFS='=' read -r name file; do
+        data+=(--data "$name=$file" --eval-data "$name=$file")
+      done < "$dir/data.txt"
+      rm -f "$dir/data.txt"
+      # shellcheck disable=SC2086
+      "$bin/ds-run" "$root/examples/$example.mlir" ${configs[$config]} \
+        --resume "$dir/init" "${data[@]}" --steps "$steps" \
+        --report "$dir/ref.json" --quiet || die "$case: the CPU reference failed"
+      echo "$case $steps ${tolerance[$config]}" >> "$out/cases.txt"
+    done
+  done
+  # The sources the GPU machine builds, in the tree's layout.
+  local src="$out/src"
+  mkdir -p "$src/include/ds/Runtime" "$src/lib/Runtime/cuda" \
+    "$src/tools/ds-step-run" "$src/unittests/Runtime" "$src/third_party"
+  cp "$root"/include/ds/Runtime/ds_runtime.h \
+    "$root"/include/ds/Runtime/ds_runtime_cuda.h "$src/include/ds/Runtime/"
+  cp "$root"/lib/Runtime/Error.cpp "$root"/lib/Runtime/RuntimeInternal.h \
+    "$src/lib/Runtime/"
+  cp "$root"/lib/Runtime/cuda/*.cpp "$root"/lib/Runtime/cuda/*.h \
+    "$root"/lib/Runtime/cuda/*.cmake "$src/lib/Runtime/cuda/"
+  cp "$root"/tools/ds-step-run/*.cpp "$root"/tools/ds-step-run/*.h \
+    "$root"/tools/ds-step-run/Sources.cmake "$src/tools/ds-step-run/"
+  cp "$root/unittests/Runtime/CudaCheck.cpp" "$src/unittests/Runtime/"
+  cp -r /usr/include/nlohmann "$src/third_party/"
+  cp "$root/scripts/gpu-check/CMakeLists.txt" "$out/CMakeLists.txt"
+  cp "$0" "$out/gpu-check.sh"
+  local bytes
+  bytes=$(du -sb "$out" | cut -f1)
+  (( bytes <= 60 * 1024 * 1024 )) ||
+    die "the bundle is $((bytes / 1024 / 1024)) MiB, over the 60 MiB a GPU machine takes"
+  echo "gpu-check: bundle $out: $(wc -l < "$out/cases.txt") steps, $((bytes / 1024)) KiB, prepared in $((SECONDS - start)) s"
+  echo "gpu-check: on the GPU machine: bash $(basename "$out")/gpu-check.sh run $(basename "$out")"
+}
+
+run() {
+  local bundle=${1:-$(cd "$(dirname "$0")" && pwd)}
+  bundle=$(cd "$bundle" 2>/dev/null && pwd) || die "no bundle at '${1:-}'"
+  [[ -f "$bundle/cases.txt" && -f "$bundle/CMakeLists.txt" ]] ||
+    die "$bundle is not a gpu-check bundle (run 'gpu-check.sh prepare' first)"
+  local start=$SECONDS build="$bundle/build" log="$bundle/build.log"
+  local generator=()
+  command -v ninja > /dev/null && generator=(-G Ninja)
+  if ! { cmake -S "$bundle" -B "$build" "${generator[@]}" \
+           -DCMAKE_BUILD_TYPE=Release &&
+         cmake --build "$build" -j "$(nproc)"; } > "$log" 2>&1; then
+    tail -30 "$log"
+    die "building the bundle failed (log: $log)"
+  fi
+  local built=$((SECONDS - start))
+  local rows=() failed=0 device
+  row() { rows+=("$(printf '%-34s %-11s %s' "$1" "$2" "$3")"); }
+  if ! device=$("$build/ds-step-run" --device-info 2>&1); then
+    row "device" "UNSUPPORTED" "${device#ds-step-run: error: }"
+    while read -r case steps tol; do
+      row "$case ($steps steps vs CPU)" "UNSUPPORTED" "no device"
+    done < "$bundle/cases.txt"
+    print_table "no CUDA device" "$built"
+    return 0
+  fi
+  local scenario out
+  for scenario in basic gemm fp8-refusals fp8-accuracy; do
+    out=$(timeout 300 "$build/ds-runtime-cuda-check" "$scenario" 2>&1)
+    local rc=$? summary
+    summary=$(grep -E '^[0-9]+ passed' <<< "$out" | tail -1)
+    [[ $scenario == fp8-accuracy ]] &&
+      summary="$summary; $(grep -E 'Frobenius' <<< "$out" | sed 's/ on the same rounded operands: relative Frobenius error/:/' | tr '\n' ';')"
+    if [[ $rc -eq 0 ]]; then row "runtime $scenario" PASS "$summary"
+    else row "runtime $scenario" FAIL "$summary $(grep -m3 '^FAIL' <<< "$out" | tr '\n' ' ')"; failed=1; fi
+  done
+  local case steps tol
+  while read -r case steps tol; do
+    local dir="$bundle/cases/$case" data=()
+    for f in "$dir"/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
+    out=$(timeout 300 "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
+            --report-every 10 --expect "$dir/ref.json" --rtol "$tol" \
+            --losses "$dir/gpu.json" 2>&1)
+    local rc=$? diff ms
+    diff=$(grep -o 'max relative difference [^ ]*' <<< "$out" | awk '{print $4}')
+    ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
+    if [[ $rc -eq 0 ]]; then
+      row "$case ($steps steps vs CPU)" PASS "max rel. loss diff ${diff} (tol $tol), ${ms} ms/step"
+    else
+      row "$case ($steps steps vs CPU)" FAIL "${diff:+max rel. loss diff $diff (tol $tol) }$(grep -m1 'error' <<< "$out")"
+      failed=1
+    fi
+  done < "$bundle/cases.txt"
+  out=$(DS_CUDA_BENCH_N=${DS_CUDA_BENCH_N:-8192} timeout 300 "$build/ds-runtime-cuda-check" bench 2>&1)
+  while read -r line; do
+    [[ -n "$line" ]] && row "$(cut -d: -f2 <<< "$line" | sed 's/^ //')" "-" "$(cut -d: -f3- <<< "$line" | sed 's/^ //')"
+  done <<< "$(grep '^bench:' <<< "$out")"
+  grep -q '^FAIL' <<< "$out" && { row "bench" FAIL "$(grep -m1 '^FAIL' <<< "$out")"; failed=1; }
+  print_table "$device" "$built"
+  return $failed
+}
+
+print_table() {
+  echo
+  echo "ds-mlir GPU check: $1; bundle built in $2 s, all done in $SECONDS s"
+  printf '%-34s %-11s %s\n' "check" "result" "measured"
+  local r
+  for r in "${rows[@]}"; do echo "$r"; done
+}
+
+case "${1:-}" in
+  prepare) shift; prepare "$@" ;;
+  run) shift; run "$@" ;;
+  -h|--help) usage 0 ;;
+  *) usage 1 ;;
+esac
