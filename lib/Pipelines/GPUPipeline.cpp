@@ -56,10 +56,14 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
 std::string mlir::ds::ptxFeaturesFor(StringRef chip) {
   // CUDA 13's ptxas targets Turing (sm_75) and newer; each chip needs the
   // PTX ISA version that introduced it (the PTX ISA manual's target table).
-  // PTX 8.0 (CUDA 12.0) is the floor: it has sm_90a and everything older.
+  // PTX 8.1 (CUDA 12.1, drivers since 2023) is the floor: it has sm_90a and
+  // everything older, and kernel parameters up to 32764 bytes instead of
+  // 4352. Fusion makes kernels with many buffers, each a 7-word memref
+  // descriptor: the backward of a 12-layer GPT (d_model 1024) has a kernel
+  // of 63 buffers (4568 bytes) that PTX 8.0 cannot take.
   return llvm::StringSwitch<std::string>(chip)
       .Cases({"sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"},
-             "+ptx80")
+             "+ptx81")
       .Cases({"sm_100", "sm_100a", "sm_101", "sm_101a"}, "+ptx86")
       .Cases({"sm_120", "sm_120a"}, "+ptx87")
       .Cases({"sm_103", "sm_103a", "sm_121", "sm_121a"}, "+ptx88")
@@ -119,6 +123,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   pm.addPass(createPrepareStepABIPass());
   ConvertDSToLinalgPassOptions toLinalg;
   toLinalg.parallelScatter = true;
+  toLinalg.narrowGemms = true; // cuBLASLt's BF16/F16 GEMMs
   pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass(toLinalg));
   cleanup();
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());

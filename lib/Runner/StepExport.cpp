@@ -47,6 +47,15 @@ static llvm::Expected<llvm::json::Object> manifest(const StepProgram &program,
     (*t)["name"] = arg.name;
     if (arg.range > 0)
       (*t)["range"] = arg.range;
+    // The initialiser, for a runner that draws its own initial state
+    // (ds-step-run --init-random) instead of reading init/.
+    if (arg.init) {
+      llvm::json::Object init{
+          {"kind", mlir::ds::stringifyInitKind(arg.init.getKind()).str()}};
+      if (arg.init.takesValue())
+        init["value"] = arg.init.getValueAsDouble();
+      (*t)["init"] = std::move(init);
+    }
     args.push_back(std::move(*t));
   }
   for (auto [i, result] : llvm::enumerate(c.results)) {

@@ -68,6 +68,12 @@ cl::opt<std::string> emitStep(
              "your own (docs/AheadOfTime.md); --steps is the schedules' "
              "length"),
     cl::value_desc("DIR"), cl::cat(runCat));
+cl::opt<bool> emitInit(
+    "emit-init",
+    cl::desc("With --emit-step: also write the initial state, DIR/init "
+             "(default true; =false for a step whose state is drawn where it "
+             "runs, ds-step-run --init-random)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of initialisation and data"),
                        cl::init(0), cl::cat(runCat));
 cl::opt<std::string> paramsDir("params",
@@ -533,6 +539,8 @@ int main(int argc, char **argv) {
       return badOption("--emit-step exports a single-process step: pipeline "
                        "and data parallelism need ds-run's MPI job");
   }
+  if (emitInit.getNumOccurrences() && emitStep.empty())
+    return badOption("--emit-init goes with --emit-step");
   if (stageCount > 1 && !dsrt_comm_launched())
     return badOption("a pipeline of " + std::to_string(stageCount) +
                      " stages runs one stage per rank: start it with "
@@ -779,7 +787,8 @@ int main(int argc, char **argv) {
     emitTmp = tmp.str().str();
     SmallString<256> init(tmp);
     sys::path::append(init, kStepInitDir);
-    checkpointDir = init.str().str();
+    if (emitInit)
+      checkpointDir = init.str().str();
     steps = 0;
     quiet = true; // the run only writes init/
   }
@@ -908,8 +917,9 @@ int main(int argc, char **argv) {
     }
     if (!emitQuiet)
       outs() << "ds-run: wrote the compiled step to " << emitTarget
-             << " (step.so, step.json, init/); run it with ds-step-run "
-             << emitStep << "\n";
+             << (emitInit ? " (step.so, step.json, init/)"
+                          : " (step.so, step.json)")
+             << "; run it with ds-step-run " << emitStep << "\n";
   }
   return finish(0);
 }

@@ -4,8 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <dlfcn.h>
 #include <fstream>
+#include <random>
 
 using namespace ds::steprun;
 using nlohmann::json;
@@ -55,6 +57,10 @@ static bool readSpecs(const json &array, bool isArgs,
     s.shape = e.at("shape").get<std::vector<int64_t>>();
     s.of = e.value("of", int64_t(-1));
     s.range = e.value("range", int64_t(0));
+    if (e.contains("init")) {
+      s.initKind = e["init"].at("kind").get<std::string>();
+      s.initValue = e["init"].value("value", 0.0);
+    }
     if (elementSize(s.dtype) == 0) {
       error = "unknown dtype '" + s.dtype + "'";
       return false;
@@ -184,6 +190,57 @@ bool ds::steprun::readCheckpoint(const std::string &dir,
   } catch (const json::exception &e) {
     error = dir + "/runner.json: " + e.what();
     return false;
+  }
+  return true;
+}
+
+bool ds::steprun::randomState(const StepManifest &manifest, uint64_t seed,
+                              std::vector<Tensor> &args, std::string &error) {
+  std::mt19937_64 rng(seed);
+  args.assign(manifest.args.size(), Tensor());
+  for (size_t i = 0; i < manifest.args.size(); ++i) {
+    const TensorSpec &spec = manifest.args[i];
+    if (spec.role == "input")
+      continue;
+    Tensor &t = args[i] = spec.zeros();
+    const std::string &kind = spec.initKind;
+    if (kind == "zeros")
+      continue;
+    if (kind != "ones" && kind != "constant" && kind != "normal" &&
+        kind != "uniform") {
+      error = spec.role + " '" + spec.name + "' has initialiser '" + kind +
+              "': its value must be loaded (give --init DIR)";
+      return false;
+    }
+    bool isFloat = spec.dtype == "f32" || spec.dtype == "f64";
+    if (!isFloat && (kind == "normal" || kind == "uniform" ||
+                     spec.dtype == "f16" || spec.dtype == "bf16")) {
+      error = spec.role + " '" + spec.name + "' (" + spec.dtype +
+              "): --init-random draws f32, f64 and integer tensors only";
+      return false;
+    }
+    std::normal_distribution<double> normal(0.0, spec.initValue);
+    std::uniform_real_distribution<double> uniform(-spec.initValue,
+                                                   spec.initValue);
+    size_t size = elementSize(spec.dtype);
+    for (int64_t j = 0, n = t.numElements(); j < n; ++j) {
+      double v = kind == "ones"       ? 1.0
+                 : kind == "constant" ? spec.initValue
+                 : kind == "normal"   ? normal(rng)
+                                      : uniform(rng);
+      uint8_t *p = t.bytes.data() + size_t(j) * size;
+      auto store = [&](auto x) { std::memcpy(p, &x, sizeof(x)); };
+      if (spec.dtype == "f32")
+        store(float(v));
+      else if (spec.dtype == "f64")
+        store(v);
+      else if (spec.dtype == "i64")
+        store(int64_t(v));
+      else if (spec.dtype == "i32")
+        store(int32_t(v));
+      else
+        store(uint8_t(v));
+    }
   }
   return true;
 }

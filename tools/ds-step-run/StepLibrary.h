@@ -24,6 +24,10 @@ struct TensorSpec {
   std::vector<int64_t> shape;
   int64_t of = -1;   ///< update/grad: the argument index
   int64_t range = 0; ///< integer inputs: values in [0, range), 0 unknown
+  /// Parameters and state: the initialiser (zeros, ones, constant, normal,
+  /// uniform, file) and its value.
+  std::string initKind;
+  double initValue = 0;
 
   size_t bytes() const;
   Tensor zeros() const;
@@ -62,6 +66,13 @@ private:
 /// (one tensor per argument; inputs are left empty).
 bool readCheckpoint(const std::string &dir, const StepManifest &manifest,
                     std::vector<Tensor> &args, std::string &error);
+
+/// Draws the parameters and state of `manifest` from their initialisers
+/// with a generator of its own (std::mt19937_64 from `seed`; not ds-run's
+/// Philox stream, so not ds-run's values): for benchmarks of steps whose
+/// state is too large to carry. Fails for `file` initialisers.
+bool randomState(const StepManifest &manifest, uint64_t seed,
+                 std::vector<Tensor> &args, std::string &error);
 
 } // namespace ds::steprun
 

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <getopt.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace ds::steprun;
 using nlohmann::json;
@@ -41,6 +42,9 @@ const char *kUsage =
     "                       does (every input needs one)\n"
     "  --init DIR           initial state: a ds-run checkpoint (default\n"
     "                       STEP_DIR/init)\n"
+    "  --init-random SEED   draw the initial state from the initialisers in\n"
+    "                       step.json instead (a generator of its own, not\n"
+    "                       ds-run's values): for benchmarks\n"
     "  --report-every K     read the loss back every K steps (default 10);\n"
     "                       on a device, nothing waits in between\n"
     "  --losses FILE.json   write every step's loss and scalar metrics\n"
@@ -97,6 +101,7 @@ int main(int argc, char **argv) {
   RunOptions options;
   std::string initDir, lossesPath, expectPath, saveDir;
   double rtol = 1e-4;
+  int64_t randomSeed = -1;
   std::vector<std::string> dataArgs;
   enum {
     Steps = 1,
@@ -109,7 +114,8 @@ int main(int argc, char **argv) {
     Save,
     Quiet,
     Help,
-    DeviceInfo
+    DeviceInfo,
+    InitRandom
   };
   static const option longOptions[] = {
       {"steps", required_argument, nullptr, Steps},
@@ -123,6 +129,7 @@ int main(int argc, char **argv) {
       {"quiet", no_argument, nullptr, Quiet},
       {"help", no_argument, nullptr, Help},
       {"device-info", no_argument, nullptr, DeviceInfo},
+      {"init-random", required_argument, nullptr, InitRandom},
       {nullptr, 0, nullptr, 0}};
   auto number = [](const char *text, double &out) {
     char *end = nullptr;
@@ -150,6 +157,12 @@ int main(int argc, char **argv) {
       break;
     case Init:
       initDir = optarg;
+      break;
+    case InitRandom:
+      if (!number(optarg, v) || v < 0 || v != std::floor(v))
+        return fail(std::string("--init-random expects a seed >= 0, got '") +
+                    optarg + "'");
+      randomSeed = int64_t(v);
       break;
     case Losses:
       lossesPath = optarg;
@@ -205,9 +218,18 @@ int main(int argc, char **argv) {
   if (!expectPath.empty() && !readLosses(expectPath, expected, error))
     return fail("--expect: " + error);
   std::vector<Tensor> args;
-  if (!readCheckpoint(initDir.empty() ? manifest.dir + "/" + manifest.init
-                                      : initDir,
-                      manifest, args, error))
+  if (randomSeed >= 0 && !initDir.empty())
+    return fail("give --init or --init-random, not both");
+  if (randomSeed < 0 && initDir.empty() &&
+      access((manifest.dir + "/" + manifest.init).c_str(), F_OK) != 0)
+    return fail(manifest.dir + " has no " + manifest.init +
+                "/ (exported with --emit-init=false): give --init DIR or "
+                "--init-random SEED");
+  if (randomSeed >= 0
+          ? !randomState(manifest, uint64_t(randomSeed), args, error)
+          : !readCheckpoint(initDir.empty() ? manifest.dir + "/" + manifest.init
+                                            : initDir,
+                            manifest, args, error))
     return fail(error);
 
   // The device before the library: its constructors load the kernels.

@@ -20,7 +20,10 @@ bool isCollective(Operation *op);
 
 /// Adds the patterns that lower every ds op to linalg, tensor, arith, math
 /// and scf ops on tensors.
-void populateDSToLinalgPatterns(RewritePatternSet &patterns);
+/// With `narrowGemms`, matmuls keep bf16/f16 operands (see the pass's
+/// narrow-gemms option).
+void populateDSToLinalgPatterns(RewritePatternSet &patterns,
+                                bool narrowGemms = false);
 
 } // namespace mlir::ds
 

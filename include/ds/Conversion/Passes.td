@@ -30,7 +30,11 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
            "Leave the ops with runtime kernels for convert-ds-to-runtime">,
     Option<"parallelScatter", "parallel-scatter", "bool", /*default=*/"false",
            "Lower scatters (embedding_grad) as parallel masked reductions "
-           "instead of serial loops (the GPU path)">
+           "instead of serial loops (the GPU path)">,
+    Option<"narrowGemms", "narrow-gemms", "bool", /*default=*/"false",
+           "Keep the bf16 and f16 operands of matmuls, accumulating in f32 "
+           "(the GPU path: cuBLASLt's BF16/F16 GEMMs); by default they are "
+           "extended to f32 first (FP8 operands always are)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -56,7 +56,7 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
   PassOptions::Option<std::string> features{
       *this, "features",
       llvm::cl::desc("PTX features (default: the lowest PTX ISA that has the "
-                     "chip, e.g. +ptx80)"),
+                     "chip, e.g. +ptx81)"),
       llvm::cl::init("")};
   PassOptions::Option<std::string> format{
       *this, "format",
@@ -515,7 +515,7 @@ LogicalResult buildGPUPipeline(OpPassManager &pm,
                                std::string &error);
 
 /// The lowest PTX ISA version that can target `chip` (sm_XY[a|f]), as a
-/// feature string ("+ptx80"), or "" when the chip is not an NVIDIA SM
+/// feature string ("+ptx81"), or "" when the chip is not an NVIDIA SM
 /// architecture this toolchain knows.
 std::string ptxFeaturesFor(StringRef chip);
 

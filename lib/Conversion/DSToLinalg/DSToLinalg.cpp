@@ -32,9 +32,10 @@ namespace mlir::ds {
 using namespace mlir;
 using namespace mlir::ds;
 
-void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns) {
+void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns,
+                                          bool narrowGemms) {
   lowering::populateElementwisePatterns(patterns);
-  lowering::populateMatMulPatterns(patterns);
+  lowering::populateMatMulPatterns(patterns, narrowGemms);
   lowering::populateReductionPatterns(patterns);
   lowering::populateShapePatterns(patterns);
   lowering::populateNNPatterns(patterns);
@@ -69,7 +70,7 @@ struct ConvertDSToLinalgPass
   using Base::Base;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    populateDSToLinalgPatterns(patterns);
+    populateDSToLinalgPatterns(patterns, narrowGemms);
     if (parallelScatter)
       lowering::populateParallelScatterPatterns(patterns);
     ConversionTarget target(getContext());

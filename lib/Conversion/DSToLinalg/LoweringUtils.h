@@ -136,7 +136,8 @@ Value reshapeTo(OpBuilder &b, Location loc, Value value,
 //===----------------------------------------------------------------------===//
 
 void populateElementwisePatterns(RewritePatternSet &patterns);
-void populateMatMulPatterns(RewritePatternSet &patterns);
+void populateMatMulPatterns(RewritePatternSet &patterns,
+                            bool narrowGemms = false);
 void populateReductionPatterns(RewritePatternSet &patterns);
 void populateShapePatterns(RewritePatternSet &patterns);
 void populateNNPatterns(RewritePatternSet &patterns);

@@ -1,0 +1,35 @@
+// RUN: ds-opt %s --convert-ds-to-linalg="narrow-gemms" --mlir-print-local-scope | FileCheck %s
+// RUN: ds-opt %s --convert-ds-to-linalg --mlir-print-local-scope | FileCheck %s --check-prefix=DEFAULT
+
+// narrow-gemms (ds-gpu-pipeline sets it): a matmul of bf16 or f16 operands
+// stays one mixed-type contraction that accumulates in f32, for cuBLASLt's
+// BF16/F16 GEMMs; FP8 operands are still extended to f32 first. By default
+// (the CPU path) every narrow operand is extended.
+
+// CHECK-LABEL: func.func @bf16_into_f32(
+// CHECK-NOT:     arith.extf
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x8xbf16>, tensor<8x16xbf16>) outs(%{{.*}} : tensor<4x16xf32>)
+// DEFAULT-LABEL: func.func @bf16_into_f32(
+// DEFAULT:         arith.extf %{{.*}} : bf16 to f32
+// DEFAULT:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x16xf32>)
+func.func @bf16_into_f32(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>) -> tensor<4x16xf32> {
+  %0 = ds.matmul %a, %b : tensor<4x8xbf16>, tensor<8x16xbf16> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+
+// A bf16 result is rounded once from the f32 accumulator.
+// CHECK-LABEL: func.func @f16_into_f16(
+// CHECK:         linalg.batch_matmul ins(%{{.*}}, %{{.*}} : tensor<2x4x8xf16>, tensor<2x8x16xf16>) outs(%{{.*}} : tensor<2x4x16xf32>)
+// CHECK:         arith.truncf %{{.*}} : f32 to f16
+func.func @f16_into_f16(%a: tensor<2x4x8xf16>, %b: tensor<2x8x16xf16>) -> tensor<2x4x16xf16> {
+  %0 = ds.matmul %a, %b : tensor<2x4x8xf16>, tensor<2x8x16xf16> -> tensor<2x4x16xf16>
+  return %0 : tensor<2x4x16xf16>
+}
+
+// CHECK-LABEL: func.func @fp8_extended(
+// CHECK:         arith.extf %{{.*}} : f8E4M3FN to f32
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x16xf32>, tensor<16x16xf32>)
+func.func @fp8_extended(%a: tensor<4x16xf8E4M3FN>, %b: tensor<16x16xf8E4M3FN>) -> tensor<4x16xf32> {
+  %0 = ds.matmul %a, %b : tensor<4x16xf8E4M3FN>, tensor<16x16xf8E4M3FN> -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
