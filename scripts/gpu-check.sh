@@ -5,32 +5,37 @@
 #   scripts/gpu-check.sh prepare [--out DIR] [--chip sm_90] [--steps N]
 #                                [--examples "mlp cnn gpt_block"]
 #                                [--build DIR (default build/)]
+#                                [--bench-layers L (default 12; 0: none)]
 #     Here, after `make build`: compiles every example's training step for
 #     the chip (ds-run --device cuda --emit-step: host code with the cubins
 #     embedded), in f32 and with the FP8/BF16 policy, loss scaling and
 #     clipping; writes each step's data and the CPU path's losses on it (the
-#     reference); and copies the sources of the runtime's CUDA backend, of
-#     ds-step-run and of the runtime check, with a CMakeLists.txt, into one
-#     bundle of at most 60 MiB (default build/gpu-bundle).
+#     reference); compiles the GPT benchmark step (gen_examples.py gpt
+#     --d-model 1024 --heads 16 --seq 1024 --batch 8 --layers L) in f32,
+#     BF16-mixed and the FP8 policy; and copies the sources of the runtime's
+#     CUDA backend, of ds-step-run and of the runtime check, with a
+#     CMakeLists.txt and PyTorch's side of the benchmark, into one bundle of
+#     at most 60 MiB (default build/gpu-bundle).
 #
 #   gpu-check.sh run [BUNDLE]
 #     On the GPU machine (CMake, a C++17 compiler, the CUDA toolkit, a
 #     driver): builds the bundle, runs the runtime's checks (GEMMs of every
 #     type and layout, FP8 and BF16 against f32 on the same rounded
 #     operands), trains every step for N steps against its CPU reference,
-#     benchmarks cuBLASLt's BF16 and FP8 GEMMs at 8192^3, and prints one
-#     table. Without a device every row is UNSUPPORTED and the exit is 0;
+#     benchmarks cuBLASLt's BF16 and FP8 GEMMs at 8192^3 and the GPT step
+#     against PyTorch (eager f32 without TF32, autocast BF16, torch.compile),
+#     and prints one table. Without a device every row is UNSUPPORTED and the exit is 0;
 #     a failed check exits 1.
 set -uo pipefail
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
 
 prepare() {
-  local root out chip steps examples build
+  local root out chip steps examples build layers
   root=$(cd "$(dirname "$0")/.." && pwd)
   out="$root/build/gpu-bundle" chip=sm_90 steps=20 examples="mlp cnn gpt_block"
-  build="$root/build"
+  build="$root/build" layers=12
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --out) out=$2; shift 2 ;;
@@ -38,11 +43,13 @@ prepare() {
       --steps) steps=$2; shift 2 ;;
       --examples) examples=$2; shift 2 ;;
       --build) build=$2; shift 2 ;;
+      --bench-layers) layers=$2; shift 2 ;;
       -h|--help) usage 0 ;;
       *) die "prepare: unknown argument '$1'" ;;
     esac
   done
   [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps expects a positive integer"
+  [[ "$layers" =~ ^[0-9]+$ ]] || die "--bench-layers expects an integer >= 0"
   local bin="$build/bin" python="$HOME/.cache/ds-mlir/venv/bin/python"
   [[ -x "$bin/ds-run" ]] || die "no $bin/ds-run: run 'make build' first"
   [[ -x "$python" ]] || die "no $python: run 'make deps' first"
@@ -81,6 +88,35 @@ prepare() {
       echo "$case $steps ${tolerance[$config]}" >> "$out/cases.txt"
     done
   done
+  # The GPT step benchmark: kernels and GEMMs at a real size. Its state
+  # (hundreds of MiB) is drawn on the GPU machine (ds-step-run
+  # --init-random), and the libraries travel compressed.
+  if (( layers > 0 )); then
+    local size=(--d-model 1024 --heads 16 --seq 1024 --batch 8 --vocab 128)
+    mkdir -p "$out/bench"
+    "$python" "$root/examples/gen_examples.py" gpt "${size[@]}" --dropout 0 \
+      --layers "$layers" -o "$out/bench/gpt.mlir" || die "cannot generate the GPT step"
+    local -A policies=(
+      [f32]=""
+      [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
+      [fp8]="--precision=$policy"
+    )
+    local variant
+    for variant in f32 bf16 fp8; do
+      echo "gpu-check: gpt benchmark ($layers layers, d_model 1024) $variant: compiling for $chip"
+      # shellcheck disable=SC2086
+      "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
+        --gpu-chip "$chip" --steps 12 --emit-step "$out/bench/gpt-$variant" \
+        --emit-init=false --quiet || die "gpt-$variant: ds-run --emit-step failed"
+      rm -f "$out/bench/gpt-$variant/step.o"
+      gzip -9 "$out/bench/gpt-$variant/step.so"
+    done
+    "$python" "$root/test/Runtime/aot/make_data.py" "$out/bench/gpt-f32" \
+      "$out/bench/data" 12 > /dev/null || die "cannot write the benchmark's data"
+    rm -f "$out/bench/gpt.mlir"
+    echo "${size[*]} --layers $layers" > "$out/bench/size.txt"
+    cp "$root/scripts/gpu-check/torch_gpt.py" "$out/bench/"
+  fi
   # The sources the GPU machine builds, in the tree's layout.
   local src="$out/src"
   mkdir -p "$src/include/ds/Runtime" "$src/lib/Runtime/cuda" \
@@ -101,7 +137,7 @@ prepare() {
   bytes=$(du -sb "$out" | cut -f1)
   (( bytes <= 60 * 1024 * 1024 )) ||
     die "the bundle is $((bytes / 1024 / 1024)) MiB, over the 60 MiB a GPU machine takes"
-  echo "gpu-check: bundle $out: $(wc -l < "$out/cases.txt") steps, $((bytes / 1024)) KiB, prepared in $((SECONDS - start)) s"
+  echo "gpu-check: bundle $out: $(wc -l < "$out/cases.txt") steps, benchmark of $layers layers, $((bytes / 1024)) KiB, prepared in $((SECONDS - start)) s"
   echo "gpu-check: on the GPU machine: bash $(basename "$out")/gpu-check.sh run $(basename "$out")"
 }
 
@@ -162,8 +198,46 @@ run() {
     [[ -n "$line" ]] && row "$(cut -d: -f2 <<< "$line" | sed 's/^ //')" "-" "$(cut -d: -f3- <<< "$line" | sed 's/^ //')"
   done <<< "$(grep '^bench:' <<< "$out")"
   grep -q '^FAIL' <<< "$out" && { row "bench" FAIL "$(grep -m1 '^FAIL' <<< "$out")"; failed=1; }
+  [[ -f "$bundle/bench/size.txt" ]] && bench_gpt "$bundle" "$build"
   print_table "$device" "$built"
   return $failed
+}
+
+# The GPT step: ds (f32, BF16-mixed, FP8 policy) and PyTorch on one shape.
+bench_gpt() {
+  local bundle=$1 build=$2 size variant dir out data=() ms_ds_fp8="" ms_pt_bf16=""
+  read -r -a size < "$bundle/bench/size.txt"
+  local layers=${size[-1]} tokens=$((8 * 1024))
+  for f in "$bundle"/bench/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
+  for variant in f32 bf16 fp8; do
+    dir="$bundle/bench/gpt-$variant"
+    [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
+    out=$(timeout 200 "$build/ds-step-run" "$dir" --init-random 0 "${data[@]}" \
+            --steps 12 --report-every 12 2>&1)
+    local ms host
+    ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
+    host=$(grep -o 'host [0-9.]* ms' <<< "$out" | awk '{print $2}')
+    if [[ -n "$ms" ]]; then
+      row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
+      [[ $variant == fp8 ]] && ms_ds_fp8=$ms
+    else
+      row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out")"
+      failed=1
+    fi
+  done
+  if python3 -c 'import torch' 2> /dev/null; then
+    out=$(timeout 300 python3 "$bundle/bench/torch_gpt.py" "${size[@]}" 2>&1)
+    while read -r line; do
+      [[ $line == torch* ]] || continue
+      row "gpt ${layers}x1024 $(cut -d: -f1 <<< "$line")" "-" "$(cut -d: -f2- <<< "$line" | sed 's/^ //')"
+      [[ $line == "torch autocast-bf16:"* ]] && ms_pt_bf16=$(awk '{print $3}' <<< "$line")
+    done <<< "$out"
+  else
+    row "gpt ${layers}x1024 torch" "UNSUPPORTED" "no PyTorch for python3"
+  fi
+  if [[ -n "$ms_ds_fp8" && -n "$ms_pt_bf16" ]]; then
+    row "ds fp8 vs torch autocast-bf16" "-" "$(awk -v a="$ms_pt_bf16" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx (goal >= 1.2x)", a/b}')"
+  fi
 }
 
 print_table() {
