@@ -764,6 +764,12 @@ int main(int argc, char **argv) {
   if ((*program)->runsOnGPU())
     std::atexit([] { dsrt_cuda_shutdown(); });
 #endif
+  if (!quiet)
+    outs() << format("ds-run: compiled '%s' in %.2f s (MLIR %.2f s, LLVM "
+                     "%.2f s)\n",
+                     (*program)->contract().funcName.c_str(),
+                     (*program)->times().mlir + (*program)->times().llvm,
+                     (*program)->times().mlir, (*program)->times().llvm);
   // With --emit-step the run below takes no step: it initialises the state
   // (or resumes it) and writes it as the exported step's init/.
   std::string emitTmp, emitTarget;
@@ -797,12 +803,6 @@ int main(int argc, char **argv) {
         "running under mpirun with " + std::to_string(worldSize) +
         " ranks, but the step is not data parallel: every rank would train "
         "its own copy; add --data-parallel (or run one process)");
-  if (!quiet)
-    outs() << format("ds-run: compiled '%s' in %.2f s (MLIR %.2f s, LLVM "
-                     "%.2f s)\n",
-                     (*program)->contract().funcName.c_str(),
-                     (*program)->times().mlir + (*program)->times().llvm,
-                     (*program)->times().mlir, (*program)->times().llvm);
 
   TrainOptions options;
   options.steps = steps;
