@@ -124,6 +124,14 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   ConvertDSToLinalgPassOptions toLinalg;
   toLinalg.parallelScatter = true;
   toLinalg.narrowGemms = true; // cuBLASLt's BF16/F16 GEMMs
+  // cuBLASLt's FP8 GEMMs need Ada or Hopper (sm_89) or newer.
+  int sm = 0;
+  toLinalg.fp8Gemms = StringRef(config.chip).starts_with("sm_") &&
+                      !StringRef(config.chip)
+                           .drop_front(3)
+                           .take_while(llvm::isDigit)
+                           .getAsInteger(10, sm) &&
+                      sm >= 89;
   pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass(toLinalg));
   cleanup();
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());

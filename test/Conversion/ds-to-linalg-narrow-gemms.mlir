@@ -33,3 +33,28 @@ func.func @fp8_extended(%a: tensor<4x16xf8E4M3FN>, %b: tensor<16x16xf8E4M3FN>) -
   %0 = ds.matmul %a, %b : tensor<4x16xf8E4M3FN>, tensor<16x16xf8E4M3FN> -> tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
 }
+
+// RUN: ds-opt %s --convert-ds-to-linalg="narrow-gemms fp8-gemms" --mlir-print-local-scope | FileCheck %s --check-prefix=FP8
+// With fp8-gemms, the E4M3 matmuls cuBLASLt's FP8 path takes (X * W^T,
+// multiples of 16) keep their operands; the others are still extended.
+// FP8-LABEL: func.func @fp8_extended(
+// FP8:         arith.extf %{{.*}} : f8E4M3FN to f32
+// FP8-LABEL: func.func @fp8_tn(
+// FP8-NOT:     arith.extf
+// FP8:         linalg.matmul {{.*}}ins(%{{.*}}, %{{.*}} : tensor<32x16xf8E4M3FN>, tensor<64x16xf8E4M3FN>) outs(%{{.*}} : tensor<32x64xf32>)
+// FP8-LABEL: func.func @fp8_nn(
+// FP8:         arith.extf %{{.*}} : f8E4M3FN to f32
+// FP8-LABEL: func.func @fp8_e5m2(
+// FP8:         arith.extf %{{.*}} : f8E5M2 to f32
+func.func @fp8_tn(%a: tensor<32x16xf8E4M3FN>, %b: tensor<64x16xf8E4M3FN>) -> tensor<32x64xf32> {
+  %0 = ds.matmul %a, %b transpose_rhs : tensor<32x16xf8E4M3FN>, tensor<64x16xf8E4M3FN> -> tensor<32x64xf32>
+  return %0 : tensor<32x64xf32>
+}
+func.func @fp8_nn(%a: tensor<32x16xf8E4M3FN>, %b: tensor<16x64xf8E4M3FN>) -> tensor<32x64xf32> {
+  %0 = ds.matmul %a, %b : tensor<32x16xf8E4M3FN>, tensor<16x64xf8E4M3FN> -> tensor<32x64xf32>
+  return %0 : tensor<32x64xf32>
+}
+func.func @fp8_e5m2(%a: tensor<32x16xf8E5M2>, %b: tensor<64x16xf8E5M2>) -> tensor<32x64xf32> {
+  %0 = ds.matmul %a, %b transpose_rhs : tensor<32x16xf8E5M2>, tensor<64x16xf8E5M2> -> tensor<32x64xf32>
+  return %0 : tensor<32x64xf32>
+}

@@ -20,10 +20,11 @@ bool isCollective(Operation *op);
 
 /// Adds the patterns that lower every ds op to linalg, tensor, arith, math
 /// and scf ops on tensors.
-/// With `narrowGemms`, matmuls keep bf16/f16 operands (see the pass's
-/// narrow-gemms option).
+/// With `narrowGemms`, matmuls keep bf16/f16 operands, and with `fp8Gemms`
+/// the E4M3 operands cuBLASLt's FP8 GEMM takes (see the pass's options).
 void populateDSToLinalgPatterns(RewritePatternSet &patterns,
-                                bool narrowGemms = false);
+                                bool narrowGemms = false,
+                                bool fp8Gemms = false);
 
 } // namespace mlir::ds
 

@@ -34,7 +34,12 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
     Option<"narrowGemms", "narrow-gemms", "bool", /*default=*/"false",
            "Keep the bf16 and f16 operands of matmuls, accumulating in f32 "
            "(the GPU path: cuBLASLt's BF16/F16 GEMMs); by default they are "
-           "extended to f32 first (FP8 operands always are)">
+           "extended to f32 first (FP8 operands always are)">,
+    Option<"fp8Gemms", "fp8-gemms", "bool", /*default=*/"false",
+           "Also keep E4M3 x E4M3 operands of the matmuls cuBLASLt's FP8 "
+           "path takes (X * W^T, rows, columns and depth multiples of 16; "
+           "the GPU path on sm_89 and newer); other FP8 matmuls are "
+           "extended to f32">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -82,9 +87,12 @@ def ConvertLinalgToDSRuntimePass
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "cpu (the dsrt_matmul_* calls) or cuda (dsrt_cuda_matmul_* on "
-           "cuBLASLt, also for bf16 and f16 operands into f32)">
+           "cuBLASLt, also for bf16 and f16 operands into f32, and E4M3 x "
+           "E4M3 into f32 in the X * W^T layout with dimensions multiples "
+           "of 16)">
   ];
   let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect"];
 }

@@ -33,9 +33,9 @@ using namespace mlir;
 using namespace mlir::ds;
 
 void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns,
-                                          bool narrowGemms) {
+                                          bool narrowGemms, bool fp8Gemms) {
   lowering::populateElementwisePatterns(patterns);
-  lowering::populateMatMulPatterns(patterns, narrowGemms);
+  lowering::populateMatMulPatterns(patterns, narrowGemms, fp8Gemms);
   lowering::populateReductionPatterns(patterns);
   lowering::populateShapePatterns(patterns);
   lowering::populateNNPatterns(patterns);
@@ -70,7 +70,7 @@ struct ConvertDSToLinalgPass
   using Base::Base;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    populateDSToLinalgPatterns(patterns, narrowGemms);
+    populateDSToLinalgPatterns(patterns, narrowGemms, fp8Gemms);
     if (parallelScatter)
       lowering::populateParallelScatterPatterns(patterns);
     ConversionTarget target(getContext());

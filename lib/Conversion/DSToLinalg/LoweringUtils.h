@@ -137,7 +137,7 @@ Value reshapeTo(OpBuilder &b, Location loc, Value value,
 
 void populateElementwisePatterns(RewritePatternSet &patterns);
 void populateMatMulPatterns(RewritePatternSet &patterns,
-                            bool narrowGemms = false);
+                            bool narrowGemms = false, bool fp8Gemms = false);
 void populateReductionPatterns(RewritePatternSet &patterns);
 void populateShapePatterns(RewritePatternSet &patterns);
 void populateNNPatterns(RewritePatternSet &patterns);

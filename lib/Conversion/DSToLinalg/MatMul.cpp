@@ -23,7 +23,8 @@
 // own BF16 GEMM runs at half its f32 speed on these CPUs, and it has no
 // FP8), and the extension fuses with the cast that rounded the operand.
 // With narrow-gemms (the GPU path) bf16 and f16 operands stay as they are,
-// for cuBLASLt's BF16/F16 GEMMs with f32 accumulation.
+// for cuBLASLt's BF16/F16 GEMMs with f32 accumulation; with fp8-gemms (sm_89
+// and newer) so do E4M3 operands of the GEMMs cuBLASLt's FP8 path takes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,12 +81,30 @@ SmallVector<AffineMap> contractionMaps(MLIRContext *ctx, bool batched,
 }
 
 struct MatMulLowering : OpConversionPattern<MatMulOp> {
-  MatMulLowering(MLIRContext *ctx, bool narrowGemms)
-      : OpConversionPattern(ctx), narrowGemms(narrowGemms) {}
+  MatMulLowering(MLIRContext *ctx, bool narrowGemms, bool fp8Gemms)
+      : OpConversionPattern(ctx), narrowGemms(narrowGemms), fp8Gemms(fp8Gemms) {
+  }
   /// Keep bf16/f16 operands (a mixed-type linalg contraction that
   /// accumulates in f32): the GPU path's cuBLASLt GEMMs take them as they
   /// are, at twice the speed and half the traffic of f32.
   bool narrowGemms;
+  /// Keep E4M3 operands where cuBLASLt's FP8 GEMM takes them as they are:
+  /// its FP8 kernels need the "TN" layout (X * W^T in row-major terms) and
+  /// M, N, K multiples of 16. The rest (the backward's dY * W, dY^T * X)
+  /// is extended to f32.
+  bool fp8Gemms;
+
+  /// Whether this matmul is one cuBLASLt's FP8 path takes unchanged.
+  bool takesFp8(Type elem, RankedTensorType lhs, RankedTensorType rhs, bool tl,
+                bool tr) const {
+    if (!fp8Gemms || !isa<Float8E4M3FNType>(elem) || tl || !tr)
+      return false;
+    if (lhs.getRank() != 2 && rhs.getRank() != 2)
+      return false; // one 2-D GEMM: a batched lhs flattened, rhs shared
+    int64_t rows = lhs.getNumElements() / lhs.getShape().back();
+    int64_t n = rhs.getShape()[rhs.getRank() - 2], k = lhs.getShape().back();
+    return rows % 16 == 0 && n % 16 == 0 && k % 16 == 0;
+  }
   LogicalResult
   matchAndRewrite(MatMulOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -111,9 +130,10 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
     FloatType acc = inElem.getWidth() > outElem.getWidth() ? inElem : outElem;
     if (acc.getWidth() < 32)
       acc = rewriter.getF32Type();
-    bool keepNarrow = narrowGemms && acc.isF32() &&
-                      (inElem.isBF16() || inElem.isF16()) &&
-                      lhsType.getElementType() == rhsType.getElementType();
+    bool sameType = lhsType.getElementType() == rhsType.getElementType();
+    bool keepNarrow = acc.isF32() && sameType &&
+                      ((narrowGemms && (inElem.isBF16() || inElem.isF16())) ||
+                       takesFp8(inElem, lhsType, rhsType, tl, tr));
     if (inElem != acc && inElem.getWidth() < 32 && !keepNarrow) {
       auto extend = [&](Value v) {
         auto type = cast<RankedTensorType>(v.getType());
@@ -193,6 +213,6 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
 } // namespace
 
 void lowering::populateMatMulPatterns(RewritePatternSet &patterns,
-                                      bool narrowGemms) {
-  patterns.add<MatMulLowering>(patterns.getContext(), narrowGemms);
+                                      bool narrowGemms, bool fp8Gemms) {
+  patterns.add<MatMulLowering>(patterns.getContext(), narrowGemms, fp8Gemms);
 }

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -56,6 +57,8 @@ StringRef runtimeGemmFor(Type in, Type out, bool cuda) {
       return "dsrt_cuda_matmul_f32";
     if (out.isF32() && in.isBF16())
       return "dsrt_cuda_matmul_bf16";
+    if (out.isF32() && isa<Float8E4M3FNType>(in))
+      return "dsrt_cuda_matmul_f8";
     if (out.isF32() && in.isF16())
       return "dsrt_cuda_matmul_f16";
     return "";
@@ -123,14 +126,21 @@ Value asRank3(OpBuilder &b, Location loc, Value v, MemRefType target) {
 
 /// Declares (once) `func.func private @name(memref3, memref3, memref3, i64,
 /// i64) attributes {llvm.emit_c_interface}` (inputs `in`, output `out`).
+/// With `fp8`, the FP8 GEMM's extra arguments follow: the operand formats
+/// (i64, i64) and the dequantisation scale pointers (!llvm.ptr, !llvm.ptr).
 func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType in,
-                          MemRefType out) {
+                          MemRefType out, bool fp8 = false) {
   if (auto f = module.lookupSymbol<func::FuncOp>(name))
     return f;
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
   auto i64 = b.getI64Type();
-  auto type = b.getFunctionType({in, in, out, i64, i64}, {});
+  SmallVector<Type> inputs = {in, in, out, i64, i64};
+  if (fp8) {
+    auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+    inputs.append({i64, i64, ptr, ptr});
+  }
+  auto type = b.getFunctionType(inputs, {});
   auto f = func::FuncOp::create(b, module.getLoc(), name, type);
   f.setPrivate();
   f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
@@ -153,6 +163,7 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   StringRef callee = runtimeGemmFor(inType, et, cuda);
   if (callee.empty())
     return failure();
+  bool fp8 = isa<Float8E4M3FNType>(inType);
   linalg::FillOp fill = findZeroFill(op, c);
   bool overwrite = op->hasAttr(DSDialect::kGemmOverwriteAttrName);
   if (!fill && !overwrite)
@@ -170,6 +181,20 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   // The runtime shares only the right-hand side across batches.
   if (isBatch && (!la->batched || !lc->batched))
     return failure();
+  // cuBLASLt's FP8 kernels take one layout (X * W^T) and multiples of 16;
+  // any other FP8 matmul stays a loop nest (a kernel on the GPU).
+  if (fp8) {
+    auto shapeOf = [](Value v) { return cast<MemRefType>(v.getType()); };
+    bool aligned =
+        llvm::all_of(std::initializer_list<MemRefType>{shapeOf(a), shapeOf(bv)},
+                     [](MemRefType t) {
+                       return t.hasStaticShape() &&
+                              t.getShape().back() % 16 == 0 &&
+                              t.getShape()[t.getRank() - 2] % 16 == 0;
+                     });
+    if (isBatch || la->transposed || !lb->transposed || !aligned)
+      return failure();
+  }
 
   OpBuilder b(op);
   Location loc = op.getLoc();
@@ -181,15 +206,21 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
         StridedLayoutAttr::get(ctx, dyn, ArrayRef<int64_t>{dyn, dyn, dyn}));
   };
   MemRefType m3 = strided(inType), out3 = strided(et);
-  func::FuncOp fn = getOrDeclare(module, callee, m3, out3);
+  func::FuncOp fn = getOrDeclare(module, callee, m3, out3, fp8);
   Value ta =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(la->transposed));
   Value tb =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(lb->transposed));
-  func::CallOp::create(b, loc, fn,
-                       ValueRange{asRank3(b, loc, a, m3),
-                                  asRank3(b, loc, bv, m3),
-                                  asRank3(b, loc, c, out3), ta, tb});
+  SmallVector<Value> args = {asRank3(b, loc, a, m3), asRank3(b, loc, bv, m3),
+                             asRank3(b, loc, c, out3), ta, tb};
+  if (fp8) {
+    // Both operands E4M3 (DSRT_CUDA_F8_E4M3 = 0); no dequantisation
+    // scales (NULL: 1), as the f32 GEMM of the extended operands had none.
+    Value e4m3 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
+    Value none = LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(ctx));
+    args.append({e4m3, e4m3, none, none});
+  }
+  func::CallOp::create(b, loc, fn, args);
   op->erase();
   if (fill)
     fill->erase();
