@@ -140,17 +140,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   math::MathExpandOpsPassOptions expandPowI;
   expandPowI.opMnemonics = {"fpowi"};
   pm.addNestedPass<func::FuncOp>(math::createMathExpandOpsPass(expandPowI));
-  bufferization::OneShotBufferizePassOptions bufferize;
-  bufferize.bufferizeFunctionBoundaries = true;
-  bufferize.functionBoundaryTypeConversion =
-      bufferization::LayoutMapOption::IdentityLayoutMap;
-  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  bufferization::BufferResultsToOutParamsPassOptions outParams;
-  outParams.hoistStaticAllocs = true;
-  outParams.modifyPublicFunctions = true;
-  pm.addPass(createCopyAliasedResultsPass());
-  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
-  pm.addPass(createCanonicalizerPass());
+  buildStepBufferization(pm);
   // 4. GEMMs on cuBLASLt while they are recognisable linalg ops.
   ConvertLinalgToDSRuntimePassOptions gemms;
   gemms.target = "cuda";

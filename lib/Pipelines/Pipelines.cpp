@@ -236,6 +236,22 @@ std::string TrainingPipelineOptions::getRepeatedOption() const {
   return repeated.empty() ? std::string() : repeated.front();
 }
 
+void mlir::ds::buildStepBufferization(OpPassManager &pm) {
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // Results become out-parameters the runner allocates; a result that
+  // aliases an argument or another result is copied first.
+  bufferization::BufferResultsToOutParamsPassOptions outParams;
+  outParams.hoistStaticAllocs = true;
+  outParams.modifyPublicFunctions = true;
+  pm.addPass(createCopyAliasedResultsPass());
+  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  pm.addPass(createCanonicalizerPass());
+}
+
 void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   auto cleanup = [&] {
     OpPassManager &f = pm.nest<func::FuncOp>();
@@ -279,17 +295,7 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm) {
   pm.addPass(createConvertDSToRuntimePass());
   // 3. Tensors -> buffers. Results become out-parameters that the runner
   //    allocates; static allocations of results are written in place.
-  bufferization::OneShotBufferizePassOptions bufferize;
-  bufferize.bufferizeFunctionBoundaries = true;
-  bufferize.functionBoundaryTypeConversion =
-      bufferization::LayoutMapOption::IdentityLayoutMap;
-  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
-  bufferization::BufferResultsToOutParamsPassOptions outParams;
-  outParams.hoistStaticAllocs = true;
-  outParams.modifyPublicFunctions = true;
-  pm.addPass(createCopyAliasedResultsPass());
-  pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
-  pm.addPass(createCanonicalizerPass());
+  buildStepBufferization(pm);
   // 4. GEMMs go to the runtime's library call while they are still
   //    recognisable linalg ops on buffers; everything else becomes loops.
   if (libraryGemm)

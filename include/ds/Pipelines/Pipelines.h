@@ -506,6 +506,12 @@ void buildCPUPipeline(OpPassManager &pm, bool libraryGemm = true);
 /// (works around upstream buffer-results-to-out-params; see Pipelines.cpp).
 std::unique_ptr<Pass> createCopyAliasedResultsPass();
 
+/// Step 3 of ds-cpu-pipeline and ds-gpu-pipeline: one-shot bufferization
+/// with identity layouts at function boundaries, then the step's results
+/// as out-parameters (aliased results copied first, static allocations
+/// hoisted) and a canonicalisation.
+void buildStepBufferization(OpPassManager &pm);
+
 /// Appends ds-gpu-pipeline: a ds module down to the LLVM dialect, host code
 /// calling the runtime (ds_runtime_cuda.h) and kernels embedded as
 /// `gpu.binary` for `config.chip`. Fails, with the reason in `error`, on a
