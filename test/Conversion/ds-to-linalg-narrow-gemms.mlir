@@ -35,17 +35,29 @@ func.func @fp8_extended(%a: tensor<4x16xf8E4M3FN>, %b: tensor<16x16xf8E4M3FN>) -
 }
 
 // RUN: ds-opt %s --convert-ds-to-linalg="narrow-gemms fp8-gemms" --mlir-print-local-scope | FileCheck %s --check-prefix=FP8
-// With fp8-gemms, the E4M3 matmuls cuBLASLt's FP8 path takes (X * W^T,
-// multiples of 16) keep their operands; the others are still extended.
+// With fp8-gemms, FP8 matmuls with dimensions multiples of 16 and a
+// format pair cuBLASLt has (not E5M2 x E5M2) keep their operands, copied
+// transposed where needed into cuBLASLt's one FP8 layout, X * W^T; the
+// others are still extended. (Numerics: Integration/Lowering/matmul-shape.)
+// Four rows: not a multiple of 16.
 // FP8-LABEL: func.func @fp8_extended(
 // FP8:         arith.extf %{{.*}} : f8E4M3FN to f32
 // FP8-LABEL: func.func @fp8_tn(
+// FP8-NOT:     linalg.transpose
 // FP8-NOT:     arith.extf
 // FP8:         linalg.matmul {{.*}}ins(%{{.*}}, %{{.*}} : tensor<32x16xf8E4M3FN>, tensor<64x16xf8E4M3FN>) outs(%{{.*}} : tensor<32x64xf32>)
 // FP8-LABEL: func.func @fp8_nn(
-// FP8:         arith.extf %{{.*}} : f8E4M3FN to f32
+// FP8:         linalg.transpose ins(%{{.*}} : tensor<16x64xf8E4M3FN>) outs(%{{.*}} : tensor<64x16xf8E4M3FN>)
+// FP8:         linalg.matmul
+// The backward's dW = dY^T * X: both operands transposed, E5M2 x E4M3.
+// FP8-LABEL: func.func @fp8_grad_weight(
+// FP8:         linalg.transpose ins(%{{.*}} : tensor<32x64xf8E5M2>) outs(%{{.*}} : tensor<64x32xf8E5M2>)
+// FP8:         linalg.transpose ins(%{{.*}} : tensor<32x16xf8E4M3FN>) outs(%{{.*}} : tensor<16x32xf8E4M3FN>)
+// FP8:         linalg.matmul {{.*}}ins(%{{.*}}, %{{.*}} : tensor<64x32xf8E5M2>, tensor<16x32xf8E4M3FN>) outs(%{{.*}} : tensor<64x16xf32>)
 // FP8-LABEL: func.func @fp8_e5m2(
 // FP8:         arith.extf %{{.*}} : f8E5M2 to f32
+// FP8-LABEL: func.func @fp8_unaligned(
+// FP8:         arith.extf %{{.*}} : f8E4M3FN to f32
 func.func @fp8_tn(%a: tensor<32x16xf8E4M3FN>, %b: tensor<64x16xf8E4M3FN>) -> tensor<32x64xf32> {
   %0 = ds.matmul %a, %b transpose_rhs : tensor<32x16xf8E4M3FN>, tensor<64x16xf8E4M3FN> -> tensor<32x64xf32>
   return %0 : tensor<32x64xf32>
@@ -54,7 +66,15 @@ func.func @fp8_nn(%a: tensor<32x16xf8E4M3FN>, %b: tensor<16x64xf8E4M3FN>) -> ten
   %0 = ds.matmul %a, %b : tensor<32x16xf8E4M3FN>, tensor<16x64xf8E4M3FN> -> tensor<32x64xf32>
   return %0 : tensor<32x64xf32>
 }
+func.func @fp8_grad_weight(%dy: tensor<32x64xf8E5M2>, %x: tensor<32x16xf8E4M3FN>) -> tensor<64x16xf32> {
+  %0 = ds.matmul %dy, %x transpose_lhs : tensor<32x64xf8E5M2>, tensor<32x16xf8E4M3FN> -> tensor<64x16xf32>
+  return %0 : tensor<64x16xf32>
+}
 func.func @fp8_e5m2(%a: tensor<32x16xf8E5M2>, %b: tensor<64x16xf8E5M2>) -> tensor<32x64xf32> {
   %0 = ds.matmul %a, %b transpose_rhs : tensor<32x16xf8E5M2>, tensor<64x16xf8E5M2> -> tensor<32x64xf32>
+  return %0 : tensor<32x64xf32>
+}
+func.func @fp8_unaligned(%a: tensor<32x8xf8E4M3FN>, %b: tensor<64x8xf8E4M3FN>) -> tensor<32x64xf32> {
+  %0 = ds.matmul %a, %b transpose_rhs : tensor<32x8xf8E4M3FN>, tensor<64x8xf8E4M3FN> -> tensor<32x64xf32>
   return %0 : tensor<32x64xf32>
 }

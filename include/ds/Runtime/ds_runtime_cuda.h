@@ -190,6 +190,16 @@ DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f8(dsrt_memref3_raw *a,
                                                int64_t aType, int64_t bType,
                                                float *aScale, float *bScale);
 
+/* dsrt_cuda_matmul_f8 with the operand formats in the name, for compiled
+   code, whose declarations type each operand (convert-linalg-to-ds-runtime
+   calls them for the backward's E5M2 gradient x E4M3 operand GEMMs). */
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_e5m2_e4m3(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_f32 *c,
+    int64_t transA, int64_t transB, float *aScale, float *bScale);
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_f32 *c,
+    int64_t transA, int64_t transB, float *aScale, float *bScale);
+
 /* Data types of dsrt_cuda_gemm. */
 enum {
   DSRT_GEMM_F32 = 0,

@@ -94,15 +94,24 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
   /// is extended to f32.
   bool fp8Gemms;
 
-  /// Whether this matmul is one cuBLASLt's FP8 path takes unchanged.
-  bool takesFp8(Type elem, RankedTensorType lhs, RankedTensorType rhs, bool tl,
+  /// Whether cuBLASLt's FP8 path takes this matmul: E4M3 x E4M3 or E4M3
+  /// with E5M2 (not E5M2 x E5M2), M, N, K multiples of 16, and 2-D
+  /// operands (or a batched, untransposed lhs flattened to rows), which
+  /// matchAndRewrite transposes into its one layout, X * W^T, as
+  /// Transformer Engine does for the backward's GEMMs.
+  bool takesFp8(RankedTensorType lhs, RankedTensorType rhs, bool tl,
                 bool tr) const {
-    if (!fp8Gemms || !isa<Float8E4M3FNType>(elem) || tl || !tr)
+    auto e4 = [](Type t) { return isa<Float8E4M3FNType>(t); };
+    auto e5 = [](Type t) { return isa<Float8E5M2Type>(t); };
+    Type a = lhs.getElementType(), b = rhs.getElementType();
+    if (!fp8Gemms || !(e4(a) || e5(a)) || !(e4(b) || e5(b)) || (e5(a) && e5(b)))
       return false;
-    if (lhs.getRank() != 2 && rhs.getRank() != 2)
-      return false; // one 2-D GEMM: a batched lhs flattened, rhs shared
-    int64_t rows = lhs.getNumElements() / lhs.getShape().back();
-    int64_t n = rhs.getShape()[rhs.getRank() - 2], k = lhs.getShape().back();
+    int64_t lr = lhs.getRank(), rr = rhs.getRank();
+    if (rr != 2 || (lr != 2 && tl))
+      return false;
+    int64_t k = tl ? lhs.getShape()[lr - 2] : lhs.getShape().back();
+    int64_t rows = lhs.getNumElements() / k;
+    int64_t n = tr ? rhs.getShape()[0] : rhs.getShape()[1];
     return rows % 16 == 0 && n % 16 == 0 && k % 16 == 0;
   }
   LogicalResult
@@ -131,9 +140,32 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
     if (acc.getWidth() < 32)
       acc = rewriter.getF32Type();
     bool sameType = lhsType.getElementType() == rhsType.getElementType();
-    bool keepNarrow = acc.isF32() && sameType &&
-                      ((narrowGemms && (inElem.isBF16() || inElem.isF16())) ||
-                       takesFp8(inElem, lhsType, rhsType, tl, tr));
+    bool fp8 = acc.isF32() && takesFp8(lhsType, rhsType, tl, tr);
+    bool keepNarrow = fp8 || (acc.isF32() && sameType && narrowGemms &&
+                              (inElem.isBF16() || inElem.isF16()));
+    if (fp8) {
+      // Into X * W^T: a transposed lhs and an untransposed rhs are copied
+      // transposed (one byte per element, next to an O(MNK) GEMM).
+      auto transpose = [&](Value v) {
+        auto t = cast<RankedTensorType>(v.getType());
+        Value init =
+            createEmpty(rewriter, loc, {t.getDimSize(1), t.getDimSize(0)},
+                        t.getElementType());
+        return linalg::TransposeOp::create(rewriter, loc, v, init,
+                                           ArrayRef<int64_t>{1, 0})
+            .getResult()[0];
+      };
+      if (tl) {
+        lhs = transpose(lhs);
+        lhsType = cast<RankedTensorType>(lhs.getType());
+        tl = false;
+      }
+      if (!tr) {
+        rhs = transpose(rhs);
+        rhsType = cast<RankedTensorType>(rhs.getType());
+        tr = true;
+      }
+    }
     if (inElem != acc && inElem.getWidth() < 32 && !keepNarrow) {
       auto extend = [&](Value v) {
         auto type = cast<RankedTensorType>(v.getType());

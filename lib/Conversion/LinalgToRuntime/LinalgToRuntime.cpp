@@ -58,7 +58,7 @@ StringRef runtimeGemmFor(Type in, Type out, bool cuda) {
     if (out.isF32() && in.isBF16())
       return "dsrt_cuda_matmul_bf16";
     if (out.isF32() && isa<Float8E4M3FNType>(in))
-      return "dsrt_cuda_matmul_f8";
+      return "dsrt_cuda_matmul_f8"; // E4M3 x E4M3; see fp8GemmFor
     if (out.isF32() && in.isF16())
       return "dsrt_cuda_matmul_f16";
     return "";
@@ -69,6 +69,22 @@ StringRef runtimeGemmFor(Type in, Type out, bool cuda) {
     return "dsrt_matmul_f64";
   if (in.isInteger(8) && out.isInteger(32))
     return "dsrt_matmul_s8s8s32";
+  return "";
+}
+
+/// The cuBLASLt FP8 GEMM of an operand pair: E4M3 x E4M3 (the general
+/// entry, formats as arguments) or E4M3 with E5M2 (an entry per pair, whose
+/// declaration types each operand); "" for E5M2 x E5M2, which cuBLASLt has
+/// no kernel for, and for anything else.
+StringRef fp8GemmFor(Type a, Type b) {
+  bool a4 = isa<Float8E4M3FNType>(a), a5 = isa<Float8E5M2Type>(a);
+  bool b4 = isa<Float8E4M3FNType>(b), b5 = isa<Float8E5M2Type>(b);
+  if (a4 && b4)
+    return "dsrt_cuda_matmul_f8";
+  if (a5 && b4)
+    return "dsrt_cuda_matmul_e5m2_e4m3";
+  if (a4 && b5)
+    return "dsrt_cuda_matmul_e4m3_e5m2";
   return "";
 }
 
@@ -126,19 +142,23 @@ Value asRank3(OpBuilder &b, Location loc, Value v, MemRefType target) {
 
 /// Declares (once) `func.func private @name(memref3, memref3, memref3, i64,
 /// i64) attributes {llvm.emit_c_interface}` (inputs `in`, output `out`).
-/// With `fp8`, the FP8 GEMM's extra arguments follow: the operand formats
-/// (i64, i64) and the dequantisation scale pointers (!llvm.ptr, !llvm.ptr).
+/// For FP8 GEMMs the rhs has its own type `inB`, and extra arguments
+/// follow: the operand formats (i64, i64; `formats`, dsrt_cuda_matmul_f8
+/// only) and the dequantisation scale pointers (!llvm.ptr, !llvm.ptr).
 func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType in,
-                          MemRefType out, bool fp8 = false) {
+                          MemRefType out, bool fp8 = false, MemRefType inB = {},
+                          bool formats = false) {
   if (auto f = module.lookupSymbol<func::FuncOp>(name))
     return f;
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
   auto i64 = b.getI64Type();
-  SmallVector<Type> inputs = {in, in, out, i64, i64};
+  SmallVector<Type> inputs = {in, inB ? inB : in, out, i64, i64};
   if (fp8) {
     auto ptr = LLVM::LLVMPointerType::get(b.getContext());
-    inputs.append({i64, i64, ptr, ptr});
+    if (formats)
+      inputs.append({i64, i64});
+    inputs.append({ptr, ptr});
   }
   auto type = b.getFunctionType(inputs, {});
   auto f = func::FuncOp::create(b, module.getLoc(), name, type);
@@ -158,12 +178,14 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   Value c = op.getDpsInitOperand(0)->get();
   Type et = cast<MemRefType>(c.getType()).getElementType();
   Type inType = cast<MemRefType>(a.getType()).getElementType();
-  if (cast<MemRefType>(bv.getType()).getElementType() != inType)
+  Type inTypeB = cast<MemRefType>(bv.getType()).getElementType();
+  bool fp8 = cuda && et.isF32() && !fp8GemmFor(inType, inTypeB).empty();
+  if (inTypeB != inType && !fp8)
     return failure();
-  StringRef callee = runtimeGemmFor(inType, et, cuda);
+  StringRef callee =
+      fp8 ? fp8GemmFor(inType, inTypeB) : runtimeGemmFor(inType, et, cuda);
   if (callee.empty())
     return failure();
-  bool fp8 = isa<Float8E4M3FNType>(inType);
   linalg::FillOp fill = findZeroFill(op, c);
   bool overwrite = op->hasAttr(DSDialect::kGemmOverwriteAttrName);
   if (!fill && !overwrite)
@@ -205,20 +227,25 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
         {dyn, dyn, dyn}, elem,
         StridedLayoutAttr::get(ctx, dyn, ArrayRef<int64_t>{dyn, dyn, dyn}));
   };
-  MemRefType m3 = strided(inType), out3 = strided(et);
-  func::FuncOp fn = getOrDeclare(module, callee, m3, out3, fp8);
+  MemRefType m3 = strided(inType), m3b = strided(inTypeB), out3 = strided(et);
+  bool formats = callee == "dsrt_cuda_matmul_f8";
+  func::FuncOp fn = getOrDeclare(module, callee, m3, out3, fp8, m3b, formats);
   Value ta =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(la->transposed));
   Value tb =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(lb->transposed));
-  SmallVector<Value> args = {asRank3(b, loc, a, m3), asRank3(b, loc, bv, m3),
+  SmallVector<Value> args = {asRank3(b, loc, a, m3), asRank3(b, loc, bv, m3b),
                              asRank3(b, loc, c, out3), ta, tb};
   if (fp8) {
-    // Both operands E4M3 (DSRT_CUDA_F8_E4M3 = 0); no dequantisation
-    // scales (NULL: 1), as the f32 GEMM of the extended operands had none.
-    Value e4m3 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
+    // dsrt_cuda_matmul_f8 takes the formats (both E4M3: DSRT_FP8_E4M3 = 0).
+    // No dequantisation scales (NULL: 1), as the f32 GEMM of the extended
+    // operands had none.
+    if (formats) {
+      Value e4m3 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
+      args.append({e4m3, e4m3});
+    }
     Value none = LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(ctx));
-    args.append({e4m3, e4m3, none, none});
+    args.append({none, none});
   }
   func::CallOp::create(b, loc, fn, args);
   op->erase();

@@ -651,6 +651,24 @@ void _mlir_ciface_dsrt_cuda_matmul_f8(dsrt_memref3_raw *a, dsrt_memref3_raw *b,
   matmul(fn, a, b, c, transA, transB, typeA, typeB, true, aScale, bScale);
 }
 
+void _mlir_ciface_dsrt_cuda_matmul_e5m2_e4m3(dsrt_memref3_raw *a,
+                                             dsrt_memref3_raw *b,
+                                             dsrt_memref3_f32 *c,
+                                             int64_t transA, int64_t transB,
+                                             float *aScale, float *bScale) {
+  matmul("dsrt_cuda_matmul_e5m2_e4m3", a, b, c, transA, transB, Element::E5M2,
+         Element::E4M3, true, aScale, bScale);
+}
+
+void _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2(dsrt_memref3_raw *a,
+                                             dsrt_memref3_raw *b,
+                                             dsrt_memref3_f32 *c,
+                                             int64_t transA, int64_t transB,
+                                             float *aScale, float *bScale) {
+  matmul("dsrt_cuda_matmul_e4m3_e5m2", a, b, c, transA, transB, Element::E4M3,
+         Element::E5M2, true, aScale, bScale);
+}
+
 int dsrt_cuda_gemm(int dtype, int64_t m, int64_t n, int64_t k, const void *a,
                    const void *b, void *c, int transA, int transB,
                    const float *aScale, const float *bScale) {

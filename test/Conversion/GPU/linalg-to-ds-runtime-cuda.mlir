@@ -71,3 +71,31 @@ func.func @fp8_unaligned(%a: memref<32x8xf8E4M3FN>, %b: memref<64x8xf8E4M3FN>, %
     ins(%a, %b : memref<32x8xf8E4M3FN>, memref<64x8xf8E4M3FN>) outs(%c : memref<32x64xf32>)
   return
 }
+
+// -----
+
+// The backward's E5M2 gradient x E4M3 operand (already in X * W^T): the
+// entry with the formats in its name.
+// CHECK-LABEL: func.func @fp8_mixed(
+// CHECK:         call @dsrt_cuda_matmul_e5m2_e4m3(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<?x?x?xf8E5M2, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf8E4M3FN, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
+func.func @fp8_mixed(%a: memref<64x32xf8E5M2>, %b: memref<16x32xf8E4M3FN>, %c: memref<64x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<64x16xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+    ins(%a, %b : memref<64x32xf8E5M2>, memref<16x32xf8E4M3FN>) outs(%c : memref<64x16xf32>)
+  return
+}
+
+// -----
+
+// E5M2 x E5M2: cuBLASLt has no such kernel.
+// CHECK-LABEL: func.func @fp8_e5m2_e5m2(
+// CHECK-NOT:     call
+// CHECK:         linalg.matmul
+func.func @fp8_e5m2_e5m2(%a: memref<64x32xf8E5M2>, %b: memref<16x32xf8E5M2>, %c: memref<64x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<64x16xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+    ins(%a, %b : memref<64x32xf8E5M2>, memref<16x32xf8E5M2>) outs(%c : memref<64x16xf32>)
+  return
+}

@@ -5,3 +5,7 @@
 // REQUIRES: python-venv
 // RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group matmul-shape | FileCheck %s
 // CHECK: PASSED
+// The GPU path's lowering (bf16 and FP8 operands kept narrow, FP8 ones
+// transposed into cuBLASLt's X * W^T), executed on the CPU:
+// RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group matmul-shape --pipeline narrow | FileCheck %s --check-prefix=NARROW
+// NARROW: PASSED: {{[0-9]+}} cases (matmul-shape; pipelines narrow)
