@@ -168,7 +168,7 @@ run() {
   fi
   local scenario out
   for scenario in basic gemm fp8-refusals fp8-accuracy; do
-    out=$(timeout 300 "$build/ds-runtime-cuda-check" "$scenario" 2>&1)
+    out=$(timeout 120 "$build/ds-runtime-cuda-check" "$scenario" 2>&1)
     local rc=$? summary
     summary=$(grep -E '^[0-9]+ passed' <<< "$out" | tail -1)
     [[ $scenario == fp8-accuracy ]] &&
@@ -180,7 +180,7 @@ run() {
   while read -r case steps tol; do
     local dir="$bundle/cases/$case" data=()
     for f in "$dir"/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
-    out=$(timeout 300 "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
+    out=$(timeout 120 "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
             --report-every 10 --expect "$dir/ref.json" --rtol "$tol" \
             --losses "$dir/gpu.json" 2>&1)
     local rc=$? diff ms
@@ -189,11 +189,12 @@ run() {
     if [[ $rc -eq 0 ]]; then
       row "$case ($steps steps vs CPU)" PASS "max rel. loss diff ${diff} (tol $tol), ${ms} ms/step"
     else
+      [[ $rc -eq 124 ]] && out="error: timed out after 120 s"
       row "$case ($steps steps vs CPU)" FAIL "${diff:+max rel. loss diff $diff (tol $tol) }$(grep -m1 'error' <<< "$out")"
       failed=1
     fi
   done < "$bundle/cases.txt"
-  out=$(DS_CUDA_BENCH_N=${DS_CUDA_BENCH_N:-8192} timeout 300 "$build/ds-runtime-cuda-check" bench 2>&1)
+  out=$(DS_CUDA_BENCH_N=${DS_CUDA_BENCH_N:-8192} timeout 120 "$build/ds-runtime-cuda-check" bench 2>&1)
   while read -r line; do
     [[ -n "$line" ]] && row "$(cut -d: -f2 <<< "$line" | sed 's/^ //')" "-" "$(cut -d: -f3- <<< "$line" | sed 's/^ //')"
   done <<< "$(grep '^bench:' <<< "$out")"
@@ -212,7 +213,7 @@ bench_gpt() {
   for variant in f32 bf16 fp8; do
     dir="$bundle/bench/gpt-$variant"
     [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
-    out=$(timeout 200 "$build/ds-step-run" "$dir" --init-random 0 "${data[@]}" \
+    out=$(timeout 90 "$build/ds-step-run" "$dir" --init-random 0 "${data[@]}" \
             --steps 12 --report-every 12 2>&1)
     local ms host
     ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
@@ -221,12 +222,12 @@ bench_gpt() {
       row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
       [[ $variant == fp8 ]] && ms_ds_fp8=$ms
     else
-      row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out")"
+      row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (timed out after 90 s?)")"
       failed=1
     fi
   done
   if python3 -c 'import torch' 2> /dev/null; then
-    out=$(timeout 300 python3 "$bundle/bench/torch_gpt.py" "${size[@]}" 2>&1)
+    out=$(timeout 180 python3 "$bundle/bench/torch_gpt.py" "${size[@]}" 2>&1)
     while read -r line; do
       [[ $line == torch* ]] || continue
       row "gpt ${layers}x1024 $(cut -d: -f1 <<< "$line")" "-" "$(cut -d: -f2- <<< "$line" | sed 's/^ //')"
