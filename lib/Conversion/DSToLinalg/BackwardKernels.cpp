@@ -365,24 +365,49 @@ struct PoolGradLowering : OpConversionPattern<OpTy> {
 // embedding_grad
 //===----------------------------------------------------------------------===//
 
+/// What both lowerings of ds.embedding_grad start from: the zero table,
+/// and the indices and gradient rows flattened to [positions] and
+/// [positions, dim]. Without rows to scatter (no vocabulary or no
+/// positions) the op is replaced by the zero table and `indices` is null.
+struct EmbeddingGradOperands {
+  Type elem;
+  int64_t vocab = 0, dim = 0, positions = 0;
+  Value zeros, indices, grad;
+};
+
+EmbeddingGradOperands
+prepareEmbeddingGrad(EmbeddingGradOp op, EmbeddingGradOp::Adaptor adaptor,
+                     ConversionPatternRewriter &rewriter) {
+  Location loc = op.getLoc();
+  RankedTensorType tableType = op.getType();
+  EmbeddingGradOperands in;
+  in.elem = tableType.getElementType();
+  in.vocab = tableType.getDimSize(0);
+  in.dim = tableType.getDimSize(1);
+  in.positions =
+      cast<RankedTensorType>(adaptor.getIndices().getType()).getNumElements();
+  in.zeros = createZeros(rewriter, loc, tableType.getShape(), in.elem);
+  if (in.vocab < 1 || in.positions == 0) {
+    rewriter.replaceOp(op, in.zeros);
+    return in;
+  }
+  in.indices = reshapeTo(rewriter, loc, adaptor.getIndices(), {in.positions});
+  in.grad = reshapeTo(rewriter, loc, adaptor.getGrad(), {in.positions, in.dim});
+  return in;
+}
+
 struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(EmbeddingGradOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    RankedTensorType tableType = op.getType();
-    Type elem = tableType.getElementType();
-    int64_t vocab = tableType.getDimSize(0), dim = tableType.getDimSize(1);
-    auto idxType = cast<RankedTensorType>(adaptor.getIndices().getType());
-    int64_t positions = idxType.getNumElements();
-    Value zeros = createZeros(rewriter, loc, tableType.getShape(), elem);
-    if (vocab < 1 || positions == 0) {
-      rewriter.replaceOp(op, zeros);
-      return success();
-    }
-    Value indices = reshapeTo(rewriter, loc, adaptor.getIndices(), {positions});
-    Value grad = reshapeTo(rewriter, loc, adaptor.getGrad(), {positions, dim});
+    EmbeddingGradOperands in = prepareEmbeddingGrad(op, adaptor, rewriter);
+    if (!in.indices)
+      return success(); // nothing to scatter: replaced by zeros
+    Type elem = in.elem;
+    int64_t vocab = in.vocab, dim = in.dim, positions = in.positions;
+    Value zeros = in.zeros, indices = in.indices, grad = in.grad;
     auto rowType = RankedTensorType::get({1, dim}, elem);
     SmallVector<OpFoldResult> rowSizes = foldResults(rewriter, {1, dim});
     SmallVector<OpFoldResult> unit = foldResults(rewriter, {1, 1});
@@ -436,18 +461,13 @@ struct EmbeddingGradMaskedReduction : OpConversionPattern<EmbeddingGradOp> {
   matchAndRewrite(EmbeddingGradOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
+    EmbeddingGradOperands in = prepareEmbeddingGrad(op, adaptor, rewriter);
+    if (!in.indices)
+      return success(); // nothing to scatter: replaced by zeros
     RankedTensorType tableType = op.getType();
-    Type elem = tableType.getElementType();
-    int64_t vocab = tableType.getDimSize(0), dim = tableType.getDimSize(1);
-    auto idxType = cast<RankedTensorType>(adaptor.getIndices().getType());
-    int64_t positions = idxType.getNumElements();
-    Value zeros = createZeros(rewriter, loc, tableType.getShape(), elem);
-    if (vocab < 1 || positions == 0) {
-      rewriter.replaceOp(op, zeros);
-      return success();
-    }
-    Value indices = reshapeTo(rewriter, loc, adaptor.getIndices(), {positions});
-    Value grad = reshapeTo(rewriter, loc, adaptor.getGrad(), {positions, dim});
+    Type elem = in.elem;
+    int64_t vocab = in.vocab;
+    Value zeros = in.zeros, indices = in.indices, grad = in.grad;
     MLIRContext *ctx = rewriter.getContext();
     AffineExpr v, d, p;
     bindDims(ctx, v, d, p);
