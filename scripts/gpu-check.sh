@@ -122,7 +122,8 @@ prepare() {
   mkdir -p "$src/include/ds/Runtime" "$src/lib/Runtime/cuda" \
     "$src/tools/ds-step-run" "$src/unittests/Runtime" "$src/third_party"
   cp "$root"/include/ds/Runtime/ds_runtime.h \
-    "$root"/include/ds/Runtime/ds_runtime_cuda.h "$src/include/ds/Runtime/"
+    "$root"/include/ds/Runtime/ds_runtime_cuda.h \
+    "$root"/include/ds/Runtime/DeviceTensors.h "$src/include/ds/Runtime/"
   cp "$root"/lib/Runtime/Error.cpp "$root"/lib/Runtime/RuntimeInternal.h \
     "$src/lib/Runtime/"
   cp "$root"/lib/Runtime/cuda/*.cpp "$root"/lib/Runtime/cuda/*.h \

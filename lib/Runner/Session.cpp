@@ -769,13 +769,7 @@ Error StepProgram::writeObject(StringRef path) const {
   return Error::success();
 }
 
-StepProgram::~StepProgram() {
-#ifdef DSRT_HAVE_CUDA
-  for (auto &[ptr, bytes] : deviceBuffers)
-    if (ptr)
-      dsrt_cuda_free(ptr);
-#endif
-}
+StepProgram::~StepProgram() { releaseDeviceBuffers(); }
 
 void *StepProgram::deviceBuffer(unsigned index, size_t bytes) {
 #ifdef DSRT_HAVE_CUDA
@@ -797,32 +791,73 @@ void *StepProgram::deviceBuffer(unsigned index, size_t bytes) {
 #endif
 }
 
+/// A memref descriptor of a row-major tensor at `data`: {allocated,
+/// aligned, offset, sizes..., strides...}.
+static std::vector<int64_t> describeTensor(const void *data,
+                                           llvm::ArrayRef<int64_t> shape) {
+  auto base = reinterpret_cast<int64_t>(data);
+  std::vector<int64_t> d = {base, base, 0};
+  d.insert(d.end(), shape.begin(), shape.end());
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  d.insert(d.end(), strides.begin(), strides.end());
+  return d;
+}
+
+void StepProgram::releaseDeviceBuffers() {
+#ifdef DSRT_HAVE_CUDA
+  for (auto &[ptr, bytes] : deviceBuffers)
+    if (ptr)
+      dsrt_cuda_free(ptr);
+#endif
+  deviceBuffers.clear();
+}
+
+Error StepProgram::invoke(const mlir::ds::TrainingContract &c,
+                          std::vector<std::vector<int64_t>> &descriptors) {
+  std::vector<void *> pointers;
+  for (auto &d : descriptors)
+    pointers.push_back(d.data());
+  std::vector<void *> packed;
+  for (void *&p : pointers)
+    packed.push_back(&p);
+  return engine->invokePacked("_mlir_ciface_" + c.funcName, packed);
+}
+
+Error StepProgram::runAt(llvm::ArrayRef<void *> data, unsigned variant) {
+  const mlir::ds::TrainingContract &c =
+      variant == 0 ? stepContract : variants[variant];
+  if (data.size() != c.args.size() + c.results.size())
+    return llvm::createStringError("step called with the wrong number of "
+                                   "tensors");
+  std::vector<std::vector<int64_t>> descriptors;
+  descriptors.reserve(data.size());
+  for (auto [i, arg] : llvm::enumerate(c.args))
+    descriptors.push_back(describeTensor(data[i], arg.type.getShape()));
+  for (auto [r, res] : llvm::enumerate(c.results))
+    descriptors.push_back(
+        describeTensor(data[c.args.size() + r], res.type.getShape()));
+  dsrt_clear_error();
+  if (Error e = invoke(c, descriptors))
+    return e;
+  if (const char *err = dsrt_last_error())
+    return llvm::createStringError(std::string("runtime error: ") + err);
+  return Error::success();
+}
+
 Error StepProgram::call(const mlir::ds::TrainingContract &c,
                         llvm::ArrayRef<HostTensor *> args,
                         llvm::MutableArrayRef<HostTensor> results) {
   if (args.size() != c.args.size() || results.size() != c.results.size())
     return llvm::createStringError("step called with the wrong number of "
                                    "tensors");
-  // One descriptor per memref: {allocated, aligned, offset, sizes, strides}.
   std::vector<std::vector<int64_t>> descriptors;
   descriptors.reserve(args.size() + results.size());
-  auto describe = [&](HostTensor &t) {
-    std::vector<int64_t> d;
-    auto base = reinterpret_cast<int64_t>(t.bytes.data());
-    d.push_back(base);
-    d.push_back(base);
-    d.push_back(0);
-    d.insert(d.end(), t.shape.begin(), t.shape.end());
-    std::vector<int64_t> strides(t.shape.size(), 1);
-    for (int i = static_cast<int>(t.shape.size()) - 2; i >= 0; --i)
-      strides[i] = strides[i + 1] * t.shape[i + 1];
-    d.insert(d.end(), strides.begin(), strides.end());
-    descriptors.push_back(std::move(d));
-  };
   for (HostTensor *t : args)
-    describe(*t);
+    descriptors.push_back(describeTensor(t->bytes.data(), t->shape));
   for (HostTensor &t : results)
-    describe(t);
+    descriptors.push_back(describeTensor(t.bytes.data(), t.shape));
   dsrt_clear_error();
   // On the GPU the step reads and writes device buffers: the arguments go
   // up before the call and the results come back after it, on the
@@ -849,15 +884,7 @@ Error StepProgram::call(const mlir::ds::TrainingContract &c,
     }
 #endif
   (void)hostTensor;
-  std::vector<void *> pointers;
-  for (auto &d : descriptors)
-    pointers.push_back(d.data());
-  std::vector<void *> packed;
-  for (void *&p : pointers)
-    packed.push_back(&p);
-
-  if (llvm::Error e =
-          engine->invokePacked("_mlir_ciface_" + c.funcName, packed))
+  if (llvm::Error e = invoke(c, descriptors))
     return e;
 #ifdef DSRT_HAVE_CUDA
   // The results come back on the step's stream, then one wait for all.

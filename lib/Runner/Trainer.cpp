@@ -11,6 +11,7 @@
 
 #include "ds/Runner/Trainer.h"
 
+#include "StepTensors.h"
 #include "TrainerInternal.h"
 
 #include "ds/Runner/Checkpoint.h"
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
@@ -212,7 +214,7 @@ Error Trainer::prepareInt8Weights(llvm::ArrayRef<HostTensor *> leading) {
   for (HostTensor &w : int8Weights)
     ptrs.push_back(&w);
   if (Error e = program.runEval(ptrs, evalResults[3], EvalKind::Weights))
-    return std::move(e);
+    return e;
   for (auto [r, res] : llvm::enumerate(prep->results))
     if (res.role == ResultRole::Update)
       int8Weights[res.argIndex - shared] = evalResults[3][r];
@@ -288,6 +290,10 @@ Expected<Trainer::EvalLosses> Trainer::evaluate() {
   }
   for (auto [k, i] : llvm::enumerate(inputArgs))
     args[i] = std::move(saved[k]);
+  // On a device evaluation copies through buffers of its own (the state
+  // stays where it is): give them back.
+  if (program.runsOnGPU())
+    program.releaseDeviceBuffers();
   double n = static_cast<double>(options.evalBatches);
   // Data parallel: each rank evaluated its rows of the held-out batches.
   if (options.worldSize > 1 &&
@@ -322,8 +328,7 @@ unsigned Trainer::chooseVariant(std::string &why) const {
   }
   // Schedules read the step's `iteration` counter (which the runner's own
   // count equals when the step has none).
-  int64_t iteration =
-      iterationArg ? static_cast<int64_t>(scalarOf(args[*iterationArg])) : step;
+  int64_t iteration = iterationNow ? *iterationNow : step;
   for (const PrecisionSchedule::Phase &p : schedule->phases)
     if (iteration >= p.begin &&
         (iteration < p.end || &p == &schedule->phases.back())) {
@@ -334,158 +339,145 @@ unsigned Trainer::chooseVariant(std::string &why) const {
   return 0;
 }
 
-Error Trainer::run() {
+Trainer::Trainer(StepProgram &program, const TrainOptions &options,
+                 llvm::raw_ostream &out)
+    : program(program), options(options), out(out) {}
+
+Trainer::~Trainer() = default;
+
+Error Trainer::syncHost(bool withResults) {
+  return tensors ? tensors->toHost(withResults) : Error::success();
+}
+
+void Trainer::setUpReportRing() {
   const auto &c = program.contract();
-  unsigned lossIndex = c.getLossIndex();
+  // What recordStep reads: the loss, every one-element metric (found_inf,
+  // loss_scale, anomaly, ...), the channel level's per-channel metrics,
+  // and the new loss scale and iteration counter.
+  ringResults = {c.getLossIndex()};
+  for (auto [i, res] : llvm::enumerate(c.results)) {
+    bool wanted = res.role == ResultRole::Metric &&
+                  (results[i].numElements() == 1 ||
+                   llvm::StringRef(res.name).starts_with("channel.high."));
+    if (res.role == ResultRole::Update &&
+        (res.argIndex == lossScaleArg || res.argIndex == iterationArg)) {
+      wanted = results[i].numElements() == 1;
+      (res.argIndex == lossScaleArg ? lossScaleUpdate : iterationUpdate) = i;
+    }
+    if (wanted && !llvm::is_contained(ringResults, unsigned(i)))
+      ringResults.push_back(i);
+  }
+  slotBytes = 0;
+  for (unsigned r : ringResults) {
+    ringOffsets.push_back(slotBytes);
+    slotBytes += (results[r].sizeInBytes() + 7) / 8 * 8;
+  }
+  ringData = tensors->ring(slotBytes * size_t(reportEvery));
+}
+
+Error Trainer::run() {
+  if (!tensors) {
+    Expected<std::unique_ptr<StepTensors>> created =
+        StepTensors::create(program, args, results);
+    if (!created)
+      return created.takeError();
+    tensors = std::move(*created);
+    reportEvery = options.reportEvery > 0 ? options.reportEvery
+                  : tensors->onDevice()   ? 10
+                                          : 1;
+    // A schedule picks each step's variant from the one before (its
+    // iteration counter, an anomaly): those are read after every step.
+    if (program.schedule() && reportEvery > 1) {
+      if (options.reportEvery > 1 && !options.quiet)
+        out << "ds-run: note: the precision schedule chooses each step's "
+               "variant from the step before: the loss and metrics are read "
+               "after every step (--report-every 1)\n";
+      reportEvery = 1;
+    }
+    setUpReportRing();
+  }
   if (data && !options.quiet)
     out << "ds-run: data: " << data->describe() << "\n";
-  ProgressLine progress(options.steps);
-  int64_t items = data ? data->itemsPerBatch() : 1;
-  llvm::StringRef unit = data ? data->itemUnit() : "steps";
-  std::vector<HostTensor *> ptrs;
+  if (tensors->onDevice() && !options.quiet && reportEvery > 1)
+    out << "ds-run: state stays on the device; the loss and metrics are read "
+           "every "
+        << reportEvery << " steps (--report-every)\n";
+  lossScaleNow = lossScaleArg ? scalarOf(args[*lossScaleArg]) : 0.0;
+  if (iterationArg)
+    iterationNow = static_cast<int64_t>(scalarOf(args[*iterationArg]));
+  progress.emplace(options.steps);
+  windowStart = nowSeconds();
 
   while (step < options.steps) {
     uint64_t batch = data ? data->cursor() : 0;
     if (Error e = feed(batch, /*heldOut=*/false))
       return e;
+    for (unsigned i : inputArgs)
+      tensors->hostWrote(i);
     if (data)
       data->setCursor(batch + 1);
-    bool injected = std::binary_search(options.injectSteps.begin(),
-                                       options.injectSteps.end(), step + 1);
-    if (injectArg)
-      args[*injectArg].setDouble(0, injected ? 1.0 : 0.0);
-    double scaleBefore = lossScaleArg ? scalarOf(args[*lossScaleArg]) : 0.0;
-    ptrs.clear();
-    for (HostTensor &t : args)
-      ptrs.push_back(&t);
-    std::string why;
-    unsigned variant = chooseVariant(why);
-    llvm::StringRef variantName = program.stepVariants()[variant].funcName;
-    if (program.schedule() && lastVariant != variant && !options.quiet)
-      out << "step " << step + 1 << ": precision: running " << variantName
-          << " (" << why << ")\n";
-    lastVariant = variant;
+    PendingStep p;
+    p.step = step + 1;
+    p.injected = std::binary_search(options.injectSteps.begin(),
+                                    options.injectSteps.end(), p.step);
+    if (injectArg) {
+      args[*injectArg].setDouble(0, p.injected ? 1.0 : 0.0);
+      tensors->hostWrote(*injectArg);
+    }
+    p.variant = chooseVariant(p.why);
+    if (program.schedule() && lastVariant != p.variant && !options.quiet)
+      out << "step " << p.step << ": precision: running "
+          << program.stepVariants()[p.variant].funcName << " (" << p.why
+          << ")\n";
+    lastVariant = p.variant;
     if (fallbackLeft > 0)
       --fallbackLeft;
     stepsByVariant.resize(program.stepVariants().size());
-    ++stepsByVariant[variant];
+    ++stepsByVariant[p.variant];
     dsrt_comm_stats before;
     dsrt_get_comm_stats(&before);
     double start = nowSeconds();
-    if (Error e = program.run(ptrs, results, variant))
-      return errorf("step " + std::to_string(step + 1) + ": " +
+    if (Error e = tensors->run(p.variant))
+      return errorf("step " + std::to_string(p.step) + ": " +
                     llvm::toString(std::move(e)) +
                     " (state left as after step " + std::to_string(step) + ")");
-    double ms = (nowSeconds() - start) * 1e3;
+    p.ms = (nowSeconds() - start) * 1e3;
     dsrt_comm_stats after;
     dsrt_get_comm_stats(&after);
-    stepWaitMs.push_back((after.wait_seconds - before.wait_seconds) * 1e3);
-    double loss = scalarOf(results[lossIndex]);
-    // A non-finite loss on a step loss scaling did not skip means the
-    // training is broken: stop before its results replace the last good
-    // state, and keep that state in the checkpoint.
-    if (!std::isfinite(loss) && !options.allowNonfiniteLoss &&
-        !(foundInfResult && scalarOf(results[*foundInfResult]) > 0.5)) {
-      std::string kept;
-      if (!options.checkpointDir.empty()) {
-        if (Error e = saveCheckpoint(options.checkpointDir))
-          return e;
-        kept = "; the state after step " + std::to_string(step) +
-               " is in the checkpoint " + options.checkpointDir;
-      }
-      out.flush();
-      return errorf(
-          "step " + std::to_string(step + 1) + ": the loss is " +
-          (std::isnan(loss) ? "nan" : "inf") +
-          (foundInfResult ? " on a step loss scaling did not skip" : "") +
-          "; stopped" + kept + " (--allow-nonfinite-loss trains on)");
-    }
-    // Swap the new values in; the old buffers receive the next results.
-    llvm::json::Object metrics, channels;
-    for (auto [i, res] : llvm::enumerate(c.results)) {
-      if (res.role == ResultRole::Update)
-        std::swap(args[res.argIndex], results[i]);
-      else if (res.role == ResultRole::Metric && results[i].numElements() == 1)
-        metrics[res.name] = jsonNumber(scalarOf(results[i]));
-      else if (res.role == ResultRole::Metric &&
-               llvm::StringRef(res.name).starts_with("channel.high."))
-        // The channel level: how many output channels ran in the high type.
-        channels[llvm::StringRef(res.name).drop_front(13)] =
-            countNonZero(results[i]);
-    }
+    p.waitMs = (after.wait_seconds - before.wait_seconds) * 1e3;
+    uint8_t *slot = ringData + size_t(step % reportEvery) * slotBytes;
+    for (auto [k, r] : llvm::enumerate(ringResults))
+      tensors->read(r, slot + ringOffsets[k]);
+    pending.push_back(std::move(p));
+
+    // Read the ring at report steps and wherever the host needs the state.
+    int64_t done = step + 1;
+    bool last = done == options.steps;
+    auto every = [&](int64_t k) { return k > 0 && done % k == 0; };
+    bool evalNow = options.evalEvery > 0 && data && data->hasHeldOut() &&
+                   (every(options.evalEvery) || last);
+    bool checkpointNow = !options.checkpointDir.empty() &&
+                         every(options.checkpointEvery) && !last;
+    bool replicasNow =
+        options.worldSize > 1 && every(options.checkReplicasEvery);
+    bool report = last || done == 1 || every(reportEvery) || evalNow ||
+                  checkpointNow || replicasNow;
+    // The ring is read before the newest step's updates are adopted: a
+    // non-finite loss found in it leaves the state of the step before.
+    if (report)
+      if (Error e = drain())
+        return e;
+    tensors->adoptUpdates();
     ++step;
-    stepMs.push_back(ms);
-    if (options.worldSize > 1 && options.checkReplicasEvery > 0 &&
-        step % options.checkReplicasEvery == 0)
+    if (!report)
+      continue;
+    if (replicasNow || evalNow || checkpointNow)
+      if (Error e = syncHost())
+        return e;
+    if (replicasNow)
       if (Error e = checkReplicas("after step " + std::to_string(step)))
         return e;
-    llvm::json::Object entry{
-        {"step", step}, {"loss", jsonNumber(loss)}, {"time_ms", ms}};
-    if (program.schedule()) {
-      entry["variant"] = variantName;
-      entry["precision"] = why;
-    }
-    if (!channels.empty())
-      entry["channels_high"] = std::move(channels);
-    // Loss scaling: the skip decision and the scale, logged as events.
-    auto metric = [&](llvm::StringRef name) -> std::optional<double> {
-      if (const llvm::json::Value *v = metrics.get(name))
-        return v->getAsNumber() ? *v->getAsNumber()
-                                : std::numeric_limits<double>::quiet_NaN();
-      return std::nullopt;
-    };
-    if (std::optional<double> found = metric("found_inf")) {
-      bool skipped = *found > 0.5;
-      entry["skipped"] = skipped;
-      if (std::optional<double> used = metric("loss_scale"))
-        entry["loss_scale"] = *used;
-      if (skipped) {
-        skippedSteps.push_back(step);
-        double after =
-            lossScaleArg ? scalarOf(args[*lossScaleArg]) : scaleBefore;
-        bool maskUpdate = metric("sparsity.mask_update").value_or(0) > 0.5;
-        out << llvm::format("step %lld: non-finite gradients, skipped; loss "
-                            "scale %.10g -> %.10g%s%s\n",
-                            static_cast<long long>(step),
-                            metric("loss_scale").value_or(scaleBefore), after,
-                            maskUpdate ? " (a mask update: the scaler holds)"
-                                       : "",
-                            injected ? " (injected)" : "");
-      }
-    }
-    if (injected)
-      entry["injected_nonfinite"] = true;
-    if (std::optional<double> anomaly = metric("anomaly");
-        anomaly && *anomaly > 0.5) {
-      anomalySteps.push_back(step);
-      entry["anomaly"] = true;
-      out << llvm::format("step %lld: gradient anomaly: the gradient norm "
-                          "grew on consecutive steps (grad norm %.6g)",
-                          static_cast<long long>(step),
-                          metric("grad_norm").value_or(0.0));
-      const PrecisionSchedule *schedule = program.schedule();
-      if (schedule && schedule->anomalySteps > 0) {
-        fallbackLeft = schedule->anomalySteps;
-        entry["fallback_steps"] = fallbackLeft;
-        out << llvm::format(
-            "; the next %lld steps run the high-precision "
-            "variant %s",
-            static_cast<long long>(fallbackLeft),
-            program.stepVariants()[schedule->high].funcName.c_str());
-      }
-      out << "\n";
-    }
-    if (!metrics.empty())
-      entry["metrics"] = std::move(metrics);
-    stepLog.push_back(std::move(entry));
-    bool last = step == options.steps;
-    if (!options.quiet &&
-        (last || options.printEvery <= 1 || step % options.printEvery == 0))
-      out << progress.format(step, loss, ms,
-                             static_cast<double>(items) / (ms * 1e-3), unit)
-          << "\n";
-    if (options.evalEvery > 0 && data && data->hasHeldOut() &&
-        (step % options.evalEvery == 0 || last)) {
+    if (evalNow) {
       Expected<EvalLosses> evalLoss = evaluate();
       if (!evalLoss)
         return evalLoss.takeError();
@@ -510,12 +502,14 @@ Error Trainer::run() {
         out << "\n";
       }
     }
-    if (!options.checkpointDir.empty() && options.checkpointEvery > 0 &&
-        step % options.checkpointEvery == 0 && !last)
+    if (checkpointNow)
       if (Error e = saveCheckpoint(options.checkpointDir))
         return e;
     out.flush();
+    windowStart = nowSeconds();
   }
+  if (Error e = syncHost(/*withResults=*/!options.saveResultsDir.empty()))
+    return e;
   if (options.worldSize > 1)
     if (Error e = checkReplicas("at the end"))
       return e;
@@ -548,6 +542,160 @@ Error Trainer::run() {
   if (!options.reportPath.empty())
     if (Error e = writeReport())
       return e;
+  return Error::success();
+}
+
+Error Trainer::drain() {
+  if (pending.empty())
+    return Error::success();
+  if (Error e = tensors->wait())
+    return errorf((pending.size() == 1
+                       ? "step " + std::to_string(pending.front().step)
+                       : "steps " + std::to_string(pending.front().step) + "-" +
+                             std::to_string(pending.back().step)) +
+                  ": " + llvm::toString(std::move(e)));
+  // On a device the calls only enqueued the steps: what they took is the
+  // window's wall time (feeding included) per step.
+  if (tensors->onDevice()) {
+    double ms = (nowSeconds() - windowStart) * 1e3 / double(pending.size());
+    for (PendingStep &p : pending)
+      p.ms = ms;
+  }
+  for (auto [k, p] : llvm::enumerate(pending)) {
+    const uint8_t *slot =
+        ringData + size_t((p.step - 1) % reportEvery) * slotBytes;
+    if (Error e = recordStep(p, slot, k + 1 == pending.size())) {
+      pending.clear();
+      return e;
+    }
+  }
+  pending.clear();
+  return Error::success();
+}
+
+Error Trainer::recordStep(const PendingStep &p, const uint8_t *slot,
+                          bool newest) {
+  const auto &c = program.contract();
+  // The results this step copied into the ring; the others stay empty.
+  std::vector<HostTensor> got(results.size());
+  for (auto [k, r] : llvm::enumerate(ringResults)) {
+    got[r] = HostTensor(results[r].dtype, results[r].shape);
+    std::memcpy(got[r].bytes.data(), slot + ringOffsets[k],
+                got[r].sizeInBytes());
+  }
+  double loss = scalarOf(got[c.getLossIndex()]);
+  // A non-finite loss on a step loss scaling did not skip means the
+  // training is broken: stop before its results replace the last good
+  // state, and keep that state in the checkpoint.
+  if (!std::isfinite(loss) && !options.allowNonfiniteLoss &&
+      !(foundInfResult && scalarOf(got[*foundInfResult]) > 0.5)) {
+    std::string what =
+        "step " + std::to_string(p.step) + ": the loss is " +
+        (std::isnan(loss) ? "nan" : "inf") +
+        (foundInfResult ? " on a step loss scaling did not skip" : "");
+    std::string kept;
+    if (newest && !options.checkpointDir.empty()) {
+      if (Error e = syncHost())
+        return e;
+      if (Error e = saveCheckpoint(options.checkpointDir))
+        return e;
+      kept = "; the state after step " + std::to_string(step) +
+             " is in the checkpoint " + options.checkpointDir;
+    } else if (!newest) {
+      // The steps after it were enqueued before the host read its loss.
+      kept = " with the state after step " + std::to_string(step) +
+             " (the loss is read every " + std::to_string(reportEvery) +
+             " steps, --report-every): it includes the non-finite step, so "
+             "no checkpoint is written (--report-every 1 stops before it)";
+    }
+    out.flush();
+    return errorf(what + "; stopped" + kept +
+                  " (--allow-nonfinite-loss trains on)");
+  }
+  llvm::json::Object metrics, channels;
+  for (auto [i, res] : llvm::enumerate(c.results)) {
+    if (got[i].bytes.empty() || i == c.getLossIndex() ||
+        res.role != ResultRole::Metric)
+      continue;
+    if (got[i].numElements() == 1)
+      metrics[res.name] = jsonNumber(scalarOf(got[i]));
+    else if (llvm::StringRef(res.name).starts_with("channel.high."))
+      // The channel level: how many output channels ran in the high type.
+      channels[llvm::StringRef(res.name).drop_front(13)] = countNonZero(got[i]);
+  }
+  double scaleBefore = lossScaleNow;
+  if (lossScaleUpdate)
+    lossScaleNow = scalarOf(got[*lossScaleUpdate]);
+  if (iterationUpdate)
+    iterationNow = static_cast<int64_t>(scalarOf(got[*iterationUpdate]));
+  stepMs.push_back(p.ms);
+  stepWaitMs.push_back(p.waitMs);
+  llvm::json::Object entry{
+      {"step", p.step}, {"loss", jsonNumber(loss)}, {"time_ms", p.ms}};
+  if (program.schedule()) {
+    entry["variant"] = program.stepVariants()[p.variant].funcName;
+    entry["precision"] = p.why;
+  }
+  if (!channels.empty())
+    entry["channels_high"] = std::move(channels);
+  // Loss scaling: the skip decision and the scale, logged as events.
+  auto metric = [&](llvm::StringRef name) -> std::optional<double> {
+    if (const llvm::json::Value *v = metrics.get(name))
+      return v->getAsNumber() ? *v->getAsNumber()
+                              : std::numeric_limits<double>::quiet_NaN();
+    return std::nullopt;
+  };
+  if (std::optional<double> found = metric("found_inf")) {
+    bool skipped = *found > 0.5;
+    entry["skipped"] = skipped;
+    if (std::optional<double> used = metric("loss_scale"))
+      entry["loss_scale"] = *used;
+    if (skipped) {
+      skippedSteps.push_back(p.step);
+      bool maskUpdate = metric("sparsity.mask_update").value_or(0) > 0.5;
+      out << llvm::format(
+          "step %lld: non-finite gradients, skipped; loss "
+          "scale %.10g -> %.10g%s%s\n",
+          static_cast<long long>(p.step),
+          metric("loss_scale").value_or(scaleBefore), lossScaleNow,
+          maskUpdate ? " (a mask update: the scaler holds)" : "",
+          p.injected ? " (injected)" : "");
+    }
+  }
+  if (p.injected)
+    entry["injected_nonfinite"] = true;
+  if (std::optional<double> anomaly = metric("anomaly");
+      anomaly && *anomaly > 0.5) {
+    anomalySteps.push_back(p.step);
+    entry["anomaly"] = true;
+    out << llvm::format("step %lld: gradient anomaly: the gradient norm "
+                        "grew on consecutive steps (grad norm %.6g)",
+                        static_cast<long long>(p.step),
+                        metric("grad_norm").value_or(0.0));
+    const PrecisionSchedule *schedule = program.schedule();
+    if (schedule && schedule->anomalySteps > 0) {
+      fallbackLeft = schedule->anomalySteps;
+      entry["fallback_steps"] = fallbackLeft;
+      out << llvm::format(
+          "; the next %lld steps run the high-precision "
+          "variant %s",
+          static_cast<long long>(fallbackLeft),
+          program.stepVariants()[schedule->high].funcName.c_str());
+    }
+    out << "\n";
+  }
+  if (!metrics.empty())
+    entry["metrics"] = std::move(metrics);
+  stepLog.push_back(std::move(entry));
+  bool last = p.step == options.steps;
+  if (!options.quiet &&
+      (last || options.printEvery <= 1 || p.step % options.printEvery == 0)) {
+    int64_t items = data ? data->itemsPerBatch() : 1;
+    llvm::StringRef unit = data ? data->itemUnit() : "steps";
+    out << progress->format(p.step, loss, p.ms,
+                            static_cast<double>(items) / (p.ms * 1e-3), unit)
+        << "\n";
+  }
   return Error::success();
 }
 

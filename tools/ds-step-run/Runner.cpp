@@ -4,7 +4,7 @@
 
 #include "ds/Runtime/ds_runtime.h"
 #ifdef DSRT_HAVE_CUDA
-#include "ds/Runtime/ds_runtime_cuda.h"
+#include "ds/Runtime/DeviceTensors.h"
 #endif
 
 #include <algorithm>
@@ -94,51 +94,31 @@ private:
 #ifdef DSRT_HAVE_CUDA
 class DeviceBuffers final : public Buffers {
 public:
-  ~DeviceBuffers() override {
-    for (void *p : args)
-      dsrt_cuda_free(p);
-    for (void *p : results)
-      dsrt_cuda_free(p);
-    if (ring)
-      dsrt_cuda_host_free(ring);
-  }
   bool allocate(const StepManifest &m) {
-    sizes = {};
-    for (const TensorSpec &a : m.args) {
-      args.push_back(dsrt_cuda_alloc(int64_t(std::max<size_t>(a.bytes(), 1))));
-      sizes.push_back(a.bytes());
-    }
+    std::vector<size_t> argBytes, resultBytes;
+    for (const TensorSpec &a : m.args)
+      argBytes.push_back(a.bytes());
     for (const TensorSpec &r : m.results)
-      results.push_back(
-          dsrt_cuda_alloc(int64_t(std::max<size_t>(r.bytes(), 1))));
-    return dsrt_last_error() == nullptr;
+      resultBytes.push_back(r.bytes());
+    return tensors.allocate(argBytes, resultBytes);
   }
-  void *arg(size_t i) override { return args[i]; }
-  void *result(size_t r) override { return results[r]; }
+  void *arg(size_t i) override { return tensors.arg(i); }
+  void *result(size_t r) override { return tensors.result(r); }
   bool upload(size_t i, const Tensor &t) override {
-    // Pageable memory: the driver stages it before returning.
-    return t.bytes.empty() ||
-           dsrt_cuda_copy_to_device(args[i], t.bytes.data(),
-                                    int64_t(t.bytes.size())) == 0;
+    return tensors.upload(i, t.bytes.data(), t.bytes.size());
   }
-  void adopt(size_t r, size_t i) override { std::swap(results[r], args[i]); }
+  void adopt(size_t r, size_t i) override { tensors.adopt(r, i); }
   void enqueueRead(size_t r, void *host, size_t bytes) override {
-    mgpuMemcpy(host, results[r], int64_t(bytes), dsrt_cuda_stream());
+    tensors.enqueueRead(r, host, bytes);
   }
-  bool wait() override { return dsrt_cuda_synchronize() == 0; }
-  void *ringAlloc(size_t bytes) override {
-    ring = dsrt_cuda_host_alloc(int64_t(std::max<size_t>(bytes, 1)));
-    return ring;
-  }
+  bool wait() override { return tensors.wait(); }
+  void *ringAlloc(size_t bytes) override { return tensors.ring(bytes); }
   bool download(size_t i, Tensor &t) override {
-    return t.bytes.empty() || dsrt_cuda_copy_to_host(t.bytes.data(), args[i],
-                                                     int64_t(sizes[i])) == 0;
+    return tensors.download(i, t.bytes.data());
   }
 
 private:
-  std::vector<void *> args, results;
-  std::vector<size_t> sizes;
-  void *ring = nullptr;
+  ds::runtime::DeviceTensors tensors;
 };
 #endif
 

@@ -183,10 +183,24 @@ public:
     return call(*evalContract(kind), args, results);
   }
 
+  /// Calls variant `variant` of the step on tensors that already live at
+  /// `data`: the arguments, then the results, in the contract's order and
+  /// with its shapes (on the GPU, device buffers). Nothing is copied and,
+  /// on the GPU, nothing waits: the step is enqueued on the runtime's
+  /// stream. Fails on a runtime error reported so far.
+  llvm::Error runAt(llvm::ArrayRef<void *> data, unsigned variant = 0);
+
+  /// Frees the device buffers run() and runEval() copy through (they are
+  /// kept for the next call otherwise).
+  void releaseDeviceBuffers();
+
 private:
   llvm::Error call(const mlir::ds::TrainingContract &contract,
                    llvm::ArrayRef<HostTensor *> args,
                    llvm::MutableArrayRef<HostTensor> results);
+  /// Invokes `contract`'s function on one memref descriptor per tensor.
+  llvm::Error invoke(const mlir::ds::TrainingContract &contract,
+                     std::vector<std::vector<int64_t>> &descriptors);
   StepProgram() = default;
   /// On the GPU: the device buffer of each argument and result (in that
   /// order), reused across calls.

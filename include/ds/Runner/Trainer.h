@@ -13,6 +13,7 @@
 #define DS_RUNNER_TRAINER_H
 
 #include "ds/Runner/DataFeed.h"
+#include "ds/Runner/Report.h"
 #include "ds/Runner/Session.h"
 
 #include "llvm/ADT/StringMap.h"
@@ -37,6 +38,11 @@ struct TrainOptions {
   int64_t evalBatches = 8;
   /// Print a progress line every K steps (and at the last step).
   int64_t printEvery = 1;
+  /// Read the loss and metrics back every K steps (and after the first,
+  /// the last, and before an evaluation, a checkpoint or a replica check);
+  /// 0 picks 1 on the CPU and 10 on a device. The losses are checked then:
+  /// on a device the steps between are enqueued without waiting for it.
+  int64_t reportEvery = 0;
   bool quiet = false;
   /// Go on when the loss turns non-finite on a step loss scaling did not
   /// skip (default: stop with an error, keeping the last good state).
@@ -77,6 +83,8 @@ struct TrainOptions {
   int64_t checkReplicasEvery = 0;
 };
 
+class StepTensors;
+
 class Trainer {
 public:
   /// Sets up state and data for `program`. Errors name the offending
@@ -88,11 +96,11 @@ public:
   /// Runs the remaining steps, printing progress; writes the report and
   /// checkpoints as configured.
   llvm::Error run();
+  ~Trainer();
 
 private:
   Trainer(StepProgram &program, const TrainOptions &options,
-          llvm::raw_ostream &out)
-      : program(program), options(options), out(out) {}
+          llvm::raw_ostream &out);
   llvm::Error initState();
   /// Checks every output path and checkpoint key before the first step, so
   /// that a finished run is never lost to a bad --report / --checkpoint /
@@ -166,6 +174,47 @@ private:
   int64_t fallbackLeft = 0;
   std::vector<int64_t> stepsByVariant;
   unsigned chooseVariant(std::string &why) const;
+
+  /// A step that ran (or, on a device, was enqueued) and whose scalars
+  /// wait in the report ring.
+  struct PendingStep {
+    int64_t step = 0; ///< 1-based
+    unsigned variant = 0;
+    std::string why;
+    bool injected = false;
+    /// The call's milliseconds (on a device: replaced by the report
+    /// window's wall time per step) and its collective waits.
+    double ms = 0, waitMs = 0;
+  };
+  /// Sets up the report ring: which results each step copies into it.
+  void setUpReportRing();
+  /// Waits for the pending steps and records them in order.
+  llvm::Error drain();
+  /// Records one step from its slot of the ring: log entry, events,
+  /// progress line; the non-finite loss check. `newest`: no later step
+  /// has run (the state is the one before it).
+  llvm::Error recordStep(const PendingStep &p, const uint8_t *slot,
+                         bool newest);
+  /// Brings the host copies up to date (a no-op on the CPU).
+  llvm::Error syncHost(bool withResults = false);
+
+  std::unique_ptr<StepTensors> tensors;
+  int64_t reportEvery = 1;
+  /// The results copied into the ring every step and their offsets in a
+  /// slot; the ring holds `reportEvery` slots.
+  std::vector<unsigned> ringResults;
+  std::vector<size_t> ringOffsets;
+  size_t slotBytes = 0;
+  uint8_t *ringData = nullptr;
+  std::vector<PendingStep> pending;
+  double windowStart = 0;
+  /// The update results of the loss scale and the iteration counter, and
+  /// their values after the last recorded step (host-side, so that the
+  /// device's copies need not come back).
+  std::optional<unsigned> lossScaleUpdate, iterationUpdate;
+  double lossScaleNow = 0;
+  std::optional<ProgressLine> progress;
+  std::optional<int64_t> iterationNow;
   llvm::json::Array stepLog, evalLog;
   std::vector<double> stepMs;
   /// Per step: the milliseconds the step waited on collectives and

@@ -96,8 +96,14 @@ CUresult injected(const char *fn, CUresult result) {
 #define STREAM(s) streamName(s, streamBuf, sizeof(streamBuf))
 
 void *allocate(size_t bytes) {
-  // 256-byte aligned, as the driver's allocations are.
-  return std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  // 256-byte aligned, as the driver's allocations are. Zeroed, so that
+  // what the do-nothing kernels leave behind is deterministic (a loss of
+  // 0, not whatever the heap held: the runners stop on a non-finite loss).
+  size_t rounded = (bytes + 255) / 256 * 256;
+  void *p = std::aligned_alloc(256, rounded);
+  if (p)
+    std::memset(p, 0, rounded);
+  return p;
 }
 
 CUresult allocateDevice(const char *fn, CUdeviceptr *ptr, size_t bytes,

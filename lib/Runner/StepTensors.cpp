@@ -1,0 +1,156 @@
+//===- StepTensors.cpp - Where the Trainer's step tensors live ------------===//
+
+#include "StepTensors.h"
+
+#include "ds/Runtime/ds_runtime.h"
+#ifdef DSRT_HAVE_CUDA
+#include "ds/Runtime/DeviceTensors.h"
+#endif
+
+#include <cstring>
+
+using namespace ds::runner;
+using llvm::Error;
+using mlir::ds::ResultRole;
+
+static Error runtimeError(const llvm::Twine &what) {
+  const char *e = dsrt_last_error();
+  return llvm::createStringError(
+      (what + ": " + (e ? e : "unknown runtime error")).str());
+}
+
+StepTensors::StepTensors(StepProgram &program, std::vector<HostTensor> &args,
+                         std::vector<HostTensor> &results)
+    : program(program), args(args), results(results),
+      written(args.size(), true), argStale(args.size(), false) {}
+
+StepTensors::~StepTensors() = default;
+
+llvm::Expected<std::unique_ptr<StepTensors>>
+StepTensors::create(StepProgram &program, std::vector<HostTensor> &args,
+                    std::vector<HostTensor> &results) {
+  std::unique_ptr<StepTensors> t(new StepTensors(program, args, results));
+  if (!program.runsOnGPU())
+    return t;
+#ifdef DSRT_HAVE_CUDA
+  t->device = std::make_unique<ds::runtime::DeviceTensors>();
+  std::vector<size_t> argBytes, resultBytes;
+  for (const HostTensor &a : args)
+    argBytes.push_back(a.sizeInBytes());
+  for (const HostTensor &r : results)
+    resultBytes.push_back(r.sizeInBytes());
+  dsrt_clear_error();
+  if (!t->device->allocate(argBytes, resultBytes))
+    return runtimeError("cannot allocate the step's device buffers");
+  return t;
+#else
+  return llvm::createStringError("this ds-run has no CUDA backend");
+#endif
+}
+
+void StepTensors::hostWrote(unsigned i) {
+  written[i] = true;
+  argStale[i] = false;
+}
+
+Error StepTensors::run(unsigned variant) {
+  if (!device) {
+    std::vector<HostTensor *> ptrs;
+    for (HostTensor &t : args)
+      ptrs.push_back(&t);
+    return program.run(ptrs, results, variant);
+  }
+#ifdef DSRT_HAVE_CUDA
+  dsrt_clear_error();
+  for (unsigned i = 0; i < args.size(); ++i) {
+    if (!written[i])
+      continue;
+    // A batch replaced by the feed may have a new size only if the
+    // contract allowed it, which it does not: shapes are static.
+    if (args[i].sizeInBytes() > 0 &&
+        !device->upload(i, args[i].bytes.data(), args[i].sizeInBytes()))
+      return runtimeError("cannot upload '" + program.contract().args[i].name +
+                          "'");
+    written[i] = false;
+  }
+  std::vector<void *> data;
+  for (unsigned i = 0; i < args.size(); ++i)
+    data.push_back(device->arg(i));
+  for (unsigned r = 0; r < results.size(); ++r)
+    data.push_back(device->result(r));
+  resultsStale = true;
+  return program.runAt(data, variant);
+#else
+  (void)variant;
+  return Error::success();
+#endif
+}
+
+uint8_t *StepTensors::ring(size_t bytes) {
+#ifdef DSRT_HAVE_CUDA
+  if (device)
+    return static_cast<uint8_t *>(device->ring(bytes));
+#endif
+  hostRing.assign(bytes, 0);
+  return hostRing.data();
+}
+
+void StepTensors::read(unsigned r, uint8_t *dst) {
+#ifdef DSRT_HAVE_CUDA
+  if (device) {
+    device->enqueueRead(r, dst, results[r].sizeInBytes());
+    return;
+  }
+#endif
+  std::memcpy(dst, results[r].bytes.data(), results[r].sizeInBytes());
+}
+
+Error StepTensors::wait() {
+#ifdef DSRT_HAVE_CUDA
+  if (device && !device->wait())
+    return runtimeError("runtime error");
+#endif
+  return Error::success();
+}
+
+void StepTensors::adoptUpdates() {
+  for (auto [r, res] : llvm::enumerate(program.contract().results)) {
+    if (res.role != ResultRole::Update)
+      continue;
+#ifdef DSRT_HAVE_CUDA
+    if (device) {
+      device->adopt(r, res.argIndex);
+      argStale[res.argIndex] = true;
+      continue;
+    }
+#endif
+    std::swap(args[res.argIndex], results[r]);
+  }
+}
+
+Error StepTensors::toHost(bool withResults) {
+#ifdef DSRT_HAVE_CUDA
+  if (!device)
+    return Error::success();
+  if (!device->wait())
+    return runtimeError("runtime error");
+  for (unsigned i = 0; i < args.size(); ++i) {
+    if (!argStale[i])
+      continue;
+    if (!device->download(i, args[i].bytes.data()))
+      return runtimeError("cannot copy '" + program.contract().args[i].name +
+                          "' to the host");
+    argStale[i] = false;
+  }
+  if (withResults && resultsStale) {
+    for (unsigned r = 0; r < results.size(); ++r)
+      if (!device->downloadResult(r, results[r].bytes.data()))
+        return runtimeError("cannot copy result " + llvm::Twine(r) +
+                            " to the host");
+    resultsStale = false;
+  }
+#else
+  (void)withResults;
+#endif
+  return Error::success();
+}
