@@ -237,6 +237,7 @@ void dsrt_cuda_shutdown(void) {
     // Tear down anyway: the caller is leaving, and the error is recorded.
   }
   shutdownCublasLt();
+  forgetKernelFunctions();
   session.store(nullptr, std::memory_order_release);
   delete s;
   currentGeneration = 0;

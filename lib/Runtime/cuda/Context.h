@@ -60,6 +60,9 @@ Status freeOnStream(void *ptr, CUstream stream);
 /// Called by dsrt_cuda_shutdown before the stream and context go: frees the
 /// cuBLASLt state (CublasLt.cpp).
 void shutdownCublasLt();
+/// Likewise: forgets the kernels mgpuModuleGetFunction cached
+/// (MgpuWrappers.cpp), whose modules die with the context.
+void forgetKernelFunctions();
 
 //===----------------------------------------------------------------------===//
 // RAII owners

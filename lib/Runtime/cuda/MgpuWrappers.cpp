@@ -14,9 +14,13 @@
 
 #include "ds/Runtime/ds_runtime_cuda.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <string>
+#include <vector>
 
 using namespace dsrt;
 using namespace dsrt::cuda;
@@ -151,7 +155,43 @@ void *mgpuModuleLoadJIT(void *ptx, int32_t optLevel) {
   return loadModule(ptx, optLevel, "mgpuModuleLoadJIT");
 }
 
+namespace {
+/// mgpuModuleGetFunction's answers. gpu-to-llvm looks the kernel up before
+/// every launch; the driver's lookup is a hash of the name, this one a
+/// pointer comparison (the name is a constant of the generated code; its
+/// text is compared too, so a reused buffer cannot alias).
+struct KernelFunctions {
+  struct Entry {
+    void *module;
+    const char *namePtr;
+    std::string name;
+    CUfunction function;
+  };
+  std::mutex mutex;
+  std::vector<Entry> entries;
+};
+KernelFunctions &kernelFunctions() {
+  static auto *cache = new KernelFunctions; // outlives static destructors
+  return *cache;
+}
+} // namespace
+
+void dsrt::cuda::forgetKernelFunctions() {
+  std::lock_guard<std::mutex> lock(kernelFunctions().mutex);
+  kernelFunctions().entries.clear();
+}
+
 void mgpuModuleUnload(void *module) {
+  {
+    KernelFunctions &cache = kernelFunctions();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.entries.erase(std::remove_if(cache.entries.begin(),
+                                       cache.entries.end(),
+                                       [&](const KernelFunctions::Entry &e) {
+                                         return e.module == module;
+                                       }),
+                        cache.entries.end());
+  }
   // After dsrt_cuda_shutdown the context, and every module in it, is gone.
   if (!module || !dsrt_cuda_stream() || ensureReady().failed())
     return;
@@ -167,6 +207,11 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
   }
   if (ensureReady().failed())
     return nullptr;
+  KernelFunctions &cache = kernelFunctions();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  for (const KernelFunctions::Entry &e : cache.entries)
+    if (e.module == module && e.namePtr == name && e.name == name)
+      return e.function;
   CUfunction function = nullptr;
   CUresult result = driver().cuModuleGetFunction(
       &function, static_cast<CUmodule>(module), name);
@@ -178,6 +223,7 @@ void *mgpuModuleGetFunction(void *module, const char *name) {
                    name ? name : "", text);
     return nullptr;
   }
+  cache.entries.push_back({module, name, name, function});
   return function;
 }
 

@@ -1,6 +1,7 @@
 """Checks the driver calls a compiled training step made on the stub libcuda
 (test/lib/StubCuda), as logged by ds-run --device cuda: the host side of the
-step in order, without synchronising inside a step, nothing leaked.
+step in order, without synchronising inside a step, kernels looked up in
+the driver once, nothing leaked.
 
 usage: check_step_log.py LOG STEPS
 """
@@ -62,6 +63,14 @@ def main():
                calls["cuMemcpyAsync"]))
     if any(s != signatures[0] for s in signatures):
         fail("the steps enqueued different work")
+    # The runtime caches mgpuModuleGetFunction's answers: only the first
+    # step looks its kernels up in the driver.
+    lookups = sum(1 for seg in step_segments[1:] for w in seg
+                  if w[0] == "cuModuleGetFunction")
+    if lookups:
+        fail("%d driver kernel lookups after step 1 (mgpuModuleGetFunction "
+             "should answer from its cache)" % lookups)
+    print("kernel lookups after step 1: 0")
     exits = [w for w in lines if w[0] == "stub-exit"]
     if not exits:
         fail("the stub's exit line is missing (did the process crash?)")
