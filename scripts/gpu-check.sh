@@ -6,11 +6,14 @@
 #                                [--examples "mlp cnn gpt_block"]
 #                                [--build DIR (default build/)]
 #                                [--bench-layers L (default 12; 0: none)]
+#                                [--lowering "GROUPS" (default all; none)]
 #     Here, after `make build`: compiles every example's training step for
 #     the chip (ds-run --device cuda --emit-step: host code with the cubins
 #     embedded), in f32 and with the FP8/BF16 policy, loss scaling and
 #     clipping; writes each step's data and the CPU path's losses on it (the
-#     reference); compiles the GPT benchmark step (gen_examples.py gpt
+#     reference); compiles the lowering execution cases of
+#     test/Integration/Lowering/check_ops.py, one step per group, with
+#     their inputs and NumPy/PyTorch references (export_cases.py); compiles the GPT benchmark step (gen_examples.py gpt
 #     --d-model 1024 --heads 16 --seq 1024 --batch 8 --layers L) in f32,
 #     BF16-mixed and the FP8 policy; and copies the sources of the runtime's
 #     CUDA backend, of ds-step-run and of the runtime check, with a
@@ -21,7 +24,8 @@
 #     On the GPU machine (CMake, a C++17 compiler, the CUDA toolkit, a
 #     driver): builds the bundle, runs the runtime's checks (GEMMs of every
 #     type and layout, FP8 and BF16 against f32 on the same rounded
-#     operands), trains every step for N steps against its CPU reference,
+#     operands), runs the lowering cases against their references, trains
+#     every step for N steps against its CPU reference,
 #     benchmarks cuBLASLt's BF16 and FP8 GEMMs at 8192^3 and the GPT step
 #     against PyTorch (eager f32 without TF32, autocast BF16, torch.compile),
 #     and prints one table. Without a device every row is UNSUPPORTED and the exit is 0;
@@ -32,10 +36,10 @@ usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
 
 prepare() {
-  local root out chip steps examples build layers
+  local root out chip steps examples build layers lowering
   root=$(cd "$(dirname "$0")/.." && pwd)
   out="$root/build/gpu-bundle" chip=sm_90 steps=20 examples="mlp cnn gpt_block"
-  build="$root/build" layers=12
+  build="$root/build" layers=12 lowering=all
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --out) out=$2; shift 2 ;;
@@ -44,6 +48,7 @@ prepare() {
       --examples) examples=$2; shift 2 ;;
       --build) build=$2; shift 2 ;;
       --bench-layers) layers=$2; shift 2 ;;
+      --lowering) lowering=$2; shift 2 ;;
       -h|--help) usage 0 ;;
       *) die "prepare: unknown argument '$1'" ;;
     esac
@@ -88,6 +93,20 @@ prepare() {
       echo "$case $steps ${tolerance[$config]}" >> "$out/cases.txt"
     done
   done
+  # The lowering execution cases: one step per group of check_ops.py,
+  # inputs in its init/, references beside it.
+  if [[ $lowering != none ]]; then
+    local groups=()
+    [[ $lowering != all ]] && for g in $lowering; do groups+=(--group "$g"); done
+    echo "gpu-check: lowering execution cases ($lowering): compiling for $chip"
+    "$python" "$root/test/Integration/Lowering/export_cases.py" \
+      --ds-run "$bin/ds-run" --out "$out/lowering" --device cuda --chip "$chip" \
+      "${groups[@]}" > "$out/lowering.log" 2>&1 ||
+      { tail -20 "$out/lowering.log"; die "exporting the lowering cases failed"; }
+    grep -v 'left out' "$out/lowering.log" | sed 's/^export_cases.py/gpu-check/'
+    rm -f "$out"/lowering/*/step.o "$out/lowering.log"
+    cp "$root/test/Integration/Lowering/compare_cases.py" "$out/lowering/"
+  fi
   # The GPT step benchmark: kernels and GEMMs at a real size. Its state
   # (hundreds of MiB) is drawn on the GPU machine (ds-step-run
   # --init-random), and the libraries travel compressed.
@@ -164,6 +183,10 @@ run() {
     while read -r case steps tol; do
       row "$case ($steps steps vs CPU)" "UNSUPPORTED" "no device"
     done < "$bundle/cases.txt"
+    local g
+    for g in "$bundle"/lowering/*/; do
+      [[ -d $g ]] && row "lowering $(basename "$g")" "UNSUPPORTED" "no device"
+    done
     print_table "no CUDA device" "$built"
     return 0
   fi
@@ -195,6 +218,7 @@ run() {
       failed=1
     fi
   done < "$bundle/cases.txt"
+  [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
   out=$(DS_CUDA_BENCH_N=${DS_CUDA_BENCH_N:-8192} timeout 120 "$build/ds-runtime-cuda-check" bench 2>&1)
   while read -r line; do
     [[ -n "$line" ]] && row "$(cut -d: -f2 <<< "$line" | sed 's/^ //')" "-" "$(cut -d: -f3- <<< "$line" | sed 's/^ //')"
@@ -203,6 +227,31 @@ run() {
   [[ -f "$bundle/bench/size.txt" ]] && bench_gpt "$bundle" "$build"
   print_table "$device" "$built"
   return $failed
+}
+
+# The lowering execution cases: each group's step once, its results
+# against the references (compare_cases.py: NumPy only).
+run_lowering() {
+  local bundle=$1 build=$2 dir group out
+  if ! python3 -c 'import numpy' 2> /dev/null; then
+    row "lowering cases" "UNSUPPORTED" "no NumPy for python3"
+    return
+  fi
+  for dir in "$bundle"/lowering/*/; do
+    group=$(basename "$dir")
+    rm -rf "$dir/gpu"
+    if ! out=$(timeout 60 "$build/ds-step-run" "$dir" --steps 1 --quiet \
+                 --save-results "$dir/gpu" 2>&1); then
+      row "lowering $group" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after 60 s")"
+      failed=1
+      continue
+    fi
+    out=$(python3 "$bundle/lowering/compare_cases.py" "$dir" "$dir/gpu" 2>&1)
+    if [[ $out == PASS:* ]]; then row "lowering $group" PASS "${out#PASS: $group: }"
+    else row "lowering $group" FAIL "${out#FAIL: $group: }"; failed=1; fi
+  done
+  out=$(python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['left_out']; print(len(l))" "$bundle/lowering/index.json")
+  row "lowering cases left out" "-" "$out (FP8 tensors, which the runner does not carry; ops without GPU kernels)"
 }
 
 # The GPT step: ds (f32, BF16-mixed, FP8 policy) and PyTorch on one shape.

@@ -53,8 +53,9 @@ public:
   virtual bool wait() = 0;
   /// Host memory for the scalar ring.
   virtual void *ringAlloc(size_t bytes) = 0;
-  /// Copies argument `i` back into `t`.
+  /// Copies argument `i` (result `r`) back into `t`.
   virtual bool download(size_t i, Tensor &t) = 0;
+  virtual bool downloadResult(size_t r, Tensor &t) = 0;
 };
 
 class HostBuffers final : public Buffers {
@@ -83,6 +84,10 @@ public:
   }
   bool download(size_t i, Tensor &t) override {
     t = args[i];
+    return true;
+  }
+  bool downloadResult(size_t r, Tensor &t) override {
+    t = results[r];
     return true;
   }
 
@@ -115,6 +120,9 @@ public:
   void *ringAlloc(size_t bytes) override { return tensors.ring(bytes); }
   bool download(size_t i, Tensor &t) override {
     return tensors.download(i, t.bytes.data());
+  }
+  bool downloadResult(size_t r, Tensor &t) override {
+    return tensors.downloadResult(r, t.bytes.data());
   }
 
 private:
@@ -328,6 +336,21 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
     result.finalArgs[i] = m.args[i].zeros();
     if (!buffers->download(i, result.finalArgs[i])) {
       error = runtimeError("cannot read '" + m.args[i].name + "' back");
+      return false;
+    }
+  }
+  if (!options.keepResults)
+    return true;
+  result.lastResults.assign(m.results.size(), Tensor());
+  for (size_t r = 0; r < m.results.size(); ++r) {
+    const TensorSpec &spec = m.results[r];
+    if (spec.role == "update") {
+      result.lastResults[r] = result.finalArgs[size_t(spec.of)];
+      continue;
+    }
+    result.lastResults[r] = spec.zeros();
+    if (!buffers->downloadResult(r, result.lastResults[r])) {
+      error = runtimeError("cannot read result '" + spec.name + "' back");
       return false;
     }
   }

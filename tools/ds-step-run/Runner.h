@@ -27,6 +27,8 @@ struct RunOptions {
   /// S, as ds-run --data serves them (with the same file as --eval-data).
   std::map<std::string, Tensor> data;
   bool quiet = false;
+  /// Copy the last step's results back (RunResult::lastResults).
+  bool keepResults = false;
 };
 
 /// One step's scalars, as the host read them.
@@ -43,6 +45,9 @@ struct RunResult {
   double msPerStep = 0, hostMsPerStep = 0;
   /// The parameters and state after the last step.
   std::vector<Tensor> finalArgs;
+  /// With RunOptions::keepResults, the last step's results (an update's is
+  /// its argument's final value).
+  std::vector<Tensor> lastResults;
 };
 
 /// Runs `library` from the arguments `args` (parameters and state filled,

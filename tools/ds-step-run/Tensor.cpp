@@ -14,11 +14,12 @@ struct DTypeInfo {
   const char *name, *descr;
   size_t size;
 };
-// ds-run's dtypes (lib/Runner/Npy.cpp) and the descriptors it writes.
+// ds-run's dtype names (dtypeName in lib/Runner/Npy.cpp, as step.json has
+// them) and the descriptors it writes.
 constexpr DTypeInfo kDTypes[] = {
     {"f16", "<f2", 2}, {"bf16", "<u2", 2}, {"f32", "<f4", 4},
     {"f64", "<f8", 8}, {"i8", "|i1", 1},   {"i32", "<i4", 4},
-    {"i64", "<i8", 8}, {"u8", "|u1", 1},   {"bool", "|b1", 1},
+    {"i64", "<i8", 8}, {"ui8", "|u1", 1},  {"i1", "|b1", 1},
 };
 
 const DTypeInfo *lookup(const std::string &dtype) {

@@ -18,9 +18,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <getopt.h>
 #include <sys/stat.h>
@@ -52,9 +54,27 @@ const char *kUsage =
     "                       --losses) file; exit 1 if they differ\n"
     "  --rtol R             relative tolerance of --expect (default 1e-4)\n"
     "  --save-state DIR     write the final parameters and state as .npy\n"
+    "  --save-results DIR   write the last step's results as .npy (metrics\n"
+    "                       by name, loss.npy, update.<arg>.npy)\n"
     "  --quiet              no progress lines\n"
     "  --device-info        print the CUDA device (or why there is none) and\n"
     "                       exit: 0 with a device, 1 without\n";
+
+/// Creates `dir` and its missing parents (mkdir -p).
+bool makeDirs(const std::string &dir, std::string &error) {
+  for (size_t at = dir.find('/', 1);; at = dir.find('/', at + 1)) {
+    std::string prefix = dir.substr(0, at);
+    struct stat st;
+    if (!prefix.empty() && stat(prefix.c_str(), &st) != 0 &&
+        mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
+      error =
+          "cannot create the directory " + prefix + ": " + std::strerror(errno);
+      return false;
+    }
+    if (at == std::string::npos)
+      return true;
+  }
+}
 
 int fail(const std::string &message) {
   std::fprintf(stderr, "ds-step-run: error: %s\n", message.c_str());
@@ -99,7 +119,7 @@ std::string escapeKey(const std::string &key) {
 
 int main(int argc, char **argv) {
   RunOptions options;
-  std::string initDir, lossesPath, expectPath, saveDir;
+  std::string initDir, lossesPath, expectPath, saveDir, resultsDir;
   double rtol = 1e-4;
   int64_t randomSeed = -1;
   std::vector<std::string> dataArgs;
@@ -112,6 +132,7 @@ int main(int argc, char **argv) {
     Expect,
     Rtol,
     Save,
+    SaveResults,
     Quiet,
     Help,
     DeviceInfo,
@@ -126,6 +147,7 @@ int main(int argc, char **argv) {
       {"expect", required_argument, nullptr, Expect},
       {"rtol", required_argument, nullptr, Rtol},
       {"save-state", required_argument, nullptr, Save},
+      {"save-results", required_argument, nullptr, SaveResults},
       {"quiet", no_argument, nullptr, Quiet},
       {"help", no_argument, nullptr, Help},
       {"device-info", no_argument, nullptr, DeviceInfo},
@@ -172,6 +194,10 @@ int main(int argc, char **argv) {
       break;
     case Save:
       saveDir = optarg;
+      break;
+    case SaveResults:
+      resultsDir = optarg;
+      options.keepResults = true;
       break;
     case Quiet:
       options.quiet = true;
@@ -317,12 +343,28 @@ int main(int argc, char **argv) {
       return fail("cannot write " + lossesPath);
   }
   if (!saveDir.empty()) {
-    mkdir(saveDir.c_str(), 0777);
+    if (!makeDirs(saveDir, error))
+      return fail(error);
     for (size_t i = 0; i < manifest.args.size(); ++i)
       if (manifest.args[i].role != "input" &&
           !writeNpy(saveDir + "/" + escapeKey(manifest.args[i].name) + ".npy",
                     result.finalArgs[i], error))
         return fail(error);
+  }
+  if (!resultsDir.empty()) {
+    if (!makeDirs(resultsDir, error))
+      return fail(error);
+    for (size_t r = 0; r < manifest.results.size(); ++r) {
+      const TensorSpec &spec = manifest.results[r];
+      std::string name =
+          spec.role == "loss" ? std::string("loss")
+          : spec.role == "metric"
+              ? spec.name
+              : spec.role + "." + manifest.args[size_t(spec.of)].name;
+      if (!writeNpy(resultsDir + "/" + escapeKey(name) + ".npy",
+                    result.lastResults[r], error))
+        return fail(error);
+    }
   }
   if (!expected.empty()) {
     size_t n = std::min(expected.size(), result.steps.size());
