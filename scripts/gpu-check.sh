@@ -7,13 +7,16 @@
 #                                [--build DIR (default build/)]
 #                                [--bench-layers L (default 12; 0: none)]
 #                                [--lowering "GROUPS" (default all; none)]
+#                                [--parity MODEL (default all; none)]
 #     Here, after `make build`: compiles every example's training step for
 #     the chip (ds-run --device cuda --emit-step: host code with the cubins
 #     embedded), in f32 and with the FP8/BF16 policy, loss scaling and
 #     clipping; writes each step's data and the CPU path's losses on it (the
 #     reference); compiles the lowering execution cases of
 #     test/Integration/Lowering/check_ops.py, one step per group, with
-#     their inputs and NumPy/PyTorch references (export_cases.py); compiles the GPT benchmark step (gen_examples.py gpt
+#     their inputs and NumPy/PyTorch references (export_cases.py); compiles
+#     the PyTorch parity cases (check_parity.py --export: each model,
+#     optimizer and dtype with PyTorch's losses and final tensors); compiles the GPT benchmark step (gen_examples.py gpt
 #     --d-model 1024 --heads 16 --seq 1024 --batch 8 --layers L) in f32,
 #     BF16-mixed and the FP8 policy; and copies the sources of the runtime's
 #     CUDA backend, of ds-step-run and of the runtime check, with a
@@ -24,7 +27,8 @@
 #     On the GPU machine (CMake, a C++17 compiler, the CUDA toolkit, a
 #     driver): builds the bundle, runs the runtime's checks (GEMMs of every
 #     type and layout, FP8 and BF16 against f32 on the same rounded
-#     operands), runs the lowering cases against their references, trains
+#     operands), runs the lowering cases against their references and the
+#     parity cases against PyTorch's results, trains
 #     every step for N steps against its CPU reference,
 #     benchmarks cuBLASLt's BF16 and FP8 GEMMs at 8192^3 and the GPT step
 #     against PyTorch (eager f32 without TF32, autocast BF16, torch.compile),
@@ -36,10 +40,10 @@ usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
 
 prepare() {
-  local root out chip steps examples build layers lowering
+  local root out chip steps examples build layers lowering parity
   root=$(cd "$(dirname "$0")/.." && pwd)
   out="$root/build/gpu-bundle" chip=sm_90 steps=20 examples="mlp cnn gpt_block"
-  build="$root/build" layers=12 lowering=all
+  build="$root/build" layers=12 lowering=all parity=all
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --out) out=$2; shift 2 ;;
@@ -49,6 +53,7 @@ prepare() {
       --build) build=$2; shift 2 ;;
       --bench-layers) layers=$2; shift 2 ;;
       --lowering) lowering=$2; shift 2 ;;
+      --parity) parity=$2; shift 2 ;;
       -h|--help) usage 0 ;;
       *) die "prepare: unknown argument '$1'" ;;
     esac
@@ -106,6 +111,21 @@ prepare() {
     grep -v 'left out' "$out/lowering.log" | sed 's/^export_cases.py/gpu-check/'
     rm -f "$out"/lowering/*/step.o "$out/lowering.log"
     cp "$root/test/Integration/Lowering/compare_cases.py" "$out/lowering/"
+  fi
+  # The PyTorch parity cases: the models of check_parity.py compiled for the
+  # chip with their initial weights, data, and PyTorch's losses and final
+  # tensors (trained here, on the CPU).
+  if [[ $parity != none ]]; then
+    local only=()
+    [[ $parity != all ]] && only=(--only "$parity")
+    echo "gpu-check: PyTorch parity cases ($parity): compiling for $chip"
+    env DS_RUN="$bin/ds-run" PYTHONPATH="$root/python" "$python" \
+      "$root/test/Integration/Torch/check_parity.py" --sdpa "${only[@]}" \
+      --export "$out/parity" --chip "$chip" > "$out/parity.log" 2>&1 ||
+      { tail -20 "$out/parity.log"; die "exporting the parity cases failed"; }
+    echo "gpu-check: $(tail -1 "$out/parity.log")"
+    rm -f "$out/parity.log"
+    cp "$root/test/Integration/Torch/parity_compare.py" "$out/parity/"
   fi
   # The GPT step benchmark: kernels and GEMMs at a real size. Its state
   # (hundreds of MiB) is drawn on the GPU machine (ds-step-run
@@ -184,8 +204,8 @@ run() {
       row "$case ($steps steps vs CPU)" "UNSUPPORTED" "no device"
     done < "$bundle/cases.txt"
     local g
-    for g in "$bundle"/lowering/*/; do
-      [[ -d $g ]] && row "lowering $(basename "$g")" "UNSUPPORTED" "no device"
+    for g in "$bundle"/lowering/*/ "$bundle"/parity/*/; do
+      [[ -d $g ]] && row "$(basename "$(dirname "$g")") $(basename "$g")" "UNSUPPORTED" "no device"
     done
     print_table "no CUDA device" "$built"
     return 0
@@ -219,6 +239,7 @@ run() {
     fi
   done < "$bundle/cases.txt"
   [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
+  [[ -d "$bundle/parity" ]] && run_parity "$bundle" "$build"
   out=$(DS_CUDA_BENCH_N=${DS_CUDA_BENCH_N:-8192} timeout 120 "$build/ds-runtime-cuda-check" bench 2>&1)
   while read -r line; do
     [[ -n "$line" ]] && row "$(cut -d: -f2 <<< "$line" | sed 's/^ //')" "-" "$(cut -d: -f3- <<< "$line" | sed 's/^ //')"
@@ -252,6 +273,33 @@ run_lowering() {
   done
   out=$(python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['left_out']; print(len(l))" "$bundle/lowering/index.json")
   row "lowering cases left out" "-" "$out (FP8 tensors, which the runner does not carry; ops without GPU kernels)"
+}
+
+# The PyTorch parity cases: each trained by ds-step-run on the device,
+# then check_parity.py's criteria against PyTorch's results
+# (parity_compare.py: NumPy only).
+run_parity() {
+  local bundle=$1 build=$2 dir name out f steps
+  if ! python3 -c 'import numpy' 2> /dev/null; then
+    row "parity" "UNSUPPORTED" "no NumPy for python3"
+    return
+  fi
+  for dir in "$bundle"/parity/*/; do
+    name=$(basename "$dir")
+    local data=()
+    for f in "$dir"/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
+    steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$dir/reference/parity.json")
+    rm -rf "$dir/gpu-state"
+    if ! out=$(timeout 60 "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
+                 --quiet --losses "$dir/gpu.json" --save-state "$dir/gpu-state" 2>&1); then
+      row "parity $name" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after 60 s")"
+      failed=1
+      continue
+    fi
+    out=$(python3 "$bundle/parity/parity_compare.py" "$dir" "$dir/gpu.json" "$dir/gpu-state" 2>&1)
+    if [[ $out == PASS:* ]]; then row "parity $name" PASS "${out#PASS: }"
+    else row "parity $name" FAIL "${out#FAIL: }"; failed=1; fi
+  done
 }
 
 # The GPT step: ds (f32, BF16-mixed, FP8 policy) and PyTorch on one shape.

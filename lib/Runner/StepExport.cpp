@@ -147,8 +147,12 @@ static llvm::Error linkSharedLibrary(llvm::StringRef object,
         ": no C compiler (cc, clang or gcc) on PATH; the object " + object +
         " is complete: link it with 'cc -shared -o step.so step.o'");
   // libm: the step calls pow, exp, ... (a C++ runner has it anyway).
-  std::vector<std::string> argv = {driver,        "-shared",    "-o",
-                                   library.str(), object.str(), "-lm"};
+  // -Bsymbolic: the step's calls to its own functions bind to them, not to
+  // a same-named symbol the process has already (a step named `step` would
+  // otherwise call glibc's regexp `step`).
+  std::vector<std::string> argv = {driver, "-shared",     "-Wl,-Bsymbolic",
+                                   "-o",   library.str(), object.str(),
+                                   "-lm"};
   if (!init.empty())
     argv.push_back("-Wl,-init," + init);
   if (!fini.empty())

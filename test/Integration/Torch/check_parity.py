@@ -13,8 +13,13 @@ buffer (BatchNorm running statistics and batch counters) at the end.
   f32: every loss within 1e-4 relative; per tensor
        ||p_ds - p_torch|| <= 1e-3 ||p_torch - p_0|| (buffers: 1e-4 relative).
 
+With --export DIR [--chip sm_90], each case is compiled for the chip
+instead (ds-run --emit-step, no device needed) and written with its data
+and PyTorch's losses and final tensors; scripts/gpu-check.sh trains it with
+ds-step-run on the GPU and applies the same criteria (parity_compare.py).
+
 Usage: check_parity.py [--path make-fx|torch-mlir] [--joint] [--sdpa]
-[--only NAME] with DS_RUN (and, for torch-mlir, DS_OPT) set. The
+[--only NAME] [--export DIR [--chip sm_90]] with DS_RUN (and, for torch-mlir, DS_OPT) set. The
 make-fx path is ds_torch.export_training_step; --joint imports PyTorch's
 backward instead of ds-autodiff's. The torch-mlir path is
 ds_torch.torch_mlir_import (torch-mlir's linalg-on-tensors raised by
@@ -35,6 +40,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import ds_torch  # noqa: E402
 from ds_torch.torch_mlir_import import import_via_torch_mlir  # noqa: E402
+from parity_compare import compare_training  # noqa: E402
 from parity_models import JOINT_UNSUPPORTED, MODELS  # noqa: E402
 
 DS_RUN = os.environ.get("DS_RUN", "ds-run")
@@ -86,50 +92,52 @@ def run_ds(step, work, data):
     return [s["loss"] for s in report["steps"]], os.path.join(work, "ckpt")
 
 
-def rel_err(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300))) if a.size else 0.0
-
-
 def compare(name, dtype, ds_losses, losses, ckpt, model, initial, step):
-    """Returns (ok, summary, details)."""
-    bad, worst_loss, worst_param = [], 0.0, 0.0
-    ds_losses, losses = np.array(ds_losses), np.array(losses)
-    if dtype == torch.float64:
-        ok = np.abs(ds_losses - losses) <= 1e-8 * np.abs(losses) + 1e-10
-    else:
-        ok = np.abs(ds_losses - losses) <= 1e-4 * np.abs(losses)
-    worst_loss = rel_err(ds_losses, losses)
-    if not ok.all():
-        bad.append("losses: worst rel err %.2e at step %d" % (
-            worst_loss, int(np.argmax(~ok))))
+    """Returns (ok, worst loss rel. error, worst deviation, problems)."""
     tensors = dict(model.named_parameters())
     tensors.update(dict(model.named_buffers()))
-    params = dict(model.named_parameters())
-    for key, ref in tensors.items():
+    ref, got = {}, {}
+    for key, t in tensors.items():
         if key not in step.params and key not in step.states:
             continue  # not part of the step (torch-mlir: batch counters)
-        ref = ref.detach().numpy()
-        got = np.load(os.path.join(ckpt, key + ".npy"))
-        if ref.dtype.kind != "f":  # batch counters
-            measure = float(np.max(np.abs(got.astype(np.int64) - ref)))
-            fine = measure == 0
-        elif dtype == torch.float64:
-            measure = rel_err(got, ref)
-            fine = bool((np.abs(got - ref) <= 1e-8 * np.abs(ref) + 1e-10).all())
-        elif key in params:
-            ref = ref.astype(np.float64)
-            moved = np.linalg.norm(ref - initial[key])
-            measure = np.linalg.norm(got - ref) / max(moved, 1e-30)
-            fine = measure <= 1e-3
-        else:  # f32 running statistics
-            ref = ref.astype(np.float64)
-            measure = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
-            fine = measure <= 1e-4
-        worst_param = max(worst_param, measure)
-        if not fine:
-            bad.append("%s: deviation %.2e" % (key, measure))
-    return not bad, worst_loss, worst_param, bad
+        ref[key] = t.detach().numpy()
+        got[key] = np.load(os.path.join(ckpt, key + ".npy"))
+    return compare_training(dtype == torch.float64, ds_losses, losses, got, ref,
+                            initial, set(dict(model.named_parameters())))
+
+
+def export_case(step, data, losses, model, initial, dtype, out, chip):
+    """The case as a step compiled for `chip` (ds-run --emit-step, the
+    initial weights in its init/) with its data and PyTorch's losses and
+    final tensors, for scripts/gpu-check.sh (parity_compare.py)."""
+    os.makedirs(out, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        mlir = os.path.join(work, "model.mlir")
+        params = os.path.join(work, "params")
+        step.save(mlir, params)
+        device = [] if chip == "cpu" else ["--device", "cuda", "--gpu-chip", chip]
+        r = subprocess.run([DS_RUN, mlir, "--params", params, "--emit-step", out,
+                            "--quiet"] + device, capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError("ds-run --emit-step failed:\n%s%s" % (r.stdout, r.stderr))
+    os.remove(os.path.join(out, "step.o"))
+    os.makedirs(os.path.join(out, "data"))
+    for i, name in enumerate(step.inputs):
+        np.save(os.path.join(out, "data", name + ".npy"),
+                torch.cat([b[i] for b in data]).numpy())
+    ref = os.path.join(out, "reference")
+    tensors = dict(model.named_parameters())
+    tensors.update(dict(model.named_buffers()))
+    keys = [k for k in tensors if k in step.params or k in step.states]
+    for sub, values in (("final", {k: tensors[k].detach().numpy() for k in keys}),
+                        ("initial", initial)):
+        os.makedirs(os.path.join(ref, sub))
+        for k, v in values.items():
+            np.save(os.path.join(ref, sub, k + ".npy"), v)
+    with open(os.path.join(ref, "parity.json"), "w") as f:
+        json.dump({"dtype": "f64" if dtype == torch.float64 else "f32",
+                   "steps": STEPS, "losses": losses, "tensors": keys,
+                   "params": sorted(initial)}, f, indent=1)
 
 
 def main():
@@ -139,6 +147,11 @@ def main():
     ap.add_argument("--only", default=None)
     ap.add_argument("--sdpa", action="store_true",
                     help="also run the GPT block with F.scaled_dot_product_attention")
+    ap.add_argument("--export", metavar="DIR",
+                    help="instead of training with ds-run, compile every case for "
+                         "a CUDA chip into DIR/<case> with its data and PyTorch's "
+                         "results (for scripts/gpu-check.sh)")
+    ap.add_argument("--chip", default="sm_90", help="or cpu (to test the export)")
     args = ap.parse_args()
     models = dict(MODELS)
     if args.sdpa:
@@ -170,6 +183,13 @@ def main():
                             twin, loss_fn, data[0], make_optimizer(kind, twin),
                             joint=args.joint)
                     losses = train_torch(model, loss_fn, make_optimizer(kind, model), data)
+                    if args.export:
+                        case = "%s-%s-%s" % (name, kind, str(dtype)[6:])
+                        export_case(step, data, losses, model, initial, dtype,
+                                    os.path.join(args.export, case), args.chip)
+                        print("exported %s" % label)
+                        passed += 1
+                        continue
                     with tempfile.TemporaryDirectory() as work:
                         ds_losses, ckpt = run_ds(step, work, data)
                         ok, wl, wp, bad = compare(name, dtype, ds_losses, losses, ckpt,
@@ -186,7 +206,7 @@ def main():
                           if getattr(step, "import_report", None) else ""))
                 passed += ok
                 failed += not ok
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d %s, %d failed" % (passed, "exported" if args.export else "passed", failed))
     return 1 if failed else 0
 
 
