@@ -304,7 +304,7 @@ run_parity() {
 
 # The GPT step: ds (f32, BF16-mixed, FP8 policy) and PyTorch on one shape.
 bench_gpt() {
-  local bundle=$1 build=$2 size variant dir out data=() ms_ds_fp8="" ms_pt_bf16=""
+  local bundle=$1 build=$2 size variant dir out work data=() ms_ds_fp8="" ms_pt_bf16=""
   read -r -a size < "$bundle/bench/size.txt"
   local layers=${size[-1]} tokens=$((8 * 1024))
   for f in "$bundle"/bench/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
@@ -316,8 +316,9 @@ bench_gpt() {
     local ms host
     ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
     host=$(grep -o 'host [0-9.]* ms' <<< "$out" | awk '{print $2}')
+    work=$(grep -o 'per step: [0-9]* kernel launches, [0-9]* cuBLASLt GEMMs' <<< "$out" | awk '{print $3 " launches + " $6 " GEMMs"}')
     if [[ -n "$ms" ]]; then
-      row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
+      row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms; ${work:-?}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
       [[ $variant == fp8 ]] && ms_ds_fp8=$ms
     else
       row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (timed out after 90 s?)")"

@@ -19,6 +19,16 @@ static Error runtimeError(const llvm::Twine &what) {
       (what + ": " + (e ? e : "unknown runtime error")).str());
 }
 
+#ifdef DSRT_HAVE_CUDA
+/// The runtime's counters, in the order workPerStep reports them.
+static std::vector<double> deviceCounts() {
+  dsrt_cuda_stats s;
+  dsrt_cuda_get_stats(&s);
+  return {double(s.kernel_launches), double(s.gemms), s.gemm_flops * 1e-9,
+          double(s.stream_allocations), double(s.waits)};
+}
+#endif
+
 StepTensors::StepTensors(StepProgram &program, std::vector<HostTensor> &args,
                          std::vector<HostTensor> &results)
     : program(program), args(args), results(results),
@@ -42,6 +52,7 @@ StepTensors::create(StepProgram &program, std::vector<HostTensor> &args,
   dsrt_clear_error();
   if (!t->device->allocate(argBytes, resultBytes))
     return runtimeError("cannot allocate the step's device buffers");
+  t->startCounts = deviceCounts();
   return t;
 #else
   return llvm::createStringError("this ds-run has no CUDA backend");
@@ -153,4 +164,20 @@ Error StepTensors::toHost(bool withResults) {
   (void)withResults;
 #endif
   return Error::success();
+}
+
+llvm::json::Object StepTensors::workPerStep(int64_t steps) const {
+  llvm::json::Object work;
+#ifdef DSRT_HAVE_CUDA
+  if (!device || steps <= 0)
+    return work;
+  std::vector<double> now = deviceCounts();
+  const char *names[] = {"kernel_launches", "gemms", "gemm_gflop",
+                         "stream_allocations", "waits"};
+  for (size_t i = 0; i < now.size(); ++i)
+    work[names[i]] = (now[i] - startCounts[i]) / double(steps);
+#else
+  (void)steps;
+#endif
+  return work;
 }

@@ -18,6 +18,7 @@
 #include "ds/Runner/Session.h"
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <memory>
 #include <vector>
@@ -58,6 +59,11 @@ public:
   /// results, up to date (waiting for the device).
   llvm::Error toHost(bool withResults = false);
 
+  /// On a device: what the runtime enqueued per step since the tensors were
+  /// created, over `steps` steps (kernel launches, cuBLASLt GEMMs and their
+  /// GFLOP, stream-ordered allocations, waits); empty on the CPU.
+  llvm::json::Object workPerStep(int64_t steps) const;
+
 private:
   StepTensors(StepProgram &program, std::vector<HostTensor> &args,
               std::vector<HostTensor> &results);
@@ -70,6 +76,8 @@ private:
   std::vector<bool> written, argStale;
   bool resultsStale = false;
   std::vector<uint8_t> hostRing;
+  /// The runtime's counters when the tensors were created.
+  std::vector<double> startCounts;
 };
 
 } // namespace ds::runner

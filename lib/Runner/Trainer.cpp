@@ -510,6 +510,15 @@ Error Trainer::run() {
   }
   if (Error e = syncHost(/*withResults=*/!options.saveResultsDir.empty()))
     return e;
+  if (llvm::json::Object work = tensors->workPerStep(int64_t(stepMs.size()));
+      !work.empty() && !options.quiet)
+    out << llvm::format(
+        "ds-run: device work per step: %.0f kernel launches, "
+        "%.0f cuBLASLt GEMMs (%.4g GFLOP), %.0f stream-ordered "
+        "allocations, %.2f waits (--report-every %lld)\n",
+        *work.getNumber("kernel_launches"), *work.getNumber("gemms"),
+        *work.getNumber("gemm_gflop"), *work.getNumber("stream_allocations"),
+        *work.getNumber("waits"), static_cast<long long>(reportEvery));
   if (options.worldSize > 1)
     if (Error e = checkReplicas("at the end"))
       return e;
@@ -850,6 +859,11 @@ Error Trainer::writeReport() {
   };
   if (!stepLog.empty())
     summary["final_loss"] = *stepLog.back().getAsObject()->get("loss");
+  if (tensors && tensors->onDevice()) {
+    llvm::json::Object work = tensors->workPerStep(int64_t(stepMs.size()));
+    work["report_every"] = reportEvery;
+    summary["device_work_per_step"] = std::move(work);
+  }
   auto toArray = [](const std::vector<int64_t> &v) {
     llvm::json::Array a;
     for (int64_t x : v)

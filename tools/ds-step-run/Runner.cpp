@@ -217,6 +217,9 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
   for (size_t i : inputs)
     batch.push_back(m.args[i].zeros());
   double hostSeconds = 0, firstDone = 0;
+#ifdef DSRT_HAVE_CUDA
+  dsrt_cuda_stats firstStats{};
+#endif
   double start = now();
   int64_t pendingFrom = 0; // the first step whose scalars are not read
   auto readRing = [&](int64_t upTo) -> bool {
@@ -317,6 +320,9 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
         return false;
       }
       firstDone = now();
+#ifdef DSRT_HAVE_CUDA
+      dsrt_cuda_get_stats(&firstStats);
+#endif
     }
   }
   if (!buffers->wait()) {
@@ -326,6 +332,21 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
   if (options.steps > 1) {
     result.msPerStep = 1e3 * (now() - firstDone) / double(options.steps - 1);
     result.hostMsPerStep = 1e3 * hostSeconds / double(options.steps - 1);
+#ifdef DSRT_HAVE_CUDA
+    if (m.device == "cuda") {
+      dsrt_cuda_stats last;
+      dsrt_cuda_get_stats(&last);
+      double n = double(options.steps - 1);
+      result.hasDeviceCounts = true;
+      result.launchesPerStep =
+          double(last.kernel_launches - firstStats.kernel_launches) / n;
+      result.gemmsPerStep = double(last.gemms - firstStats.gemms) / n;
+      result.gemmGflopPerStep =
+          (last.gemm_flops - firstStats.gemm_flops) * 1e-9 / n;
+      result.allocationsPerStep =
+          double(last.stream_allocations - firstStats.stream_allocations) / n;
+    }
+#endif
   } else {
     result.msPerStep = 1e3 * (now() - start);
   }

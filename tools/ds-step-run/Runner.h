@@ -43,6 +43,11 @@ struct RunResult {
   /// Wall time per step after the first (which loads libraries and
   /// kernels), and the host's share of it (enqueueing the step).
   double msPerStep = 0, hostMsPerStep = 0;
+  /// On a device, per step after the first (the runtime's counters): kernel
+  /// launches, cuBLASLt GEMMs and their GFLOP, stream-ordered allocations.
+  bool hasDeviceCounts = false;
+  double launchesPerStep = 0, gemmsPerStep = 0, gemmGflopPerStep = 0,
+         allocationsPerStep = 0;
   /// The parameters and state after the last step.
   std::vector<Tensor> finalArgs;
   /// With RunOptions::keepResults, the last step's results (an update's is

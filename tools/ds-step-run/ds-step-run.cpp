@@ -321,6 +321,11 @@ int main(int argc, char **argv) {
                 "2..%lld\n",
                 result.msPerStep, result.hostMsPerStep,
                 (long long)options.steps);
+  if (!options.quiet && result.hasDeviceCounts)
+    std::printf("ds-step-run: per step: %.0f kernel launches, %.0f cuBLASLt "
+                "GEMMs (%.4g GFLOP), %.0f stream-ordered allocations\n",
+                result.launchesPerStep, result.gemmsPerStep,
+                result.gemmGflopPerStep, result.allocationsPerStep);
   if (!lossesPath.empty()) {
     json steps = json::array();
     for (const StepRecord &r : result.steps) {
@@ -336,6 +341,13 @@ int main(int argc, char **argv) {
                 {"chip", manifest.chip},
                 {"ms_per_step", result.msPerStep},
                 {"host_ms_per_step", result.hostMsPerStep},
+                {"per_step",
+                 result.hasDeviceCounts
+                     ? json{{"kernel_launches", result.launchesPerStep},
+                            {"gemms", result.gemmsPerStep},
+                            {"gemm_gflop", result.gemmGflopPerStep},
+                            {"stream_allocations", result.allocationsPerStep}}
+                     : json()},
                 {"steps", steps}};
     std::ofstream os(lossesPath);
     os << out.dump(2) << "\n";

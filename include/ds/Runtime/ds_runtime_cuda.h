@@ -79,6 +79,19 @@ DSRT_API void *dsrt_cuda_stream(void);
    -1 with an error (an asynchronous failure of earlier work shows here). */
 DSRT_API int dsrt_cuda_synchronize(void);
 
+/* What the runtime has enqueued since the process started (or the last
+   reset): for "kernel launches and host time per step". Counted on the
+   host when the work is enqueued, so they need no device. */
+typedef struct dsrt_cuda_stats {
+  uint64_t kernel_launches;    /* mgpuLaunchKernel, mgpuLaunchClusterKernel */
+  uint64_t gemms;              /* cublasLtMatmul calls (a batched one: 1) */
+  double gemm_flops;           /* 2 M N K per batch, summed */
+  uint64_t stream_allocations; /* mgpuMemAlloc: the steps' temporaries */
+  uint64_t waits; /* dsrt_cuda_synchronize, mgpuStreamSynchronize */
+} dsrt_cuda_stats;
+DSRT_API void dsrt_cuda_get_stats(dsrt_cuda_stats *out);
+DSRT_API void dsrt_cuda_reset_stats(void);
+
 /*===------------------------------------------------------------------------===
  * Memory and events for the runner
  *===------------------------------------------------------------------------===*/

@@ -259,7 +259,33 @@ void *dsrt_cuda_stream(void) {
   return s ? s->stream.get() : nullptr;
 }
 
+Counters &dsrt::cuda::counters() {
+  static Counters c;
+  return c;
+}
+
+void dsrt_cuda_get_stats(dsrt_cuda_stats *out) {
+  if (!out)
+    return;
+  Counters &c = counters();
+  out->kernel_launches = c.kernelLaunches.load(std::memory_order_relaxed);
+  out->gemms = c.gemms.load(std::memory_order_relaxed);
+  out->gemm_flops = double(c.gemmFlops.load(std::memory_order_relaxed));
+  out->stream_allocations = c.streamAllocations.load(std::memory_order_relaxed);
+  out->waits = c.waits.load(std::memory_order_relaxed);
+}
+
+void dsrt_cuda_reset_stats(void) {
+  Counters &c = counters();
+  c.kernelLaunches = 0;
+  c.gemms = 0;
+  c.gemmFlops = 0;
+  c.streamAllocations = 0;
+  c.waits = 0;
+}
+
 int dsrt_cuda_synchronize(void) {
+  counters().waits.fetch_add(1, std::memory_order_relaxed);
   if (ensureReady().failed() ||
       DS_CU(cuStreamSynchronize, stepStream()).failed())
     return -1;

@@ -12,6 +12,8 @@
 
 #include "Driver.h"
 
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 namespace dsrt::cuda {
@@ -33,6 +35,14 @@ CUstream stepStream();
 inline CUstream resolveStream(void *stream) {
   return stream ? static_cast<CUstream>(stream) : stepStream();
 }
+
+/// The counters behind dsrt_cuda_get_stats (relaxed atomics: compiled code
+/// may enqueue from several threads).
+struct Counters {
+  std::atomic<uint64_t> kernelLaunches{0}, gemms{0}, gemmFlops{0},
+      streamAllocations{0}, waits{0};
+};
+Counters &counters();
 
 /// 10 * major + minor; only valid after ensureReady() succeeded.
 int computeCapability();

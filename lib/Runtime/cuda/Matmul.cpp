@@ -566,6 +566,9 @@ Status run(Problem &p, bool fp8) {
     DS_RETURN_IF_ERROR(setDescAttribute(
         plan.desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, second));
   }
+  counters().gemms.fetch_add(1, std::memory_order_relaxed);
+  counters().gemmFlops.fetch_add(uint64_t(2 * p.batches * p.m * p.n * p.k),
+                                 std::memory_order_relaxed);
   const float alpha = 1.0f, beta = 0.0f;
   return DS_LT(cublasLtMatmul, session->handle, plan.desc.get(), &alpha,
                lt.first, plan.first.get(), lt.second, plan.second.get(), &beta,

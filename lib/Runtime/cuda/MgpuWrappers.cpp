@@ -248,6 +248,7 @@ void mgpuLaunchKernel(void *function, int64_t gridX, int64_t gridY,
   auto *f = static_cast<CUfunction>(function);
   if (prepareSharedMemory(f, smem, fn).failed())
     return;
+  counters().kernelLaunches.fetch_add(1, std::memory_order_relaxed);
   (void)checkIn(driver().cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2],
                                         static_cast<unsigned>(smem),
                                         resolveStream(stream), params, extra),
@@ -318,6 +319,7 @@ void mgpuLaunchClusterKernel(void *function, int64_t clusterX, int64_t clusterY,
   config.hStream = resolveStream(stream);
   config.attrs = attributes;
   config.numAttrs = 2;
+  counters().kernelLaunches.fetch_add(1, std::memory_order_relaxed);
   (void)checkIn(driver().cuLaunchKernelEx(&config, f, params, extra), fn,
                 "cuLaunchKernelEx", __FILE__, __LINE__);
 }
@@ -343,6 +345,7 @@ void mgpuStreamDestroy(void *stream) {
 }
 
 void mgpuStreamSynchronize(void *stream) {
+  counters().waits.fetch_add(1, std::memory_order_relaxed);
   if (ensureReady().failed())
     return;
   (void)DS_CU(cuStreamSynchronize, resolveStream(stream));
@@ -409,6 +412,7 @@ void *mgpuMemAlloc(int64_t bytes, void *stream, int8_t isHostShared) {
   // refuse 0 bytes).
   if (bytes == 0 || ensureReady().failed())
     return nullptr;
+  counters().streamAllocations.fetch_add(1, std::memory_order_relaxed);
   void *ptr = nullptr;
   if (allocateOnStream(bytes, resolveStream(stream), isHostShared != 0, ptr)
           .failed())

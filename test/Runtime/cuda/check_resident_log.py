@@ -4,8 +4,12 @@ each step uploads only its batch, nothing comes back to the host inside the
 run but the report ring's scalars, the host waits only after the first step
 and at report steps, and nothing is leaked.
 
-usage: check_resident_log.py LOG STEPS REPORT_EVERY STATE_TENSORS INPUTS
+usage: check_resident_log.py LOG STEPS REPORT_EVERY STATE_TENSORS INPUTS [OUT]
+
+With OUT (the runner's output), its "per step: N kernel launches, M
+cuBLASLt GEMMs" line must match the log (every step enqueues the same work).
 """
+import re
 import sys
 
 
@@ -43,6 +47,19 @@ def main():
     leaked = [kv for w in exits for kv in w[1:] if not kv.endswith("=0")]
     if not exits or leaked:
         fail("leaked at exit: " + (" ".join(leaked) or "no exit line"))
+    if len(sys.argv) > 6:
+        found = re.search(r"per step: (\d+) kernel launches, (\d+) cuBLASLt GEMMs",
+                          open(sys.argv[6]).read())
+        if not found:
+            fail("no 'per step:' line in " + sys.argv[6])
+        launches = sum(1 for w in lines if w[0] == "cuLaunchKernel")
+        gemms = sum(1 for w in lines if w[0] == "cublasLtMatmul")
+        said = tuple(int(x) for x in found.groups())
+        if said != (launches / steps, gemms / steps):
+            fail("the runner counted %d launches and %d GEMMs per step; the "
+                 "driver saw %g and %g" % (said + (launches / steps, gemms / steps)))
+        print("counted per step: %d kernel launches, %d GEMMs, as the driver saw"
+              % said)
     print("state uploaded once: %d tensors; each step uploads its %d inputs"
           % (state, inputs))
     print("waits inside %d steps: %d (report every %d)" % (steps, waits, every))
