@@ -165,9 +165,11 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   emulate.targetTypeStr = "f32";
   pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
   pm.addPass(createEmulateNarrowFloatsPass());
-  // 7. Kernels out of the host functions; the host's GPU work on one
+  // 7. Kernels out of the host functions, into one module (one PTX module,
+  //    one ptxas run, one cubin); the host's GPU work on one
   //    in-order stream with no synchronisation inside a step.
   pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createMergeGPUModulesPass());
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
   pm.addNestedPass<func::FuncOp>(createGPUStreamOrderPass());
   // 8. Kernels to NVVM for the chip.

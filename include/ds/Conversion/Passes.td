@@ -191,4 +191,22 @@ def GPUStreamOrderPass : Pass<"ds-gpu-stream-order", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def MergeGPUModulesPass
+    : Pass<"ds-merge-gpu-modules", "::mlir::ModuleOp"> {
+  let summary = "Gather the outlined kernels into one gpu.module";
+  let description = [{
+    Runs after upstream gpu-kernel-outlining, which puts every kernel in a
+    gpu.module of its own. gpu-module-to-binary then runs the NVPTX back
+    end and ptxas once per module (about 25 ms each: 91 % of the MLIR time
+    of a GPT block's 148 kernels), and the compiled step loads one cubin
+    per kernel at start. This pass moves every symbol of the other
+    gpu.modules into the first one, giving each kernel its module's
+    (unique) name and renaming any other clashing symbol, and points every
+    `gpu.launch_func` at the merged module: one PTX module, one ptxas run,
+    one cubin. Modules that already carry targets or other attributes than
+    the first are left alone.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // DS_CONVERSION_PASSES_TD

@@ -259,11 +259,6 @@ bool movableToKernel(Operation *op) {
   return !r.wasInterrupted();
 }
 
-/// The ancestor of `op` in `block`, or null.
-Operation *ancestorIn(Block *block, Operation *op) {
-  return block->findAncestorOpInBlock(*op);
-}
-
 /// Scalar code left on the host that reads or writes a buffer (0-d
 /// updates, the loss scaler's decision, serial loops) runs on the device:
 /// consecutive such operations, and the scalar code that depends on them,

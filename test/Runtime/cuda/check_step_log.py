@@ -71,6 +71,11 @@ def main():
         fail("%d driver kernel lookups after step 1 (mgpuModuleGetFunction "
              "should answer from its cache)" % lookups)
     print("kernel lookups after step 1: 0")
+    # ds-merge-gpu-modules: every kernel of the step is in one cubin.
+    loads = sum(1 for w in lines if w[0] == "cuModuleLoadData")
+    if loads != 1:
+        fail("%d cubins loaded; expected one for all the step's kernels" % loads)
+    print("cubins loaded: 1")
     exits = [w for w in lines if w[0] == "stub-exit"]
     if not exits:
         fail("the stub's exit line is missing (did the process crash?)")
