@@ -183,13 +183,22 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   pm.addPass(createGpuNVVMAttachTarget(target));
   {
     OpPassManager &k = pm.nest<gpu::GPUModuleOp>();
-    k.addPass(createConvertGpuOpsToNVVMOps());
+    // Kernels take each buffer as a bare pointer (every kernel memref has a
+    // static shape, layout and offset), the host passes the same: as
+    // upstream's gpu-lower-to-nvvm-pipeline{kernel-bare-ptr-calling-
+    // convention}. A descriptor would be 3 + 2 x rank parameters; the host
+    // code storing them all was half of a 12-layer GPT step's LLVM time.
+    ConvertGpuOpsToNVVMOpsOptions nvvm;
+    nvvm.useBarePtrCallConv = true;
+    k.addPass(createConvertGpuOpsToNVVMOps(nvvm));
     k.addPass(createCanonicalizerPass());
     k.addPass(createCSEPass());
     k.addPass(createReconcileUnrealizedCastsPass());
   }
   // 9. Host code to LLVM: gpu ops become mgpu* calls.
-  pm.addPass(createGpuToLLVMConversionPass());
+  GpuToLLVMConversionPassOptions host;
+  host.kernelBarePtrCallConv = true; // as the kernels (step 8)
+  pm.addPass(createGpuToLLVMConversionPass(host));
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
