@@ -33,7 +33,8 @@
 #     benchmarks cuBLASLt's BF16 and FP8 GEMMs at 8192^3 and the GPT step
 #     against PyTorch (eager f32 without TF32, autocast BF16, torch.compile),
 #     and prints one table. Without a device every row is UNSUPPORTED and the exit is 0;
-#     a failed check exits 1.
+#     a failed check exits 1. The comparisons run with $DS_GPU_CHECK_PYTHON
+#     (default python3; it needs NumPy).
 set -uo pipefail
 
 usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
@@ -110,6 +111,7 @@ prepare() {
       { tail -20 "$out/lowering.log"; die "exporting the lowering cases failed"; }
     grep -v '^export_cases.py: left out' "$out/lowering.log" | sed 's/^export_cases.py/gpu-check/'
     rm -f "$out"/lowering/*/step.o "$out/lowering.log"
+    gzip -9 "$out"/lowering/*/step.so
     cp "$root/test/Integration/Lowering/compare_cases.py" "$out/lowering/"
   fi
   # The PyTorch parity cases: the models of check_parity.py compiled for the
@@ -125,6 +127,7 @@ prepare() {
       { tail -20 "$out/parity.log"; die "exporting the parity cases failed"; }
     echo "gpu-check: $(tail -1 "$out/parity.log")"
     rm -f "$out/parity.log"
+    gzip -9 "$out"/parity/*/step.so
     cp "$root/test/Integration/Torch/parity_compare.py" "$out/parity/"
   fi
   # The GPT step benchmark: kernels and GEMMs at a real size. Its state
@@ -253,25 +256,26 @@ run() {
 # The lowering execution cases: each group's step once, its results
 # against the references (compare_cases.py: NumPy only).
 run_lowering() {
-  local bundle=$1 build=$2 dir group out
-  if ! python3 -c 'import numpy' 2> /dev/null; then
-    row "lowering cases" "UNSUPPORTED" "no NumPy for python3"
+  local bundle=$1 build=$2 dir group out py=${DS_GPU_CHECK_PYTHON:-python3}
+  if ! "$py" -c 'import numpy' 2> /dev/null; then
+    row "lowering cases" "UNSUPPORTED" "no NumPy for $py"
     return
   fi
   for dir in "$bundle"/lowering/*/; do
     group=$(basename "$dir")
     rm -rf "$dir/gpu"
+    [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
     if ! out=$(timeout 60 "$build/ds-step-run" "$dir" --steps 1 --quiet \
                  --save-results "$dir/gpu" 2>&1); then
       row "lowering $group" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after 60 s")"
       failed=1
       continue
     fi
-    out=$(python3 "$bundle/lowering/compare_cases.py" "$dir" "$dir/gpu" 2>&1)
+    out=$("$py" "$bundle/lowering/compare_cases.py" "$dir" "$dir/gpu" 2>&1)
     if [[ $out == PASS:* ]]; then row "lowering $group" PASS "${out#PASS: $group: }"
     else row "lowering $group" FAIL "${out#FAIL: $group: }"; failed=1; fi
   done
-  out=$(python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['left_out']; print(len(l))" "$bundle/lowering/index.json")
+  out=$("$py" -c "import json,sys; l=json.load(open(sys.argv[1]))['left_out']; print(len(l))" "$bundle/lowering/index.json")
   row "lowering cases left out" "-" "$out (FP8 tensors, which the runner does not carry; ops without GPU kernels)"
 }
 
@@ -279,16 +283,17 @@ run_lowering() {
 # then check_parity.py's criteria against PyTorch's results
 # (parity_compare.py: NumPy only).
 run_parity() {
-  local bundle=$1 build=$2 dir name out f steps
-  if ! python3 -c 'import numpy' 2> /dev/null; then
-    row "parity" "UNSUPPORTED" "no NumPy for python3"
+  local bundle=$1 build=$2 dir name out f steps py=${DS_GPU_CHECK_PYTHON:-python3}
+  if ! "$py" -c 'import numpy' 2> /dev/null; then
+    row "parity" "UNSUPPORTED" "no NumPy for $py"
     return
   fi
   for dir in "$bundle"/parity/*/; do
     name=$(basename "$dir")
+    [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
     local data=()
     for f in "$dir"/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
-    steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$dir/reference/parity.json")
+    steps=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$dir/reference/parity.json")
     rm -rf "$dir/gpu-state"
     if ! out=$(timeout 60 "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
                  --quiet --losses "$dir/gpu.json" --save-state "$dir/gpu-state" 2>&1); then
@@ -296,7 +301,7 @@ run_parity() {
       failed=1
       continue
     fi
-    out=$(python3 "$bundle/parity/parity_compare.py" "$dir" "$dir/gpu.json" "$dir/gpu-state" 2>&1)
+    out=$("$py" "$bundle/parity/parity_compare.py" "$dir" "$dir/gpu.json" "$dir/gpu-state" 2>&1)
     if [[ $out == PASS:* ]]; then row "parity $name" PASS "${out#PASS: }"
     else row "parity $name" FAIL "${out#FAIL: }"; failed=1; fi
   done
@@ -348,9 +353,23 @@ print_table() {
   for r in "${rows[@]}"; do echo "$r"; done
 }
 
+# The lowering and parity rows alone, with the ds-step-run in BUILD: the
+# tests run them here on steps compiled for the CPU (the same bash that
+# runs on the GPU machine).
+rows_only() {
+  local bundle=$1 build=$2 rows=() failed=0
+  row() { rows+=("$(printf '%-34s %-11s %s' "$1" "$2" "$3")"); }
+  [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
+  [[ -d "$bundle/parity" ]] && run_parity "$bundle" "$build"
+  local r
+  for r in "${rows[@]}"; do echo "$r"; done
+  return $failed
+}
+
 case "${1:-}" in
   prepare) shift; prepare "$@" ;;
   run) shift; run "$@" ;;
+  rows) shift; rows_only "$@" ;;
   -h|--help) usage 0 ;;
   *) usage 1 ;;
 esac
