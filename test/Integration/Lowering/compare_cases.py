@@ -28,6 +28,8 @@ def load(path, dtype):
 
 
 def mismatch(got, want, rtol, atol):
+    """A failure message, or None when `got` matches `want` (check_ops.py
+    uses the same test for its floats)."""
     if got.shape != want.shape:
         return f"shape {got.shape} != reference {want.shape}"
     if want.dtype.kind in "biu":
