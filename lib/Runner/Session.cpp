@@ -826,8 +826,15 @@ Error StepProgram::invoke(const mlir::ds::TrainingContract &c,
 }
 
 Error StepProgram::runAt(llvm::ArrayRef<void *> data, unsigned variant) {
-  const mlir::ds::TrainingContract &c =
-      variant == 0 ? stepContract : variants[variant];
+  return runContractAt(variant == 0 ? stepContract : variants[variant], data);
+}
+
+Error StepProgram::runEvalAt(EvalKind kind, llvm::ArrayRef<void *> data) {
+  return runContractAt(*evalContract(kind), data);
+}
+
+Error StepProgram::runContractAt(const mlir::ds::TrainingContract &c,
+                                 llvm::ArrayRef<void *> data) {
   if (data.size() != c.args.size() + c.results.size())
     return llvm::createStringError("step called with the wrong number of "
                                    "tensors");

@@ -72,18 +72,8 @@ Error StepTensors::run(unsigned variant) {
     return program.run(ptrs, results, variant);
   }
 #ifdef DSRT_HAVE_CUDA
-  dsrt_clear_error();
-  for (unsigned i = 0; i < args.size(); ++i) {
-    if (!written[i])
-      continue;
-    // A batch replaced by the feed may have a new size only if the
-    // contract allowed it, which it does not: shapes are static.
-    if (args[i].sizeInBytes() > 0 &&
-        !device->upload(i, args[i].bytes.data(), args[i].sizeInBytes()))
-      return runtimeError("cannot upload '" + program.contract().args[i].name +
-                          "'");
-    written[i] = false;
-  }
+  if (Error e = uploadWritten())
+    return e;
   std::vector<void *> data;
   for (unsigned i = 0; i < args.size(); ++i)
     data.push_back(device->arg(i));
@@ -94,6 +84,71 @@ Error StepTensors::run(unsigned variant) {
 #else
   (void)variant;
   return Error::success();
+#endif
+}
+
+Error StepTensors::uploadWritten() {
+#ifdef DSRT_HAVE_CUDA
+  if (!device)
+    return Error::success();
+  dsrt_clear_error();
+  for (unsigned i = 0; i < args.size(); ++i) {
+    if (!written[i])
+      continue;
+    if (args[i].sizeInBytes() > 0 &&
+        !device->upload(i, args[i].bytes.data(), args[i].sizeInBytes()))
+      return runtimeError("cannot upload '" + program.contract().args[i].name +
+                          "'");
+    written[i] = false;
+  }
+#endif
+  return Error::success();
+}
+
+llvm::Expected<double>
+StepTensors::deviceEvalLoss(std::optional<EvalKind> kind) {
+#ifdef DSRT_HAVE_CUDA
+  if (!device)
+    return llvm::createStringError("internal error: no device tensors");
+  if (Error e = uploadWritten())
+    return std::move(e);
+  const mlir::ds::TrainingContract &c =
+      kind ? *program.evalContract(*kind) : program.contract();
+  ds::runtime::DeviceTensors *out = device.get();
+  if (kind) {
+    if (!evalDevice) {
+      std::vector<size_t> resultBytes;
+      for (const auto &res : c.results) {
+        llvm::Expected<HostTensor> t = makeTensor(res.type);
+        if (!t)
+          return t.takeError();
+        resultBytes.push_back(t->sizeInBytes());
+      }
+      evalDevice = std::make_unique<ds::runtime::DeviceTensors>();
+      if (!evalDevice->allocate({}, resultBytes))
+        return runtimeError("cannot allocate the evaluation's buffers");
+    }
+    out = evalDevice.get();
+  }
+  std::vector<void *> data;
+  for (unsigned i = 0; i < c.args.size(); ++i)
+    data.push_back(device->arg(i));
+  for (unsigned r = 0; r < c.results.size(); ++r)
+    data.push_back(out->result(r));
+  if (Error e = kind ? program.runEvalAt(*kind, data) : program.runAt(data))
+    return std::move(e);
+  if (!kind)
+    resultsStale = true;
+  unsigned lossIndex = c.getLossIndex();
+  llvm::Expected<HostTensor> loss = makeTensor(c.results[lossIndex].type);
+  if (!loss)
+    return loss.takeError();
+  if (!out->downloadResult(lossIndex, loss->bytes.data()))
+    return runtimeError("cannot read the held-out loss");
+  return loss->numElements() > 0 ? loss->getDouble(0) : 0.0;
+#else
+  (void)kind;
+  return llvm::createStringError("this ds-run has no CUDA backend");
 #endif
 }
 

@@ -21,6 +21,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace ds::runtime {
@@ -46,6 +47,8 @@ public:
   /// Runs variant `variant` of the step. On a device it is only enqueued:
   /// a failure inside it surfaces at wait().
   llvm::Error run(unsigned variant);
+  /// Uploads the arguments the host wrote (on a device).
+  llvm::Error uploadWritten();
   /// Host memory of `bytes` bytes for the report ring (pinned on a device).
   uint8_t *ring(size_t bytes);
   /// Copies result `r`'s bytes into `dst` (in the ring): at once on the
@@ -53,6 +56,11 @@ public:
   void read(unsigned r, uint8_t *dst);
   /// Waits for everything enqueued (nothing to do on the CPU).
   llvm::Error wait();
+  /// On a device: the loss of the forward-only copy `kind` or, without
+  /// one, of the step itself (its updates discarded) on the resident
+  /// arguments, after uploading what the host wrote. The copy's results go
+  /// to buffers of its own; only the loss comes back.
+  llvm::Expected<double> deviceEvalLoss(std::optional<EvalKind> kind);
   /// Every update result becomes its argument's value.
   void adoptUpdates();
   /// Brings the host copies of the arguments, and with `withResults` of the
@@ -73,6 +81,8 @@ private:
   /// On a device: the buffers, which arguments the host wrote since the
   /// last step, and which host copies are older than the device's.
   std::unique_ptr<ds::runtime::DeviceTensors> device;
+  /// The forward-only copy's results (allocated on first use).
+  std::unique_ptr<ds::runtime::DeviceTensors> evalDevice;
   std::vector<bool> written, argStale;
   bool resultsStale = false;
   std::vector<uint8_t> hostRing;

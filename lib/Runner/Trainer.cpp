@@ -249,9 +249,28 @@ Expected<Trainer::EvalLosses> Trainer::evaluate() {
   std::vector<HostTensor> saved;
   for (unsigned i : inputArgs)
     saved.push_back(args[i]);
+  // On a device the forward runs on the resident state (integer copies do
+  // not exist there: fake quantization has no GPU lowering yet).
+  bool onDevice = tensors && tensors->onDevice() && !integer;
+  if (!onDevice)
+    if (Error e = syncHost())
+      return std::move(e);
   for (int64_t b = 0; b < options.evalBatches; ++b) {
     if (Error e = feed(static_cast<uint64_t>(b), /*heldOut=*/true))
       return std::move(e);
+    if (onDevice) {
+      for (unsigned i : inputArgs)
+        tensors->hostWrote(i);
+      double start = nowSeconds();
+      Expected<double> loss = tensors->deviceEvalLoss(
+          program.evalContract() ? std::optional(EvalKind::Forward)
+                                 : std::nullopt);
+      if (!loss)
+        return loss.takeError();
+      seconds[0] += nowSeconds() - start;
+      sums[0] += *loss;
+      continue;
+    }
     std::vector<HostTensor *> ptrs;
     for (HostTensor &t : args)
       ptrs.push_back(&t);
@@ -288,12 +307,11 @@ Expected<Trainer::EvalLosses> Trainer::evaluate() {
       sums[k] += scalarOf(evalResults[k][eval->getLossIndex()]);
     }
   }
-  for (auto [k, i] : llvm::enumerate(inputArgs))
+  for (auto [k, i] : llvm::enumerate(inputArgs)) {
     args[i] = std::move(saved[k]);
-  // On a device evaluation copies through buffers of its own (the state
-  // stays where it is): give them back.
-  if (program.runsOnGPU())
-    program.releaseDeviceBuffers();
+    if (tensors)
+      tensors->hostWrote(i);
+  }
   double n = static_cast<double>(options.evalBatches);
   // Data parallel: each rank evaluated its rows of the held-out batches.
   if (options.worldSize > 1 &&
@@ -471,7 +489,7 @@ Error Trainer::run() {
     ++step;
     if (!report)
       continue;
-    if (replicasNow || evalNow || checkpointNow)
+    if (replicasNow || checkpointNow)
       if (Error e = syncHost())
         return e;
     if (replicasNow)

@@ -189,6 +189,10 @@ public:
   /// on the GPU, nothing waits: the step is enqueued on the runtime's
   /// stream. Fails on a runtime error reported so far.
   llvm::Error runAt(llvm::ArrayRef<void *> data, unsigned variant = 0);
+  /// Likewise for the forward-only copy `kind` (evalContract(kind) must be
+  /// set): `data` holds its arguments (the step's leading ones), then its
+  /// results.
+  llvm::Error runEvalAt(EvalKind kind, llvm::ArrayRef<void *> data);
 
   /// Frees the device buffers run() and runEval() copy through (they are
   /// kept for the next call otherwise).
@@ -198,6 +202,8 @@ private:
   llvm::Error call(const mlir::ds::TrainingContract &contract,
                    llvm::ArrayRef<HostTensor *> args,
                    llvm::MutableArrayRef<HostTensor> results);
+  llvm::Error runContractAt(const mlir::ds::TrainingContract &contract,
+                            llvm::ArrayRef<void *> data);
   /// Invokes `contract`'s function on one memref descriptor per tensor.
   llvm::Error invoke(const mlir::ds::TrainingContract &contract,
                      std::vector<std::vector<int64_t>> &descriptors);
