@@ -35,9 +35,14 @@
 #     and prints one table. Without a device every row is UNSUPPORTED and the exit is 0;
 #     a failed check exits 1. The comparisons run with $DS_GPU_CHECK_PYTHON
 #     (default python3; it needs NumPy).
+#
+#   gpu-check.sh rows BUNDLE BUILD
+#     Only the lowering and parity rows, with BUILD/ds-step-run (the tests
+#     run them here on cases compiled for the CPU).
 set -uo pipefail
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
+# The comment block above, whatever its length.
+usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
 
 prepare() {
