@@ -448,14 +448,19 @@ struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
   }
 };
 
-/// The GPU path's embedding gradient: every table element sums the rows of
-/// the gradient whose index selects it, a reduction over positions that
-/// runs in parallel (one block per element) and deterministically, where
-/// the loop above would be serial host code reading the indices. It does
-/// vocab x dim x positions work; fine for the examples' vocabularies, a
-/// sort-based or atomic kernel is the way for large ones.
-struct EmbeddingGradMaskedReduction : OpConversionPattern<EmbeddingGradOp> {
-  EmbeddingGradMaskedReduction(MLIRContext *ctx)
+/// The GPU path's embedding gradient, parallel and deterministic without
+/// atomics or a sort: the positions that select each table row are linked
+/// in ascending order, and every table element walks its row's list.
+///   first[v] = min{p : row(p) == v}           (a min-reduction over p)
+///   next[p]  = min{q > p : row(q) == row(p)}  (a min-reduction over q)
+///   table[v, d] = sum over the list from first[v] of grad[p, d]
+/// with P (positions) for "none". The sum adds the rows in ascending
+/// position order starting from zero, as the CPU's loop does, so both paths
+/// give the same bits. Work: (V + P) * P compares in block reductions and
+/// (V + P) * D loads and adds, where one masked reduction per table element
+/// would be V * D * P (10^14 for a 50k vocabulary over 8k positions).
+struct EmbeddingGradLinkedRows : OpConversionPattern<EmbeddingGradOp> {
+  EmbeddingGradLinkedRows(MLIRContext *ctx)
       : OpConversionPattern(ctx, /*benefit=*/2) {}
   LogicalResult
   matchAndRewrite(EmbeddingGradOp op, OpAdaptor adaptor,
@@ -464,32 +469,96 @@ struct EmbeddingGradMaskedReduction : OpConversionPattern<EmbeddingGradOp> {
     EmbeddingGradOperands in = prepareEmbeddingGrad(op, adaptor, rewriter);
     if (!in.indices)
       return success(); // nothing to scatter: replaced by zeros
+    MLIRContext *ctx = rewriter.getContext();
+    Type i64 = rewriter.getI64Type();
+    int64_t vocab = in.vocab, positions = in.positions;
+    // "No position" (P), made where it is used so that kernels own it.
+    auto none = [&](OpBuilder &b, Location l) {
+      return createI64(b, l, positions);
+    };
+    auto asI64 = [&](OpBuilder &b, Location l, Value index) -> Value {
+      return arith::IndexCastOp::create(b, l, i64, index);
+    };
+
+    // The clamped table row of every position, once.
+    Value rows =
+        buildParallel(rewriter, loc, RankedTensorType::get({positions}, i64),
+                      {in.indices}, {rewriter.getMultiDimIdentityMap(1)},
+                      [&](OpBuilder &b, Location l, ValueRange a) {
+                        return asI64(b, l, clampIndex(b, l, a[0], vocab));
+                      });
+
+    // out[i] = min over j of (match(i, j) ? j : P), i and j the two loops.
+    auto firstMatch = [&](int64_t outer, int64_t inner, AffineMap outerRow,
+                          AffineMap innerRow, bool after) -> Value {
+      SmallVector<Value> inputs = {rows};
+      SmallVector<AffineMap> maps = {innerRow};
+      if (outerRow) {
+        inputs.push_back(rows);
+        maps.push_back(outerRow);
+      }
+      maps.push_back(AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx));
+      Value init = createFilled(rewriter, loc, {outer}, none(rewriter, loc));
+      auto reduce = linalg::GenericOp::create(
+          rewriter, loc, TypeRange{init.getType()}, inputs, ValueRange{init},
+          maps,
+          ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
+                                        utils::IteratorType::reduction},
+          [&](OpBuilder &b, Location l, ValueRange a) {
+            Value i = asI64(b, l, linalg::IndexOp::create(b, l, 0));
+            Value j = asI64(b, l, linalg::IndexOp::create(b, l, 1));
+            Value key = outerRow ? a[1] : i;
+            Value match = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                                a[0], key);
+            if (after)
+              match = arith::AndIOp::create(
+                  b, l, match,
+                  arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, j, i));
+            Value candidate =
+                arith::SelectOp::create(b, l, match, j, none(b, l));
+            linalg::YieldOp::create(
+                b, l,
+                ValueRange{arith::MinSIOp::create(b, l, a.back(), candidate)});
+          });
+      return reduce.getResult(0);
+    };
+    AffineExpr i, j;
+    bindDims(ctx, i, j);
+    Value first = firstMatch(vocab, positions, AffineMap(),
+                             AffineMap::get(2, 0, {j}, ctx), /*after=*/false);
+    Value next =
+        firstMatch(positions, positions, AffineMap::get(2, 0, {i}, ctx),
+                   AffineMap::get(2, 0, {j}, ctx), /*after=*/true);
+
+    // table[v, d]: walk the list of row v.
     RankedTensorType tableType = op.getType();
     Type elem = in.elem;
-    int64_t vocab = in.vocab;
-    Value zeros = in.zeros, indices = in.indices, grad = in.grad;
-    MLIRContext *ctx = rewriter.getContext();
-    AffineExpr v, d, p;
-    bindDims(ctx, v, d, p);
-    SmallVector<AffineMap> maps = {AffineMap::get(3, 0, {p}, ctx),
-                                   AffineMap::get(3, 0, {p, d}, ctx),
-                                   AffineMap::get(3, 0, {v, d}, ctx)};
-    auto sum = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{tableType}, ValueRange{indices, grad},
-        ValueRange{zeros}, maps,
-        ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                      utils::IteratorType::parallel,
-                                      utils::IteratorType::reduction},
-        [&](OpBuilder &b, Location l, ValueRange a) {
-          Value row = clampIndex(b, l, a[0], vocab);
-          Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, row,
-                                            linalg::IndexOp::create(b, l, 0));
+    Value grad = in.grad;
+    Value table = buildParallel(
+        rewriter, loc, tableType, {first},
+        {AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx)},
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value d = linalg::IndexOp::create(b, l, 1);
           Value zero = arith::ConstantOp::create(b, l, b.getZeroAttr(elem));
-          Value g = arith::SelectOp::create(b, l, hit, a[1], zero);
-          linalg::YieldOp::create(
-              b, l, ValueRange{arith::AddFOp::create(b, l, a[2], g)});
+          auto walk = scf::WhileOp::create(
+              b, l, TypeRange{i64, elem}, ValueRange{a[0], zero},
+              [&](OpBuilder &wb, Location wl, ValueRange args) {
+                Value more = arith::CmpIOp::create(
+                    wb, wl, arith::CmpIPredicate::slt, args[0], none(wb, wl));
+                scf::ConditionOp::create(wb, wl, more, args);
+              },
+              [&](OpBuilder &wb, Location wl, ValueRange args) {
+                Value p = arith::IndexCastOp::create(wb, wl, wb.getIndexType(),
+                                                     args[0]);
+                Value g =
+                    tensor::ExtractOp::create(wb, wl, grad, ValueRange{p, d});
+                Value sum = arith::AddFOp::create(wb, wl, args[1], g);
+                Value link = tensor::ExtractOp::create(wb, wl, next, p);
+                scf::YieldOp::create(wb, wl, ValueRange{link, sum});
+              });
+          return walk.getResult(1);
         });
-    rewriter.replaceOp(op, sum.getResult(0));
+    rewriter.replaceOp(op, table);
     return success();
   }
 };
@@ -497,7 +566,7 @@ struct EmbeddingGradMaskedReduction : OpConversionPattern<EmbeddingGradOp> {
 } // namespace
 
 void lowering::populateParallelScatterPatterns(RewritePatternSet &patterns) {
-  patterns.add<EmbeddingGradMaskedReduction>(patterns.getContext());
+  patterns.add<EmbeddingGradLinkedRows>(patterns.getContext());
 }
 
 void lowering::populateBackwardKernelPatterns(RewritePatternSet &patterns) {

@@ -16,7 +16,7 @@ elsewhere, including a NumPy Philox4x32-10 checked against its known
 answers).
 
 Usage: check_ops.py --ds-opt PATH [--group NAME ...] [--pipeline NAME ...]
-                    [--list] [--keep DIR]
+                    [--only REGEX] [--list] [--keep DIR]
 Exit status 0 when every case matches; otherwise a table of mismatches.
 """
 
@@ -67,6 +67,12 @@ NARROW_TAIL = CPU_TAIL
 PIPELINES = {
     "narrow": ",".join(["func.func(convert-ds-to-linalg{narrow-gemms fp8-gemms})"]
                        + NARROW_TAIL),
+    # Every option ds-gpu-pipeline sets (also parallel-scatter: the linked
+    # rows of embedding_grad), then the GPU path's fusion.
+    "gpu": ",".join(["func.func(convert-ds-to-linalg{narrow-gemms fp8-gemms "
+                     "parallel-scatter})",
+                     "func.func(canonicalize,cse,ds-fuse-elementwise,"
+                     "canonicalize,cse)"] + NARROW_TAIL),
     "plain": ",".join(["func.func(convert-ds-to-linalg)"] + CPU_TAIL),
     "fused": ",".join(["func.func(convert-ds-to-linalg)",
                        "func.func(canonicalize,cse,linalg-fuse-elementwise-ops,"
@@ -889,6 +895,24 @@ def nn_cases():
         cases.append(Case(f"embedding_grad_{MLIR_ELEM[dt]}", [g, idx],
                           f"%r = ds.embedding_grad %a0, %a1 : {TA(g)}, {TA(idx)} -> {T((11, 4), dt)}",
                           [("%r", (11, 4), dt)], emb_grad_ref))
+    # Enough positions for the GPU lowering's block reductions (>= 32 per
+    # output): a vocabulary larger than the positions, one row selected
+    # by half of them (a long list), rows never selected, and clamping.
+    rng = rng_for("emb.long")
+    long_idx = rng.integers(-3, 70, size=(4, 24)).astype(I64)
+    long_idx[:, ::2] = 5
+    g_long = randn("emb.grad_long", (4, 24, 6), F32)
+
+    def emb_grad_long_ref(g, i):
+        # Ascending positions from zero, in f32: the order of both lowerings.
+        out = np.zeros((67, 6), dtype=F32)
+        for p, row in enumerate(np.clip(i, 0, 66).ravel()):
+            out[row] += g.reshape(-1, 6)[p]
+        return [out]
+    cases.append(Case("embedding_grad_long_f32", [g_long, long_idx],
+                      f"%r = ds.embedding_grad %a0, %a1 : {TA(g_long)}, {TA(long_idx)} -> "
+                      f"{T((67, 6), F32)}",
+                      [("%r", (67, 6), F32)], emb_grad_long_ref, rtol=0, atol=0))
     i32 = np.array([2, 9, -1, 2], dtype=I32)
     t2 = randn("emb.t2", (5, 3))
     cases.append(Case("embedding_i32_idx", [t2, i32],
@@ -1001,6 +1025,8 @@ def main():
     ap.add_argument("--group", action="append", choices=sorted(GROUPS))
     ap.add_argument("--pipeline", action="append", choices=sorted(PIPELINES),
                     help="default: all")
+    ap.add_argument("--only", metavar="REGEX",
+                    help="only the cases whose name matches (re.search)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--keep", help="keep the generated modules in this directory")
     args = ap.parse_args()
@@ -1010,6 +1036,13 @@ def main():
     groups = args.group or sorted(GROUPS)
     start = time.time()
     work = {g: GROUPS[g]() for g in groups}
+    if args.only:
+        work = {g: [c for c in cases if re.search(args.only, c.name)]
+                for g, cases in work.items()}
+        work = {g: cases for g, cases in work.items() if cases}
+        if not work:
+            print(f"error: no case matches --only {args.only!r}", file=sys.stderr)
+            return 2
     if args.list:
         for g, cases in work.items():
             for c in cases:

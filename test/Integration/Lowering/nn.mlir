@@ -4,4 +4,9 @@
 //
 // REQUIRES: python-venv
 // RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group nn | FileCheck %s
+// The GPU path's lowering of embedding_grad (linked rows), executed here,
+// bit for bit as the CPU's loop:
+// RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group nn --only embedding_grad \
+// RUN:   --pipeline gpu | FileCheck %s --check-prefix=GPU
+// GPU: PASSED: 3 cases (nn; pipelines gpu)
 // CHECK: PASSED
