@@ -13,6 +13,7 @@
 
 #include "ds/InitDS.h"
 #include "ds/Runner/Report.h"
+#include "ds/Runner/SplitLargeBlocks.h"
 #include "ds/Runtime/ds_runtime.h"
 #ifdef DSRT_HAVE_CUDA
 #include "ds/Runtime/ds_runtime_cuda.h"
@@ -107,6 +108,17 @@ unsigned optLevel() {
     if (*v >= '0' && *v <= '3' && v[1] == 0)
       return unsigned(*v - '0');
   return 3;
+}
+
+/// The most instructions a basic block may keep before code generation
+/// (see SplitLargeBlocks.h); DS_RUN_SPLIT_BLOCKS overrides it, 0 turns the
+/// splitting off.
+unsigned blockSplitLimit() {
+  unsigned limit = 250;
+  if (const char *v = std::getenv("DS_RUN_SPLIT_BLOCKS"))
+    if (llvm::StringRef(v).getAsInteger(10, limit))
+      limit = 250;
+  return limit;
 }
 
 /// Collects MLIR diagnostics so that a failure can report them.
@@ -717,8 +729,15 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   }
   // The transformer is a function_ref: keep the function alive.
   std::function<llvm::Error(llvm::Module *)> optimize =
-      makeOptimizingTransformer(optLevel(), /*sizeLevel=*/0,
-                                targetMachine.get());
+      [opt = makeOptimizingTransformer(optLevel(), /*sizeLevel=*/0,
+                                       targetMachine.get()),
+       limit = blockSplitLimit()](llvm::Module *m) -> llvm::Error {
+    if (llvm::Error e = opt(m))
+      return e;
+    if (limit)
+      splitLargeBlocks(*m, limit);
+    return llvm::Error::success();
+  };
   engineOptions.transformer = optimize;
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
   engineOptions.enableObjectDump = options.compileOnly;
