@@ -12,6 +12,7 @@
 #include "ds/Runner/Session.h"
 
 #include "ds/InitDS.h"
+#include "ds/Runner/OptimizeModule.h"
 #include "ds/Runner/Report.h"
 #include "ds/Runner/SplitLargeBlocks.h"
 #include "ds/Runtime/ds_runtime.h"
@@ -20,7 +21,6 @@
 #endif
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -729,10 +729,9 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
   }
   // The transformer is a function_ref: keep the function alive.
   std::function<llvm::Error(llvm::Module *)> optimize =
-      [opt = makeOptimizingTransformer(optLevel(), /*sizeLevel=*/0,
-                                       targetMachine.get()),
+      [level = optLevel(), tm = targetMachine.get(),
        limit = blockSplitLimit()](llvm::Module *m) -> llvm::Error {
-    if (llvm::Error e = opt(m))
+    if (llvm::Error e = optimizeModule(*m, level, tm))
       return e;
     if (limit)
       splitLargeBlocks(*m, limit);
