@@ -8,10 +8,13 @@
 #include "ds/Conversion/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_MERGEGPUMODULESPASS
@@ -33,6 +36,74 @@ bool compatible(gpu::GPUModuleOp a, gpu::GPUModuleOp b) {
     return kept;
   };
   return attrs(a) == attrs(b);
+}
+
+/// `op`'s attributes without its symbol name.
+SmallVector<NamedAttribute> attrsButName(Operation *op) {
+  SmallVector<NamedAttribute> kept;
+  for (NamedAttribute attr : op->getAttrs())
+    if (attr.getName() != SymbolTable::getSymbolAttrName())
+      kept.push_back(attr);
+  return kept;
+}
+
+/// A hash of what isDuplicate compares: the attributes (but the name) and
+/// every nested operation's name, attributes and types.
+llvm::hash_code shapeHash(Operation *symbol) {
+  llvm::hash_code h = llvm::hash_combine(
+      symbol->getName(), llvm::hash_combine_range(attrsButName(symbol)));
+  symbol->walk([&](Operation *op) {
+    if (op != symbol)
+      h = llvm::hash_combine(h, OperationEquivalence::computeHash(
+                                    op, OperationEquivalence::ignoreHashValue,
+                                    OperationEquivalence::ignoreHashValue,
+                                    OperationEquivalence::IgnoreLocations));
+  });
+  return h;
+}
+
+/// Whether two symbols of the same kind are copies of each other: equal
+/// attributes but for the name, and equivalent regions.
+bool isDuplicate(Operation *a, Operation *b) {
+  if (a->getName() != b->getName() || attrsButName(a) != attrsButName(b) ||
+      a->getNumRegions() != b->getNumRegions())
+    return false;
+  for (auto [ra, rb] : llvm::zip(a->getRegions(), b->getRegions()))
+    if (!OperationEquivalence::isRegionEquivalentTo(
+            &ra, &rb, OperationEquivalence::IgnoreLocations))
+      return false;
+  return true;
+}
+
+/// Erases the symbols of `target` that duplicate an earlier one and makes
+/// their uses name that one instead; returns old -> kept for kernels, whose
+/// launches live outside. Constant globals go first, so that kernels which
+/// differed only in the name of the same constant become duplicates too.
+/// (A step's layers of equal shapes outline equal kernels: the 12-layer
+/// GPT's 1700 launches need a small fraction as many kernels.)
+template <typename OpTy>
+llvm::DenseMap<StringAttr, StringAttr>
+removeDuplicates(gpu::GPUModuleOp target, function_ref<bool(OpTy)> eligible) {
+  llvm::DenseMap<StringAttr, StringAttr> replaced;
+  llvm::MapVector<llvm::hash_code, SmallVector<OpTy, 1>> kept;
+  for (OpTy op : llvm::make_early_inc_range(target.getOps<OpTy>())) {
+    if (!eligible(op))
+      continue;
+    SmallVector<OpTy, 1> &same = kept[shapeHash(op)];
+    auto original =
+        llvm::find_if(same, [&](OpTy k) { return isDuplicate(k, op); });
+    if (original == same.end()) {
+      same.push_back(op);
+      continue;
+    }
+    StringAttr name = SymbolTable::getSymbolName(op);
+    StringAttr keep = SymbolTable::getSymbolName(*original);
+    if (failed(SymbolTable::replaceAllSymbolUses(op, keep, target)))
+      continue; // keep the copy: it stays correct, only larger
+    replaced[name] = keep;
+    op->erase();
+  }
+  return replaced;
 }
 
 struct MergeGPUModulesPass
@@ -97,6 +168,20 @@ struct MergeGPUModulesPass
       if (it != moved.end())
         launch.setKernelAttr(it->second);
     });
+    removeDuplicates<memref::GlobalOp>(
+        target, [](memref::GlobalOp g) { return g.getConstant(); });
+    llvm::DenseMap<StringAttr, StringAttr> kernels =
+        removeDuplicates<gpu::GPUFuncOp>(
+            target, [](gpu::GPUFuncOp f) { return f.isKernel(); });
+    if (!kernels.empty())
+      module.walk([&](gpu::LaunchFuncOp launch) {
+        if (launch.getKernelModuleName() != target.getSymNameAttr())
+          return;
+        auto it = kernels.find(launch.getKernelName());
+        if (it != kernels.end())
+          launch.setKernelAttr(SymbolRefAttr::get(
+              target.getSymNameAttr(), {FlatSymbolRefAttr::get(it->second)}));
+      });
     for (gpu::GPUModuleOp source : llvm::drop_begin(modules))
       if (source.getBody()->without_terminator().empty())
         source.erase();
