@@ -12,24 +12,13 @@ using namespace llvm;
 
 Error ds::runner::optimizeModule(Module &module, unsigned optLevel,
                                  TargetMachine *targetMachine) {
-  OptimizationLevel level;
-  switch (optLevel) {
-  case 0:
-    level = OptimizationLevel::O0;
-    break;
-  case 1:
-    level = OptimizationLevel::O1;
-    break;
-  case 2:
-    level = OptimizationLevel::O2;
-    break;
-  case 3:
-    level = OptimizationLevel::O3;
-    break;
-  default:
+  if (optLevel > 3)
     return createStringError("invalid LLVM optimisation level " +
                              Twine(optLevel) + " (expected 0 to 3)");
-  }
+  const OptimizationLevel levels[] = {
+      OptimizationLevel::O0, OptimizationLevel::O1, OptimizationLevel::O2,
+      OptimizationLevel::O3};
+  OptimizationLevel level = levels[optLevel];
 
   PassInstrumentationCallbacks callbacks;
   callbacks.registerShouldRunOptionalPassCallback(

@@ -40,18 +40,22 @@ bool isMovable(const BasicBlock &bb) {
   return true;
 }
 
-/// Moves the static allocas of `f`'s entry block to its top, in order, so
-/// that the chunks cut from it start after them.
-void hoistStaticAllocas(Function &f) {
-  BasicBlock &entry = f.getEntryBlock();
+/// The static allocas of `f`'s entry block, in order.
+SmallVector<AllocaInst *> staticAllocas(Function &f) {
   SmallVector<AllocaInst *> allocas;
-  for (Instruction &inst : entry)
+  for (Instruction &inst : f.getEntryBlock())
     if (auto *alloca = dyn_cast<AllocaInst>(&inst);
         alloca && alloca->isStaticAlloca())
       allocas.push_back(alloca);
+  return allocas;
+}
+
+/// Moves the static allocas of `f`'s entry block to its top, in order, so
+/// that the chunks cut from it start after them.
+void hoistStaticAllocas(Function &f) {
   // (No comesBefore queries here: each would renumber the whole block.)
-  BasicBlock::iterator top = entry.getFirstNonPHIOrDbg();
-  for (AllocaInst *alloca : allocas)
+  BasicBlock::iterator top = f.getEntryBlock().getFirstNonPHIOrDbg();
+  for (AllocaInst *alloca : staticAllocas(f))
     if (&*top == alloca)
       ++top;
     else
@@ -65,12 +69,7 @@ void hoistStaticAllocas(Function &f) {
 void confineAllocas(Function &f, ArrayRef<BasicBlock *> chunks) {
   SmallPtrSet<BasicBlock *, 16> isChunk(llvm::from_range, chunks);
   BasicBlock &entry = f.getEntryBlock();
-  SmallVector<AllocaInst *> allocas;
-  for (Instruction &inst : entry)
-    if (auto *alloca = dyn_cast<AllocaInst>(&inst);
-        alloca && alloca->isStaticAlloca())
-      allocas.push_back(alloca);
-  for (AllocaInst *alloca : allocas) {
+  for (AllocaInst *alloca : staticAllocas(f)) {
     BasicBlock *owner = nullptr;
     bool single = !alloca->use_empty();
     for (User *user : alloca->users()) {

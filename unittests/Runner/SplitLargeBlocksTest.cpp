@@ -96,17 +96,25 @@ std::unique_ptr<Module> parse(const std::string &text, LLVMContext &ctx) {
   return m;
 }
 
+/// The same function parsed twice, each copy in a context of its own (the
+/// JIT takes both): one to split, one to compare with.
+struct Pair {
+  explicit Pair(const std::string &text)
+      : plainCtx(std::make_unique<LLVMContext>()),
+        splitCtx(std::make_unique<LLVMContext>()),
+        plain(parse(text, *plainCtx)), split(parse(text, *splitCtx)) {}
+  std::unique_ptr<LLVMContext> plainCtx, splitCtx;
+  std::unique_ptr<Module> plain, split;
+};
+
 TEST(SplitLargeBlocks, ExtractsChunksAndKeepsResults) {
   InitializeNativeTarget();
   InitializeNativeTargetAsmPrinter();
   const std::string text = longFunction(400);
 
-  auto plainCtx = std::make_unique<LLVMContext>();
-  std::unique_ptr<Module> plain = parse(text, *plainCtx);
-  ASSERT_TRUE(plain);
-  auto splitCtx = std::make_unique<LLVMContext>();
-  std::unique_ptr<Module> split = parse(text, *splitCtx);
-  ASSERT_TRUE(split);
+  Pair modules(text);
+  ASSERT_TRUE(modules.plain && modules.split);
+  Module *split = modules.split.get();
 
   ds::runner::BlockSplitStats stats = ds::runner::splitLargeBlocks(*split, 40);
   std::string problems;
@@ -129,8 +137,8 @@ TEST(SplitLargeBlocks, ExtractsChunksAndKeepsResults) {
     allocasInF += isa<AllocaInst>(inst);
   EXPECT_LT(allocasInF, 400u / 7);
 
-  Outcome want = runF(std::move(plain), std::move(plainCtx));
-  Outcome got = runF(std::move(split), std::move(splitCtx));
+  Outcome want = runF(std::move(modules.plain), std::move(modules.plainCtx));
+  Outcome got = runF(std::move(modules.split), std::move(modules.splitCtx));
   EXPECT_EQ(got.result, want.result);
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(got.out[i], want.out[i]) << "out[" << i << "]";
@@ -168,12 +176,9 @@ TEST(SplitLargeBlocks, KeepsVectorValuesInPlace) {
           "  %r = add i64 %a200, %wide\n"
           "  ret i64 %r\n}\n"
           "declare i32 @llvm.vector.reduce.add.v16i32(<16 x i32>)\n";
-  auto plainCtx = std::make_unique<LLVMContext>();
-  std::unique_ptr<Module> plain = parse(text, *plainCtx);
-  ASSERT_TRUE(plain);
-  auto splitCtx = std::make_unique<LLVMContext>();
-  std::unique_ptr<Module> split = parse(text, *splitCtx);
-  ASSERT_TRUE(split);
+  Pair modules(text);
+  ASSERT_TRUE(modules.plain && modules.split);
+  Module *split = modules.split.get();
   ds::runner::BlockSplitStats stats = ds::runner::splitLargeBlocks(*split, 20);
   EXPECT_GT(stats.chunksExtracted, 3u);
   for (Function &fn : *split) {
@@ -182,8 +187,8 @@ TEST(SplitLargeBlocks, KeepsVectorValuesInPlace) {
     for (Argument &arg : fn.args())
       EXPECT_FALSE(arg.getType()->isVectorTy()) << fn.getName().str();
   }
-  Outcome want = runF(std::move(plain), std::move(plainCtx));
-  Outcome got = runF(std::move(split), std::move(splitCtx));
+  Outcome want = runF(std::move(modules.plain), std::move(modules.plainCtx));
+  Outcome got = runF(std::move(modules.split), std::move(modules.splitCtx));
   EXPECT_EQ(got.result, want.result);
   EXPECT_EQ(got.out[0], want.out[0]);
   EXPECT_EQ(got.out[1], want.out[1]);
