@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/SymbolTable.h"
@@ -75,12 +76,13 @@ bool isDuplicate(Operation *a, Operation *b) {
   return true;
 }
 
-/// Erases the symbols of `target` that duplicate an earlier one and makes
-/// their uses name that one instead; returns old -> kept for kernels, whose
-/// launches live outside. Constant globals go first, so that kernels which
-/// differed only in the name of the same constant become duplicates too.
-/// (A step's layers of equal shapes outline equal kernels: the 12-layer
-/// GPT's 1700 launches need a small fraction as many kernels.)
+/// Erases the symbols of `target` that duplicate an earlier one and returns
+/// old name -> name kept; the caller points the uses at the kept ones (one
+/// walk for all: a walk per symbol would be quadratic in the module).
+/// Constant globals go first, so that kernels which differed only in the
+/// name of the same constant become duplicates too. (A step's layers of
+/// equal shapes outline equal kernels: the 12-layer GPT's 1229 launches
+/// need 256 kernels.)
 template <typename OpTy>
 llvm::DenseMap<StringAttr, StringAttr>
 removeDuplicates(gpu::GPUModuleOp target, function_ref<bool(OpTy)> eligible) {
@@ -96,14 +98,30 @@ removeDuplicates(gpu::GPUModuleOp target, function_ref<bool(OpTy)> eligible) {
       same.push_back(op);
       continue;
     }
-    StringAttr name = SymbolTable::getSymbolName(op);
-    StringAttr keep = SymbolTable::getSymbolName(*original);
-    if (failed(SymbolTable::replaceAllSymbolUses(op, keep, target)))
-      continue; // keep the copy: it stays correct, only larger
-    replaced[name] = keep;
+    replaced[SymbolTable::getSymbolName(op)] =
+        SymbolTable::getSymbolName(*original);
     op->erase();
   }
   return replaced;
+}
+
+/// Points every reference to a renamed symbol of `target` (from inside it)
+/// at the name kept.
+void renameUses(gpu::GPUModuleOp target,
+                const llvm::DenseMap<StringAttr, StringAttr> &renamed) {
+  if (renamed.empty())
+    return;
+  AttrTypeReplacer replacer;
+  replacer.addReplacement(
+      [&](FlatSymbolRefAttr ref) -> std::optional<Attribute> {
+        auto it = renamed.find(ref.getAttr());
+        if (it == renamed.end())
+          return std::nullopt;
+        return FlatSymbolRefAttr::get(it->second);
+      });
+  target.walk([&](Operation *op) {
+    replacer.replaceElementsIn(op, /*replaceAttrs=*/true);
+  });
 }
 
 struct MergeGPUModulesPass
@@ -168,8 +186,9 @@ struct MergeGPUModulesPass
       if (it != moved.end())
         launch.setKernelAttr(it->second);
     });
-    removeDuplicates<memref::GlobalOp>(
-        target, [](memref::GlobalOp g) { return g.getConstant(); });
+    renameUses(target,
+               removeDuplicates<memref::GlobalOp>(
+                   target, [](memref::GlobalOp g) { return g.getConstant(); }));
     llvm::DenseMap<StringAttr, StringAttr> kernels =
         removeDuplicates<gpu::GPUFuncOp>(
             target, [](gpu::GPUFuncOp f) { return f.isKernel(); });
