@@ -28,6 +28,7 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/Verifier.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -733,8 +734,17 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
        limit = blockSplitLimit()](llvm::Module *m) -> llvm::Error {
     if (llvm::Error e = optimizeModule(*m, level, tm))
       return e;
-    if (limit)
-      splitLargeBlocks(*m, limit);
+    if (!limit)
+      return llvm::Error::success();
+    splitLargeBlocks(*m, limit);
+    // A broken module would abort in code generation: say what happened.
+    std::string problems;
+    llvm::raw_string_ostream os(problems);
+    if (llvm::verifyModule(*m, &os))
+      return llvm::createStringError(
+          "internal error: the step's LLVM IR is invalid after splitting its "
+          "large blocks (DS_RUN_SPLIT_BLOCKS=0 turns that off): " +
+          problems);
     return llvm::Error::success();
   };
   engineOptions.transformer = optimize;

@@ -1,11 +1,9 @@
-//===- SplitLargeBlocks.cpp - Bound the size of basic blocks
-//---------------===//
+//===- SplitLargeBlocks.cpp - Bound the size of basic blocks --------------===//
 
 #include "ds/Runner/SplitLargeBlocks.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/IntrinsicInst.h"
@@ -16,20 +14,17 @@ using namespace llvm;
 
 namespace {
 
-/// Whether `bb` may become a function of its own: it neither saves nor
-/// restores the stack pointer, and each alloca in it has a constant size and
-/// is used only inside it (it becomes the new function's own stack slot; a
-/// pointer to it must not outlive the call).
+/// Whether `bb` may become a function of its own. It must not touch the
+/// frame: no allocas (the entry block's static ones were hoisted out of
+/// every piece, and any other would either become a slot of the wrong frame
+/// or allocate anew each time), no stack save or restore, no setjmp-like
+/// call (`returns_twice`), no phis or landing pads.
 bool isMovable(const BasicBlock &bb) {
   for (const Instruction &inst : bb) {
-    if (const auto *alloca = dyn_cast<AllocaInst>(&inst)) {
-      if (!isa<ConstantInt>(alloca->getArraySize()))
-        return false;
-      for (const User *user : alloca->users())
-        if (cast<Instruction>(user)->getParent() != &bb)
-          return false;
-    }
-    if (isa<PHINode, LandingPadInst>(inst))
+    if (isa<AllocaInst, PHINode, LandingPadInst>(inst))
+      return false;
+    if (const auto *call = dyn_cast<CallBase>(&inst);
+        call && call->hasFnAttr(Attribute::ReturnsTwice))
       return false;
     if (const auto *ii = dyn_cast<IntrinsicInst>(&inst))
       if (ii->getIntrinsicID() == Intrinsic::stacksave ||
@@ -40,64 +35,24 @@ bool isMovable(const BasicBlock &bb) {
   return true;
 }
 
-/// The static allocas of `f`'s entry block, in order.
-SmallVector<AllocaInst *> staticAllocas(Function &f) {
+/// Moves the static allocas of `f`'s entry block to its top, in order, so
+/// that the pieces cut from it hold none: a piece then reaches the slots it
+/// uses through pointer arguments into its caller's frame, which stays
+/// valid for the whole call. (A static alloca is a fixed frame slot
+/// wherever it stands in the entry block.)
+void hoistStaticAllocas(Function &f) {
   SmallVector<AllocaInst *> allocas;
   for (Instruction &inst : f.getEntryBlock())
     if (auto *alloca = dyn_cast<AllocaInst>(&inst);
         alloca && alloca->isStaticAlloca())
       allocas.push_back(alloca);
-  return allocas;
-}
-
-/// Moves the static allocas of `f`'s entry block to its top, in order, so
-/// that the chunks cut from it start after them.
-void hoistStaticAllocas(Function &f) {
   // (No comesBefore queries here: each would renumber the whole block.)
   BasicBlock::iterator top = f.getEntryBlock().getFirstNonPHIOrDbg();
-  for (AllocaInst *alloca : staticAllocas(f))
+  for (AllocaInst *alloca : allocas)
     if (&*top == alloca)
       ++top;
     else
       alloca->moveBefore(top);
-}
-
-/// Each static alloca of the entry block that only `chunk` uses moves into
-/// it, so that it becomes the extracted function's own stack slot rather
-/// than one more argument. (A GPU step makes one for every launch's
-/// argument array.)
-void confineAllocas(Function &f, ArrayRef<BasicBlock *> chunks) {
-  SmallPtrSet<BasicBlock *, 16> isChunk(llvm::from_range, chunks);
-  BasicBlock &entry = f.getEntryBlock();
-  for (AllocaInst *alloca : staticAllocas(f)) {
-    BasicBlock *owner = nullptr;
-    bool single = !alloca->use_empty();
-    for (User *user : alloca->users()) {
-      auto *inst = dyn_cast<Instruction>(user);
-      if (!inst || (owner && inst->getParent() != owner)) {
-        single = false;
-        break;
-      }
-      owner = inst->getParent();
-    }
-    if (single && owner != &entry && isChunk.contains(owner))
-      alloca->moveBefore(owner->getFirstInsertionPt());
-  }
-}
-
-/// Puts the allocas an extracted function received back at the top of its
-/// entry block, where code generation treats them as fixed stack slots.
-void allocasToEntry(Function &part) {
-  BasicBlock &entry = part.getEntryBlock();
-  SmallVector<AllocaInst *> allocas;
-  for (BasicBlock &bb : part)
-    if (&bb != &entry)
-      for (Instruction &inst : bb)
-        if (auto *alloca = dyn_cast<AllocaInst>(&inst);
-            alloca && isa<ConstantInt>(alloca->getArraySize()))
-          allocas.push_back(alloca);
-  for (AllocaInst *alloca : allocas)
-    alloca->moveBefore(entry.getFirstInsertionPt());
 }
 
 /// Whether a value of type `t` may cross into or out of an extracted
@@ -116,9 +71,9 @@ SmallVector<BasicBlock *> cutBlock(BasicBlock *bb, unsigned limit) {
   SmallVector<BasicBlock *> chunks;
   BasicBlock *rest = bb;
   while (rest->size() > limit) {
-    auto cut = rest->getFirstNonPHIOrDbgOrAlloca();
     // Allocas and phis at the top stay in the first piece; count from
     // there.
+    auto cut = rest->getFirstNonPHIOrDbgOrAlloca();
     unsigned n = 0;
     for (; cut != rest->end() && n < limit; ++cut)
       ++n;
@@ -154,7 +109,6 @@ ds::runner::splitLargeBlocks(Module &module, unsigned maxInstructions) {
         ++stats.blocksSplit;
       chunks.append(cut.begin(), cut.end());
     }
-    confineAllocas(*f, chunks);
     // One cache per function: extraction keeps it valid.
     CodeExtractorAnalysisCache cache(*f);
     for (BasicBlock *chunk : chunks) {
@@ -164,7 +118,7 @@ ds::runner::splitLargeBlocks(Module &module, unsigned maxInstructions) {
       CodeExtractor extractor(ArrayRef<BasicBlock *>{chunk}, /*DT=*/nullptr,
                               /*AggregateArgs=*/false, nullptr, nullptr,
                               nullptr, /*AllowVarArgs=*/false,
-                              /*AllowAlloca=*/true, nullptr, "part");
+                              /*AllowAlloca=*/false, nullptr, "part");
       if (!extractor.isEligible())
         continue;
       SetVector<Value *> inputs, outputs, sunk;
@@ -174,7 +128,6 @@ ds::runner::splitLargeBlocks(Module &module, unsigned maxInstructions) {
         continue;
       if (Function *part = extractor.extractCodeRegion(cache)) {
         part->addFnAttr(Attribute::NoInline);
-        allocasToEntry(*part);
         ++stats.chunksExtracted;
       }
     }

@@ -34,6 +34,15 @@ struct FuseElementwisePass
       };
       if (isGemm(consumer) || isGemm(producer))
         return false;
+      // A producer whose body loops (the GPU embedding gradient's list
+      // walk) is computed once: in a reduction it would also turn the
+      // reduction serial on the GPU (its kernels need straight-line bodies).
+      bool loops = false;
+      if (auto generic = dyn_cast_or_null<linalg::GenericOp>(producer))
+        for (Operation &op : generic.getBody()->without_terminator())
+          loops |= op.getNumRegions() != 0;
+      if (loops)
+        return false;
       // Fusing a producer with several users copies its computation into
       // each of them. For arithmetic that is cheaper than a round trip
       // through memory, but not for gathers (an embedding lookup ended up in

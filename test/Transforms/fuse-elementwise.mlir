@@ -32,3 +32,45 @@ func.func @chain_around_matmul(%a: tensor<4x8xf32>, %b: tensor<8x5xf32>) -> tens
   %r = linalg.matmul ins(%y, %b : tensor<4x8xf32>, tensor<8x5xf32>) outs(%c : tensor<4x5xf32>) -> tensor<4x5xf32>
   return %r : tensor<4x5xf32>
 }
+
+// A producer whose body loops (the GPU path's embedding-gradient walk) is
+// not fused into its consumer, here a reduction: the reduction keeps a
+// straight-line body, which the GPU path needs to run it in parallel.
+// CHECK-LABEL: func.func @loop_producer
+// CHECK: %[[WALK:.*]] = linalg.generic
+// CHECK: scf.while
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction"]{{.*}} ins(%[[WALK]]
+// CHECK-NOT: scf.while
+func.func @loop_producer(%first: tensor<8xi64>, %vals: tensor<8xf32>) -> tensor<f32> {
+  %e = tensor.empty() : tensor<8xf32>
+  %walked = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
+      ins(%first : tensor<8xi64>) outs(%e : tensor<8xf32>) {
+  ^bb0(%p0: i64, %out: f32):
+    %zero = arith.constant 0.0 : f32
+    %end = arith.constant 8 : i64
+    %r:2 = scf.while (%p = %p0, %acc = %zero) : (i64, f32) -> (i64, f32) {
+      %more = arith.cmpi slt, %p, %end : i64
+      scf.condition(%more) %p, %acc : i64, f32
+    } do {
+    ^bb0(%p: i64, %acc: f32):
+      %i = arith.index_cast %p : i64 to index
+      %v = tensor.extract %vals[%i] : tensor<8xf32>
+      %s = arith.addf %acc, %v : f32
+      %one = arith.constant 1 : i64
+      %n = arith.addi %p, %one : i64
+      scf.yield %n, %s : i64, f32
+    }
+    linalg.yield %r#1 : f32
+  } -> tensor<8xf32>
+  %z = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<f32>
+  %acc0 = linalg.fill ins(%z : f32) outs(%init : tensor<f32>) -> tensor<f32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> ()>], iterator_types = ["reduction"]}
+      ins(%walked : tensor<8xf32>) outs(%acc0 : tensor<f32>) {
+  ^bb0(%in: f32, %out: f32):
+    %sq = arith.mulf %in, %in : f32
+    %s = arith.addf %out, %sq : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %sum : tensor<f32>
+}

@@ -30,9 +30,14 @@ struct BlockSplitStats {
 
 /// Cuts every basic block of a defined function in `module` with more than
 /// `maxInstructions` instructions into chunks of about that many, and moves
-/// each chunk that can be moved (no allocas, not the one ending in the
-/// block's own terminator) into a new internal function called in its
-/// place. Semantics are unchanged.
+/// each chunk that can be moved into a new internal function called in its
+/// place. A chunk stays where it is when it is the entry block or the last
+/// piece (which ends in the block's own terminator), holds an alloca, a
+/// phi, a landing pad, a stack save or restore or a `returns_twice` call,
+/// or when a value other than a scalar or a pointer would cross its
+/// boundary. The entry block's static allocas move to its top first, so
+/// the pieces reach them through pointers into the caller's frame.
+/// Semantics are unchanged.
 BlockSplitStats splitLargeBlocks(llvm::Module &module,
                                  unsigned maxInstructions);
 

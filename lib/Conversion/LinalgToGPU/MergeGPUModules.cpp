@@ -186,9 +186,11 @@ struct MergeGPUModulesPass
       if (it != moved.end())
         launch.setKernelAttr(it->second);
     });
-    renameUses(target,
-               removeDuplicates<memref::GlobalOp>(
-                   target, [](memref::GlobalOp g) { return g.getConstant(); }));
+    renameUses(target, removeDuplicates<memref::GlobalOp>(
+                           target, [](memref::GlobalOp g) {
+                             // A public one might be looked up by its name.
+                             return g.getConstant() && g.isPrivate();
+                           }));
     llvm::DenseMap<StringAttr, StringAttr> kernels =
         removeDuplicates<gpu::GPUFuncOp>(
             target, [](gpu::GPUFuncOp f) { return f.isKernel(); });
