@@ -1,5 +1,4 @@
-//===- OptimizeModule.h - LLVM's pipeline for a compiled step ----*- C++
-//-*-===//
+//===- OptimizeModule.h - LLVM pipeline for a compiled step --- -*- C++ -*-===//
 //
 // What mlir::makeOptimizingTransformer does (the default per-module pipeline
 // with loop and SLP vectorisation), less CalledValuePropagation: that

@@ -1,5 +1,4 @@
-//===- SplitLargeBlocks.h - Bound the size of host basic blocks --*- C++
-//-*-===//
+//===- SplitLargeBlocks.h - Bound the size of basic blocks ---- -*- C++ -*-===//
 //
 // LLVM's instruction selection and pre-RA scheduling work one basic block at
 // a time, and their dependency building grows faster than linearly in the
