@@ -107,6 +107,25 @@ struct Pair {
   std::unique_ptr<Module> plain, split;
 };
 
+/// Splits `m` with `limit` and expects a valid module.
+ds::runner::BlockSplitStats splitAndVerify(Module &m, unsigned limit) {
+  ds::runner::BlockSplitStats stats = ds::runner::splitLargeBlocks(m, limit);
+  std::string problems;
+  raw_string_ostream os(problems);
+  EXPECT_FALSE(verifyModule(m, &os)) << problems;
+  return stats;
+}
+
+/// JIT-compiles both modules of `modules` and expects f(out, 12345) to
+/// return and store the same values.
+void expectSameResults(Pair &modules) {
+  Outcome want = runF(std::move(modules.plain), std::move(modules.plainCtx));
+  Outcome got = runF(std::move(modules.split), std::move(modules.splitCtx));
+  EXPECT_EQ(got.result, want.result);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(got.out[i], want.out[i]) << "out[" << i << "]";
+}
+
 TEST(SplitLargeBlocks, ExtractsChunksAndKeepsResults) {
   InitializeNativeTarget();
   InitializeNativeTargetAsmPrinter();
@@ -116,10 +135,7 @@ TEST(SplitLargeBlocks, ExtractsChunksAndKeepsResults) {
   ASSERT_TRUE(modules.plain && modules.split);
   Module *split = modules.split.get();
 
-  ds::runner::BlockSplitStats stats = ds::runner::splitLargeBlocks(*split, 40);
-  std::string problems;
-  raw_string_ostream os(problems);
-  EXPECT_FALSE(verifyModule(*split, &os)) << problems;
+  ds::runner::BlockSplitStats stats = splitAndVerify(*split, 40);
   EXPECT_EQ(stats.blocksSplit, 1u);
   // ~1000 instructions in chunks of 40; the entry piece stays.
   EXPECT_GT(stats.chunksExtracted, 20u);
@@ -137,11 +153,7 @@ TEST(SplitLargeBlocks, ExtractsChunksAndKeepsResults) {
         EXPECT_TRUE(&fn == f && inst.getParent() == &f->getEntryBlock())
             << fn.getName().str();
 
-  Outcome want = runF(std::move(modules.plain), std::move(modules.plainCtx));
-  Outcome got = runF(std::move(modules.split), std::move(modules.splitCtx));
-  EXPECT_EQ(got.result, want.result);
-  for (int i = 0; i < 8; ++i)
-    EXPECT_EQ(got.out[i], want.out[i]) << "out[" << i << "]";
+  expectSameResults(modules);
 }
 
 /// A vector mask made in one stretch and used in a later one stays where
@@ -179,7 +191,7 @@ TEST(SplitLargeBlocks, KeepsVectorValuesInPlace) {
   Pair modules(text);
   ASSERT_TRUE(modules.plain && modules.split);
   Module *split = modules.split.get();
-  ds::runner::BlockSplitStats stats = ds::runner::splitLargeBlocks(*split, 20);
+  ds::runner::BlockSplitStats stats = splitAndVerify(*split, 20);
   EXPECT_GT(stats.chunksExtracted, 3u);
   for (Function &fn : *split) {
     if (fn.isDeclaration())
@@ -187,11 +199,7 @@ TEST(SplitLargeBlocks, KeepsVectorValuesInPlace) {
     for (Argument &arg : fn.args())
       EXPECT_FALSE(arg.getType()->isVectorTy()) << fn.getName().str();
   }
-  Outcome want = runF(std::move(modules.plain), std::move(modules.plainCtx));
-  Outcome got = runF(std::move(modules.split), std::move(modules.splitCtx));
-  EXPECT_EQ(got.result, want.result);
-  EXPECT_EQ(got.out[0], want.out[0]);
-  EXPECT_EQ(got.out[1], want.out[1]);
+  expectSameResults(modules);
 }
 
 /// A large loop body: a value carried through memory from one iteration
@@ -246,17 +254,10 @@ TEST(SplitLargeBlocks, LoopBodiesKeepTheirFrame) {
   Pair modules(text);
   ASSERT_TRUE(modules.plain && modules.split);
   Module *split = modules.split.get();
-  ds::runner::BlockSplitStats stats = ds::runner::splitLargeBlocks(*split, 10);
-  std::string problems;
-  raw_string_ostream os(problems);
-  EXPECT_FALSE(verifyModule(*split, &os)) << problems;
+  ds::runner::BlockSplitStats stats = splitAndVerify(*split, 10);
   EXPECT_EQ(stats.blocksSplit, 1u);
   EXPECT_GT(stats.chunksExtracted, 3u);
-  Outcome want = runF(std::move(modules.plain), std::move(modules.plainCtx));
-  Outcome got = runF(std::move(modules.split), std::move(modules.splitCtx));
-  EXPECT_EQ(got.result, want.result);
-  EXPECT_EQ(got.out[0], want.out[0]);
-  EXPECT_EQ(got.out[1], want.out[1]);
+  expectSameResults(modules);
 }
 
 TEST(SplitLargeBlocks, LeavesSmallBlocksAlone) {
