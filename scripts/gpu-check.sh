@@ -281,7 +281,7 @@ run_lowering() {
     else row "lowering $group" FAIL "${out#FAIL: $group: }"; failed=1; fi
   done
   out=$("$py" -c "import json,sys; l=json.load(open(sys.argv[1]))['left_out']; print(len(l))" "$bundle/lowering/index.json")
-  row "lowering cases left out" "-" "$out (FP8 tensors, which the runner does not carry; ops without GPU kernels)"
+  row "lowering cases left out" "-" "$out (ops without GPU kernels)"
 }
 
 # The PyTorch parity cases: each trained by ds-step-run on the device,

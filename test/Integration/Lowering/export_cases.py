@@ -10,10 +10,13 @@ compiles it for the CPU or a CUDA chip; `ds-step-run --steps 1
 --save-results` runs it; compare_cases.py (NumPy only) checks the results
 against the references computed here, with each case's tolerances.
 
-A case the device's pipeline does not lower (`not supported by
-ds-gpu-pipeline: '<op>'`: the techniques without GPU kernels) is left out
-and listed; so are cases with FP8 inputs or outputs, which the runner's
-tensors do not carry (the GPU check's `fp8-accuracy` scenario covers FP8).
+The runner's tensors carry no FP8, so an FP8 input is stored in f32 (its
+values are FP8 values, so the cast is exact) and cast to FP8 at the top of
+the step, and an FP8 output is cast to f32 for its metric: the FP8 GEMM
+cases then run through the device's FP8 lowering (cuBLASLt's FP8 kernels
+on sm_89 and newer). A case the device's pipeline does not lower (`not
+supported by ds-gpu-pipeline: '<op>'`: the techniques without GPU kernels)
+is left out and listed.
 
 usage: export_cases.py --ds-run PATH --out DIR [--device cpu|cuda]
                        [--chip sm_90] [--group NAME ...]
@@ -35,6 +38,12 @@ from check_ops import BF16, BOOL, E4M3, E5M2, F16, F32, F64, T, TA  # noqa: E402
 
 # How each dtype is stored in .npy, as ds-run's checkpoints store it.
 STORE = {BF16: "<u2"}
+# Carried as f32 (exactly) across the step's boundary.
+FP8 = (E4M3, E5M2)
+
+
+def carried(dtype):
+    return F32 if np.dtype(dtype) in FP8 else np.dtype(dtype)
 
 
 def renamed(text, prefix):
@@ -50,14 +59,23 @@ def step_module(name, cases):
     body, values = [], ["%zero", "%unused"]
     for ci, case in enumerate(cases):
         p = f"c{ci}_"
-        for k, a in enumerate(case.inputs):
-            args.append(f'%{p}a{k}: {TA(a)} {{ds.state = #ds.state<"case.{p}a{k}">, '
-                        f'ds.init = #ds.init<zeros>}}')
         body.append(f"// {case.name}")
+        for k, a in enumerate(case.inputs):
+            arg = f"%{p}a{k}"
+            if a.dtype in FP8:
+                body.append(f"%{p}a{k} = ds.cast %{p}a{k}_f32 : "
+                            f"{T(a.shape, F32)} -> {TA(a)}")
+                arg += "_f32"
+            args.append(f'{arg}: {T(a.shape, carried(a.dtype))} '
+                        f'{{ds.state = #ds.state<"case.{p}a{k}">, ds.init = #ds.init<zeros>}}')
         body += [renamed(line.strip(), p) for line in case.body.strip().splitlines()]
         for k, (out, shape, dtype) in enumerate(case.outputs):
-            results.append(f'{T(shape, dtype)} {{ds.metric = "{p}o{k}"}}')
-            values.append(renamed(out, p))
+            value = renamed(out, p)
+            if np.dtype(dtype) in FP8:
+                body.append(f"{value}_f32 = ds.cast {value} : {T(shape, dtype)} -> {T(shape, F32)}")
+                value += "_f32"
+            results.append(f'{T(shape, carried(dtype))} {{ds.metric = "{p}o{k}"}}')
+            values.append(value)
     types = ", ".join(r.split(" {")[0] for r in results)
     return (f"func.func @{name}({', '.join(args)})\n    -> ({', '.join(results)})\n"
             f"    attributes {{ds.train_step}} {{\n  "
@@ -68,6 +86,8 @@ def step_module(name, cases):
 
 def save(path, a):
     a = np.asarray(a)
+    if a.dtype in FP8:
+        a = a.astype(F32)
     if a.dtype in STORE:
         a = a.view(np.uint16)
     np.save(path, a.copy(order="C"), allow_pickle=False)
@@ -99,13 +119,7 @@ def compile_group(name, cases, args, workdir):
     """Emits the group's step, leaving out the cases the pipeline refuses.
     Returns (kept cases, [(case, why)] left out)."""
     left = []
-    kept = []
-    for c in cases:
-        narrow = [np.dtype(a.dtype) for a in c.inputs] + [np.dtype(d) for _, _, d in c.outputs]
-        if any(d in (E4M3, E5M2) for d in narrow):
-            left.append((c.name, "FP8 tensors (the runner carries none)"))
-        else:
-            kept.append(c)
+    kept = list(cases)
     step_dir = os.path.join(args.out, name)
     while kept:
         src = os.path.join(workdir, f"{name}.mlir")
@@ -161,8 +175,9 @@ def main():
                 metric = f"c{ci}_o{k}"
                 np.save(os.path.join(ref_dir, metric + ".npy"),
                         reference(np.asarray(want).reshape(shape), dtype))
-                rtol, atol = tolerances(case, dtype)
-                outputs.append({"metric": metric, "dtype": check_ops.MLIR_ELEM[np.dtype(dtype)],
+                rtol, atol = tolerances(case, carried(dtype))
+                outputs.append({"metric": metric,
+                                "dtype": check_ops.MLIR_ELEM[carried(dtype)],
                                 "rtol": rtol, "atol": atol})
             entries.append({"case": case.name, "outputs": outputs})
         with open(os.path.join(step_dir, "cases.json"), "w") as f:
