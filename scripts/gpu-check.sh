@@ -35,6 +35,13 @@
 #     and prints one table. Without a device every row is UNSUPPORTED and the exit is 0;
 #     a failed check exits 1. The comparisons run with $DS_GPU_CHECK_PYTHON
 #     (default python3; it needs NumPy).
+#     Each row is printed as it is measured, so a run cut short still
+#     reports. The checks share a budget of $DS_GPU_CHECK_BUDGET seconds
+#     (default 420: the device's 8 minutes less its start); a check with no
+#     time left is SKIPPED, the table still prints, and the exit is 2 when
+#     something was skipped and nothing failed. The table and the whole
+#     output of every failed check are written to $DS_GPU_CHECK_REPORT
+#     (default $OUT, which the device tool brings back, else BUNDLE/report).
 #
 #   gpu-check.sh rows BUNDLE BUILD
 #     Only the lowering and parity rows, with BUILD/ds-step-run (the tests
@@ -44,6 +51,33 @@ set -uo pipefail
 # The comment block above, whatever its length.
 usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit "${1:-1}"; }
 die() { echo "gpu-check: error: $*" >&2; exit 1; }
+
+# The rows of the table. Each is printed as it comes (the run may be cut
+# short) and kept for the table; a failed check's output goes to
+# $report/logs/<row>.log.
+rows=() failed=0 skipped=0 budget=${DS_GPU_CHECK_BUDGET:-420} report=""
+row() {
+  local line
+  line=$(printf '%-34s %-11s %s' "$1" "$2" "$3")
+  rows+=("$line")
+  echo "gpu-check: $line"
+  case $2 in
+    FAIL)
+      failed=1
+      if [[ -n $report && $# -ge 4 ]]; then
+        mkdir -p "$report/logs"
+        printf '%s\n' "$4" > "$report/logs/$(tr -c 'A-Za-z0-9._-' '_' <<< "$1" | sed 's/_*$//').log"
+      fi ;;
+    SKIPPED) skipped=$((skipped + 1)) ;;
+  esac
+}
+# Seconds a check that needs at most $1 may take: less when the budget is
+# nearly spent, 0 when it is spent (the caller then reports it SKIPPED).
+allow() {
+  local left=$((budget - SECONDS))
+  if ((left <= 0)); then echo 0; elif (($1 < left)); then echo "$1"; else echo "$left"; fi
+}
+over_budget() { row "$1" SKIPPED "the budget of $budget s (DS_GPU_CHECK_BUDGET) was spent"; }
 
 prepare() {
   local root out chip steps examples build layers lowering parity
@@ -194,7 +228,9 @@ run() {
   bundle=$(cd "$bundle" 2>/dev/null && pwd) || die "no bundle at '${1:-}'"
   [[ -f "$bundle/cases.txt" && -f "$bundle/CMakeLists.txt" ]] ||
     die "$bundle is not a gpu-check bundle (run 'gpu-check.sh prepare' first)"
-  local start=$SECONDS build="$bundle/build" log="$bundle/build.log"
+  report=${DS_GPU_CHECK_REPORT:-${OUT:-$bundle/report}}
+  mkdir -p "$report" || die "cannot write the report to $report"
+  local start=$SECONDS build="$bundle/build" log="$report/build.log"
   local generator=()
   command -v ninja > /dev/null && generator=(-G Ninja)
   if ! { cmake -S "$bundle" -B "$build" "${generator[@]}" \
@@ -203,9 +239,8 @@ run() {
     tail -30 "$log"
     die "building the bundle failed (log: $log)"
   fi
-  local built=$((SECONDS - start))
-  local rows=() failed=0 device
-  row() { rows+=("$(printf '%-34s %-11s %s' "$1" "$2" "$3")"); }
+  local built=$((SECONDS - start)) device
+  echo "gpu-check: bundle built in $built s; checks within ${budget} s of the start"
   if ! device=$("$build/ds-step-run" --device-info 2>&1); then
     row "device" "UNSUPPORTED" "${device#ds-step-run: error: }"
     while read -r case steps tol; do
@@ -218,21 +253,25 @@ run() {
     print_table "no CUDA device" "$built"
     return 0
   fi
-  local scenario out
+  local scenario out t
   for scenario in basic gemm fp8-refusals fp8-accuracy; do
-    out=$(timeout 120 "$build/ds-runtime-cuda-check" "$scenario" 2>&1)
+    t=$(allow 120)
+    ((t > 0)) || { over_budget "runtime $scenario"; continue; }
+    out=$(timeout "$t" "$build/ds-runtime-cuda-check" "$scenario" 2>&1)
     local rc=$? summary
     summary=$(grep -E '^[0-9]+ passed' <<< "$out" | tail -1)
     [[ $scenario == fp8-accuracy ]] &&
       summary="$summary; $(grep -E 'Frobenius' <<< "$out" | sed 's/ on the same rounded operands: relative Frobenius error/:/' | tr '\n' ';')"
     if [[ $rc -eq 0 ]]; then row "runtime $scenario" PASS "$summary"
-    else row "runtime $scenario" FAIL "$summary $(grep -m3 '^FAIL' <<< "$out" | tr '\n' ' ')"; failed=1; fi
+    else row "runtime $scenario" FAIL "$summary $(grep -m3 '^FAIL' <<< "$out" | tr '\n' ' ')" "$out"; fi
   done
   local case steps tol
   while read -r case steps tol; do
     local dir="$bundle/cases/$case" data=()
     for f in "$dir"/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
-    out=$(timeout 120 "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
+    t=$(allow 120)
+    ((t > 0)) || { over_budget "$case ($steps steps vs CPU)"; continue; }
+    out=$(timeout "$t" "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
             --report-every 10 --expect "$dir/ref.json" --rtol "$tol" \
             --losses "$dir/gpu.json" 2>&1)
     local rc=$? diff ms
@@ -241,21 +280,28 @@ run() {
     if [[ $rc -eq 0 ]]; then
       row "$case ($steps steps vs CPU)" PASS "max rel. loss diff ${diff} (tol $tol), ${ms} ms/step"
     else
-      [[ $rc -eq 124 ]] && out="error: timed out after 120 s"
-      row "$case ($steps steps vs CPU)" FAIL "${diff:+max rel. loss diff $diff (tol $tol) }$(grep -m1 'error' <<< "$out")"
-      failed=1
+      [[ $rc -eq 124 ]] && out="error: timed out after $t s
+$out"
+      row "$case ($steps steps vs CPU)" FAIL "${diff:+max rel. loss diff $diff (tol $tol) }$(grep -m1 'error' <<< "$out")" "$out"
     fi
   done < "$bundle/cases.txt"
   [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
   [[ -d "$bundle/parity" ]] && run_parity "$bundle" "$build"
-  out=$(DS_CUDA_BENCH_N=${DS_CUDA_BENCH_N:-8192} timeout 120 "$build/ds-runtime-cuda-check" bench 2>&1)
-  while read -r line; do
-    [[ -n "$line" ]] && row "$(cut -d: -f2 <<< "$line" | sed 's/^ //')" "-" "$(cut -d: -f3- <<< "$line" | sed 's/^ //')"
-  done <<< "$(grep '^bench:' <<< "$out")"
-  grep -q '^FAIL' <<< "$out" && { row "bench" FAIL "$(grep -m1 '^FAIL' <<< "$out")"; failed=1; }
+  t=$(allow 120)
+  if ((t > 0)); then
+    out=$(DS_CUDA_BENCH_N=${DS_CUDA_BENCH_N:-8192} timeout "$t" "$build/ds-runtime-cuda-check" bench 2>&1)
+    while read -r line; do
+      [[ -n "$line" ]] && row "$(cut -d: -f2 <<< "$line" | sed 's/^ //')" "-" "$(cut -d: -f3- <<< "$line" | sed 's/^ //')"
+    done <<< "$(grep '^bench:' <<< "$out")"
+    grep -q '^FAIL' <<< "$out" && row "bench" FAIL "$(grep -m1 '^FAIL' <<< "$out")" "$out"
+  else
+    over_budget "bench bf16 / e4m3"
+  fi
   [[ -f "$bundle/bench/size.txt" ]] && bench_gpt "$bundle" "$build"
   print_table "$device" "$built"
-  return $failed
+  ((failed)) && return 1
+  ((skipped)) && return 2
+  return 0
 }
 
 # The lowering execution cases: each group's step once, its results
@@ -269,16 +315,17 @@ run_lowering() {
   for dir in "$bundle"/lowering/*/; do
     group=$(basename "$dir")
     rm -rf "$dir/gpu"
+    t=$(allow 60)
+    ((t > 0)) || { over_budget "lowering $group"; continue; }
     [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
-    if ! out=$(timeout 60 "$build/ds-step-run" "$dir" --steps 1 --quiet \
+    if ! out=$(timeout "$t" "$build/ds-step-run" "$dir" --steps 1 --quiet \
                  --save-results "$dir/gpu" 2>&1); then
-      row "lowering $group" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after 60 s")"
-      failed=1
+      row "lowering $group" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after $t s")" "$out"
       continue
     fi
     out=$("$py" "$bundle/lowering/compare_cases.py" "$dir" "$dir/gpu" 2>&1)
     if [[ $out == PASS:* ]]; then row "lowering $group" PASS "${out#PASS: $group: }"
-    else row "lowering $group" FAIL "${out#FAIL: $group: }"; failed=1; fi
+    else row "lowering $group" FAIL "$(head -1 <<< "${out#FAIL: $group: }")" "$out"; fi
   done
   out=$("$py" -c "import json,sys; l=json.load(open(sys.argv[1]))['left_out']; print(len(l))" "$bundle/lowering/index.json")
   row "lowering cases left out" "-" "$out (ops without GPU kernels)"
@@ -300,15 +347,16 @@ run_parity() {
     for f in "$dir"/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
     steps=$("$py" -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$dir/reference/parity.json")
     rm -rf "$dir/gpu-state"
-    if ! out=$(timeout 60 "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
+    t=$(allow 60)
+    ((t > 0)) || { over_budget "parity $name"; continue; }
+    if ! out=$(timeout "$t" "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
                  --quiet --losses "$dir/gpu.json" --save-state "$dir/gpu-state" 2>&1); then
-      row "parity $name" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after 60 s")"
-      failed=1
+      row "parity $name" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after $t s")" "$out"
       continue
     fi
     out=$("$py" "$bundle/parity/parity_compare.py" "$dir" "$dir/gpu.json" "$dir/gpu-state" 2>&1)
     if [[ $out == PASS:* ]]; then row "parity $name" PASS "${out#PASS: }"
-    else row "parity $name" FAIL "${out#FAIL: }"; failed=1; fi
+    else row "parity $name" FAIL "$(head -1 <<< "${out#FAIL: }")" "$out"; fi
   done
 }
 
@@ -320,8 +368,10 @@ bench_gpt() {
   for f in "$bundle"/bench/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
   for variant in f32 bf16 fp8; do
     dir="$bundle/bench/gpt-$variant"
+    t=$(allow 90)
+    ((t > 0)) || { over_budget "gpt ${layers}x1024 ds $variant"; continue; }
     [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
-    out=$(timeout 90 "$build/ds-step-run" "$dir" --init-random 0 "${data[@]}" \
+    out=$(timeout "$t" "$build/ds-step-run" "$dir" --init-random 0 "${data[@]}" \
             --steps 12 --report-every 12 2>&1)
     local ms host
     ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
@@ -331,12 +381,14 @@ bench_gpt() {
       row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms; ${work:-?}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
       [[ $variant == fp8 ]] && ms_ds_fp8=$ms
     else
-      row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (timed out after 90 s?)")"
-      failed=1
+      row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (timed out after $t s?)")" "$out"
     fi
   done
-  if python3 -c 'import torch' 2> /dev/null; then
-    out=$(timeout 180 python3 "$bundle/bench/torch_gpt.py" "${size[@]}" 2>&1)
+  t=$(allow 180)
+  if ((t == 0)); then
+    over_budget "gpt ${layers}x1024 torch"
+  elif python3 -c 'import torch' 2> /dev/null; then
+    out=$(timeout "$t" python3 "$bundle/bench/torch_gpt.py" "${size[@]}" 2>&1)
     while read -r line; do
       [[ $line == torch* ]] || continue
       row "gpt ${layers}x1024 $(cut -d: -f1 <<< "$line")" "-" "$(cut -d: -f2- <<< "$line" | sed 's/^ //')"
@@ -351,24 +403,28 @@ bench_gpt() {
 }
 
 print_table() {
-  echo
-  echo "ds-mlir GPU check: $1; bundle built in $2 s, all done in $SECONDS s"
-  printf '%-34s %-11s %s\n' "check" "result" "measured"
-  local r
-  for r in "${rows[@]}"; do echo "$r"; done
+  {
+    echo
+    echo "ds-mlir GPU check: $1; bundle built in $2 s, all done in $SECONDS s$( ((skipped)) && echo "; $skipped checks SKIPPED (budget $budget s)")"
+    printf '%-34s %-11s %s\n' "check" "result" "measured"
+    local r
+    for r in "${rows[@]}"; do echo "$r"; done
+  } | tee "$report/gpu-check.txt"
+  ((failed)) && echo "gpu-check: the output of each failed check is in $report/logs"
+  return 0
 }
 
 # The lowering and parity rows alone, with the ds-step-run in BUILD: the
 # tests run them here on steps compiled for the CPU (the same bash that
 # runs on the GPU machine).
 rows_only() {
-  local bundle=$1 build=$2 rows=() failed=0
-  row() { rows+=("$(printf '%-34s %-11s %s' "$1" "$2" "$3")"); }
+  local bundle=$1 build=$2
+  report=${DS_GPU_CHECK_REPORT:-}
   [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
   [[ -d "$bundle/parity" ]] && run_parity "$bundle" "$build"
-  local r
-  for r in "${rows[@]}"; do echo "$r"; done
-  return $failed
+  ((failed)) && return 1
+  ((skipped)) && return 2
+  return 0
 }
 
 case "${1:-}" in

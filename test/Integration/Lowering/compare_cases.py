@@ -35,7 +35,7 @@ def mismatch(got, want, rtol, atol):
     if want.dtype.kind in "biu":
         bad = got != want
         if bad.any():
-            i = tuple(np.argwhere(bad)[0])
+            i = tuple(int(k) for k in np.argwhere(bad)[0])
             return f"{int(bad.sum())}/{bad.size} differ, first at {i}: {got[i]} vs {want[i]}"
         return None
     with np.errstate(invalid="ignore", over="ignore"):
@@ -45,10 +45,10 @@ def mismatch(got, want, rtol, atol):
         close = np.where(fin, np.abs(got - want) <= atol + rtol * np.abs(want), True)
         bad = ~(nan_ok & inf_ok & close)
         if bad.any():
-            i = tuple(np.argwhere(bad)[0])
+            i = tuple(int(k) for k in np.argwhere(bad)[0])
             err = np.max(np.where(fin, np.abs(got - want), 0))
             return (f"{int(bad.sum())}/{bad.size} differ (max abs err {err:.3g}), "
-                    f"first at {i}: got {got[i]!r} want {want[i]!r}")
+                    f"first at {i}: got {float(got[i])!r} want {float(want[i])!r}")
     return None
 
 
