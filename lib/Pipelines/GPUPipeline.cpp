@@ -112,8 +112,19 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
     f.addPass(createCSEPass());
   };
 
-  // 0. Refuse, by name, what has no GPU lowering yet.
-  pm.addPass(createCheckGPUSupportPass());
+  // cuBLASLt's FP8 GEMMs need Ada or Hopper (sm_89) or newer.
+  int sm = 0;
+  bool fp8Gemms = StringRef(config.chip).starts_with("sm_") &&
+                  !StringRef(config.chip)
+                       .drop_front(3)
+                       .take_while(llvm::isDigit)
+                       .getAsInteger(10, sm) &&
+                  sm >= 89;
+  // 0. Refuse, by name, what has no GPU lowering yet; warn where FP8 GEMMs
+  //    will run in f32.
+  CheckGPUSupportPassOptions check;
+  check.fp8Gemms = fp8Gemms;
+  pm.addPass(createCheckGPUSupportPass(check));
   // 1-3. As ds-cpu-pipeline: contract, ds -> linalg with elementwise chains
   //      fused while they are values, GEMMs detached from their zero fills,
   //      then bufferization with results as out-parameters (the runner's
@@ -124,14 +135,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   ConvertDSToLinalgPassOptions toLinalg;
   toLinalg.parallelScatter = true;
   toLinalg.narrowGemms = true; // cuBLASLt's BF16/F16 GEMMs
-  // cuBLASLt's FP8 GEMMs need Ada or Hopper (sm_89) or newer.
-  int sm = 0;
-  toLinalg.fp8Gemms = StringRef(config.chip).starts_with("sm_") &&
-                      !StringRef(config.chip)
-                           .drop_front(3)
-                           .take_while(llvm::isDigit)
-                           .getAsInteger(10, sm) &&
-                      sm >= 89;
+  toLinalg.fp8Gemms = fp8Gemms;
   pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass(toLinalg));
   cleanup();
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());

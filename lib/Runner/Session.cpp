@@ -122,6 +122,19 @@ unsigned blockSplitLimit() {
   return limit;
 }
 
+/// `file:line:col` of the file location inside `loc` (through name, call
+/// site and fused locations), as compilers print it; else `loc` itself.
+std::string formatLocation(Location loc) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (auto file = loc->findInstanceOf<FileLineColLoc>())
+    os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+       << file.getColumn();
+  else
+    os << loc;
+  return text;
+}
+
 /// Collects MLIR diagnostics so that a failure can report them.
 class DiagnosticCollector {
 public:
@@ -129,16 +142,18 @@ public:
       : handler(ctx, [this](Diagnostic &d) {
           // Warnings are shown as they come (the compile goes on).
           if (d.getSeverity() == DiagnosticSeverity::Warning) {
-            llvm::errs() << d.getLocation() << ": warning: " << d << "\n";
+            llvm::errs() << formatLocation(d.getLocation())
+                         << ": warning: " << d << "\n";
             return success();
           }
           llvm::raw_string_ostream os(text);
-          os << d.getLocation() << ": "
+          os << formatLocation(d.getLocation()) << ": "
              << (d.getSeverity() == DiagnosticSeverity::Error ? "error: "
                                                               : "note: ")
              << d << "\n";
           for (Diagnostic &note : d.getNotes())
-            os << note.getLocation() << ": note: " << note << "\n";
+            os << formatLocation(note.getLocation()) << ": note: " << note
+               << "\n";
           return success();
         }) {}
   Error error(const llvm::Twine &what) {

@@ -3,9 +3,21 @@
 #ifndef DS_CONVERSION_DSTOLINALG_H
 #define DS_CONVERSION_DSTOLINALG_H
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include <string>
+
 namespace mlir::ds {
+
+/// Why cuBLASLt's FP8 GEMM cannot take a matmul of these operands (the ds
+/// matmul's lhs and rhs and its transpose flags), or "" when it can: E4M3 x
+/// E4M3 or E4M3 with E5M2 (it has no E5M2 x E5M2 kernel), a 2-D rhs, a
+/// 2-D lhs when it is transposed, and M, N, K multiples of 16. Only for
+/// operands that are both FP8. convert-ds-to-linalg{fp8-gemms} keeps
+/// exactly these FP8; ds-check-gpu-support warns about the others.
+std::string fp8GemmObstacle(RankedTensorType lhs, RankedTensorType rhs,
+                            bool transposeLhs, bool transposeRhs);
 
 /// Whether convert-ds-to-runtime turns `op` into a call to a runtime kernel
 /// (f32 block-sparse products with blocks of a multiple of 8; top-k masks

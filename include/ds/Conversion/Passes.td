@@ -133,7 +133,19 @@ def CheckGPUSupportPass : Pass<"ds-check-gpu-support", "::mlir::ModuleOp"> {
     all-reduce, broadcast, send/receive, which need NCCL) are each a located
     error `not supported by ds-gpu-pipeline: '<op>'`, rather than a
     mis-compiled step or an error deep inside the lowering.
+
+    It also warns, once per function and reason, where an FP8 GEMM of the
+    precision policy will run as an f32 GEMM on its FP8-rounded values (the
+    numbers the CPU path computes, at f32 speed): without `fp8-gemms` (a
+    chip before sm_89), for the shapes and types cuBLASLt's FP8 path does
+    not take, and for block-scaled operands (`scaling: block`), which are
+    dequantised before their GEMM.
   }];
+  let options = [
+    Option<"fp8Gemms", "fp8-gemms", "bool", /*default=*/"false",
+           "The chip has FP8 GEMMs (sm_89 and newer): ds-gpu-pipeline sets "
+           "it with convert-ds-to-linalg's">,
+  ];
 }
 
 def ConvertLinalgToGPUPass

@@ -30,6 +30,7 @@
 
 #include "LoweringUtils.h"
 
+#include "ds/Conversion/DSToLinalg.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -94,25 +95,15 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
   /// is extended to f32.
   bool fp8Gemms;
 
-  /// Whether cuBLASLt's FP8 path takes this matmul: E4M3 x E4M3 or E4M3
-  /// with E5M2 (not E5M2 x E5M2), M, N, K multiples of 16, and 2-D
-  /// operands (or a batched, untransposed lhs flattened to rows), which
-  /// matchAndRewrite transposes into its one layout, X * W^T, as
-  /// Transformer Engine does for the backward's GEMMs.
+  /// Whether cuBLASLt's FP8 path takes this matmul (fp8GemmObstacle);
+  /// matchAndRewrite then transposes its operands into that path's one
+  /// layout, X * W^T, as Transformer Engine does for the backward's GEMMs.
   bool takesFp8(RankedTensorType lhs, RankedTensorType rhs, bool tl,
                 bool tr) const {
-    auto e4 = [](Type t) { return isa<Float8E4M3FNType>(t); };
-    auto e5 = [](Type t) { return isa<Float8E5M2Type>(t); };
-    Type a = lhs.getElementType(), b = rhs.getElementType();
-    if (!fp8Gemms || !(e4(a) || e5(a)) || !(e4(b) || e5(b)) || (e5(a) && e5(b)))
-      return false;
-    int64_t lr = lhs.getRank(), rr = rhs.getRank();
-    if (rr != 2 || (lr != 2 && tl))
-      return false;
-    int64_t k = tl ? lhs.getShape()[lr - 2] : lhs.getShape().back();
-    int64_t rows = lhs.getNumElements() / k;
-    int64_t n = tr ? rhs.getShape()[0] : rhs.getShape()[1];
-    return rows % 16 == 0 && n % 16 == 0 && k % 16 == 0;
+    return fp8Gemms &&
+           isa<Float8E4M3FNType, Float8E5M2Type>(lhs.getElementType()) &&
+           isa<Float8E4M3FNType, Float8E5M2Type>(rhs.getElementType()) &&
+           fp8GemmObstacle(lhs, rhs, tl, tr).empty();
   }
   LogicalResult
   matchAndRewrite(MatMulOp op, OpAdaptor adaptor,
@@ -243,6 +234,27 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
 };
 
 } // namespace
+
+std::string mlir::ds::fp8GemmObstacle(RankedTensorType lhs,
+                                      RankedTensorType rhs, bool transposeLhs,
+                                      bool transposeRhs) {
+  if (isa<Float8E5M2Type>(lhs.getElementType()) &&
+      isa<Float8E5M2Type>(rhs.getElementType()))
+    return "E5M2 x E5M2 (cuBLASLt has no such FP8 kernel)";
+  int64_t lr = lhs.getRank(), rr = rhs.getRank();
+  if (rr != 2)
+    return "a batched rhs (cuBLASLt's FP8 path takes one 2-D weight)";
+  if (lr != 2 && transposeLhs)
+    return "a batched, transposed lhs";
+  int64_t k = transposeLhs ? lhs.getShape()[lr - 2] : lhs.getShape().back();
+  int64_t rows = lhs.getNumElements() / std::max<int64_t>(k, 1);
+  int64_t n = transposeRhs ? rhs.getShape()[0] : rhs.getShape()[1];
+  if (rows % 16 || n % 16 || k % 16)
+    return "M = " + std::to_string(rows) + ", N = " + std::to_string(n) +
+           ", K = " + std::to_string(k) +
+           " (cuBLASLt's FP8 path needs multiples of 16)";
+  return "";
+}
 
 void lowering::populateMatMulPatterns(RewritePatternSet &patterns,
                                       bool narrowGemms, bool fp8Gemms) {
