@@ -79,6 +79,8 @@ accuracy: build
 
 bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/conv_step.py \
+	  --ds-opt $(BUILD_DIR)/bin/ds-opt --ds-run $(BUILD_DIR)/bin/ds-run
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/mixed_precision.py \
 	  --ds-opt $(BUILD_DIR)/bin/ds-opt --ds-run $(BUILD_DIR)/bin/ds-run
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/integer_inference.py \

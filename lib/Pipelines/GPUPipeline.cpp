@@ -135,6 +135,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   ConvertDSToLinalgPassOptions toLinalg;
   toLinalg.parallelScatter = true;
   toLinalg.narrowGemms = true; // cuBLASLt's BF16/F16 GEMMs
+  toLinalg.gemmConvs = true;   // convolutions on cuBLASLt too
   toLinalg.fp8Gemms = fp8Gemms;
   pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass(toLinalg));
   cleanup();

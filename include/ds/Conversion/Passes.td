@@ -17,7 +17,9 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
     into `linalg.matmul` / `linalg.batch_matmul` with transposes and the
     shared right-hand side expressed as indexing maps, shape ops into
     `tensor` ops, convolutions and pooling into linalg's named convolution
-    and pooling ops over padded inputs, and the rest (embedding, dropout's
+    and pooling ops over padded inputs (with `gemm-convs`, ungrouped
+    convolutions and their gradients into im2col patches and matmuls
+    instead), and the rest (embedding, dropout's
     Philox generator, the backward kernels) into `linalg.generic`, `scf`
     and `tensor` ops. The result is ready for elementwise fusion and
     one-shot bufferization. A ds op that cannot be lowered is a located
@@ -39,7 +41,11 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
            "Also keep E4M3 x E4M3 operands of the matmuls cuBLASLt's FP8 "
            "path takes (X * W^T, rows, columns and depth multiples of 16; "
            "the GPU path on sm_89 and newer); other FP8 matmuls are "
-           "extended to f32">
+           "extended to f32">,
+    Option<"gemmConvs", "gemm-convs", "bool", /*default=*/"false",
+           "Lower ungrouped f32/bf16/f16 convolutions and their gradients "
+           "as im2col + matmul, for the library GEMM (oneDNN on the CPU "
+           "with library-gemm, cuBLASLt on the GPU) instead of loop nests">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -27,6 +27,12 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
       llvm::cl::desc("Run f32/f64 matmuls through the runtime's GEMM "
                      "(oneDNN) instead of compiled loops"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> gemmConvs{
+      *this, "gemm-convs",
+      llvm::cl::desc("With library-gemm, lower ungrouped f32/bf16/f16 "
+                     "convolutions and their gradients as im2col + the "
+                     "library GEMM instead of loop nests"),
+      llvm::cl::init(true)};
 };
 
 /// What ds-gpu-pipeline compiles for: the target chip, the kernels' launch
@@ -498,8 +504,10 @@ void buildTrainingPipeline(OpPassManager &pm,
 /// Appends ds-cpu-pipeline to `pm`: from a ds training step (or any ds
 /// module) to the LLVM dialect, ready for the JIT, with the contract in
 /// `ds.contract`. With `libraryGemm`, f32/f64 matmuls call the runtime's
-/// GEMM.
-void buildCPUPipeline(OpPassManager &pm, bool libraryGemm = true);
+/// GEMM, and with `gemmConvs` too so do the ungrouped f32/bf16/f16
+/// convolutions (im2col + GEMM).
+void buildCPUPipeline(OpPassManager &pm, bool libraryGemm = true,
+                      bool gemmConvs = true);
 
 /// Registers ds-training-pipeline and ds-cpu-pipeline.
 /// Gives a buffer returned twice, or a returned argument, its own copy

@@ -1,18 +1,8 @@
-//===- BackwardKernels.cpp - Lower conv/pool/embedding gradients ----------===//
+//===- BackwardKernels.cpp - Lower pool and embedding gradients -----------===//
 //
-// The backward halves of the windowed and gather ops:
+// The backward halves of the windowed and gather ops (the convolution
+// gradients are in Conv.cpp):
 //
-// - conv2d_grad_input: a transposed convolution written as an ordinary one.
-//   `grad` is spread with zeros between rows/columns (stride) and padded by
-//   `dilation * (K - 1) - padding` on each side (one strided
-//   `tensor.insert_slice` into zeros does both; rows that would land in
-//   negative padding are dropped, they only ever touched padding), and is
-//   convolved at stride 1 with the weight flipped in space and with its
-//   channel roles swapped (a `linalg.generic` copy with `K - 1 - k` maps).
-//   The convolution itself is the same named op as the forward pass.
-// - conv2d_grad_weight: one `linalg.generic` contraction over
-//   (g, o, c, kh, kw | n, oh, ow) reading the padded input at
-//   `oh * s + kh * d`, grouped channels exposed by reshapes.
 // - max_pool2d_grad: a reduction `linalg.generic` finds each window's first
 //   maximum (ties and NaN resolved by the smallest row-major position, so
 //   the result does not depend on iteration order), then a gather: every
@@ -37,169 +27,6 @@ using namespace mlir::ds;
 using namespace mlir::ds::lowering;
 
 namespace {
-
-SmallVector<OpFoldResult> foldResults(OpBuilder &b, ArrayRef<int64_t> v) {
-  return getAsIndexOpFoldResult(b.getContext(), v);
-}
-
-/// Checks the three 2-element attributes of a convolution gradient.
-template <typename OpTy>
-LogicalResult checkConvAttrs(OpTy op, ConversionPatternRewriter &rewriter) {
-  if (op.getStrides().size() != 2 || op.getPadding().size() != 2 ||
-      op.getDilation().size() != 2)
-    return rewriter.notifyMatchFailure(op, "expects 2-element attributes");
-  if (!isa<FloatType>(op.getType().getElementType()))
-    return rewriter.notifyMatchFailure(op, "expects float tensors");
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
-// conv2d_grad_input
-//===----------------------------------------------------------------------===//
-
-struct Conv2DGradInputLowering : OpConversionPattern<Conv2DGradInputOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(Conv2DGradInputOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    if (failed(checkConvAttrs(op, rewriter)))
-      return failure();
-    Location loc = op.getLoc();
-    MLIRContext *ctx = rewriter.getContext();
-    RankedTensorType dxType = op.getType();
-    Type elem = dxType.getElementType();
-    ArrayRef<int64_t> dx = dxType.getShape();                 // N C H W
-    ArrayRef<int64_t> dy = op.getGrad().getType().getShape(); // N O OH OW
-    ArrayRef<int64_t> w = op.getOther().getType().getShape(); // O Cg KH KW
-    ArrayRef<int64_t> s = op.getStrides(), p = op.getPadding(),
-                      d = op.getDilation();
-    int64_t g = op.getGroups();
-    int64_t cg = w[1], og = w[0] / g;
-
-    // 1. Spread and pad grad: T[.., padLo + i * s] = dy[.., i] inside
-    //    [0, H + d (K - 1)).
-    SmallVector<int64_t> tShape = {dy[0], dy[1], 0, 0};
-    SmallVector<int64_t> srcOff = {0, 0, 0, 0}, srcSize(dy);
-    SmallVector<int64_t> dstOff = {0, 0, 0, 0};
-    for (int k = 0; k < 2; ++k) {
-      int64_t span = d[k] * (w[2 + k] - 1);
-      int64_t full = dx[2 + k] + span;
-      int64_t padLo = span - p[k];
-      // First and one-past-last rows of dy that land inside [0, full).
-      int64_t first = padLo >= 0 ? 0 : (-padLo + s[k] - 1) / s[k];
-      int64_t last = std::min(dy[2 + k], (full - 1 - padLo) / s[k] + 1);
-      tShape[2 + k] = full;
-      srcOff[2 + k] = first;
-      srcSize[2 + k] = std::max<int64_t>(0, last - first);
-      dstOff[2 + k] = padLo + first * s[k];
-    }
-    Value t = createZeros(rewriter, loc, tShape, elem);
-    if (srcSize[2] > 0 && srcSize[3] > 0) {
-      Value src = adaptor.getGrad();
-      if (ArrayRef<int64_t>(srcSize) != dy)
-        src = tensor::ExtractSliceOp::create(
-            rewriter, loc, src, foldResults(rewriter, srcOff),
-            foldResults(rewriter, srcSize),
-            foldResults(rewriter, {1, 1, 1, 1}));
-      t = tensor::InsertSliceOp::create(
-          rewriter, loc, src, t, foldResults(rewriter, dstOff),
-          foldResults(rewriter, srcSize),
-          foldResults(rewriter, {1, 1, s[0], s[1]}));
-    }
-
-    // 2. Flipped weight with swapped channels, grouped:
-    //    Wt[gi, c, o, kh, kw] = W[gi * Og + o, c, KH-1-kh, KW-1-kw].
-    SmallVector<AffineExpr> e;
-    for (unsigned i = 0; i < 5; ++i)
-      e.push_back(getAffineDimExpr(i, ctx));
-    AffineMap flip = AffineMap::get(
-        5, 0, {e[0] * og + e[2], e[1], w[2] - 1 - e[3], w[3] - 1 - e[4]}, ctx);
-    auto wtType = RankedTensorType::get({g, cg, og, w[2], w[3]}, elem);
-    Value wt =
-        buildParallel(rewriter, loc, wtType, {adaptor.getOther()}, {flip},
-                      [](OpBuilder &, Location, ValueRange a) { return a[0]; });
-
-    // 3. Stride-1 convolution with the forward dilation.
-    DenseIntElementsAttr ones = getPairAttr(rewriter, {1, 1});
-    DenseIntElementsAttr dil = getPairAttr(rewriter, d);
-    Value result;
-    if (g == 1) {
-      Value wt4 = reshapeTo(rewriter, loc, wt, {cg, og, w[2], w[3]});
-      Value init = createZeros(rewriter, loc, dx, elem);
-      result = linalg::Conv2DNchwFchwOp::create(
-                   rewriter, loc, TypeRange{dxType}, ValueRange{t, wt4},
-                   ValueRange{init}, ones, dil)
-                   .getResult(0);
-    } else {
-      Value tg =
-          reshapeTo(rewriter, loc, t, {tShape[0], g, og, tShape[2], tShape[3]});
-      Value init =
-          createZeros(rewriter, loc, {dx[0], g, cg, dx[2], dx[3]}, elem);
-      Value rg = linalg::Conv2DNgchwGfchwOp::create(
-                     rewriter, loc, TypeRange{init.getType()},
-                     ValueRange{tg, wt}, ValueRange{init}, ones, dil)
-                     .getResult(0);
-      result = reshapeTo(rewriter, loc, rg, dx);
-    }
-    rewriter.replaceOp(op, result);
-    return success();
-  }
-};
-
-//===----------------------------------------------------------------------===//
-// conv2d_grad_weight
-//===----------------------------------------------------------------------===//
-
-struct Conv2DGradWeightLowering : OpConversionPattern<Conv2DGradWeightOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(Conv2DGradWeightOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    if (failed(checkConvAttrs(op, rewriter)))
-      return failure();
-    Location loc = op.getLoc();
-    MLIRContext *ctx = rewriter.getContext();
-    RankedTensorType dwType = op.getType();
-    Type elem = dwType.getElementType();
-    ArrayRef<int64_t> dw = dwType.getShape();                 // O Cg KH KW
-    ArrayRef<int64_t> dy = op.getGrad().getType().getShape(); // N O OH OW
-    ArrayRef<int64_t> x = op.getOther().getType().getShape(); // N C H W
-    ArrayRef<int64_t> s = op.getStrides(), p = op.getPadding(),
-                      d = op.getDilation();
-    int64_t g = op.getGroups();
-    int64_t cg = dw[1], og = dw[0] / g;
-
-    Value xp =
-        padWith(rewriter, loc, adaptor.getOther(), {0, 0, p[0], p[1]},
-                {0, 0, p[0], p[1]}, createScalar(rewriter, loc, elem, 0.0));
-    auto xpShape = cast<RankedTensorType>(xp.getType()).getShape();
-    Value xg =
-        reshapeTo(rewriter, loc, xp, {x[0], g, cg, xpShape[2], xpShape[3]});
-    Value dyg = reshapeTo(rewriter, loc, adaptor.getGrad(),
-                          {dy[0], g, og, dy[2], dy[3]});
-
-    // Loops (gi, o, c, kh, kw, n, oh, ow); the last three reduce.
-    SmallVector<AffineExpr> e;
-    for (unsigned i = 0; i < 8; ++i)
-      e.push_back(getAffineDimExpr(i, ctx));
-    AffineMap dyMap = AffineMap::get(8, 0, {e[5], e[0], e[1], e[6], e[7]}, ctx);
-    AffineMap xMap =
-        AffineMap::get(8, 0,
-                       {e[5], e[0], e[2], e[6] * s[0] + e[3] * d[0],
-                        e[7] * s[1] + e[4] * d[1]},
-                       ctx);
-    SmallVector<int64_t> loops = {g, og, cg, dw[2], dw[3], dy[0], dy[2], dy[3]};
-    Value sum = buildReduction(
-        rewriter, loc, loops, {5, 6, 7}, {dyg, xg}, {dyMap, xMap},
-        {createScalar(rewriter, loc, elem, 0.0)},
-        [](OpBuilder &b, Location l, ValueRange a) -> SmallVector<Value> {
-          return {
-              addReassoc(b, l, a[2], arith::MulFOp::create(b, l, a[0], a[1]))};
-        })[0];
-    rewriter.replaceOp(op, reshapeTo(rewriter, loc, sum, dw));
-    return success();
-  }
-};
 
 //===----------------------------------------------------------------------===//
 // max_pool2d_grad, avg_pool2d_grad
@@ -570,8 +397,7 @@ void lowering::populateParallelScatterPatterns(RewritePatternSet &patterns) {
 }
 
 void lowering::populateBackwardKernelPatterns(RewritePatternSet &patterns) {
-  patterns.add<Conv2DGradInputLowering, Conv2DGradWeightLowering,
-               PoolGradLowering<MaxPool2DGradOp, true>,
+  patterns.add<PoolGradLowering<MaxPool2DGradOp, true>,
                PoolGradLowering<AvgPool2DGradOp, false>, EmbeddingGradLowering>(
       patterns.getContext());
 }

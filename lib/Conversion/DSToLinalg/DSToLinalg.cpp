@@ -39,6 +39,7 @@ void mlir::ds::populateDSToLinalgPatterns(RewritePatternSet &patterns,
   lowering::populateReductionPatterns(patterns);
   lowering::populateShapePatterns(patterns);
   lowering::populateNNPatterns(patterns);
+  lowering::populateConvPatterns(patterns);
   lowering::populateBackwardKernelPatterns(patterns);
   lowering::populateQuantPatterns(patterns);
   lowering::populateSparsePatterns(patterns);
@@ -73,6 +74,8 @@ struct ConvertDSToLinalgPass
     populateDSToLinalgPatterns(patterns, narrowGemms, fp8Gemms);
     if (parallelScatter)
       lowering::populateParallelScatterPatterns(patterns);
+    if (gemmConvs)
+      lowering::populateConvPatterns(patterns, /*asGemm=*/true);
     ConversionTarget target(getContext());
     target.addIllegalDialect<DSDialect>();
     if (runtimeKernels)

@@ -274,3 +274,8 @@ DenseIntElementsAttr lowering::getPairAttr(OpBuilder &b,
                                            ArrayRef<int64_t> pair) {
   return b.getI64TensorAttr(pair);
 }
+
+SmallVector<OpFoldResult> lowering::foldResults(OpBuilder &b,
+                                                ArrayRef<int64_t> v) {
+  return getAsIndexOpFoldResult(b.getContext(), v);
+}

@@ -125,6 +125,10 @@ Value padWith(OpBuilder &b, Location loc, Value value, ArrayRef<int64_t> low,
 /// ops take for strides and dilations.
 DenseIntElementsAttr getPairAttr(OpBuilder &b, ArrayRef<int64_t> pair);
 
+/// Static sizes, offsets or strides as the `OpFoldResult`s tensor slices
+/// take.
+SmallVector<OpFoldResult> foldResults(OpBuilder &b, ArrayRef<int64_t> v);
+
 /// Reshapes a static tensor to `shape` (same element count) with
 /// tensor.collapse_shape / tensor.expand_shape, through 1-D when no direct
 /// reassociation exists. Returns `value` unchanged when the shape matches.
@@ -141,6 +145,9 @@ void populateMatMulPatterns(RewritePatternSet &patterns,
 void populateReductionPatterns(RewritePatternSet &patterns);
 void populateShapePatterns(RewritePatternSet &patterns);
 void populateNNPatterns(RewritePatternSet &patterns);
+/// conv2d and its gradients; with `asGemm`, the ungrouped f32/bf16/f16 ones
+/// as im2col + ds.matmul (preferred, benefit 2), for a library GEMM.
+void populateConvPatterns(RewritePatternSet &patterns, bool asGemm = false);
 void populateBackwardKernelPatterns(RewritePatternSet &patterns);
 /// Parallel forms of the scatters (embedding_grad), preferred over the
 /// serial loops of populateBackwardKernelPatterns (the GPU path).

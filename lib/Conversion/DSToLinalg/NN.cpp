@@ -1,12 +1,7 @@
-//===- NN.cpp - Lower conv, pooling, embedding and dropout ----------------===//
+//===- NN.cpp - Lower pooling, embedding and dropout ----------------------===//
 //
-// The forward layers of the ds dialect:
+// The forward layers of the ds dialect (conv2d is in Conv.cpp):
 //
-// - conv2d: `tensor.pad` with zeros, then the named `linalg.conv_2d_nchw_fchw`
-//   (groups = 1) or `linalg.conv_2d_ngchw_gfchw` (operands reshaped to
-//   expose the group dimension), accumulating into the bias broadcast over
-//   the output (or zeros). Named ops keep the door open for im2col/GEMM and
-//   vectorisation passes downstream.
 // - max_pool2d / avg_pool2d: `tensor.pad` with -inf / 0, then
 //   `linalg.pooling_nchw_max` / `pooling_nchw_sum` (the average divides by
 //   the full window, PyTorch's count_include_pad).
@@ -33,74 +28,6 @@ using namespace mlir::ds;
 using namespace mlir::ds::lowering;
 
 namespace {
-
-//===----------------------------------------------------------------------===//
-// conv2d
-//===----------------------------------------------------------------------===//
-
-struct Conv2DLowering : OpConversionPattern<Conv2DOp> {
-  using OpConversionPattern::OpConversionPattern;
-  LogicalResult
-  matchAndRewrite(Conv2DOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    auto outType = cast<RankedTensorType>(op.getType());
-    Type elem = outType.getElementType();
-    ArrayRef<int64_t> out = outType.getShape();
-    auto wType = cast<RankedTensorType>(adaptor.getWeight().getType());
-    ArrayRef<int64_t> w = wType.getShape();
-    ArrayRef<int64_t> pad = op.getPadding();
-    int64_t groups = op.getGroups();
-    if (!isa<FloatType>(elem))
-      return rewriter.notifyMatchFailure(op, "expects float tensors");
-    if (pad.size() != 2 || op.getStrides().size() != 2 ||
-        op.getDilation().size() != 2)
-      return rewriter.notifyMatchFailure(op, "expects 2-element attributes");
-
-    Value x =
-        padWith(rewriter, loc, adaptor.getInput(), {0, 0, pad[0], pad[1]},
-                {0, 0, pad[0], pad[1]}, createScalar(rewriter, loc, elem, 0.0));
-    // The accumulator starts as the bias broadcast over [N, O, OH, OW].
-    Value init;
-    if (Value bias = adaptor.getBias()) {
-      MLIRContext *ctx = rewriter.getContext();
-      init = buildParallel(
-          rewriter, loc, outType, {bias},
-          {AffineMap::get(4, 0, {getAffineDimExpr(1, ctx)}, ctx)},
-          [](OpBuilder &, Location, ValueRange a) { return a[0]; });
-    } else {
-      init = createZeros(rewriter, loc, out, elem);
-    }
-    DenseIntElementsAttr strides = getPairAttr(rewriter, op.getStrides());
-    DenseIntElementsAttr dilations = getPairAttr(rewriter, op.getDilation());
-    Value result;
-    if (groups == 1) {
-      result =
-          linalg::Conv2DNchwFchwOp::create(rewriter, loc, TypeRange{outType},
-                                           ValueRange{x, adaptor.getWeight()},
-                                           ValueRange{init}, strides, dilations)
-              .getResult(0);
-    } else {
-      // [N, C, H, W] -> [N, G, C/G, H, W]; [O, C/G, KH, KW] ->
-      // [G, O/G, C/G, KH, KW]; [N, O, OH, OW] -> [N, G, O/G, OH, OW].
-      auto xShape = cast<RankedTensorType>(x.getType()).getShape();
-      Value xg = reshapeTo(
-          rewriter, loc, x,
-          {xShape[0], groups, xShape[1] / groups, xShape[2], xShape[3]});
-      Value wg = reshapeTo(rewriter, loc, adaptor.getWeight(),
-                           {groups, w[0] / groups, w[1], w[2], w[3]});
-      Value ig = reshapeTo(rewriter, loc, init,
-                           {out[0], groups, out[1] / groups, out[2], out[3]});
-      Value rg = linalg::Conv2DNgchwGfchwOp::create(
-                     rewriter, loc, TypeRange{ig.getType()}, ValueRange{xg, wg},
-                     ValueRange{ig}, strides, dilations)
-                     .getResult(0);
-      result = reshapeTo(rewriter, loc, rg, out);
-    }
-    rewriter.replaceOp(op, result);
-    return success();
-  }
-};
 
 //===----------------------------------------------------------------------===//
 // max_pool2d, avg_pool2d
@@ -373,7 +300,7 @@ struct RandomNormalLowering : OpConversionPattern<RandomNormalOp> {
 } // namespace
 
 void lowering::populateNNPatterns(RewritePatternSet &patterns) {
-  patterns.add<Conv2DLowering, Pool2DLowering<MaxPool2DOp, true>,
+  patterns.add<Pool2DLowering<MaxPool2DOp, true>,
                Pool2DLowering<AvgPool2DOp, false>, EmbeddingLowering,
                DropoutLowering, RandomNormalLowering>(patterns.getContext());
 }

@@ -68,9 +68,10 @@ PIPELINES = {
     "narrow": ",".join(["func.func(convert-ds-to-linalg{narrow-gemms fp8-gemms})"]
                        + NARROW_TAIL),
     # Every option ds-gpu-pipeline sets (also parallel-scatter: the linked
-    # rows of embedding_grad), then the GPU path's fusion.
+    # rows of embedding_grad; gemm-convs: convolutions as im2col + matmul),
+    # then the GPU path's fusion.
     "gpu": ",".join(["func.func(convert-ds-to-linalg{narrow-gemms fp8-gemms "
-                     "parallel-scatter})",
+                     "parallel-scatter gemm-convs})",
                      "func.func(canonicalize,cse,ds-fuse-elementwise,"
                      "canonicalize,cse)"] + NARROW_TAIL),
     "plain": ",".join(["func.func(convert-ds-to-linalg)"] + CPU_TAIL),
@@ -851,6 +852,13 @@ def nn_cases():
     conv("conv_dil2_p2", 1, 2, 6, 7, 3, 3, 3, pad=(2, 2), dil=(2, 2))
     conv("conv_1x1_p1_s2", 2, 3, 5, 6, 2, 1, 1, stride=(2, 2), pad=(1, 1), bias=False)
     conv("conv_s3_uneven", 1, 2, 10, 9, 3, 2, 3, stride=(3, 2), pad=(0, 1), bias=True)
+    # f32, the type the GPU path turns into im2col + GEMM (gemm-convs):
+    # the forward with its bias, strides, dilations and uneven padding, and
+    # a 1 x 1 convolution (the patches are the input).
+    conv("conv_s2_p1_bias_f32", 2, 3, 7, 6, 4, 3, 3, stride=(2, 2), pad=(1, 1), dt=F32)
+    conv("conv_dil2_s3_uneven_f32", 1, 3, 11, 9, 5, 3, 2, stride=(2, 3), pad=(2, 1),
+         dil=(2, 1), bias=False, dt=F32)
+    conv("conv_1x1_f32", 2, 8, 5, 5, 4, 1, 1, dt=F32)
 
     # Pooling: overlapping windows with ties (small integer values).
     def pool(name, kind, shape, kernel, stride=None, pad=(0, 0), dt=F64):

@@ -4,9 +4,10 @@
 //
 // REQUIRES: python-venv
 // RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group nn | FileCheck %s
-// The GPU path's lowering of embedding_grad (linked rows), executed here,
-// bit for bit as the CPU's loop:
-// RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group nn --only embedding_grad \
+// The GPU path's own lowerings, executed here: embedding_grad (linked rows,
+// bit for bit as the CPU's loop) and the convolutions and their gradients
+// (im2col + matmul for f32, gemm-convs; the f64 cases keep the loop nests):
+// RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group nn --only 'embedding_grad|conv' \
 // RUN:   --pipeline gpu | FileCheck %s --check-prefix=GPU
-// GPU: PASSED: 3 cases (nn; pipelines gpu)
+// GPU: PASSED: 27 cases (nn; pipelines gpu)
 // CHECK: PASSED
