@@ -224,6 +224,7 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   o.minLrFactor = optMinLrFactor;
   config.lower = lower;
   config.libraryGemm = libraryGemm;
+  config.gemmConvs = gemmConvs;
   return config;
 }
 
@@ -436,7 +437,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   // 8. Lowering.
   if (config.lower)
-    buildCPUPipeline(pm, config.libraryGemm);
+    buildCPUPipeline(pm, config.libraryGemm, config.gemmConvs);
 }
 
 void mlir::ds::registerDSPipelines() {

@@ -110,9 +110,10 @@ struct TrainingPipelineConfig {
       InsertOptimizerPassOptions();
   /// ds-partition-pipeline (slot 7): stages and micro-batches.
   std::optional<PartitionPipelinePassOptions> partition;
-  /// Append ds-cpu-pipeline, with its `library-gemm`.
+  /// Append ds-cpu-pipeline, with its `library-gemm` and `gemm-convs`.
   bool lower = false;
   bool libraryGemm = true;
+  bool gemmConvs = true;
 };
 
 /// Options of ds-training-pipeline: every option of every pass it runs,
@@ -487,6 +488,10 @@ struct TrainingPipelineOptions
       *this, "library-gemm",
       llvm::cl::desc("ds-cpu-pipeline's library-gemm (with lower)"),
       llvm::cl::init(CPUPipelineOptions().libraryGemm)};
+  Opt::Option<bool> gemmConvs{
+      *this, "gemm-convs",
+      llvm::cl::desc("ds-cpu-pipeline's gemm-convs (with lower)"),
+      llvm::cl::init(CPUPipelineOptions().gemmConvs)};
 
   /// The passes these options run, with their options.
   TrainingPipelineConfig getConfig() const;
