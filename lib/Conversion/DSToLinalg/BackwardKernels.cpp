@@ -45,9 +45,7 @@ Value windowArgMax(OpBuilder &b, Location loc, Value input,
   Type elem = cast<RankedTensorType>(input.getType()).getElementType();
   Value xp = padWith(b, loc, input, {0, 0, g.ph, g.pw}, {0, 0, g.ph, g.pw},
                      createNegInf(b, loc, elem));
-  SmallVector<AffineExpr> e;
-  for (unsigned i = 0; i < 6; ++i)
-    e.push_back(getAffineDimExpr(i, ctx));
+  SmallVector<AffineExpr> e = dimExprs(ctx, 6);
   // Loops (n, c, oh, ow, kh, kw); the window operand gives kh, kw bounds.
   AffineMap xMap = AffineMap::get(
       6, 0, {e[0], e[1], e[2] * g.sh + e[4], e[3] * g.sw + e[5]}, ctx);
@@ -98,9 +96,7 @@ Value gatherPoolGrad(OpBuilder &b, Location loc, RankedTensorType dxType,
                      Value dy, Value argmax, const PoolGeometry &g) {
   MLIRContext *ctx = b.getContext();
   Type elem = dxType.getElementType();
-  SmallVector<AffineExpr> e;
-  for (unsigned i = 0; i < 6; ++i)
-    e.push_back(getAffineDimExpr(i, ctx));
+  SmallVector<AffineExpr> e = dimExprs(ctx, 6);
   AffineMap winMap = AffineMap::get(6, 0, {e[4], e[5]}, ctx);
   Value window = createEmpty(b, loc, {g.kh, g.kw}, elem);
   SmallVector<int64_t> loops(dxType.getShape());

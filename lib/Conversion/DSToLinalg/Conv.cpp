@@ -54,9 +54,7 @@ Value im2col(OpBuilder &b, Location loc, Value xp, ArrayRef<int64_t> window,
   MLIRContext *ctx = b.getContext();
   auto xpType = cast<RankedTensorType>(xp.getType());
   int64_t n = xpType.getDimSize(0), c = xpType.getDimSize(1);
-  SmallVector<AffineExpr> e;
-  for (unsigned i = 0; i < 6; ++i)
-    e.push_back(getAffineDimExpr(i, ctx));
+  SmallVector<AffineExpr> e = dimExprs(ctx, 6);
   // Loops (n, oh, ow, c, kh, kw).
   AffineMap read = AffineMap::get(
       6, 0, {e[0], e[3], e[1] * s[0] + e[4] * d[0], e[2] * s[1] + e[5] * d[1]},
@@ -85,9 +83,7 @@ Value convAsGemm(OpBuilder &b, Location loc, Value xp, Value w,
   Value product = MatMulOp::create(b, loc, patches, w2, /*transposeLhs=*/false,
                                    /*transposeRhs=*/true);
   Value rows = reshapeTo(b, loc, product, {out[0], out[2], out[3], out[1]});
-  SmallVector<AffineExpr> e;
-  for (unsigned i = 0; i < 4; ++i)
-    e.push_back(getAffineDimExpr(i, ctx));
+  SmallVector<AffineExpr> e = dimExprs(ctx, 4);
   // Loops (n, o, oh, ow).
   SmallVector<Value> inputs = {rows};
   SmallVector<AffineMap> maps = {
@@ -113,15 +109,22 @@ LogicalResult checkConvAttrs(OpTy op, ConversionPatternRewriter &rewriter) {
   return success();
 }
 
+/// The three convolution patterns: with `asGemm` they are preferred
+/// (benefit 2) and turn the ungrouped f32/bf16/f16 convolutions into
+/// im2col + GEMM.
+template <typename OpTy> struct ConvLowering : OpConversionPattern<OpTy> {
+  ConvLowering(MLIRContext *ctx, bool asGemm)
+      : OpConversionPattern<OpTy>(ctx, /*benefit=*/asGemm ? 2 : 1),
+        asGemm(asGemm) {}
+  bool asGemm;
+};
+
 //===----------------------------------------------------------------------===//
 // conv2d
 //===----------------------------------------------------------------------===//
 
-struct Conv2DLowering : OpConversionPattern<Conv2DOp> {
-  Conv2DLowering(MLIRContext *ctx, bool asGemm)
-      : OpConversionPattern(ctx, /*benefit=*/asGemm ? 2 : 1), asGemm(asGemm) {}
-  /// Ungrouped f32/bf16/f16 convolutions as im2col + GEMM.
-  bool asGemm;
+struct Conv2DLowering : ConvLowering<Conv2DOp> {
+  using ConvLowering::ConvLowering;
   LogicalResult
   matchAndRewrite(Conv2DOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -194,10 +197,8 @@ struct Conv2DLowering : OpConversionPattern<Conv2DOp> {
 // conv2d_grad_input
 //===----------------------------------------------------------------------===//
 
-struct Conv2DGradInputLowering : OpConversionPattern<Conv2DGradInputOp> {
-  Conv2DGradInputLowering(MLIRContext *ctx, bool asGemm)
-      : OpConversionPattern(ctx, /*benefit=*/asGemm ? 2 : 1), asGemm(asGemm) {}
-  bool asGemm;
+struct Conv2DGradInputLowering : ConvLowering<Conv2DGradInputOp> {
+  using ConvLowering::ConvLowering;
   LogicalResult
   matchAndRewrite(Conv2DGradInputOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -248,9 +249,7 @@ struct Conv2DGradInputLowering : OpConversionPattern<Conv2DGradInputOp> {
 
     // 2. Flipped weight with swapped channels, grouped:
     //    Wt[gi, c, o, kh, kw] = W[gi * Og + o, c, KH-1-kh, KW-1-kw].
-    SmallVector<AffineExpr> e;
-    for (unsigned i = 0; i < 5; ++i)
-      e.push_back(getAffineDimExpr(i, ctx));
+    SmallVector<AffineExpr> e = dimExprs(ctx, 5);
     AffineMap flip = AffineMap::get(
         5, 0, {e[0] * og + e[2], e[1], w[2] - 1 - e[3], w[3] - 1 - e[4]}, ctx);
     auto wtType = RankedTensorType::get({g, cg, og, w[2], w[3]}, elem);
@@ -292,10 +291,8 @@ struct Conv2DGradInputLowering : OpConversionPattern<Conv2DGradInputOp> {
 // conv2d_grad_weight
 //===----------------------------------------------------------------------===//
 
-struct Conv2DGradWeightLowering : OpConversionPattern<Conv2DGradWeightOp> {
-  Conv2DGradWeightLowering(MLIRContext *ctx, bool asGemm)
-      : OpConversionPattern(ctx, /*benefit=*/asGemm ? 2 : 1), asGemm(asGemm) {}
-  bool asGemm;
+struct Conv2DGradWeightLowering : ConvLowering<Conv2DGradWeightOp> {
+  using ConvLowering::ConvLowering;
   LogicalResult
   matchAndRewrite(Conv2DGradWeightOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -320,9 +317,7 @@ struct Conv2DGradWeightLowering : OpConversionPattern<Conv2DGradWeightOp> {
       // dW [O, C*KH*KW] = dY^T x patches, dY as [N*OH*OW, O].
       Value patches =
           im2col(rewriter, loc, xp, dw.drop_front(2), dy.drop_front(2), s, d);
-      SmallVector<AffineExpr> e;
-      for (unsigned i = 0; i < 4; ++i)
-        e.push_back(getAffineDimExpr(i, ctx));
+      SmallVector<AffineExpr> e = dimExprs(ctx, 4);
       auto rowsType = RankedTensorType::get({dy[0], dy[2], dy[3], dy[1]}, elem);
       Value rows = buildParallel(
           rewriter, loc, rowsType, {adaptor.getGrad()},
@@ -342,9 +337,7 @@ struct Conv2DGradWeightLowering : OpConversionPattern<Conv2DGradWeightOp> {
                           {dy[0], g, og, dy[2], dy[3]});
 
     // Loops (gi, o, c, kh, kw, n, oh, ow); the last three reduce.
-    SmallVector<AffineExpr> e;
-    for (unsigned i = 0; i < 8; ++i)
-      e.push_back(getAffineDimExpr(i, ctx));
+    SmallVector<AffineExpr> e = dimExprs(ctx, 8);
     AffineMap dyMap = AffineMap::get(8, 0, {e[5], e[0], e[1], e[6], e[7]}, ctx);
     AffineMap xMap =
         AffineMap::get(8, 0,

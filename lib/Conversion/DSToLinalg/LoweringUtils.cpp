@@ -279,3 +279,10 @@ SmallVector<OpFoldResult> lowering::foldResults(OpBuilder &b,
                                                 ArrayRef<int64_t> v) {
   return getAsIndexOpFoldResult(b.getContext(), v);
 }
+
+SmallVector<AffineExpr> lowering::dimExprs(MLIRContext *ctx, unsigned count) {
+  SmallVector<AffineExpr> e;
+  for (unsigned i = 0; i < count; ++i)
+    e.push_back(getAffineDimExpr(i, ctx));
+  return e;
+}

@@ -67,6 +67,8 @@ AffineMap getDropDimsMap(MLIRContext *ctx, unsigned rank,
 /// `(d0, ..., dn-1) -> (d_k, ..., d_n-1)`: an operand over the trailing
 /// `n - k` dimensions.
 AffineMap getTrailingMap(MLIRContext *ctx, unsigned rank, unsigned count);
+/// `d0, ..., d(count-1)`: the dimensions of a loop nest, to build its maps.
+SmallVector<AffineExpr> dimExprs(MLIRContext *ctx, unsigned count);
 /// `shape` with the entries at `dims` removed.
 SmallVector<int64_t> dropDims(ArrayRef<int64_t> shape, ArrayRef<int64_t> dims);
 
