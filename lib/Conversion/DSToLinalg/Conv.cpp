@@ -26,6 +26,10 @@
 // cost KH * KW times the input's memory; the GEMMs run at library speed
 // where the loop nests ran one thread per output element.
 //
+// A narrow-float (bf16, f16) convolution left to the loop nests is rebuilt
+// on f32 operands and rounded once at the end, as matmuls are: the named
+// convolutions would otherwise accumulate in bf16, one rounding per add.
+//
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
@@ -33,6 +37,7 @@
 #include "ds/Dialect/DS/IR/DSOps.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -115,8 +120,43 @@ LogicalResult checkConvAttrs(OpTy op, ConversionPatternRewriter &rewriter) {
 template <typename OpTy> struct ConvLowering : OpConversionPattern<OpTy> {
   ConvLowering(MLIRContext *ctx, bool asGemm)
       : OpConversionPattern<OpTy>(ctx, /*benefit=*/asGemm ? 2 : 1),
-        asGemm(asGemm) {}
+        asGemm(asGemm) {
+    // widenNarrow recreates the op on f32, which this pattern then lowers.
+    this->setHasBoundedRewriteRecursion();
+  }
   bool asGemm;
+
+  /// Whether `op` becomes im2col + GEMM.
+  bool takesGemm(OpTy op) const {
+    return asGemm && op.getGroups() == 1 &&
+           gemmElementType(op.getType().getElementType());
+  }
+
+  /// A narrow-float (bf16, f16, FP8) convolution left to the loop nests,
+  /// which would accumulate in its own type (one rounding per add), is
+  /// recreated on f32 operands and its result rounded once, as matmuls
+  /// are. Fails when `op` is not narrow.
+  LogicalResult widenNarrow(OpTy op, ValueRange operands,
+                            ConversionPatternRewriter &rewriter) const {
+    RankedTensorType type = op.getType();
+    auto elem = dyn_cast<FloatType>(type.getElementType());
+    if (!elem || elem.getWidth() >= 32)
+      return failure();
+    Location loc = op.getLoc();
+    Type f32 = rewriter.getF32Type();
+    IRMapping wide;
+    for (auto [from, to] : llvm::zip(op->getOperands(), operands)) {
+      auto t = cast<RankedTensorType>(to.getType());
+      wide.map(from,
+               t.getElementType() == f32
+                   ? to
+                   : Value(CastOp::create(rewriter, loc, t.clone(f32), to)));
+    }
+    Operation *widened = rewriter.clone(*op, wide);
+    widened->getResult(0).setType(type.clone(f32));
+    rewriter.replaceOpWithNewOp<CastOp>(op, type, widened->getResult(0));
+    return success();
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -128,6 +168,9 @@ struct Conv2DLowering : ConvLowering<Conv2DOp> {
   LogicalResult
   matchAndRewrite(Conv2DOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    if (!takesGemm(op) &&
+        succeeded(widenNarrow(op, adaptor.getOperands(), rewriter)))
+      return success();
     Location loc = op.getLoc();
     auto outType = cast<RankedTensorType>(op.getType());
     Type elem = outType.getElementType();
@@ -204,6 +247,9 @@ struct Conv2DGradInputLowering : ConvLowering<Conv2DGradInputOp> {
                   ConversionPatternRewriter &rewriter) const override {
     if (failed(checkConvAttrs(op, rewriter)))
       return failure();
+    if (!takesGemm(op) &&
+        succeeded(widenNarrow(op, adaptor.getOperands(), rewriter)))
+      return success();
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
     RankedTensorType dxType = op.getType();
@@ -298,6 +344,9 @@ struct Conv2DGradWeightLowering : ConvLowering<Conv2DGradWeightOp> {
                   ConversionPatternRewriter &rewriter) const override {
     if (failed(checkConvAttrs(op, rewriter)))
       return failure();
+    if (!takesGemm(op) &&
+        succeeded(widenNarrow(op, adaptor.getOperands(), rewriter)))
+      return success();
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
     RankedTensorType dwType = op.getType();

@@ -859,6 +859,7 @@ def nn_cases():
     conv("conv_dil2_s3_uneven_f32", 1, 3, 11, 9, 5, 3, 2, stride=(2, 3), pad=(2, 1),
          dil=(2, 1), bias=False, dt=F32)
     conv("conv_1x1_f32", 2, 8, 5, 5, 4, 1, 1, dt=F32)
+    conv("conv_s2_p1_bias_bf16", 2, 3, 7, 6, 4, 3, 3, stride=(2, 2), pad=(1, 1), dt=BF16)
 
     # Pooling: overlapping windows with ties (small integer values).
     def pool(name, kind, shape, kernel, stride=None, pad=(0, 0), dt=F64):
