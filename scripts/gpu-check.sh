@@ -373,7 +373,9 @@ bench_gpt() {
     [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
     out=$(timeout "$t" "$build/ds-step-run" "$dir" --init-random 0 "${data[@]}" \
             --steps 12 --report-every 12 2>&1)
-    local ms host
+    local rc=$? ms host
+    [[ $rc -eq 124 ]] && out="error: timed out after $t s
+$out"
     ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
     host=$(grep -o 'host [0-9.]* ms' <<< "$out" | awk '{print $2}')
     work=$(grep -o 'per step: [0-9]* kernel launches, [0-9]* cuBLASLt GEMMs' <<< "$out" | awk '{print $3 " launches + " $6 " GEMMs"}')
@@ -381,7 +383,7 @@ bench_gpt() {
       row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms; ${work:-?}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
       [[ $variant == fp8 ]] && ms_ds_fp8=$ms
     else
-      row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (timed out after $t s?)")" "$out"
+      row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (exit $rc)")" "$out"
     fi
   done
   t=$(allow 180)
