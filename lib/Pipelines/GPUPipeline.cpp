@@ -50,6 +50,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.maxBlocks = maxBlocks;
   c.optLevel = optLevel;
   c.toolkit = toolkit;
+  c.emulateKernels = emulateKernels;
   return c;
 }
 
@@ -170,6 +171,9 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   emulate.targetTypeStr = "f32";
   pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
   pm.addPass(createEmulateNarrowFloatsPass());
+  // Testing without a GPU: the kernels as host loops (nothing is outlined).
+  if (config.emulateKernels)
+    pm.addNestedPass<func::FuncOp>(createEmulateGPUKernelsPass());
   // 7. Kernels out of the host functions, into one module (one PTX module,
   //    one ptxas run, one cubin); the host's GPU work on one
   //    in-order stream with no synchronisation inside a step.

@@ -293,6 +293,13 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       return diags.error(dsrt_last_error() ? dsrt_last_error()
                                            : "no CUDA device");
     program->onGPU = true;
+    if (options.gpuEmulateKernels && dsrt_cuda_device_memory_is_host() != 1)
+      return diags.error(std::string("--gpu-emulate-kernels runs the kernels "
+                                     "on the host, which cannot address "
+                                     "the memory of ") +
+                         dsrt_cuda_device_name() +
+                         ": it is a testing aid for the stub libcuda "
+                         "(DS_CUDA_DRIVER=<build>/lib/stub-cuda/libcuda.so.1)");
     log(std::string("ds-run: device: ") + dsrt_cuda_device_name() + " (sm_" +
         std::to_string(dsrt_cuda_compute_capability()) + "), compiling for " +
         options.gpuChip);
@@ -574,6 +581,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
     if (forGPU) {
       mlir::ds::GPUPipelineConfig gpu;
       gpu.chip = options.gpuChip;
+      gpu.emulateKernels = options.gpuEmulateKernels;
       std::string why;
       if (failed(mlir::ds::buildGPUPipeline(pm, gpu, why)))
         return diags.error(why);

@@ -90,6 +90,8 @@ static llvm::Expected<llvm::json::Object> manifest(const StepProgram &program,
   };
   if (info.device == "cuda")
     m["chip"] = info.chip;
+  if (info.emulatedKernels)
+    m["emulated_kernels"] = true;
   llvm::json::Array passes;
   for (const std::string &p : info.passes)
     passes.push_back(p);

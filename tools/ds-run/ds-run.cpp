@@ -59,6 +59,13 @@ cl::opt<std::string> gpuChip(
     cl::desc("With --device cuda: the chip the kernels are compiled for "
              "(default sm_90)"),
     cl::init("sm_90"), cl::cat(runCat));
+cl::opt<bool> gpuEmulateKernels(
+    "gpu-emulate-kernels",
+    cl::desc("With --device cuda, for testing without a GPU: run the "
+             "kernels on the host as loops (ds-gpu-pipeline{emulate-"
+             "kernels}); only on the stub libcuda, whose device memory is "
+             "host memory"),
+    cl::init(false), cl::cat(runCat));
 cl::opt<std::string> emitStep(
     "emit-step",
     cl::desc("Compile the step ahead of time instead of running it: write "
@@ -593,6 +600,7 @@ int main(int argc, char **argv) {
   prepare.asIs = asIs;
   prepare.device = device;
   prepare.gpuChip = gpuChip;
+  prepare.gpuEmulateKernels = gpuEmulateKernels;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;
   prepare.pipelineStage = stage;
@@ -911,6 +919,7 @@ int main(int argc, char **argv) {
     StepExportInfo info;
     info.device = device;
     info.chip = gpuChip;
+    info.emulatedKernels = gpuEmulateKernels;
     info.modulePath = inputFile;
     info.moduleHash = moduleHash;
     info.seed = seed;

@@ -91,6 +91,7 @@ bool StepManifest::load(const std::string &stepDir, std::string &error) {
     init = m.at("init").get<std::string>();
     device = m.at("device").get<std::string>();
     chip = m.value("chip", "");
+    emulatedKernels = m.value("emulated_kernels", false);
     module = m.value("module", "");
     if (!readSpecs(m.at("args"), true, args, error) ||
         !readSpecs(m.at("results"), false, results, error)) {

@@ -36,6 +36,9 @@ struct TensorSpec {
 struct StepManifest {
   std::string dir; ///< the step directory
   std::string function, symbol, library, init, device, chip, module;
+  /// The kernels were compiled to run on the host (ds-run
+  /// --gpu-emulate-kernels): only the stub libcuda can run the step.
+  bool emulatedKernels = false;
   std::vector<TensorSpec> args, results;
 
   /// Reads and checks `dir`/step.json.

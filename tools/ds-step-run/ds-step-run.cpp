@@ -277,6 +277,14 @@ int main(int argc, char **argv) {
                   "sm_" +
                   std::to_string(cc) + " --emit-step");
     }
+    if (manifest.emulatedKernels && dsrt_cuda_device_memory_is_host() != 1) {
+      std::string name = dsrt_cuda_device_name();
+      dsrt_cuda_shutdown();
+      return fail("the step's kernels were compiled to run on the host "
+                  "(ds-run --gpu-emulate-kernels), which cannot address the "
+                  "memory of " +
+                  name + ": compile it again without --gpu-emulate-kernels");
+    }
     if (!options.quiet)
       std::printf("ds-step-run: device: %s (sm_%d)\n", dsrt_cuda_device_name(),
                   cc);

@@ -192,6 +192,40 @@ def ConvertLinalgToGPUPass
                            "::mlir::memref::MemRefDialect"];
 }
 
+def EmulateGPUKernelsPass
+    : Pass<"ds-emulate-gpu-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Run gpu.launch bodies on the host, as loops (testing)";
+  let description = [{
+    A testing aid for the GPU path on machines without a GPU: every
+    `gpu.launch` of the function becomes host loops that run its blocks and
+    threads one after the other, so a step compiled by
+    ds-gpu-pipeline{emulate-kernels} executes its kernels on the CPU. The
+    buffers stay device buffers (`gpu.alloc`, `gpu.memcpy`, the cuBLASLt
+    calls): the emulated step runs only where device memory is host memory,
+    on the test stub libcuda, which then checks the whole GPU lowering but
+    the NVVM back end numerically.
+
+    Threads of a block run one at a time, in order; a `gpu.barrier` or a
+    `gpu.all_reduce` ends one such loop over the threads and the next
+    starts after it: the code between two synchronisations runs for every
+    thread before any thread goes past the second. A value one stretch
+    computes and a later one reads is kept per thread (a scalar in a
+    buffer of `block size` elements, a view recomputed). `gpu.all_reduce`
+    folds the threads' values in thread order. A synchronisation must sit
+    in the launch body or in `scf.for`/`scf.if` ops whose bounds and
+    conditions are the same for every thread of the block (as CUDA
+    requires): the emulation checks that those values agree across the
+    threads and stops the program with a message when they do not.
+    Anything else it cannot run (shuffles, shared-memory attributions,
+    all-reduce regions, loops that carry values across a synchronisation)
+    is an error at the launch.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def GPUStreamOrderPass : Pass<"ds-gpu-stream-order", "::mlir::func::FuncOp"> {
   let summary = "One in-order stream per step: drop gpu-async-region's host waits";
   let description = [{

@@ -50,6 +50,9 @@ struct GPUPipelineConfig {
   /// The CUDA toolkit (ptxas, libdevice); empty: $CUDA_HOME or
   /// /usr/local/cuda.
   std::string toolkit;
+  /// Testing: run the kernels on the host (ds-emulate-gpu-kernels), for
+  /// the stub libcuda, whose device memory is host memory.
+  bool emulateKernels = false;
 };
 
 /// Options of ds-gpu-pipeline.
@@ -83,6 +86,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::desc("CUDA toolkit path (default: $CUDA_HOME or "
                      "/usr/local/cuda)"),
       llvm::cl::init("")};
+  PassOptions::Option<bool> emulateKernels{
+      *this, "emulate-kernels",
+      llvm::cl::desc("Testing: run the kernels on the host as loops "
+                     "(ds-emulate-gpu-kernels); the step then runs only on "
+                     "the stub libcuda, whose device memory is host memory"),
+      llvm::cl::init(false)};
   GPUPipelineConfig getConfig() const;
 };
 

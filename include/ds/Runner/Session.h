@@ -64,6 +64,10 @@ struct PrepareOptions {
   /// (ds-gpu-pipeline for `gpuChip`, the runtime's CUDA backend).
   std::string device = "cpu";
   std::string gpuChip = "sm_90";
+  /// Testing: the kernels run on the host (ds-gpu-pipeline{emulate-
+  /// kernels}), which needs a driver whose device memory is host memory
+  /// (the stub libcuda).
+  bool gpuEmulateKernels = false;
   /// Compile without running here: keep the machine code so that
   /// writeObject can save it (ds-run --emit-step). With device "cuda" no
   /// device is needed (the kernels are compiled for `gpuChip`).

@@ -35,6 +35,7 @@ inline constexpr llvm::StringLiteral kStepInitDir = "init";
 struct StepExportInfo {
   std::string device = "cpu"; ///< "cpu" or "cuda"
   std::string chip;           ///< the CUDA chip (sm_90, ...) of a GPU step
+  bool emulatedKernels = false; ///< a GPU step's kernels run on the host
   std::string modulePath, moduleHash;
   uint64_t seed = 0;
   /// The passes ds-run applied (one line each), for the record.

@@ -72,6 +72,13 @@ DSRT_API int dsrt_cuda_compute_capability(void);
 /* The device's name ("NVIDIA H100 80GB HBM3"), or "" before init. */
 DSRT_API const char *dsrt_cuda_device_name(void);
 
+/* 1 when the host can address device memory at its device address (the
+   driver reports a fresh allocation as host memory: the test stub libcuda
+   does), 0 when it cannot (every real GPU), -1 with an error. A step
+   compiled with ds-gpu-pipeline{emulate-kernels} runs its kernels on the
+   host and needs 1. */
+DSRT_API int dsrt_cuda_device_memory_is_host(void);
+
 /* The step stream (a CUstream), or NULL before init. */
 DSRT_API void *dsrt_cuda_stream(void);
 

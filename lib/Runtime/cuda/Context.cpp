@@ -254,6 +254,20 @@ const char *dsrt_cuda_device_name(void) {
   return s ? s->name : "";
 }
 
+int dsrt_cuda_device_memory_is_host(void) {
+  if (ensureReady().failed())
+    return -1;
+  CUdeviceptr probe = 0;
+  if (DS_CU(cuMemAlloc, &probe, 256).failed())
+    return -1;
+  unsigned int type = 0;
+  CUresult r = driver().cuPointerGetAttribute(
+      &type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, probe);
+  if (DS_CU(cuMemFree, probe).failed())
+    return -1;
+  return r == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST ? 1 : 0;
+}
+
 void *dsrt_cuda_stream(void) {
   Session *s = session.load(std::memory_order_acquire);
   return s ? s->stream.get() : nullptr;

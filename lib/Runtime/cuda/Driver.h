@@ -59,6 +59,7 @@ namespace dsrt::cuda {
   X(cuMemsetD2D32Async)                                                        \
   X(cuDeviceGetDefaultMemPool)                                                 \
   X(cuMemPoolSetAttribute)                                                     \
+  X(cuPointerGetAttribute)                                                     \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleUnload)                                                            \
   X(cuModuleGetFunction)                                                       \

@@ -467,6 +467,22 @@ CUresult cuMemHostUnregister(void *p) {
   return CUDA_SUCCESS;
 }
 
+/// The stub's device memory is host memory, and it says so: a step whose
+/// kernels are emulated on the host (ds-gpu-pipeline{emulate-kernels})
+/// checks this before it runs.
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                               CUdeviceptr ptr) {
+  if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE || !data)
+    return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!state().device.count(ptr))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  *static_cast<unsigned int *>(data) = CU_MEMORYTYPE_HOST;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
                        CUstream hStream) {
   char streamBuf[32];
