@@ -8,6 +8,7 @@
 #                                [--bench-layers L (default 12; 0: none)]
 #                                [--lowering "GROUPS" (default all; none)]
 #                                [--parity MODEL (default all; none)]
+#                                [--emulate-kernels]
 #     Here, after `make build`: compiles every example's training step for
 #     the chip (ds-run --device cuda --emit-step: host code with the cubins
 #     embedded), in f32 and with the FP8/BF16 policy, loss scaling and
@@ -22,6 +23,10 @@
 #     CUDA backend, of ds-step-run and of the runtime check, with a
 #     CMakeLists.txt and PyTorch's side of the benchmark, into one bundle of
 #     at most 60 MiB (default build/gpu-bundle).
+#     --emulate-kernels compiles every step to run its kernels on the host
+#     (ds-run --gpu-emulate-kernels) and leaves the benchmark out: such a
+#     bundle runs only on the stub libcuda (DS_CUDA_DRIVER), where `run`
+#     then checks the whole GPU lowering but the NVVM back end here.
 #
 #   gpu-check.sh run [BUNDLE]
 #     On the GPU machine (CMake, a C++17 compiler, the CUDA toolkit, a
@@ -83,7 +88,7 @@ prepare() {
   local root out chip steps examples build layers lowering parity
   root=$(cd "$(dirname "$0")/.." && pwd)
   out="$root/build/gpu-bundle" chip=sm_90 steps=20 examples="mlp cnn gpt_block"
-  build="$root/build" layers=12 lowering=all parity=all
+  build="$root/build" layers=12 lowering=all parity=all emulate=0
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --out) out=$2; shift 2 ;;
@@ -94,6 +99,7 @@ prepare() {
       --bench-layers) layers=$2; shift 2 ;;
       --lowering) lowering=$2; shift 2 ;;
       --parity) parity=$2; shift 2 ;;
+      --emulate-kernels) emulate=1; layers=0; shift ;;
       -h|--help) usage 0 ;;
       *) die "prepare: unknown argument '$1'" ;;
     esac
@@ -110,8 +116,10 @@ prepare() {
     [policy]="--precision=$policy --loss-scaling --clip-gradients"
   )
   local -A tolerance=([f32]=1e-4 [policy]=1e-2)
-  local start=$SECONDS
+  local start=$SECONDS emu=() emu_py=()
+  ((emulate)) && emu=(--gpu-emulate-kernels) emu_py=(--emulate-kernels)
   rm -rf "$out" && mkdir -p "$out/cases" || die "cannot create $out"
+  ((emulate)) && echo "kernels run on the host (ds-run --gpu-emulate-kernels): the stub libcuda only" > "$out/emulated"
   : > "$out/cases.txt"
   local example config case dir
   for example in $examples; do
@@ -121,7 +129,7 @@ prepare() {
       echo "gpu-check: $case: compiling for $chip, CPU reference of $steps steps"
       # shellcheck disable=SC2086
       "$bin/ds-run" "$root/examples/$example.mlir" ${configs[$config]} \
-        --device cuda --gpu-chip "$chip" --steps "$steps" \
+        --device cuda --gpu-chip "$chip" --steps "$steps" "${emu[@]}" \
         --emit-step "$dir" --quiet || die "$case: ds-run --emit-step failed"
       rm -f "$dir/step.o" # step.so holds the same code
       "$python" "$root/test/Runtime/aot/make_data.py" "$dir" "$dir/data" \
@@ -146,7 +154,7 @@ prepare() {
     echo "gpu-check: lowering execution cases ($lowering): compiling for $chip"
     "$python" "$root/test/Integration/Lowering/export_cases.py" \
       --ds-run "$bin/ds-run" --out "$out/lowering" --device cuda --chip "$chip" \
-      "${groups[@]}" > "$out/lowering.log" 2>&1 ||
+      "${groups[@]}" "${emu_py[@]}" > "$out/lowering.log" 2>&1 ||
       { tail -20 "$out/lowering.log"; die "exporting the lowering cases failed"; }
     grep -v '^export_cases.py: left out' "$out/lowering.log" | sed 's/^export_cases.py/gpu-check/'
     rm -f "$out"/lowering/*/step.o "$out/lowering.log"
@@ -162,7 +170,7 @@ prepare() {
     echo "gpu-check: PyTorch parity cases ($parity): compiling for $chip"
     env DS_RUN="$bin/ds-run" PYTHONPATH="$root/python" "$python" \
       "$root/test/Integration/Torch/check_parity.py" --sdpa "${only[@]}" \
-      --export "$out/parity" --chip "$chip" > "$out/parity.log" 2>&1 ||
+      --export "$out/parity" --chip "$chip" "${emu_py[@]}" > "$out/parity.log" 2>&1 ||
       { tail -20 "$out/parity.log"; die "exporting the parity cases failed"; }
     echo "gpu-check: $(tail -1 "$out/parity.log")"
     rm -f "$out/parity.log"
@@ -239,8 +247,10 @@ run() {
     tail -30 "$log"
     die "building the bundle failed (log: $log)"
   fi
-  local built=$((SECONDS - start)) device
+  local built=$((SECONDS - start)) device emulated=""
+  [[ -f "$bundle/emulated" ]] && emulated=$(cat "$bundle/emulated")
   echo "gpu-check: bundle built in $built s; checks within ${budget} s of the start"
+  [[ -n $emulated ]] && echo "gpu-check: $emulated"
   if ! device=$("$build/ds-step-run" --device-info 2>&1); then
     row "device" "UNSUPPORTED" "${device#ds-step-run: error: }"
     while read -r case steps tol; do
@@ -288,7 +298,9 @@ $out"
   [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
   [[ -d "$bundle/parity" ]] && run_parity "$bundle" "$build"
   t=$(allow 120)
-  if ((t > 0)); then
+  if [[ -n $emulated ]]; then
+    row "bench" "UNSUPPORTED" "kernels emulated on the host"
+  elif ((t > 0)); then
     out=$(DS_CUDA_BENCH_N=${DS_CUDA_BENCH_N:-8192} timeout "$t" "$build/ds-runtime-cuda-check" bench 2>&1)
     while read -r line; do
       [[ -n "$line" ]] && row "$(cut -d: -f2 <<< "$line" | sed 's/^ //')" "-" "$(cut -d: -f3- <<< "$line" | sed 's/^ //')"
@@ -298,7 +310,7 @@ $out"
     over_budget "bench bf16 / e4m3"
   fi
   [[ -f "$bundle/bench/size.txt" ]] && bench_gpt "$bundle" "$build"
-  print_table "$device" "$built"
+  print_table "$device${emulated:+; $emulated}" "$built"
   ((failed)) && return 1
   ((skipped)) && return 2
   return 0

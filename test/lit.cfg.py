@@ -35,6 +35,14 @@ tools = [
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
+# %mlir_runner_libs: the runtime libraries mlir-runner loads for
+# printMemref* (beside Debian's mlir-runner).
+_mlir_lib = os.path.join(os.path.dirname(os.path.realpath(
+    os.path.join(config.llvm_tools_dir, "mlir-runner"))), "..", "lib")
+config.substitutions.append(("%mlir_runner_libs", ",".join(
+    os.path.join(_mlir_lib, l)
+    for l in ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so"))))
+
 # Inputs/ folders hold files that tests feed to tools; they are not tests.
 config.excludes.append("Inputs")
 

@@ -20,6 +20,7 @@
 #include "mlir/Conversion/GPUCommon/GPUCommonPass.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -173,7 +174,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   pm.addPass(createEmulateNarrowFloatsPass());
   // Testing without a GPU: the kernels as host loops (nothing is outlined).
   if (config.emulateKernels)
-    pm.addNestedPass<func::FuncOp>(createEmulateGPUKernelsPass());
+    pm.addPass(createEmulateGPUKernelsPass());
   // 7. Kernels out of the host functions, into one module (one PTX module,
   //    one ptxas run, one cubin); the host's GPU work on one
   //    in-order stream with no synchronisation inside a step.
@@ -209,6 +210,9 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   host.kernelBarePtrCallConv = true; // as the kernels (step 8)
   pm.addPass(createGpuToLLVMConversionPass(host));
   pm.addPass(createConvertMathToLLVMPass());
+  // Emulated kernels call libm where a GPU's call libdevice.
+  if (config.emulateKernels)
+    pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createConvertToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   // 10. ptxas assembles the kernels (a chip it rejects fails here) and the

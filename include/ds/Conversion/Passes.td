@@ -193,7 +193,7 @@ def ConvertLinalgToGPUPass
 }
 
 def EmulateGPUKernelsPass
-    : Pass<"ds-emulate-gpu-kernels", "::mlir::func::FuncOp"> {
+    : Pass<"ds-emulate-gpu-kernels", "::mlir::ModuleOp"> {
   let summary = "Run gpu.launch bodies on the host, as loops (testing)";
   let description = [{
     A testing aid for the GPU path on machines without a GPU: every
@@ -215,14 +215,16 @@ def EmulateGPUKernelsPass
     in the launch body or in `scf.for`/`scf.if` ops whose bounds and
     conditions are the same for every thread of the block (as CUDA
     requires): the emulation checks that those values agree across the
-    threads and stops the program with a message when they do not.
+    threads and, when they do not, writes a message to standard error and
+    aborts.
     Anything else it cannot run (shuffles, shared-memory attributions,
     all-reduce regions, loops that carry values across a synchronisation)
     is an error at the launch.
   }];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
-                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect"];
 }
 

@@ -33,8 +33,8 @@ inline constexpr llvm::StringLiteral kStepInitDir = "init";
 
 /// What step.json records beside the contract.
 struct StepExportInfo {
-  std::string device = "cpu"; ///< "cpu" or "cuda"
-  std::string chip;           ///< the CUDA chip (sm_90, ...) of a GPU step
+  std::string device = "cpu";   ///< "cpu" or "cuda"
+  std::string chip;             ///< the CUDA chip (sm_90, ...) of a GPU step
   bool emulatedKernels = false; ///< a GPU step's kernels run on the host
   std::string modulePath, moduleHash;
   uint64_t seed = 0;

@@ -12,10 +12,10 @@
 #include "ds/Conversion/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Utils/GPUUtils.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -63,10 +63,12 @@ public:
     gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
     blockX = block.x;
     blockY = block.y;
-    blockXY = arith::MulIOp::create(b, loc, block.x, block.y);
-    numThreads = arith::MulIOp::create(b, loc, blockXY, block.z);
-    Value gridXY = arith::MulIOp::create(b, loc, grid.x, grid.y);
-    Value numBlocks = arith::MulIOp::create(b, loc, gridXY, grid.z);
+    // Folded, so that a constant block size gives static per-thread
+    // buffers.
+    blockXY = b.createOrFold<arith::MulIOp>(loc, block.x, block.y);
+    numThreads = b.createOrFold<arith::MulIOp>(loc, blockXY, block.z);
+    Value gridXY = b.createOrFold<arith::MulIOp>(loc, grid.x, grid.y);
+    Value numBlocks = b.createOrFold<arith::MulIOp>(loc, gridXY, grid.z);
 
     auto blockLoop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0),
                                         numBlocks, indexConstant(b, loc, 1));
@@ -75,10 +77,9 @@ public:
     Value id = blockLoop.getInductionVar();
     gpu::KernelDim3 ids = launch.getBlockIds();
     uniform.map(ids.x, arith::RemUIOp::create(lb, loc, id, grid.x));
-    uniform.map(ids.y,
-                arith::RemUIOp::create(
-                    lb, loc, arith::DivUIOp::create(lb, loc, id, grid.x),
-                    grid.y));
+    uniform.map(ids.y, arith::RemUIOp::create(
+                           lb, loc, arith::DivUIOp::create(lb, loc, id, grid.x),
+                           grid.y));
     uniform.map(ids.z, arith::DivUIOp::create(lb, loc, id, gridXY));
     gpu::KernelDim3 gridArgs = launch.getGridSize();
     gpu::KernelDim3 blockArgs = launch.getBlockSize();
@@ -119,8 +120,8 @@ private:
         (void)refuse(op, Twine("'") + op->getName().getStringRef() + "'");
         return WalkResult::interrupt();
       }
-      if (auto reduce = dyn_cast<gpu::AllReduceOp>(op); reduce &&
-                                                        !reduce.getOp()) {
+      if (auto reduce = dyn_cast<gpu::AllReduceOp>(op);
+          reduce && !reduce.getOp()) {
         (void)refuse(op, "an all-reduce with a region (only its operation "
                          "attribute form)");
         return WalkResult::interrupt();
@@ -209,8 +210,7 @@ private:
   /// Keeps `v` (a result of the stretch being emitted, mapped to `mapped`)
   /// for later stretches: a scalar in a buffer, a view through the scalars
   /// it is computed from.
-  void keepForLater(OpBuilder &b, Block &block, Value v, Value t,
-                    IRMapping &m,
+  void keepForLater(OpBuilder &b, Block &block, Value v, Value t, IRMapping &m,
                     const llvm::SmallPtrSetImpl<Operation *> &in) {
     if (perThread.count(v))
       return;
@@ -235,16 +235,16 @@ private:
       return success();
     Location loc = stretch.front()->getLoc();
     llvm::SmallPtrSet<Operation *, 16> in(stretch.begin(), stretch.end());
-    auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0),
-                                   numThreads, indexConstant(b, loc, 1));
+    auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), numThreads,
+                                   indexConstant(b, loc, 1));
     OpBuilder lb = OpBuilder::atBlockTerminator(loop.getBody());
     Value t = loop.getInductionVar();
     IRMapping m = uniform;
     gpu::KernelDim3 tids = launch.getThreadIds();
     m.map(tids.x, arith::RemUIOp::create(lb, loc, t, blockX));
-    m.map(tids.y, arith::RemUIOp::create(
-                      lb, loc, arith::DivUIOp::create(lb, loc, t, blockX),
-                      blockY));
+    m.map(tids.y,
+          arith::RemUIOp::create(
+              lb, loc, arith::DivUIOp::create(lb, loc, t, blockX), blockY));
     m.map(tids.z, arith::DivUIOp::create(lb, loc, t, blockXY));
     for (Operation *op : stretch) {
       WalkResult r = op->walk([&](Operation *inner) {
@@ -289,25 +289,26 @@ private:
              failure();
     if (auto it = perThread.find(v); it != perThread.end()) {
       Value buffer = it->second;
-      Value first = memref::LoadOp::create(b, loc, buffer,
-                                           ValueRange{indexConstant(b, loc, 0)});
+      Value first = memref::LoadOp::create(
+          b, loc, buffer, ValueRange{indexConstant(b, loc, 0)});
       auto check = scf::ForOp::create(b, loc, indexConstant(b, loc, 1),
                                       numThreads, indexConstant(b, loc, 1));
       OpBuilder cb = OpBuilder::atBlockTerminator(check.getBody());
       Value other =
           memref::LoadOp::create(cb, loc, buffer, check.getInductionVar());
-      Value same =
-          isa<FloatType>(v.getType())
-              ? arith::CmpFOp::create(cb, loc, arith::CmpFPredicate::OEQ,
-                                      other, first)
-                    .getResult()
-              : arith::CmpIOp::create(cb, loc, arith::CmpIPredicate::eq,
-                                      other, first)
-                    .getResult();
-      cf::AssertOp::create(cb, loc, same,
-                           "ds-emulate-gpu-kernels: the threads of a block "
-                           "disagree on a value that decides a "
-                           "synchronisation");
+      Value same = isa<FloatType>(v.getType())
+                       ? arith::CmpFOp::create(
+                             cb, loc, arith::CmpFPredicate::OEQ, other, first)
+                             .getResult()
+                       : arith::CmpIOp::create(
+                             cb, loc, arith::CmpIPredicate::eq, other, first)
+                             .getResult();
+      auto differs = scf::IfOp::create(
+          cb, loc, arith::XOrIOp::create(cb, loc, same, trueValue(cb, loc)));
+      OpBuilder fb = OpBuilder::atBlockTerminator(differs.thenBlock());
+      emitFatal(fb, loc,
+                "ds-emulate-gpu-kernels: the threads of a block disagree on a "
+                "value that decides a synchronisation");
       scope.map(v, first);
       return first;
     }
@@ -324,6 +325,41 @@ private:
     return scope.lookup(v);
   }
 
+  static Value trueValue(OpBuilder &b, Location loc) {
+    return arith::ConstantIntOp::create(b, loc, 1, 1);
+  }
+
+  /// Writes `message` to standard error (unbuffered: write(2)) and aborts.
+  void emitFatal(OpBuilder &b, Location loc, StringRef message) {
+    auto module = launch->getParentOfType<ModuleOp>();
+    MLIRContext *ctx = b.getContext();
+    auto ptr = LLVM::LLVMPointerType::get(ctx);
+    std::string text = (message + "\n").str();
+    std::string name =
+        "__ds_emulate_msg_" + std::to_string(llvm::hash_value(text) & 0xffff);
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    if (!module.lookupSymbol(name))
+      LLVM::GlobalOp::create(
+          mb, loc,
+          LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), text.size()),
+          /*isConstant=*/true, LLVM::Linkage::Internal, name,
+          mb.getStringAttr(text));
+    auto declare = [&](StringRef fn, FunctionType type) {
+      if (!module.lookupSymbol(fn))
+        func::FuncOp::create(mb, loc, fn, type).setPrivate();
+    };
+    declare("write",
+            FunctionType::get(ctx, {b.getI32Type(), ptr, b.getI64Type()},
+                              {b.getI64Type()}));
+    declare("abort", FunctionType::get(ctx, {}, {}));
+    Value addr = LLVM::AddressOfOp::create(b, loc, ptr, name);
+    Value fd = arith::ConstantIntOp::create(b, loc, 2, 32);
+    Value size = arith::ConstantIntOp::create(b, loc, text.size(), 64);
+    func::CallOp::create(b, loc, "write", TypeRange{b.getI64Type()},
+                         ValueRange{fd, addr, size});
+    func::CallOp::create(b, loc, "abort", TypeRange{}, ValueRange{});
+  }
+
   LogicalResult emitSync(OpBuilder &b, Operation *op) {
     Location loc = op->getLoc();
     if (isa<gpu::BarrierOp>(op))
@@ -332,9 +368,9 @@ private:
       // Threads' values folded in thread order.
       Value v = reduce.getValue();
       Value first = perThreadValue(b, v, indexConstant(b, loc, 0));
-      auto fold = scf::ForOp::create(b, loc, indexConstant(b, loc, 1),
-                                     numThreads, indexConstant(b, loc, 1),
-                                     ValueRange{first});
+      auto fold =
+          scf::ForOp::create(b, loc, indexConstant(b, loc, 1), numThreads,
+                             indexConstant(b, loc, 1), ValueRange{first});
       OpBuilder fb = OpBuilder::atBlockEnd(fold.getBody());
       Value next = perThreadValue(fb, v, fold.getInductionVar());
       Value acc = vector::makeArithReduction(

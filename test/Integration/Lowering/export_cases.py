@@ -128,6 +128,8 @@ def compile_group(name, cases, args, workdir):
         cmd = [args.ds_run, src, "--emit-step", step_dir]
         if args.device == "cuda":
             cmd += ["--device", "cuda", "--gpu-chip", args.chip]
+            if args.emulate_kernels:
+                cmd.append("--gpu-emulate-kernels")
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode == 0:
             return kept, left
@@ -151,6 +153,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--chip", default="sm_90")
+    ap.add_argument("--emulate-kernels", action="store_true",
+                    help="with --device cuda: kernels run on the host (the "
+                         "stub libcuda's testing mode, ds-run "
+                         "--gpu-emulate-kernels)")
     ap.add_argument("--group", action="append", choices=sorted(check_ops.GROUPS))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

@@ -106,7 +106,8 @@ def compare(name, dtype, ds_losses, losses, ckpt, model, initial, step):
                             initial, set(dict(model.named_parameters())))
 
 
-def export_case(step, data, losses, model, initial, dtype, out, chip):
+def export_case(step, data, losses, model, initial, dtype, out, chip,
+                emulate_kernels=False):
     """The case as a step compiled for `chip` (ds-run --emit-step, the
     initial weights in its init/) with its data and PyTorch's losses and
     final tensors, for scripts/gpu-check.sh (parity_compare.py)."""
@@ -116,6 +117,8 @@ def export_case(step, data, losses, model, initial, dtype, out, chip):
         params = os.path.join(work, "params")
         step.save(mlir, params)
         device = [] if chip == "cpu" else ["--device", "cuda", "--gpu-chip", chip]
+        if emulate_kernels and device:
+            device.append("--gpu-emulate-kernels")
         r = subprocess.run([DS_RUN, mlir, "--params", params, "--emit-step", out,
                             "--quiet"] + device, capture_output=True, text=True)
         if r.returncode:
@@ -152,6 +155,9 @@ def main():
                          "a CUDA chip into DIR/<case> with its data and PyTorch's "
                          "results (for scripts/gpu-check.sh)")
     ap.add_argument("--chip", default="sm_90", help="or cpu (to test the export)")
+    ap.add_argument("--emulate-kernels", action="store_true",
+                    help="with --export for a chip: kernels run on the host "
+                         "(the stub libcuda's testing mode)")
     args = ap.parse_args()
     models = dict(MODELS)
     if args.sdpa:
@@ -186,7 +192,8 @@ def main():
                     if args.export:
                         case = "%s-%s-%s" % (name, kind, str(dtype)[6:])
                         export_case(step, data, losses, model, initial, dtype,
-                                    os.path.join(args.export, case), args.chip)
+                                    os.path.join(args.export, case), args.chip,
+                                    args.emulate_kernels)
                         print("exported %s" % label)
                         passed += 1
                         continue

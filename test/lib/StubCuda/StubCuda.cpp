@@ -467,7 +467,8 @@ CUresult cuMemHostUnregister(void *p) {
   return CUDA_SUCCESS;
 }
 
-/// The stub's device memory is host memory, and it says so: a step whose
+/// The stub's device memory is host memory, and it says so (unless
+/// DS_STUB_CUDA_DEVICE_MEMORY=device, which plays a real GPU): a step whose
 /// kernels are emulated on the host (ds-gpu-pipeline{emulate-kernels})
 /// checks this before it runs.
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
@@ -479,7 +480,10 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
     if (!state().device.count(ptr))
       return CUDA_ERROR_INVALID_VALUE;
   }
-  *static_cast<unsigned int *>(data) = CU_MEMORYTYPE_HOST;
+  const char *kind = std::getenv("DS_STUB_CUDA_DEVICE_MEMORY");
+  *static_cast<unsigned int *>(data) = kind && std::strcmp(kind, "device") == 0
+                                           ? CU_MEMORYTYPE_DEVICE
+                                           : CU_MEMORYTYPE_HOST;
   return CUDA_SUCCESS;
 }
 

@@ -1,0 +1,96 @@
+// ds-emulate-gpu-kernels runs a kernel's threads one at a time, so its
+// synchronisations must hold: here every thread writes its slot of a
+// per-block buffer, and after a gpu.barrier reads its neighbour's slot (a
+// thread that ran ahead would read the fill, 0); a uniform loop around
+// gpu.all_reduce sums k x tid over the block; a value from before the
+// barrier is read after it. Two blocks of 64 threads. Expected, from the
+// definitions: out[b][t] = (t+1)^2 - t^2 = 2t + 1, and for t = 63 the
+// wrap-around 0 - 63^2 = -3969; sums[b][k] = k x (0 + ... + 63) = 2016 k.
+// RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
+// RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts \
+// RUN: | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s
+
+// A synchronisation that only some threads reach (its condition differs
+// across the threads) is undefined on a GPU; the emulation stops on it.
+// RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
+// RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts \
+// RUN: | not --crash mlir-runner -e divergent -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=DIVERGENT
+
+// CHECK: sizes = [2, 3]
+// CHECK-NEXT: {{\[}}[0,   2016,   4032],
+// CHECK-NEXT: [0,   2016,   4032]]
+// CHECK: sizes = [2, 64]
+// CHECK-NEXT: {{\[}}[1,   3,   5,   7,   9,   11,   13,   15,   17,   19,   21,   23,   25,   27,   29,   31,   33,   35,   37,   39,   41,   43,   45,   47,   49,   51,   53,   55,   57,   59,   61,   63,   65,   67,   69,   71,   73,   75,   77,   79,   81,   83,   85,   87,   89,   91,   93,   95,   97,   99,   101,   103,   105,   107,   109,   111,   113,   115,   117,   119,   121,   123,   125,   -3969],
+// CHECK-NEXT: [1,   3,   5,   7,   9,   11,   13,   15,   17,   19,   21,   23,   25,   27,   29,   31,   33,   35,   37,   39,   41,   43,   45,   47,   49,   51,   53,   55,   57,   59,   61,   63,   65,   67,   69,   71,   73,   75,   77,   79,   81,   83,   85,   87,   89,   91,   93,   95,   97,   99,   101,   103,   105,   107,   109,   111,   113,   115,   117,   119,   121,   123,   125,   -3969]]
+
+// DIVERGENT: ds-emulate-gpu-kernels: the threads of a block disagree on a value that decides a synchronisation
+
+func.func private @printMemrefI64(memref<*xi64>)
+
+func.func @main() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0 : i64
+  %buf = memref.alloc() : memref<2x64xi64>
+  %out = memref.alloc() : memref<2x64xi64>
+  %sums = memref.alloc() : memref<2x3xi64>
+  linalg.fill ins(%zero : i64) outs(%buf : memref<2x64xi64>)
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %t = arith.index_cast %tx : index to i64
+    %b = arith.index_cast %bx : index to i64
+    %sq = arith.muli %t, %t : i64
+    %v = arith.addi %sq, %b : i64
+    memref.store %v, %buf[%bx, %tx] : memref<2x64xi64>
+    gpu.barrier
+    %t1 = arith.addi %tx, %c1 : index
+    %next = arith.remui %t1, %sx : index
+    %n = memref.load %buf[%bx, %next] : memref<2x64xi64>
+    %d = arith.subi %n, %v : i64
+    memref.store %d, %out[%bx, %tx] : memref<2x64xi64>
+    scf.for %k = %c0 to %c3 step %c1 {
+      %kk = arith.index_cast %k : index to i64
+      %x = arith.muli %t, %kk : i64
+      %s = gpu.all_reduce add %x uniform {} : (i64) -> (i64)
+      %first = arith.cmpi eq, %tx, %c0 : index
+      scf.if %first {
+        memref.store %s, %sums[%bx, %k] : memref<2x3xi64>
+      }
+    }
+    gpu.terminator
+  }
+  %u = memref.cast %sums : memref<2x3xi64> to memref<*xi64>
+  call @printMemrefI64(%u) : (memref<*xi64>) -> ()
+  %o = memref.cast %out : memref<2x64xi64> to memref<*xi64>
+  call @printMemrefI64(%o) : (memref<*xi64>) -> ()
+  memref.dealloc %buf : memref<2x64xi64>
+  memref.dealloc %out : memref<2x64xi64>
+  memref.dealloc %sums : memref<2x3xi64>
+  return
+}
+
+func.func @divergent() {
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %one = arith.constant 1.0 : f32
+  %out = memref.alloc() : memref<f32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %low = arith.cmpi ult, %tx, %c32 : index
+    scf.if %low {
+      %s = gpu.all_reduce add %one uniform {} : (f32) -> (f32)
+      memref.store %s, %out[] : memref<f32>
+    }
+    gpu.terminator
+  }
+  memref.dealloc %out : memref<f32>
+  return
+}
