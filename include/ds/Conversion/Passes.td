@@ -205,7 +205,9 @@ def EmulateGPUKernelsPass
     on the test stub libcuda, which then checks the whole GPU lowering but
     the NVVM back end numerically.
 
-    Threads of a block run one at a time, in order; a `gpu.barrier` or a
+    Threads of a block run one at a time, last first (blocks too: the CPU
+    path runs its loops first to last, so a kernel whose result depends on
+    the order of its threads differs from it); a `gpu.barrier` or a
     `gpu.all_reduce` ends one such loop over the threads and the next
     starts after it: the code between two synchronisations runs for every
     thread before any thread goes past the second. A value one stretch

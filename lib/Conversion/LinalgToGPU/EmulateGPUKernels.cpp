@@ -74,7 +74,7 @@ public:
                                         numBlocks, indexConstant(b, loc, 1));
     bufferBuilder = std::make_unique<OpBuilder>(blockLoop);
     OpBuilder lb = OpBuilder::atBlockTerminator(blockLoop.getBody());
-    Value id = blockLoop.getInductionVar();
+    Value id = reversed(lb, loc, blockLoop.getInductionVar(), numBlocks);
     gpu::KernelDim3 ids = launch.getBlockIds();
     uniform.map(ids.x, arith::RemUIOp::create(lb, loc, id, grid.x));
     uniform.map(ids.y, arith::RemUIOp::create(
@@ -129,6 +129,15 @@ private:
       return WalkResult::advance();
     });
     return failure(r.wasInterrupted());
+  }
+
+  /// n - 1 - i: blocks and threads run last first. The CPU path runs its
+  /// loops first to last, so a kernel whose result depends on the order of
+  /// its threads (two threads writing one element, one reading what
+  /// another writes) differs from it, instead of matching by luck.
+  static Value reversed(OpBuilder &b, Location loc, Value i, Value n) {
+    Value last = arith::SubIOp::create(b, loc, n, indexConstant(b, loc, 1));
+    return arith::SubIOp::create(b, loc, last, i);
   }
 
   bool definedInLaunch(Value v) {
@@ -238,7 +247,7 @@ private:
     auto loop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), numThreads,
                                    indexConstant(b, loc, 1));
     OpBuilder lb = OpBuilder::atBlockTerminator(loop.getBody());
-    Value t = loop.getInductionVar();
+    Value t = reversed(lb, loc, loop.getInductionVar(), numThreads);
     IRMapping m = uniform;
     gpu::KernelDim3 tids = launch.getThreadIds();
     m.map(tids.x, arith::RemUIOp::create(lb, loc, t, blockX));

@@ -3,12 +3,16 @@
 // A block-wide sum: a loop over the blocks; the code before gpu.all_reduce
 // runs for every thread and keeps its value per thread; the all-reduce
 // folds them in thread order; the code after it runs for every thread
-// again, with the total.
+// again, with the total. Blocks and threads run last first (n - 1 - i).
 // CHECK-LABEL: func.func @block_sum
 // CHECK:         %[[PART:.*]] = memref.alloc() : memref<128xf32>
-// CHECK:         scf.for %[[B:.*]] = %{{.*}} to %{{.*}} step
-// CHECK:           scf.for %[[T:.*]] = %{{.*}} to %{{.*}} step
-// CHECK:             memref.load %[[IN:.*]][%{{.*}}]
+// CHECK:         scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:           %[[L:.*]] = arith.subi %{{.*}}, %[[I]]
+// CHECK:           %[[B:.*]] = arith.remui %[[L]]
+// CHECK:           scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:             %[[T:.*]] = arith.subi %{{.*}}, %[[J]]
+// CHECK:             %[[TX:.*]] = arith.remui %[[T]]
+// CHECK:             memref.load %[[IN:.*]][%[[B]], %[[TX]]]
 // CHECK:             memref.store %{{.*}}, %[[PART]][%[[T]]]
 // CHECK:           %[[FIRST:.*]] = memref.load %[[PART]][%{{.*}}]
 // CHECK:           %[[SUM:.*]] = scf.for %[[U:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[FIRST]])
