@@ -166,7 +166,10 @@ def ConvertLinalgToGPUPass
       min/max, and/or/xor) runs one block per output element (a
       grid-stride loop over outputs when there are more than the grid),
       `block-size` threads striding over the reduced elements, then a
-      block-wide `gpu.all_reduce` (shuffles and shared memory);
+      block-wide `gpu.all_reduce` (shuffles and shared memory); with few
+      outputs of many elements (a tensor's amax or norm), each output's
+      range is split over several blocks that write partial results, and
+      a second launch folds those into the output;
     - everything else (elementwise chains, fills, copies, transposes, and
       reductions it cannot parallelise, serial per output) becomes a 1-D
       grid-stride loop over its parallel iteration space with

@@ -213,6 +213,25 @@ bool mlir::ds::gpu_kernels::isParallelReduction(linalg::GenericOp op) {
   return kind && identityOf(*kind, et);
 }
 
+/// Blocks that fill a large GPU (an H100/H200 runs 132 SMs x 8 blocks of
+/// 256 threads at once): a reduction with fewer outputs than this splits
+/// each output's range over several blocks.
+constexpr int64_t kBlocksToFill = 1024;
+/// Reduced elements per thread at least, in each block of a split
+/// reduction: fewer, and the second pass costs more than it saves.
+constexpr int64_t kMinElementsPerThread = 8;
+
+/// Blocks per output for a reduction of `numOut` outputs of `numRed`
+/// elements each (static sizes; 1: no split).
+static int64_t splitFactor(int64_t numOut, int64_t numRed,
+                           const LaunchShape &shape) {
+  if (numOut <= 0 || numRed <= 0 || numOut >= kBlocksToFill)
+    return 1;
+  int64_t byWork = numRed / (shape.blockSize * kMinElementsPerThread);
+  int64_t byBlocks = llvm::divideCeil(kBlocksToFill, numOut);
+  return std::max<int64_t>(1, std::min(byWork, byBlocks));
+}
+
 void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
                                                  linalg::GenericOp op,
                                                  const LaunchShape &shape) {
@@ -232,20 +251,44 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   SmallVector<unsigned> parDims, redDims;
   SmallVector<Value> parSizes, redSizes;
+  SmallVector<int64_t> parStatic;
+  int64_t numOutStatic = 1, numRedStatic = 1;
+  SmallVector<int64_t> staticRanges = op.getStaticLoopRanges();
   for (auto [d, it] : llvm::enumerate(iterators)) {
     Value size = getValueOrCreateConstantIndexOp(b, loc, ranges[d].size);
+    int64_t &count =
+        it == utils::IteratorType::reduction ? numRedStatic : numOutStatic;
+    count = ShapedType::isDynamic(staticRanges[d]) || count < 0
+                ? -1
+                : count * staticRanges[d];
     if (it == utils::IteratorType::reduction) {
       redDims.push_back(d);
       redSizes.push_back(size);
     } else {
       parDims.push_back(d);
       parSizes.push_back(size);
+      parStatic.push_back(staticRanges[d]);
     }
+  }
+  // Few outputs of many elements (a tensor's amax or norm: one output):
+  // the first launch writes `split` partial results per output, each from
+  // its own block, into `partials` [outputs..., split]; a second reduction
+  // over the partials folds them into the output.
+  int64_t split = splitFactor(numOutStatic, numRedStatic, shape);
+  Value partials;
+  if (split > 1) {
+    SmallVector<int64_t> partialShape(parStatic);
+    partialShape.push_back(split);
+    partials =
+        memref::AllocOp::create(b, loc, MemRefType::get(partialShape, et));
   }
   Value numOut = product(b, loc, parSizes);
   Value numRed = product(b, loc, redSizes);
+  Value splitValue = indexConstant(b, loc, split);
+  Value numTasks =
+      split > 1 ? arith::MulIOp::create(b, loc, numOut, splitValue) : numOut;
   Value threads = indexConstant(b, loc, shape.blockSize);
-  Value blocks = clampBlocks(b, loc, numOut, shape.maxBlocks);
+  Value blocks = clampBlocks(b, loc, numTasks, shape.maxBlocks);
   Value memOut = op.getDpsInitOperand(0)->get();
   AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
   unsigned numLoops = op.getNumLoops();
@@ -254,15 +297,28 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
       b, loc, blocks, threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
         Value tid = launch.getThreadIds().x;
         Value zero = indexConstant(kb, loc, 0);
-        // Outputs: uniform across the block (every thread of a block works on
-        // the same output), as the block-wide all-reduce requires.
+        // Tasks (an output, or a part of one): uniform across the block
+        // (every thread of a block works on the same one), as the
+        // block-wide all-reduce requires.
         scf::ForOp::create(
-            kb, loc, launch.getBlockIds().x, numOut, launch.getGridSize().x,
-            ValueRange{}, [&](OpBuilder &ob, Location l, Value o, ValueRange) {
+            kb, loc, launch.getBlockIds().x, numTasks, launch.getGridSize().x,
+            ValueRange{},
+            [&](OpBuilder &ob, Location l, Value task, ValueRange) {
+              // Part `part` of a split output reads the reduced elements
+              // part x blockSize + tid, then every split x blockSize-th.
+              Value o = task, first = tid, stride = launch.getBlockSize().x;
+              Value part;
+              if (split > 1) {
+                o = arith::DivUIOp::create(ob, l, task, splitValue);
+                part = arith::RemUIOp::create(ob, l, task, splitValue);
+                first = arith::AddIOp::create(
+                    ob, l, arith::MulIOp::create(ob, l, part, stride), tid);
+                stride = arith::MulIOp::create(ob, l, stride, splitValue);
+              }
               SmallVector<Value> parIdx = delinearize(ob, l, o, parSizes);
               Value init = arith::ConstantOp::create(ob, l, identity);
               auto partial = scf::ForOp::create(
-                  ob, l, tid, numRed, launch.getBlockSize().x, ValueRange{init},
+                  ob, l, first, numRed, stride, ValueRange{init},
                   [&](OpBuilder &rb, Location l2, Value r, ValueRange acc) {
                     SmallVector<Value> redIdx =
                         delinearize(rb, l2, r, redSizes);
@@ -303,6 +359,13 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
                   ob, l, arith::CmpIPredicate::eq, tid, zero);
               scf::IfOp::create(
                   ob, l, isFirst, [&](OpBuilder &ib, Location l3) {
+                    if (partials) {
+                      SmallVector<Value> idx(parIdx);
+                      idx.push_back(part);
+                      memref::StoreOp::create(ib, l3, total, partials, idx);
+                      scf::YieldOp::create(ib, l3);
+                      return;
+                    }
                     SmallVector<Value> ivs(numLoops, zero);
                     for (auto [i, d] : llvm::enumerate(parDims))
                       ivs[d] = parIdx[i];
@@ -318,6 +381,35 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
               scf::YieldOp::create(ob, l);
             });
       });
+  if (!partials)
+    return;
+
+  // The partials' reduction, as a linalg reduction of its own (outputs'
+  // dimensions, then the split one) that folds them into the output with
+  // the same combiner: G partials per output, so one block per output.
+  MLIRContext *ctx = b.getContext();
+  unsigned numPar = parDims.size();
+  SmallVector<AffineExpr> toNew(numLoops, getAffineConstantExpr(0, ctx));
+  for (auto [i, d] : llvm::enumerate(parDims))
+    toNew[d] = getAffineDimExpr(i, ctx);
+  AffineMap newOutMap = outMap.replaceDimsAndSymbols(toNew, {}, numPar + 1, 0);
+  AffineMap partialMap = AffineMap::getMultiDimIdentityMap(numPar + 1, ctx);
+  SmallVector<utils::IteratorType> newIterators(numPar,
+                                                utils::IteratorType::parallel);
+  newIterators.push_back(utils::IteratorType::reduction);
+  auto finish = linalg::GenericOp::create(
+      b, loc, ValueRange{partials}, ValueRange{memOut},
+      ArrayRef<AffineMap>{partialMap, newOutMap}, newIterators,
+      [&](OpBuilder &fb, Location l, ValueRange args) {
+        IRMapping fold;
+        fold.map(outArg, args[1]);
+        fold.map(x, args[0]);
+        Operation *folded = fb.clone(*comb, fold);
+        linalg::YieldOp::create(fb, l, folded->getResult(0));
+      });
+  buildReductionLaunch(b, finish, shape);
+  finish->erase();
+  memref::DeallocOp::create(b, loc, partials);
 }
 
 gpu::LaunchOp

@@ -54,10 +54,24 @@ func.func @row_max(%x: memref<32x512xf32>, %m: memref<32xf32>) {
 // -----
 
 // A full reduction (the loss, a gradient norm) with a reduction dimension
-// first: one block, 256 threads, an add all-reduce.
+// first. One output of 8192 elements would leave one block to do it all:
+// the range is split over 4 blocks (at least 8 elements per thread), each
+// writing its partial sum, and a second one-block launch adds the partials
+// into the output.
 // CHECK-LABEL: func.func @full_sum
+// CHECK:         %[[PART:.*]] = gpu.alloc () : memref<4xf32>
 // CHECK:         gpu.launch
-// CHECK:           gpu.all_reduce add %{{.*}} uniform
+// CHECK:           %[[SUM:.*]] = gpu.all_reduce add %{{.*}} uniform
+// CHECK:           scf.if
+// CHECK:             memref.store %[[SUM]], %[[PART]][%{{.*}}]
+// CHECK:         gpu.launch
+// CHECK:             memref.load %[[PART]]
+// CHECK:           %[[TOT:.*]] = gpu.all_reduce add %{{.*}} uniform
+// CHECK:           scf.if
+// CHECK:             %[[OLD:.*]] = memref.load %arg1[]
+// CHECK:             %[[NEW:.*]] = arith.addf %[[OLD]], %[[TOT]]
+// CHECK:             memref.store %[[NEW]], %arg1[]
+// CHECK:         gpu.dealloc %[[PART]]
 func.func @full_sum(%x: memref<128x64xf32>, %s: memref<f32>) {
   linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> ()>],
                   iterator_types = ["reduction", "reduction"]}

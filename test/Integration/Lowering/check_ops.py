@@ -690,6 +690,20 @@ def reduction_cases():
                       f"%r = ds.reduce_max %a0 [1] : {TA(nx)} -> {T((2,), F32)}",
                       [("%r", (2,), F32)], lambda v: [torch.amax(t64(v), 1).numpy()]))
 
+    # Few outputs of many elements (a tensor's sum, amax or norm): the GPU
+    # path splits each output's range over several blocks and folds their
+    # partial results in a second launch.
+    for name, shape, dims, op, f, dt in [
+            ("reduce_sum_all_large_f32", (20000,), (0,), "reduce_sum", np.sum, F32),
+            ("reduce_max_rows_large_f32", (3, 20000), (1,), "reduce_max", np.max, F32),
+            ("reduce_sum_cols_large_f64", (20000, 2), (0,), "reduce_sum", np.sum, F64)]:
+        xi = randn(name, shape, dt)
+        out = tuple(s for i, s in enumerate(shape) if i not in dims)
+        cases.append(Case(
+            name, [xi],
+            f"%r = ds.{op} %a0 [{', '.join(map(str, dims))}] : {TA(xi)} -> {T(out, dt)}",
+            [("%r", out, dt)], lambda v, f=f, d=dims: [f(v.astype(F64), axis=d)]))
+
     sm = randn("softmax", (3, 5, 7), scale=3.0)
     lx = randn("ln.x", (3, 5, 7), F64, 2.0) + 1.5
     lw, lb = randn("ln.w", (5, 7), F64), randn("ln.b", (5, 7), F64)
