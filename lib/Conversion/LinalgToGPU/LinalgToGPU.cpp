@@ -80,6 +80,21 @@ int64_t staticReductionSize(linalg::GenericOp op) {
   return n;
 }
 
+/// The first parallel dimension of `op` that some output does not index,
+/// if any. Its iterations would write the same output elements from
+/// different threads: a race on a GPU, where the CPU's loops write them in
+/// order.
+std::optional<unsigned> unindexedParallelDim(linalg::LinalgOp op) {
+  for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray())) {
+    if (it != utils::IteratorType::parallel)
+      continue;
+    for (OpOperand &init : op.getDpsInitsMutable())
+      if (!op.getMatchingIndexingMap(&init).isFunctionOfDim(d))
+        return d;
+  }
+  return std::nullopt;
+}
+
 /// Every linalg op of `f` becomes a kernel: parallel reductions directly,
 /// the rest through scf.parallel (reduction loops stay serial inside).
 LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape) {
@@ -93,6 +108,12 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape) {
     if (!op.hasPureBufferSemantics())
       return op->emitError("not supported by ds-gpu-pipeline: '")
              << op->getName() << "' on tensors after bufferization";
+    if (std::optional<unsigned> d = unindexedParallelDim(op))
+      return op->emitError("not supported by ds-gpu-pipeline: parallel "
+                           "dimension ")
+             << *d << " of '" << op->getName()
+             << "' does not index its output (its iterations would race "
+                "on the same elements)";
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
     if (generic && isParallelReduction(generic)) {
       int64_t n = staticReductionSize(generic);

@@ -144,3 +144,19 @@ func.func @host_branch(%flag: memref<i1>, %x: memref<4xf32>) {
   memref.dealloc %m : memref<?xf32>
   return
 }
+
+// -----
+
+// A parallel dimension the output does not index: its iterations would
+// write the same elements from different threads (a race), where the CPU's
+// loops write them in order. Refused by name.
+func.func @racy(%x: memref<8x16xf32>, %y: memref<16xf32>) {
+  // expected-error @+1 {{not supported by ds-gpu-pipeline: parallel dimension 0 of 'linalg.generic' does not index its output}}
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x16xf32>) outs(%y : memref<16xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  }
+  return
+}
