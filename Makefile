@@ -27,6 +27,9 @@
 #                block-sparse GPT training (the seeds' 80 -> 98 % schedule,
 #                constant 90 %) vs dense; data-parallel GPT on 4 MPI ranks,
 #                every all-reduce compression vs uncompressed
+#   make gpu-emulated  the whole GPU device check (scripts/gpu-check.sh)
+#                without a GPU: every step compiled with its kernels run on
+#                the host, trained on the stub libcuda, one table
 
 LLVM_PREFIX  ?= /usr/lib/llvm-22
 BUILD_DIR    ?= build
@@ -39,7 +42,7 @@ DEB_PACKAGES := cmake ninja-build clang-22 lld-22 llvm-22-dev llvm-22-tools \
                 libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev \
                 python3 python3-venv
 
-.PHONY: all deps build check docs demo bench accuracy clean
+.PHONY: all deps build check docs demo bench accuracy gpu-emulated clean
 
 all: build
 
@@ -95,6 +98,15 @@ bench: build
 	  --ds-plan $(BUILD_DIR)/bin/ds-plan
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/pipeline_bench.py \
 	  --ds-run $(BUILD_DIR)/bin/ds-run --ds-plan $(BUILD_DIR)/bin/ds-plan
+
+EMULATED := $(BUILD_DIR)/gpu-bundle-emulated
+gpu-emulated: build
+	./scripts/gpu-check.sh prepare --emulate-kernels --build $(BUILD_DIR) --out $(EMULATED)
+	env DS_CUDA_DRIVER=$(BUILD_DIR)/lib/stub-cuda/libcuda.so.1 \
+	  DS_CUBLASLT_LIBRARY=$(BUILD_DIR)/lib/stub-cuda/libcublasLt.so \
+	  DS_GPU_CHECK_PYTHON=$(HOME)/.cache/ds-mlir/venv/bin/python \
+	  DS_GPU_CHECK_REPORT=$(EMULATED)/report \
+	  bash $(EMULATED)/gpu-check.sh run $(EMULATED)
 
 clean:
 	rm -rf $(BUILD_DIR)
