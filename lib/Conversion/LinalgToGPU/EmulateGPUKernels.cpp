@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_EMULATEGPUKERNELSPASS
@@ -57,6 +58,7 @@ public:
   LogicalResult run() {
     if (failed(checkSupported()))
       return failure();
+    replaceIndexOps();
     Location loc = launch.getLoc();
     OpBuilder b(launch);
     gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
@@ -114,8 +116,15 @@ private:
     if (!launch.getAsyncDependencies().empty() || launch.getAsyncToken())
       return refuse(launch, "an asynchronous launch (emulate before "
                             "gpu-async-region)");
+    if (!launch.getBody().hasOneBlock())
+      return refuse(launch, "a launch body of several blocks (emulate "
+                            "before convert-scf-to-cf)");
     WalkResult r = launch.getBody().walk([&](Operation *op) {
-      if (isa<gpu::ShuffleOp, gpu::SubgroupReduceOp, gpu::LaunchOp>(op) ||
+      if (isa<gpu::ShuffleOp, gpu::SubgroupReduceOp, gpu::LaunchOp,
+              gpu::LaneIdOp, gpu::GlobalIdOp, gpu::SubgroupIdOp,
+              gpu::NumSubgroupsOp, gpu::SubgroupSizeOp, gpu::ClusterIdOp,
+              gpu::ClusterDimOp, gpu::ClusterBlockIdOp, gpu::ClusterDimBlocksOp,
+              gpu::PrintfOp>(op) ||
           op->getName().getStringRef() == "gpu.dynamic_shared_memory") {
         (void)refuse(op, Twine("'") + op->getName().getStringRef() + "'");
         return WalkResult::interrupt();
@@ -138,6 +147,34 @@ private:
   static Value reversed(OpBuilder &b, Location loc, Value i, Value n) {
     Value last = arith::SubIOp::create(b, loc, n, indexConstant(b, loc, 1));
     return arith::SubIOp::create(b, loc, last, i);
+  }
+
+  /// gpu.thread_id and its kin inside the body become the launch's own
+  /// block arguments, which the loops map.
+  void replaceIndexOps() {
+    auto pick = [](gpu::KernelDim3 dims, gpu::Dimension d) {
+      return d == gpu::Dimension::x   ? dims.x
+             : d == gpu::Dimension::y ? dims.y
+                                      : dims.z;
+    };
+    SmallVector<Operation *> dead;
+    launch.getBody().walk([&](Operation *op) {
+      Value v;
+      if (auto t = dyn_cast<gpu::ThreadIdOp>(op))
+        v = pick(launch.getThreadIds(), t.getDimension());
+      else if (auto b = dyn_cast<gpu::BlockIdOp>(op))
+        v = pick(launch.getBlockIds(), b.getDimension());
+      else if (auto bd = dyn_cast<gpu::BlockDimOp>(op))
+        v = pick(launch.getBlockSize(), bd.getDimension());
+      else if (auto gd = dyn_cast<gpu::GridDimOp>(op))
+        v = pick(launch.getGridSize(), gd.getDimension());
+      if (!v)
+        return;
+      op->getResult(0).replaceAllUsesWith(v);
+      dead.push_back(op);
+    });
+    for (Operation *op : dead)
+      op->erase();
   }
 
   bool definedInLaunch(Value v) {
@@ -223,13 +260,15 @@ private:
                     const llvm::SmallPtrSetImpl<Operation *> &in) {
     if (perThread.count(v))
       return;
+    Operation *def = v.getDefiningOp();
+    if (def && def->hasTrait<OpTrait::ConstantLike>())
+      return; // recomputed where it is read
     if (storable(v.getType())) {
       Value buffer = newBuffer(v.getType(), v.getLoc());
       memref::StoreOp::create(b, v.getLoc(), m.lookup(v), buffer, t);
       perThread[v] = buffer;
       return;
     }
-    Operation *def = v.getDefiningOp();
     if (!def || !isMemoryEffectFree(def))
       return; // materialize reports it where it is needed
     for (Value operand : def->getOperands())
@@ -315,9 +354,11 @@ private:
       auto differs = scf::IfOp::create(
           cb, loc, arith::XOrIOp::create(cb, loc, same, trueValue(cb, loc)));
       OpBuilder fb = OpBuilder::atBlockTerminator(differs.thenBlock());
-      emitFatal(fb, loc,
-                "ds-emulate-gpu-kernels: the threads of a block disagree on a "
-                "value that decides a synchronisation");
+      if (failed(emitFatal(fb, loc,
+                           "ds-emulate-gpu-kernels: the threads of a block "
+                           "disagree on a value that decides a "
+                           "synchronisation")))
+        return failure();
       scope.map(v, first);
       return first;
     }
@@ -339,13 +380,14 @@ private:
   }
 
   /// Writes `message` to standard error (unbuffered: write(2)) and aborts.
-  void emitFatal(OpBuilder &b, Location loc, StringRef message) {
+  LogicalResult emitFatal(OpBuilder &b, Location loc, StringRef message) {
     auto module = launch->getParentOfType<ModuleOp>();
     MLIRContext *ctx = b.getContext();
     auto ptr = LLVM::LLVMPointerType::get(ctx);
     std::string text = (message + "\n").str();
     std::string name =
-        "__ds_emulate_msg_" + std::to_string(llvm::hash_value(text) & 0xffff);
+        "__ds_emulate_msg_" +
+        llvm::utohexstr(static_cast<uint64_t>(llvm::hash_value(text)));
     OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
     if (!module.lookupSymbol(name))
       LLVM::GlobalOp::create(
@@ -353,20 +395,32 @@ private:
           LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), text.size()),
           /*isConstant=*/true, LLVM::Linkage::Internal, name,
           mb.getStringAttr(text));
-    auto declare = [&](StringRef fn, FunctionType type) {
-      if (!module.lookupSymbol(fn))
+    // libc's write and abort, declared unless the module has them.
+    auto declare = [&](StringRef fn, FunctionType type) -> LogicalResult {
+      Operation *existing = module.lookupSymbol(fn);
+      if (!existing) {
         func::FuncOp::create(mb, loc, fn, type).setPrivate();
+        return success();
+      }
+      auto f = dyn_cast<func::FuncOp>(existing);
+      if (f && f.getFunctionType() == type)
+        return success();
+      return existing->emitError("ds-emulate-gpu-kernels: the emulated "
+                                 "kernels call libc's '")
+             << fn << "' as " << type << ", which this symbol is not";
     };
-    declare("write",
-            FunctionType::get(ctx, {b.getI32Type(), ptr, b.getI64Type()},
-                              {b.getI64Type()}));
-    declare("abort", FunctionType::get(ctx, {}, {}));
+    if (failed(declare("write", FunctionType::get(
+                                    ctx, {b.getI32Type(), ptr, b.getI64Type()},
+                                    {b.getI64Type()}))) ||
+        failed(declare("abort", FunctionType::get(ctx, {}, {}))))
+      return failure();
     Value addr = LLVM::AddressOfOp::create(b, loc, ptr, name);
     Value fd = arith::ConstantIntOp::create(b, loc, 2, 32);
     Value size = arith::ConstantIntOp::create(b, loc, text.size(), 64);
     func::CallOp::create(b, loc, "write", TypeRange{b.getI64Type()},
                          ValueRange{fd, addr, size});
     func::CallOp::create(b, loc, "abort", TypeRange{}, ValueRange{});
+    return success();
   }
 
   LogicalResult emitSync(OpBuilder &b, Operation *op) {
@@ -400,6 +454,7 @@ private:
       if (failed(lb) || failed(ub) || failed(step))
         return failure();
       auto copy = scf::ForOp::create(b, loc, *lb, *ub, *step);
+      copy.setUnsignedCmp(loop.getUnsignedCmp());
       uniform.map(loop.getInductionVar(), copy.getInductionVar());
       OpBuilder body = OpBuilder::atBlockTerminator(copy.getBody());
       return emitBlock(body, *loop.getBody());

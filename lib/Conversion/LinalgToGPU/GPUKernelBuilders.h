@@ -44,7 +44,10 @@ bool isParallelReduction(linalg::GenericOp op);
 /// per output element (a grid-stride loop over outputs past maxBlocks):
 /// the block's threads stride over the reduced elements, then combine
 /// their partial results with a block-wide `gpu.all_reduce`, and thread 0
-/// folds the total into the output. Requires isParallelReduction(op).
+/// folds the total into the output. With few outputs of many elements
+/// (static sizes), each output's range is split over several blocks that
+/// write partial results into a buffer, and a second launch folds those
+/// into the output. Requires isParallelReduction(op).
 void buildReductionLaunch(OpBuilder &b, linalg::GenericOp op,
                           const LaunchShape &shape);
 

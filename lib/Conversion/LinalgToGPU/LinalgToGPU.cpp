@@ -80,17 +80,23 @@ int64_t staticReductionSize(linalg::GenericOp op) {
   return n;
 }
 
-/// The first parallel dimension of `op` that some output does not index,
-/// if any. Its iterations would write the same output elements from
-/// different threads: a race on a GPU, where the CPU's loops write them in
-/// order.
-std::optional<unsigned> unindexedParallelDim(linalg::LinalgOp op) {
-  for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray())) {
-    if (it != utils::IteratorType::parallel)
-      continue;
-    for (OpOperand &init : op.getDpsInitsMutable())
-      if (!op.getMatchingIndexingMap(&init).isFunctionOfDim(d))
-        return d;
+/// Why some output of `op` would be written by several parallel
+/// iterations, if it would: a parallel dimension it does not index, or an
+/// indexing map that is not a projection of the loop dimensions (d0 floordiv
+/// 2). Those iterations run on different threads: a race on a GPU, where the
+/// CPU's loops write in order.
+std::optional<std::string> racingOutput(linalg::LinalgOp op) {
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    AffineMap map = op.getMatchingIndexingMap(&init);
+    if (!map.isProjectedPermutation(/*allowZeroInResults=*/true))
+      return "the indexing map of output " +
+             std::to_string(init.getOperandNumber()) +
+             " is not a projection of the loop dimensions";
+    for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray()))
+      if (it == utils::IteratorType::parallel && !map.isFunctionOfDim(d))
+        return "parallel dimension " + std::to_string(d) +
+               " does not index output " +
+               std::to_string(init.getOperandNumber());
   }
   return std::nullopt;
 }
@@ -108,12 +114,10 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape) {
     if (!op.hasPureBufferSemantics())
       return op->emitError("not supported by ds-gpu-pipeline: '")
              << op->getName() << "' on tensors after bufferization";
-    if (std::optional<unsigned> d = unindexedParallelDim(op))
-      return op->emitError("not supported by ds-gpu-pipeline: parallel "
-                           "dimension ")
-             << *d << " of '" << op->getName()
-             << "' does not index its output (its iterations would race "
-                "on the same elements)";
+    if (std::optional<std::string> why = racingOutput(op))
+      return op->emitError("not supported by ds-gpu-pipeline: '")
+             << op->getName() << "': " << *why
+             << " (its iterations would race on the same elements)";
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
     if (generic && isParallelReduction(generic)) {
       int64_t n = staticReductionSize(generic);

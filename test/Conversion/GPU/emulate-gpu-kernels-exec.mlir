@@ -12,6 +12,15 @@
 // RUN: | mlir-runner -e main -entry-point-result=void -shared-libs=%mlir_runner_libs \
 // RUN: | FileCheck %s
 
+// gpu.thread_id inside the body is the launch's thread id; an unsigned
+// loop around a barrier keeps its unsigned comparison (0 to 200 step 100
+// in i8: two trips, where a signed 200 would be -56 and none).
+// RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
+// RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts \
+// RUN: | mlir-runner -e unsigned_loop -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=UNSIGNED
+
 // A synchronisation that only some threads reach (its condition differs
 // across the threads) is undefined on a GPU; the emulation stops on it.
 // RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
@@ -26,6 +35,9 @@
 // CHECK: sizes = [2, 64]
 // CHECK-NEXT: {{\[}}[1,   3,   5,   7,   9,   11,   13,   15,   17,   19,   21,   23,   25,   27,   29,   31,   33,   35,   37,   39,   41,   43,   45,   47,   49,   51,   53,   55,   57,   59,   61,   63,   65,   67,   69,   71,   73,   75,   77,   79,   81,   83,   85,   87,   89,   91,   93,   95,   97,   99,   101,   103,   105,   107,   109,   111,   113,   115,   117,   119,   121,   123,   125,   -3969],
 // CHECK-NEXT: [1,   3,   5,   7,   9,   11,   13,   15,   17,   19,   21,   23,   25,   27,   29,   31,   33,   35,   37,   39,   41,   43,   45,   47,   49,   51,   53,   55,   57,   59,   61,   63,   65,   67,   69,   71,   73,   75,   77,   79,   81,   83,   85,   87,   89,   91,   93,   95,   97,   99,   101,   103,   105,   107,   109,   111,   113,   115,   117,   119,   121,   123,   125,   -3969]]
+
+// UNSIGNED: sizes = [4]
+// UNSIGNED-NEXT: [2,  3,  4,  5]
 
 // DIVERGENT: ds-emulate-gpu-kernels: the threads of a block disagree on a value that decides a synchronisation
 
@@ -92,5 +104,32 @@ func.func @divergent() {
     gpu.terminator
   }
   memref.dealloc %out : memref<f32>
+  return
+}
+
+func.func @unsigned_loop() {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %lb = arith.constant 0 : i8
+  %ub = arith.constant 200 : i8
+  %st = arith.constant 100 : i8
+  %one = arith.constant 1 : i64
+  %out = memref.alloc() : memref<4xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    %t = gpu.thread_id x
+    %ti = arith.index_cast %t : index to i64
+    memref.store %ti, %out[%t] : memref<4xi64>
+    scf.for unsigned %k = %lb to %ub step %st : i8 {
+      %o = memref.load %out[%t] : memref<4xi64>
+      %o2 = arith.addi %o, %one : i64
+      gpu.barrier
+      memref.store %o2, %out[%t] : memref<4xi64>
+    }
+    gpu.terminator
+  }
+  %u = memref.cast %out : memref<4xi64> to memref<*xi64>
+  call @printMemrefI64(%u) : (memref<*xi64>) -> ()
+  memref.dealloc %out : memref<4xi64>
   return
 }

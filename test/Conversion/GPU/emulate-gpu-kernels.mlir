@@ -131,3 +131,35 @@ func.func @shared(%out: memref<f32>) {
   }
   return
 }
+
+// -----
+
+func.func @several_blocks(%out: memref<4xi64>) {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  // expected-error @+1 {{cannot run a launch body of several blocks}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    %i = arith.index_cast %tx : index to i64
+    cf.br ^bb1(%i : i64)
+  ^bb1(%v: i64):
+    memref.store %v, %out[%tx] : memref<4xi64>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+func.func @lane_id(%out: memref<64xindex>) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    // expected-error @+1 {{cannot run 'gpu.lane_id'}}
+    %l = gpu.lane_id
+    memref.store %l, %out[%tx] : memref<64xindex>
+    gpu.terminator
+  }
+  return
+}

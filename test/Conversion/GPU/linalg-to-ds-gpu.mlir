@@ -151,10 +151,25 @@ func.func @host_branch(%flag: memref<i1>, %x: memref<4xf32>) {
 // write the same elements from different threads (a race), where the CPU's
 // loops write them in order. Refused by name.
 func.func @racy(%x: memref<8x16xf32>, %y: memref<16xf32>) {
-  // expected-error @+1 {{not supported by ds-gpu-pipeline: parallel dimension 0 of 'linalg.generic' does not index its output}}
+  // expected-error @+1 {{not supported by ds-gpu-pipeline: 'linalg.generic': parallel dimension 0 does not index output 1 (its iterations would race on the same elements)}}
   linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>],
                   iterator_types = ["parallel", "parallel"]}
       ins(%x : memref<8x16xf32>) outs(%y : memref<16xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    linalg.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// An output map that is not a projection: iterations i = 2k and 2k + 1
+// write the same element.
+func.func @racy_map(%x: memref<8xf32>, %y: memref<4xf32>) {
+  // expected-error @+1 {{not supported by ds-gpu-pipeline: 'linalg.generic': the indexing map of output 1 is not a projection of the loop dimensions}}
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i floordiv 2)>],
+                  iterator_types = ["parallel"]}
+      ins(%x : memref<8xf32>) outs(%y : memref<4xf32>) {
   ^bb0(%a: f32, %b: f32):
     linalg.yield %a : f32
   }
