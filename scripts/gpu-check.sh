@@ -24,7 +24,8 @@
 #     CMakeLists.txt and PyTorch's side of the benchmark, into one bundle of
 #     at most 60 MiB (default build/gpu-bundle).
 #     --emulate-kernels compiles every step to run its kernels on the host
-#     (ds-run --gpu-emulate-kernels) and leaves the benchmark out: such a
+#     (ds-run --gpu-emulate-kernels, at most 3 blocks per launch so that the
+#     grid-stride loops take several trips) and leaves the benchmark out: such a
 #     bundle runs only on the stub libcuda (DS_CUDA_DRIVER), where `run`
 #     then checks the whole GPU lowering but the NVVM back end here.
 #
@@ -117,7 +118,9 @@ prepare() {
   )
   local -A tolerance=([f32]=1e-4 [policy]=1e-2)
   local start=$SECONDS emu=() emu_py=()
-  ((emulate)) && emu=(--gpu-emulate-kernels) emu_py=(--emulate-kernels)
+  # Emulated, with at most 3 blocks per launch: the kernels' grid-stride
+  # loops take several trips, as they do at the benchmark's sizes.
+  ((emulate)) && emu=(--gpu-emulate-kernels --gpu-max-blocks 3) emu_py=(--emulate-kernels)
   rm -rf "$out" && mkdir -p "$out/cases" || die "cannot create $out"
   ((emulate)) && echo "kernels run on the host (ds-run --gpu-emulate-kernels): the stub libcuda only" > "$out/emulated"
   : > "$out/cases.txt"

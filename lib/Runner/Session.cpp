@@ -582,6 +582,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       mlir::ds::GPUPipelineConfig gpu;
       gpu.chip = options.gpuChip;
       gpu.emulateKernels = options.gpuEmulateKernels;
+      gpu.maxBlocks = options.gpuMaxBlocks;
       std::string why;
       if (failed(mlir::ds::buildGPUPipeline(pm, gpu, why)))
         return diags.error(why);

@@ -66,6 +66,13 @@ cl::opt<bool> gpuEmulateKernels(
              "kernels}); only on the stub libcuda, whose device memory is "
              "host memory"),
     cl::init(false), cl::cat(runCat));
+cl::opt<int64_t> gpuMaxBlocks(
+    "gpu-max-blocks",
+    cl::desc("With --device cuda: blocks at most per kernel launch (default "
+             "4096; the kernels' grid-stride loops cover the rest). A small "
+             "value makes those loops take several trips, which the "
+             "emulated kernels' tests use"),
+    cl::init(4096), cl::cat(runCat));
 cl::opt<std::string> emitStep(
     "emit-step",
     cl::desc("Compile the step ahead of time instead of running it: write "
@@ -601,6 +608,7 @@ int main(int argc, char **argv) {
   prepare.device = device;
   prepare.gpuChip = gpuChip;
   prepare.gpuEmulateKernels = gpuEmulateKernels;
+  prepare.gpuMaxBlocks = gpuMaxBlocks;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;
   prepare.pipelineStage = stage;

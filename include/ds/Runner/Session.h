@@ -68,6 +68,8 @@ struct PrepareOptions {
   /// kernels}), which needs a driver whose device memory is host memory
   /// (the stub libcuda).
   bool gpuEmulateKernels = false;
+  /// Blocks at most per kernel launch (ds-gpu-pipeline's max-blocks).
+  int64_t gpuMaxBlocks = 4096;
   /// Compile without running here: keep the machine code so that
   /// writeObject can save it (ds-run --emit-step). With device "cuda" no
   /// device is needed (the kernels are compiled for `gpuChip`).

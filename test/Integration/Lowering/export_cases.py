@@ -129,7 +129,9 @@ def compile_group(name, cases, args, workdir):
         if args.device == "cuda":
             cmd += ["--device", "cuda", "--gpu-chip", args.chip]
             if args.emulate_kernels:
-                cmd.append("--gpu-emulate-kernels")
+                # At most 3 blocks per launch: the grid-stride loops over
+                # elements and outputs take several trips.
+                cmd += ["--gpu-emulate-kernels", "--gpu-max-blocks", "3"]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode == 0:
             return kept, left
@@ -156,7 +158,7 @@ def main():
     ap.add_argument("--emulate-kernels", action="store_true",
                     help="with --device cuda: kernels run on the host (the "
                          "stub libcuda's testing mode, ds-run "
-                         "--gpu-emulate-kernels)")
+                         "--gpu-emulate-kernels), at most 3 blocks per launch")
     ap.add_argument("--group", action="append", choices=sorted(check_ops.GROUPS))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

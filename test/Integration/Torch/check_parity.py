@@ -118,7 +118,7 @@ def export_case(step, data, losses, model, initial, dtype, out, chip,
         step.save(mlir, params)
         device = [] if chip == "cpu" else ["--device", "cuda", "--gpu-chip", chip]
         if emulate_kernels and device:
-            device.append("--gpu-emulate-kernels")
+            device += ["--gpu-emulate-kernels", "--gpu-max-blocks", "3"]
         r = subprocess.run([DS_RUN, mlir, "--params", params, "--emit-step", out,
                             "--quiet"] + device, capture_output=True, text=True)
         if r.returncode:
