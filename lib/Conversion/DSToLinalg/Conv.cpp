@@ -103,7 +103,8 @@ Value convAsGemm(OpBuilder &b, Location loc, Value xp, Value w,
                        });
 }
 
-/// Checks the three 2-element attributes of a convolution gradient.
+/// Checks the three 2-element attributes and the float type of a
+/// convolution or its gradient.
 template <typename OpTy>
 LogicalResult checkConvAttrs(OpTy op, ConversionPatternRewriter &rewriter) {
   if (op.getStrides().size() != 2 || op.getPadding().size() != 2 ||
@@ -157,6 +158,23 @@ template <typename OpTy> struct ConvLowering : OpConversionPattern<OpTy> {
     rewriter.replaceOpWithNewOp<CastOp>(op, type, widened->getResult(0));
     return success();
   }
+
+  /// Checks the op, widens a narrow one left to the loop nests, and lowers
+  /// the rest with `lower`.
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const final {
+    if (failed(checkConvAttrs(op, rewriter)))
+      return failure();
+    if (!takesGemm(op) &&
+        succeeded(widenNarrow(op, adaptor.getOperands(), rewriter)))
+      return success();
+    return lower(op, adaptor, rewriter);
+  }
+
+  /// The lowering proper, of a checked op that is f32 or takes the GEMM.
+  virtual LogicalResult lower(OpTy op, typename OpTy::Adaptor adaptor,
+                              ConversionPatternRewriter &rewriter) const = 0;
 };
 
 //===----------------------------------------------------------------------===//
@@ -165,12 +183,8 @@ template <typename OpTy> struct ConvLowering : OpConversionPattern<OpTy> {
 
 struct Conv2DLowering : ConvLowering<Conv2DOp> {
   using ConvLowering::ConvLowering;
-  LogicalResult
-  matchAndRewrite(Conv2DOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    if (!takesGemm(op) &&
-        succeeded(widenNarrow(op, adaptor.getOperands(), rewriter)))
-      return success();
+  LogicalResult lower(Conv2DOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     auto outType = cast<RankedTensorType>(op.getType());
     Type elem = outType.getElementType();
@@ -179,11 +193,6 @@ struct Conv2DLowering : ConvLowering<Conv2DOp> {
     ArrayRef<int64_t> w = wType.getShape();
     ArrayRef<int64_t> pad = op.getPadding();
     int64_t groups = op.getGroups();
-    if (!isa<FloatType>(elem))
-      return rewriter.notifyMatchFailure(op, "expects float tensors");
-    if (pad.size() != 2 || op.getStrides().size() != 2 ||
-        op.getDilation().size() != 2)
-      return rewriter.notifyMatchFailure(op, "expects 2-element attributes");
 
     Value x =
         padWith(rewriter, loc, adaptor.getInput(), {0, 0, pad[0], pad[1]},
@@ -242,14 +251,8 @@ struct Conv2DLowering : ConvLowering<Conv2DOp> {
 
 struct Conv2DGradInputLowering : ConvLowering<Conv2DGradInputOp> {
   using ConvLowering::ConvLowering;
-  LogicalResult
-  matchAndRewrite(Conv2DGradInputOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    if (failed(checkConvAttrs(op, rewriter)))
-      return failure();
-    if (!takesGemm(op) &&
-        succeeded(widenNarrow(op, adaptor.getOperands(), rewriter)))
-      return success();
+  LogicalResult lower(Conv2DGradInputOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
     RankedTensorType dxType = op.getType();
@@ -339,14 +342,8 @@ struct Conv2DGradInputLowering : ConvLowering<Conv2DGradInputOp> {
 
 struct Conv2DGradWeightLowering : ConvLowering<Conv2DGradWeightOp> {
   using ConvLowering::ConvLowering;
-  LogicalResult
-  matchAndRewrite(Conv2DGradWeightOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    if (failed(checkConvAttrs(op, rewriter)))
-      return failure();
-    if (!takesGemm(op) &&
-        succeeded(widenNarrow(op, adaptor.getOperands(), rewriter)))
-      return success();
+  LogicalResult lower(Conv2DGradWeightOp op, OpAdaptor adaptor,
+                      ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
     RankedTensorType dwType = op.getType();
