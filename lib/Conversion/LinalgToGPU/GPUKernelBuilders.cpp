@@ -213,6 +213,8 @@ bool mlir::ds::gpu_kernels::isParallelReduction(linalg::GenericOp op) {
   return kind && identityOf(*kind, et);
 }
 
+namespace {
+
 /// Blocks that fill a large GPU (an H100/H200 runs 132 SMs x 8 blocks of
 /// 256 threads at once): a reduction with fewer outputs than this splits
 /// each output's range over several blocks.
@@ -220,11 +222,206 @@ constexpr int64_t kBlocksToFill = 1024;
 /// Reduced elements per thread at least, in each block of a split
 /// reduction: fewer, and the second pass costs more than it saves.
 constexpr int64_t kMinElementsPerThread = 8;
+/// Reduced elements per thread at least in a split column reduction (each
+/// thread folds a run of its output's elements): fewer, and the partial
+/// results cost more to write and fold than the elements they stand for.
+constexpr int64_t kMinColumnRun = 32;
 
-/// Blocks per output for a reduction of `numOut` outputs of `numRed`
+/// A parallel reduction generic taken apart: its combiner, its loops split
+/// into the output (parallel) and reduced dimensions, and their sizes.
+struct Reduction {
+  linalg::GenericOp op;
+  Operation *comb;
+  BlockArgument outArg; // the body's accumulator
+  Value x;              // the combiner's other operand
+  gpu::AllReduceOperation kind;
+  TypedAttr identity;
+  SmallVector<unsigned> parDims, redDims;
+  SmallVector<Value> parSizes, redSizes;
+  SmallVector<int64_t> parStatic;
+  int64_t numOutStatic = 1, numRedStatic = 1; // -1 when dynamic
+
+  Reduction(OpBuilder &b, linalg::GenericOp op) : op(op), comb(combinerOf(op)) {
+    Location loc = op.getLoc();
+    outArg = op.getBody()->getArgument(op.getNumDpsInputs());
+    x = comb->getOperand(0) == outArg ? comb->getOperand(1)
+                                      : comb->getOperand(0);
+    kind = *combinerKind(comb);
+    identity = identityOf(kind, comb->getResult(0).getType());
+    SmallVector<Range> ranges =
+        cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
+    SmallVector<int64_t> staticRanges = op.getStaticLoopRanges();
+    for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray())) {
+      Value size = getValueOrCreateConstantIndexOp(b, loc, ranges[d].size);
+      bool reduced = it == utils::IteratorType::reduction;
+      int64_t &count = reduced ? numRedStatic : numOutStatic;
+      count = ShapedType::isDynamic(staticRanges[d]) || count < 0
+                  ? -1
+                  : count * staticRanges[d];
+      (reduced ? redDims : parDims).push_back(d);
+      (reduced ? redSizes : parSizes).push_back(size);
+      if (!reduced)
+        parStatic.push_back(staticRanges[d]);
+    }
+  }
+
+  Value memOut() { return op.getDpsInitOperand(0)->get(); }
+
+  /// The loop indices of output `parIdx`, reduced element `redIdx`.
+  SmallVector<Value> loopIndices(ArrayRef<Value> parIdx,
+                                 ArrayRef<Value> redIdx) {
+    SmallVector<Value> ivs(op.getNumLoops());
+    for (auto [i, d] : llvm::enumerate(parDims))
+      ivs[d] = parIdx[i];
+    for (auto [i, d] : llvm::enumerate(redDims))
+      ivs[d] = redIdx[i];
+    return ivs;
+  }
+
+  /// `acc` combined with the element at loop indices `ivs`: the body,
+  /// its inputs loaded where their maps say.
+  Value combineElement(OpBuilder &b, Location loc, ArrayRef<Value> ivs,
+                       Value acc) {
+    Block &body = *op.getBody();
+    IRMapping map;
+    for (OpOperand *in : op.getDpsInputOperands()) {
+      Value v = in->get();
+      BlockArgument arg = body.getArgument(in->getOperandNumber());
+      if (!isa<MemRefType>(v.getType())) {
+        map.map(arg, v); // a scalar operand
+        continue;
+      }
+      SmallVector<Value> idx =
+          applyMap(b, loc, op.getMatchingIndexingMap(in), ivs);
+      map.map(arg, memref::LoadOp::create(b, loc, v, idx));
+    }
+    map.map(outArg, acc);
+    for (Operation &inner : body.without_terminator()) {
+      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+        map.map(index.getResult(), ivs[index.getDim()]);
+        continue;
+      }
+      b.clone(inner, map);
+    }
+    return map.lookup(comb->getResult(0));
+  }
+
+  /// The elements from `first` to `end` by `step`, folded from the
+  /// identity, for output `parIdx`.
+  Value foldRange(OpBuilder &b, Location loc, ArrayRef<Value> parIdx,
+                  Value first, Value end, Value step) {
+    Value init = arith::ConstantOp::create(b, loc, identity);
+    auto loop = scf::ForOp::create(
+        b, loc, first, end, step, ValueRange{init},
+        [&](OpBuilder &rb, Location l, Value r, ValueRange acc) {
+          SmallVector<Value> redIdx = delinearize(rb, l, r, redSizes);
+          scf::YieldOp::create(
+              rb, l,
+              combineElement(rb, l, loopIndices(parIdx, redIdx), acc[0]));
+        });
+    return loop.getResult(0);
+  }
+
+  /// Stores the combination of `total` and output `parIdx`'s value into it.
+  void foldIntoOutput(OpBuilder &b, Location loc, ArrayRef<Value> parIdx,
+                      Value total) {
+    SmallVector<Value> ivs(op.getNumLoops(), indexConstant(b, loc, 0));
+    for (auto [i, d] : llvm::enumerate(parDims))
+      ivs[d] = parIdx[i];
+    SmallVector<Value> idx = applyMap(
+        b, loc, op.getMatchingIndexingMap(op.getDpsInitOperand(0)), ivs);
+    Value old = memref::LoadOp::create(b, loc, memOut(), idx);
+    IRMapping fold;
+    fold.map(outArg, old);
+    fold.map(x, total);
+    Value folded = b.clone(*comb, fold)->getResult(0);
+    memref::StoreOp::create(b, loc, folded, memOut(), idx);
+  }
+
+  /// A buffer for `split` partial results per output: [outputs..., split].
+  Value allocPartials(OpBuilder &b, Location loc, int64_t split) {
+    SmallVector<int64_t> shape(parStatic);
+    shape.push_back(split);
+    return memref::AllocOp::create(
+        b, loc, MemRefType::get(shape, comb->getResult(0).getType()));
+  }
+
+  /// Folds `partials` ([outputs..., split], written by a first launch) into
+  /// the output, as a linalg reduction of its own (outputs' dimensions, then
+  /// the split one) with the same combiner: its rows are contiguous, so it
+  /// gets a block per output. Frees `partials` after.
+  void foldPartials(OpBuilder &b, Location loc, Value partials,
+                    const LaunchShape &shape) {
+    MLIRContext *ctx = b.getContext();
+    unsigned numPar = parDims.size();
+    SmallVector<AffineExpr> toNew(op.getNumLoops(),
+                                  getAffineConstantExpr(0, ctx));
+    for (auto [i, d] : llvm::enumerate(parDims))
+      toNew[d] = getAffineDimExpr(i, ctx);
+    AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+    AffineMap newOutMap =
+        outMap.replaceDimsAndSymbols(toNew, {}, numPar + 1, 0);
+    AffineMap partialMap = AffineMap::getMultiDimIdentityMap(numPar + 1, ctx);
+    SmallVector<utils::IteratorType> iterators(numPar,
+                                               utils::IteratorType::parallel);
+    iterators.push_back(utils::IteratorType::reduction);
+    auto finish = linalg::GenericOp::create(
+        b, loc, ValueRange{partials}, ValueRange{memOut()},
+        ArrayRef<AffineMap>{partialMap, newOutMap}, iterators,
+        [&](OpBuilder &fb, Location l, ValueRange args) {
+          IRMapping fold;
+          fold.map(outArg, args[1]);
+          fold.map(x, args[0]);
+          Operation *folded = fb.clone(*comb, fold);
+          linalg::YieldOp::create(fb, l, folded->getResult(0));
+        });
+    buildReductionLaunch(b, finish, shape);
+    finish->erase();
+    memref::DeallocOp::create(b, loc, partials);
+  }
+};
+
+/// How far apart, in elements, the elements input `in` of `op` reads at two
+/// iterations one apart along loop dimension `d` are: 0 when it does not
+/// depend on `d`; nullopt when unknown (a dynamic stride, `d` inside a
+/// compound index expression).
+std::optional<int64_t> strideAlong(linalg::GenericOp op, OpOperand *in,
+                                   unsigned d) {
+  auto type = cast<MemRefType>(in->get().getType());
+  AffineMap map = op.getMatchingIndexingMap(in);
+  if (!map.isFunctionOfDim(d))
+    return 0;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return std::nullopt;
+  int64_t stride = 0;
+  for (auto [k, e] : llvm::enumerate(map.getResults())) {
+    if (!e.isFunctionOfDim(d))
+      continue;
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim || ShapedType::isDynamic(strides[k]))
+      return std::nullopt;
+    stride += strides[k];
+  }
+  return stride;
+}
+
+/// Whether every buffer `op` reads is read at consecutive (or the same)
+/// addresses by threads that are consecutive along loop dimension `d`:
+/// the condition for their loads to coalesce.
+bool coalescedAlong(linalg::GenericOp op, unsigned d) {
+  return llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+    if (!isa<MemRefType>(in->get().getType()))
+      return true;
+    std::optional<int64_t> s = strideAlong(op, in, d);
+    return s && (*s == 0 || *s == 1);
+  });
+}
+
+/// Blocks per output for a block reduction of `numOut` outputs of `numRed`
 /// elements each (static sizes; 1: no split).
-static int64_t splitFactor(int64_t numOut, int64_t numRed,
-                           const LaunchShape &shape) {
+int64_t blockSplit(int64_t numOut, int64_t numRed, const LaunchShape &shape) {
   if (numOut <= 0 || numRed <= 0 || numOut >= kBlocksToFill)
     return 1;
   int64_t byWork = numRed / (shape.blockSize * kMinElementsPerThread);
@@ -232,66 +429,38 @@ static int64_t splitFactor(int64_t numOut, int64_t numRed,
   return std::max<int64_t>(1, std::min(byWork, byBlocks));
 }
 
-void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
-                                                 linalg::GenericOp op,
-                                                 const LaunchShape &shape) {
-  Location loc = op.getLoc();
-  Operation *comb = combinerOf(op);
-  Block &body = *op.getBody();
-  BlockArgument outArg = body.getArgument(op.getNumDpsInputs());
-  Value x =
-      comb->getOperand(0) == outArg ? comb->getOperand(1) : comb->getOperand(0);
-  gpu::AllReduceOperation kind = *combinerKind(comb);
-  Type et = comb->getResult(0).getType();
-  TypedAttr identity = identityOf(kind, et);
+/// Runs of elements per output for a column reduction of `numOut` outputs
+/// of `numRed` elements each (static sizes; 1: no split): enough threads to
+/// fill the GPU, each folding at least kMinColumnRun elements.
+int64_t columnSplit(int64_t numOut, int64_t numRed, const LaunchShape &shape) {
+  if (numOut <= 0 || numRed <= 0)
+    return 1;
+  int64_t threadsToFill = kBlocksToFill * shape.blockSize;
+  int64_t byWork = numRed / kMinColumnRun;
+  int64_t byThreads = llvm::divideCeil(threadsToFill, numOut);
+  return std::max<int64_t>(1, std::min(byWork, byThreads));
+}
 
-  // Split the loops into the parallel (output) and reduced ones.
-  SmallVector<Range> ranges =
-      cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
-  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  SmallVector<unsigned> parDims, redDims;
-  SmallVector<Value> parSizes, redSizes;
-  SmallVector<int64_t> parStatic;
-  int64_t numOutStatic = 1, numRedStatic = 1;
-  SmallVector<int64_t> staticRanges = op.getStaticLoopRanges();
-  for (auto [d, it] : llvm::enumerate(iterators)) {
-    Value size = getValueOrCreateConstantIndexOp(b, loc, ranges[d].size);
-    int64_t &count =
-        it == utils::IteratorType::reduction ? numRedStatic : numOutStatic;
-    count = ShapedType::isDynamic(staticRanges[d]) || count < 0
-                ? -1
-                : count * staticRanges[d];
-    if (it == utils::IteratorType::reduction) {
-      redDims.push_back(d);
-      redSizes.push_back(size);
-    } else {
-      parDims.push_back(d);
-      parSizes.push_back(size);
-      parStatic.push_back(staticRanges[d]);
-    }
-  }
+/// A block per output (or per part of one): the block's threads stride
+/// over the output's reduced elements, then combine their partial results
+/// with a block-wide gpu.all_reduce, and thread 0 folds the total into the
+/// output (or writes it as a partial result, when split).
+void buildBlockReduction(OpBuilder &b, Reduction &red,
+                         const LaunchShape &shape) {
+  Location loc = red.op.getLoc();
   // Few outputs of many elements (a tensor's amax or norm: one output):
   // the first launch writes `split` partial results per output, each from
   // its own block, into `partials` [outputs..., split]; a second reduction
   // over the partials folds them into the output.
-  int64_t split = splitFactor(numOutStatic, numRedStatic, shape);
-  Value partials;
-  if (split > 1) {
-    SmallVector<int64_t> partialShape(parStatic);
-    partialShape.push_back(split);
-    partials =
-        memref::AllocOp::create(b, loc, MemRefType::get(partialShape, et));
-  }
-  Value numOut = product(b, loc, parSizes);
-  Value numRed = product(b, loc, redSizes);
+  int64_t split = blockSplit(red.numOutStatic, red.numRedStatic, shape);
+  Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
+  Value numOut = product(b, loc, red.parSizes);
+  Value numRed = product(b, loc, red.redSizes);
   Value splitValue = indexConstant(b, loc, split);
   Value numTasks =
       split > 1 ? arith::MulIOp::create(b, loc, numOut, splitValue) : numOut;
   Value threads = indexConstant(b, loc, shape.blockSize);
   Value blocks = clampBlocks(b, loc, numTasks, shape.maxBlocks);
-  Value memOut = op.getDpsInitOperand(0)->get();
-  AffineMap outMap = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
-  unsigned numLoops = op.getNumLoops();
 
   buildLaunch(
       b, loc, blocks, threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
@@ -315,45 +484,12 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
                     ob, l, arith::MulIOp::create(ob, l, part, stride), tid);
                 stride = arith::MulIOp::create(ob, l, stride, splitValue);
               }
-              SmallVector<Value> parIdx = delinearize(ob, l, o, parSizes);
-              Value init = arith::ConstantOp::create(ob, l, identity);
-              auto partial = scf::ForOp::create(
-                  ob, l, first, numRed, stride, ValueRange{init},
-                  [&](OpBuilder &rb, Location l2, Value r, ValueRange acc) {
-                    SmallVector<Value> redIdx =
-                        delinearize(rb, l2, r, redSizes);
-                    SmallVector<Value> ivs(numLoops);
-                    for (auto [i, d] : llvm::enumerate(parDims))
-                      ivs[d] = parIdx[i];
-                    for (auto [i, d] : llvm::enumerate(redDims))
-                      ivs[d] = redIdx[i];
-                    IRMapping map;
-                    for (OpOperand *in : op.getDpsInputOperands()) {
-                      Value v = in->get();
-                      BlockArgument arg =
-                          body.getArgument(in->getOperandNumber());
-                      if (!isa<MemRefType>(v.getType())) {
-                        map.map(arg, v); // a scalar operand
-                        continue;
-                      }
-                      SmallVector<Value> idx =
-                          applyMap(rb, l2, op.getMatchingIndexingMap(in), ivs);
-                      map.map(arg, memref::LoadOp::create(rb, l2, v, idx));
-                    }
-                    map.map(outArg, acc[0]);
-                    for (Operation &inner : body.without_terminator()) {
-                      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
-                        map.map(index.getResult(), ivs[index.getDim()]);
-                        continue;
-                      }
-                      rb.clone(inner, map);
-                    }
-                    scf::YieldOp::create(rb, l2,
-                                         map.lookup(comb->getResult(0)));
-                  });
+              SmallVector<Value> parIdx = delinearize(ob, l, o, red.parSizes);
+              Value partial =
+                  red.foldRange(ob, l, parIdx, first, numRed, stride);
               Value total = gpu::AllReduceOp::create(
-                  ob, l, partial.getResult(0),
-                  gpu::AllReduceOperationAttr::get(ob.getContext(), kind),
+                  ob, l, partial,
+                  gpu::AllReduceOperationAttr::get(ob.getContext(), red.kind),
                   /*uniform=*/true);
               Value isFirst = arith::CmpIOp::create(
                   ob, l, arith::CmpIPredicate::eq, tid, zero);
@@ -363,55 +499,84 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
                       SmallVector<Value> idx(parIdx);
                       idx.push_back(part);
                       memref::StoreOp::create(ib, l3, total, partials, idx);
-                      scf::YieldOp::create(ib, l3);
-                      return;
+                    } else {
+                      red.foldIntoOutput(ib, l3, parIdx, total);
                     }
-                    SmallVector<Value> ivs(numLoops, zero);
-                    for (auto [i, d] : llvm::enumerate(parDims))
-                      ivs[d] = parIdx[i];
-                    SmallVector<Value> idx = applyMap(ib, l3, outMap, ivs);
-                    Value old = memref::LoadOp::create(ib, l3, memOut, idx);
-                    IRMapping fold;
-                    fold.map(outArg, old);
-                    fold.map(x, total);
-                    Value folded = ib.clone(*comb, fold)->getResult(0);
-                    memref::StoreOp::create(ib, l3, folded, memOut, idx);
                     scf::YieldOp::create(ib, l3);
                   });
               scf::YieldOp::create(ob, l);
             });
       });
-  if (!partials)
-    return;
-
-  // The partials' reduction, as a linalg reduction of its own (outputs'
-  // dimensions, then the split one) that folds them into the output with
-  // the same combiner: G partials per output, so one block per output.
-  MLIRContext *ctx = b.getContext();
-  unsigned numPar = parDims.size();
-  SmallVector<AffineExpr> toNew(numLoops, getAffineConstantExpr(0, ctx));
-  for (auto [i, d] : llvm::enumerate(parDims))
-    toNew[d] = getAffineDimExpr(i, ctx);
-  AffineMap newOutMap = outMap.replaceDimsAndSymbols(toNew, {}, numPar + 1, 0);
-  AffineMap partialMap = AffineMap::getMultiDimIdentityMap(numPar + 1, ctx);
-  SmallVector<utils::IteratorType> newIterators(numPar,
-                                                utils::IteratorType::parallel);
-  newIterators.push_back(utils::IteratorType::reduction);
-  auto finish = linalg::GenericOp::create(
-      b, loc, ValueRange{partials}, ValueRange{memOut},
-      ArrayRef<AffineMap>{partialMap, newOutMap}, newIterators,
-      [&](OpBuilder &fb, Location l, ValueRange args) {
-        IRMapping fold;
-        fold.map(outArg, args[1]);
-        fold.map(x, args[0]);
-        Operation *folded = fb.clone(*comb, fold);
-        linalg::YieldOp::create(fb, l, folded->getResult(0));
-      });
-  buildReductionLaunch(b, finish, shape);
-  finish->erase();
-  memref::DeallocOp::create(b, loc, partials);
+  if (partials)
+    red.foldPartials(b, loc, partials, shape);
 }
 
+/// A thread per output (or per run of one output's elements, when split),
+/// consecutive threads on consecutive outputs: for reductions whose inputs
+/// are contiguous along the outputs rather than the reduced dimensions (a
+/// bias gradient sums [tokens, features] over the tokens), where a block
+/// per output would read one element per row. Each thread folds its run in
+/// order, so an unsplit reduction adds in the CPU's order.
+void buildColumnReduction(OpBuilder &b, Reduction &red,
+                          const LaunchShape &shape) {
+  Location loc = red.op.getLoc();
+  int64_t split = columnSplit(red.numOutStatic, red.numRedStatic, shape);
+  Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
+  Value numOut = product(b, loc, red.parSizes);
+  Value numRed = product(b, loc, red.redSizes);
+  Value splitValue = indexConstant(b, loc, split);
+  // Runs of ceil(numRed / split) elements; the last may be short or empty.
+  Value run =
+      split > 1
+          ? indexConstant(b, loc, llvm::divideCeil(red.numRedStatic, split))
+          : numRed;
+  Value numTasks =
+      split > 1 ? arith::MulIOp::create(b, loc, numOut, splitValue) : numOut;
+  buildGridStrideLaunch(
+      b, loc, numTasks, shape, [&](OpBuilder &kb, Location l, Value task) {
+        Value o = task, part;
+        if (split > 1) {
+          o = arith::RemUIOp::create(kb, l, task, numOut);
+          part = arith::DivUIOp::create(kb, l, task, numOut);
+        }
+        SmallVector<Value> parIdx = delinearize(kb, l, o, red.parSizes);
+        Value first = indexConstant(kb, l, 0), end = numRed;
+        if (split > 1) {
+          first = arith::MulIOp::create(kb, l, part, run);
+          end = arith::MinUIOp::create(
+              kb, l, arith::AddIOp::create(kb, l, first, run), numRed);
+        }
+        Value total =
+            red.foldRange(kb, l, parIdx, first, end, indexConstant(kb, l, 1));
+        if (!partials) {
+          red.foldIntoOutput(kb, l, parIdx, total);
+          return;
+        }
+        SmallVector<Value> idx(parIdx);
+        idx.push_back(part);
+        memref::StoreOp::create(kb, l, total, partials, idx);
+      });
+  if (partials)
+    red.foldPartials(b, loc, partials, shape);
+}
+
+} // namespace
+
+void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
+                                                 linalg::GenericOp op,
+                                                 const LaunchShape &shape) {
+  Reduction red(b, op);
+  // A block per output reads along the reduced dimensions, a thread per
+  // output along the outputs: pick the one whose loads coalesce, the block
+  // when both or neither do.
+  bool columns = !red.parDims.empty() &&
+                 !coalescedAlong(op, red.redDims.back()) &&
+                 coalescedAlong(op, red.parDims.back());
+  if (columns)
+    buildColumnReduction(b, red, shape);
+  else
+    buildBlockReduction(b, red, shape);
+}
 gpu::LaunchOp
 mlir::ds::gpu_kernels::buildSingleThreadLaunch(OpBuilder &b,
                                                ArrayRef<Operation *> ops) {

@@ -1,10 +1,10 @@
 //===- GPUKernelBuilders.h - gpu.launch shapes of the GPU path --*- C++ -*-===//
 //
 // The kernel shapes convert-linalg-to-ds-gpu emits, as reusable builders:
-// a 1-D grid-stride loop over an iteration space, a block-per-output
-// parallel reduction, and a one-thread kernel for scalar host code. Each
-// builds a `gpu.launch` at the builder's insertion point; outlining and
-// NVVM lowering come later in ds-gpu-pipeline.
+// a 1-D grid-stride loop over an iteration space, parallel reductions
+// (a block or a thread per output), and a one-thread kernel for scalar host
+// code. Each builds a `gpu.launch` at the builder's insertion point; outlining
+// and NVVM lowering come later in ds-gpu-pipeline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,14 +40,22 @@ buildGridStrideLaunch(OpBuilder &b, Location loc, Value total,
 /// with a combiner gpu.all_reduce knows, reading `out` nowhere else.
 bool isParallelReduction(linalg::GenericOp op);
 
-/// Replaces the (buffer-level) reduction `op` by a launch with one block
-/// per output element (a grid-stride loop over outputs past maxBlocks):
-/// the block's threads stride over the reduced elements, then combine
-/// their partial results with a block-wide `gpu.all_reduce`, and thread 0
-/// folds the total into the output. With few outputs of many elements
-/// (static sizes), each output's range is split over several blocks that
-/// write partial results into a buffer, and a second launch folds those
-/// into the output. Requires isParallelReduction(op).
+/// Replaces the (buffer-level) reduction `op` by launches, in one of two
+/// shapes, whichever reads its inputs at consecutive addresses from
+/// consecutive threads:
+/// - a block per output element (a grid-stride loop over outputs past
+///   maxBlocks), when the inputs are contiguous along the reduced
+///   dimensions (a row's sum, softmax's max): the block's threads stride
+///   over the reduced elements, then combine their partial results with a
+///   block-wide `gpu.all_reduce`, and thread 0 folds the total into the
+///   output;
+/// - a thread per output element, when they are contiguous along the
+///   outputs instead (a column's sum, a bias gradient): each thread folds
+///   its output's elements in order.
+/// With few outputs of many elements (static sizes), each output's range
+/// is split over several blocks (threads) that write partial results into
+/// a buffer, and a second launch folds those into the output. Requires
+/// isParallelReduction(op).
 void buildReductionLaunch(OpBuilder &b, linalg::GenericOp op,
                           const LaunchShape &shape);
 

@@ -86,6 +86,93 @@ func.func @full_sum(%x: memref<128x64xf32>, %s: memref<f32>) {
 
 // -----
 
+// A column reduction (a bias or layer-norm weight gradient: [tokens,
+// features] summed over the tokens) reads its rows contiguously along the
+// outputs, so a thread per output, consecutive threads on consecutive
+// features, rather than a block per output reading one element per row.
+// 256 outputs would fill 256 threads: each column is cut into 64 runs of
+// 32 rows (65536 threads), each thread folds its run in order into a
+// partial result, and a second launch (a block per output: the partials
+// are contiguous) folds the partials into the output. The per-row scalar
+// (%r, the same for every thread of a row) is read in place.
+// CHECK-LABEL: func.func @column_sum
+// CHECK:         %[[PART:.*]] = gpu.alloc{{ +}}() : memref<256x64xf32>
+// CHECK:         %[[LEN:.*]] = arith.constant 32 : index
+// CHECK:         gpu.launch
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:           scf.for %[[T:[^ ]*]] =
+// CHECK:             %[[O:.*]] = arith.remui %[[T]], %[[N:.*]] : index
+// CHECK:             %[[G:.*]] = arith.divui %[[T]], %[[N]] : index
+// CHECK:             %[[LO:.*]] = arith.muli %[[G]], %[[LEN]]
+// CHECK:             %[[HI0:.*]] = arith.addi %[[LO]], %[[LEN]]
+// CHECK:             %[[HI:.*]] = arith.minui %[[HI0]]
+// CHECK:             %[[S:.*]] = scf.for %[[R:[^ ]*]] = %[[LO]] to %[[HI]] step %{{.*}} iter_args
+// CHECK:               memref.load %arg0[%[[R]], %[[O]]]
+// CHECK:               memref.load %arg1[%[[R]]]
+// CHECK:             memref.store %[[S]], %[[PART]][%[[O]], %[[G]]]
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+// CHECK:         gpu.dealloc %[[PART]]
+func.func @column_sum(%x: memref<2048x256xf32>, %r: memref<2048xf32>, %g: memref<256xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(t, f) -> (t, f)>, affine_map<(t, f) -> (t)>,
+                                   affine_map<(t, f) -> (f)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x, %r : memref<2048x256xf32>, memref<2048xf32>) outs(%g : memref<256xf32>) {
+  ^bb0(%a: f32, %s: f32, %b: f32):
+    %p = arith.mulf %a, %s : f32
+    %n = arith.addf %b, %p : f32
+    linalg.yield %n : f32
+  }
+  return
+}
+
+// -----
+
+// Enough outputs to fill the GPU: no split, each thread folds its whole
+// column from the identity and then into the output.
+// CHECK-LABEL: func.func @column_max_unsplit
+// CHECK-NOT:     gpu.alloc
+// CHECK:         gpu.launch
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:           %[[M:.*]] = scf.for {{.*}} iter_args
+// CHECK:             arith.maximumf
+// CHECK:           %[[OLD:.*]] = memref.load %arg1
+// CHECK:           %[[NEW:.*]] = arith.maximumf %[[OLD]], %[[M]]
+// CHECK:           memref.store %[[NEW]], %arg1
+// CHECK-NOT:     gpu.launch
+func.func @column_max_unsplit(%x: memref<64x300000xf32>, %m: memref<300000xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(t, f) -> (t, f)>, affine_map<(t, f) -> (f)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<64x300000xf32>) outs(%m : memref<300000xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %n = arith.maximumf %b, %a : f32
+    linalg.yield %n : f32
+  }
+  return
+}
+
+// -----
+
+// One input contiguous along the outputs, the other along the reduced
+// dimension: neither shape reads both in order, so a block per output.
+// CHECK-LABEL: func.func @mixed_layouts
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+func.func @mixed_layouts(%x: memref<512x128xf32>, %y: memref<128x512xf32>, %s: memref<128xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(t, f) -> (t, f)>, affine_map<(t, f) -> (f, t)>,
+                                   affine_map<(t, f) -> (f)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x, %y : memref<512x128xf32>, memref<128x512xf32>) outs(%s : memref<128xf32>) {
+  ^bb0(%a: f32, %c: f32, %b: f32):
+    %p = arith.mulf %a, %c : f32
+    %n = arith.addf %b, %p : f32
+    linalg.yield %n : f32
+  }
+  return
+}
+
+// -----
+
 // A short reduction (10 classes) loops inside each thread instead: the
 // reduction dimension moved inside the parallel one, no all-reduce.
 // CHECK-LABEL: func.func @short_rows

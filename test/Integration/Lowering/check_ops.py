@@ -691,12 +691,19 @@ def reduction_cases():
                       [("%r", (2,), F32)], lambda v: [torch.amax(t64(v), 1).numpy()]))
 
     # Few outputs of many elements (a tensor's sum, amax or norm): the GPU
-    # path splits each output's range over several blocks and folds their
-    # partial results in a second launch.
+    # path splits each output's range over several blocks (or threads) and
+    # folds their partial results in a second launch.
     for name, shape, dims, op, f, dt in [
             ("reduce_sum_all_large_f32", (20000,), (0,), "reduce_sum", np.sum, F32),
             ("reduce_max_rows_large_f32", (3, 20000), (1,), "reduce_max", np.max, F32),
-            ("reduce_sum_cols_large_f64", (20000, 2), (0,), "reduce_sum", np.sum, F64)]:
+            ("reduce_sum_cols_large_f64", (20000, 2), (0,), "reduce_sum", np.sum, F64),
+            # Inputs contiguous along the outputs (a bias gradient): a thread
+            # per output on the GPU, each column cut into runs (700 = 20 x 34
+            # + 20: the last run short) whose partial results a second launch
+            # folds.
+            ("reduce_sum_cols_split_f32", (700, 40), (0,), "reduce_sum", np.sum, F32),
+            ("reduce_max_cols_3d_f32", (30, 50, 24), (0, 1), "reduce_max", np.max, F32),
+            ("reduce_sum_mid_f64", (6, 400, 10), (1,), "reduce_sum", np.sum, F64)]:
         xi = randn(name, shape, dt)
         out = tuple(s for i, s in enumerate(shape) if i not in dims)
         cases.append(Case(
