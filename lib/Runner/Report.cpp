@@ -14,6 +14,7 @@
 #include "llvm/Support/xxhash.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <sys/resource.h>
@@ -101,10 +102,33 @@ llvm::Error ds::runner::writeFileAtomic(StringRef path, StringRef contents) {
   return writeFileAtomic(path, [&](llvm::raw_ostream &os) { os << contents; });
 }
 
+/// `v` with every inf and NaN replaced by null: JSON has neither, and
+/// llvm::json would print them as `nan` and `inf`, which no parser reads
+/// (a diverged run's losses, say).
+static llvm::json::Value finiteOrNull(const llvm::json::Value &v) {
+  if (const llvm::json::Object *obj = v.getAsObject()) {
+    llvm::json::Object out;
+    for (const auto &[key, item] : *obj)
+      out[key] = finiteOrNull(item);
+    return out;
+  }
+  if (const llvm::json::Array *arr = v.getAsArray()) {
+    llvm::json::Array out;
+    for (const llvm::json::Value &item : *arr)
+      out.push_back(finiteOrNull(item));
+    return out;
+  }
+  if (v.kind() == llvm::json::Value::Number && !v.getAsInteger() &&
+      !std::isfinite(*v.getAsNumber()))
+    return nullptr;
+  return v;
+}
+
 llvm::Error ds::runner::writeJsonAtomic(StringRef path,
                                         const llvm::json::Value &value) {
+  llvm::json::Value finite = finiteOrNull(value);
   return writeFileAtomic(path, [&](llvm::raw_ostream &os) {
-    os << llvm::formatv("{0:2}", value) << '\n';
+    os << llvm::formatv("{0:2}", finite) << '\n';
   });
 }
 

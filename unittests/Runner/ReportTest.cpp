@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 
+#include <limits>
 #include <memory>
 
 using namespace ds::runner;
@@ -94,6 +95,25 @@ TEST(Report, WriteJsonAtomic) {
        it.increment(ec))
     ++entries;
   EXPECT_EQ(entries, 1);
+
+  // JSON has no NaN or inf: a diverged run's numbers are written as null,
+  // so the report still parses.
+  llvm::json::Value diverged = llvm::json::Object{
+      {"eval",
+       llvm::json::Array{llvm::json::Object{
+           {"loss", std::numeric_limits<double>::quiet_NaN()}, {"step", 2}}}},
+      {"final_loss", -std::numeric_limits<double>::infinity()},
+      {"ok", 1.5}};
+  ASSERT_EQ(message(writeJsonAtomic(path, diverged)), "");
+  buffer = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(bool(buffer));
+  parsed = llvm::json::parse((*buffer)->getBuffer());
+  ASSERT_TRUE(bool(parsed)) << (*buffer)->getBuffer().str();
+  const llvm::json::Object *root = parsed->getAsObject();
+  EXPECT_EQ(*root->get("final_loss"), nullptr);
+  EXPECT_EQ(*root->getArray("eval")->front().getAsObject()->get("loss"),
+            nullptr);
+  EXPECT_EQ(root->getNumber("ok"), 1.5);
 
   llvm::SmallString<128> missing(dir);
   llvm::sys::path::append(missing, "no/such/dir/x.json");

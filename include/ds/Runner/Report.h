@@ -51,7 +51,8 @@ writeFileAtomic(llvm::StringRef path,
                 llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 /// Writes `value` pretty-printed (2-space indent, trailing newline) to
-/// `path` atomically, as writeFileAtomic does.
+/// `path` atomically, as writeFileAtomic does. JSON has no inf or NaN:
+/// non-finite numbers are written as null.
 llvm::Error writeJsonAtomic(llvm::StringRef path,
                             const llvm::json::Value &value);
 
