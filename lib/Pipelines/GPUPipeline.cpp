@@ -49,6 +49,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.format = format;
   c.blockSize = blockSize;
   c.maxBlocks = maxBlocks;
+  c.fuseRows = fuseRows;
   c.optLevel = optLevel;
   c.toolkit = toolkit;
   c.emulateKernels = emulateKernels;
@@ -162,6 +163,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   ConvertLinalgToGPUPassOptions kernels;
   kernels.blockSize = config.blockSize;
   kernels.maxBlocks = config.maxBlocks;
+  kernels.fuseRows = config.fuseRows;
   pm.addPass(createConvertLinalgToGPUPass(kernels));
   cleanup();
   // 6. Narrow floats as on the CPU (one rounding per op; FP8 casts as exact

@@ -169,7 +169,14 @@ def ConvertLinalgToGPUPass
       block-wide `gpu.all_reduce` (shuffles and shared memory); with few
       outputs of many elements (a tensor's amax or norm), each output's
       range is split over several blocks that write partial results, and
-      a second launch folds those into the output;
+      a second launch folds those into the output; a reduction whose
+      inputs are contiguous along its outputs instead (a bias gradient)
+      runs a thread per output;
+    - a run of row-wise ops over the same rows (a softmax's max, sum and
+      normalisation; a layer norm's statistics and output) that starts at
+      a block-per-row reduction becomes one launch (`fuse-rows`): a block
+      per row runs them in turn with barriers between, so each row is
+      read from DRAM once;
     - everything else (elementwise chains, fills, copies, transposes, and
       reductions it cannot parallelise, serial per output) becomes a 1-D
       grid-stride loop over its parallel iteration space with
@@ -186,7 +193,10 @@ def ConvertLinalgToGPUPass
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
            "Threads per block (a multiple of 32, at most 1024)">,
     Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"4096",
-           "Blocks at most per launch; grid-stride loops cover the rest">
+           "Blocks at most per launch; grid-stride loops cover the rest">,
+    Option<"fuseRows", "fuse-rows", "bool", /*default=*/"true",
+           "Run consecutive row-wise ops over the same rows as one "
+           "block-per-row launch">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",

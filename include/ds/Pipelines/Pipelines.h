@@ -46,6 +46,9 @@ struct GPUPipelineConfig {
   std::string format = "bin";
   int64_t blockSize = 256;
   int64_t maxBlocks = 4096;
+  /// Consecutive row-wise ops over the same rows as one block-per-row
+  /// launch (convert-linalg-to-ds-gpu's fuse-rows).
+  bool fuseRows = true;
   unsigned optLevel = 3;
   /// The CUDA toolkit (ptxas, libdevice); empty: $CUDA_HOME or
   /// /usr/local/cuda.
@@ -78,6 +81,11 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "max-blocks",
       llvm::cl::desc("Blocks at most per launch (grid-stride loops)"),
       llvm::cl::init(4096)};
+  PassOptions::Option<bool> fuseRows{
+      *this, "fuse-rows",
+      llvm::cl::desc("Run a softmax's or a layer norm's passes over each row "
+                     "as one block-per-row launch"),
+      llvm::cl::init(true)};
   PassOptions::Option<unsigned> optLevel{
       *this, "opt-level", llvm::cl::desc("NVPTX optimisation level"),
       llvm::cl::init(3)};

@@ -381,44 +381,6 @@ struct Reduction {
   }
 };
 
-/// How far apart, in elements, the elements input `in` of `op` reads at two
-/// iterations one apart along loop dimension `d` are: 0 when it does not
-/// depend on `d`; nullopt when unknown (a dynamic stride, `d` inside a
-/// compound index expression).
-std::optional<int64_t> strideAlong(linalg::GenericOp op, OpOperand *in,
-                                   unsigned d) {
-  auto type = cast<MemRefType>(in->get().getType());
-  AffineMap map = op.getMatchingIndexingMap(in);
-  if (!map.isFunctionOfDim(d))
-    return 0;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(type.getStridesAndOffset(strides, offset)))
-    return std::nullopt;
-  int64_t stride = 0;
-  for (auto [k, e] : llvm::enumerate(map.getResults())) {
-    if (!e.isFunctionOfDim(d))
-      continue;
-    auto dim = dyn_cast<AffineDimExpr>(e);
-    if (!dim || ShapedType::isDynamic(strides[k]))
-      return std::nullopt;
-    stride += strides[k];
-  }
-  return stride;
-}
-
-/// Whether every buffer `op` reads is read at consecutive (or the same)
-/// addresses by threads that are consecutive along loop dimension `d`:
-/// the condition for their loads to coalesce.
-bool coalescedAlong(linalg::GenericOp op, unsigned d) {
-  return llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *in) {
-    if (!isa<MemRefType>(in->get().getType()))
-      return true;
-    std::optional<int64_t> s = strideAlong(op, in, d);
-    return s && (*s == 0 || *s == 1);
-  });
-}
-
 /// Blocks per output for a block reduction of `numOut` outputs of `numRed`
 /// elements each (static sizes; 1: no split).
 int64_t blockSplit(int64_t numOut, int64_t numRed, const LaunchShape &shape) {
@@ -562,6 +524,41 @@ void buildColumnReduction(OpBuilder &b, Reduction &red,
 
 } // namespace
 
+/// How far apart, in elements, the elements input `in` of `op` reads at two
+/// iterations one apart along loop dimension `d` are: 0 when it does not
+/// depend on `d`; nullopt when unknown (a dynamic stride, `d` inside a
+/// compound index expression).
+static std::optional<int64_t> strideAlong(linalg::GenericOp op, OpOperand *in,
+                                          unsigned d) {
+  auto type = cast<MemRefType>(in->get().getType());
+  AffineMap map = op.getMatchingIndexingMap(in);
+  if (!map.isFunctionOfDim(d))
+    return 0;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return std::nullopt;
+  int64_t stride = 0;
+  for (auto [k, e] : llvm::enumerate(map.getResults())) {
+    if (!e.isFunctionOfDim(d))
+      continue;
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim || ShapedType::isDynamic(strides[k]))
+      return std::nullopt;
+    stride += strides[k];
+  }
+  return stride;
+}
+
+bool mlir::ds::gpu_kernels::coalescedAlong(linalg::GenericOp op, unsigned d) {
+  return llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+    if (!isa<MemRefType>(in->get().getType()))
+      return true;
+    std::optional<int64_t> s = strideAlong(op, in, d);
+    return s && (*s == 0 || *s == 1);
+  });
+}
+
 void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
                                                  linalg::GenericOp op,
                                                  const LaunchShape &shape) {
@@ -576,6 +573,173 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
     buildColumnReduction(b, red, shape);
   else
     buildBlockReduction(b, red, shape);
+}
+
+bool mlir::ds::gpu_kernels::isBlockRowReduction(linalg::GenericOp op,
+                                                const LaunchShape &shape) {
+  if (!isParallelReduction(op) || !op.hasPureBufferSemantics())
+    return false;
+  // Output dimensions first, then the reduced ones, all static.
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  unsigned numPar = op.getNumParallelLoops();
+  if (numPar == 0 ||
+      llvm::any_of(ArrayRef(iterators).take_front(numPar),
+                   [](auto it) { return it != utils::IteratorType::parallel; }))
+    return false;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return false;
+  int64_t numOut = 1, numRed = 1;
+  for (auto [d, size] : llvm::enumerate(ranges))
+    (d < numPar ? numOut : numRed) *= size;
+  return numRed >= kMinParallelReduction &&
+         blockSplit(numOut, numRed, shape) == 1 &&
+         coalescedAlong(op, op.getNumLoops() - 1);
+}
+
+namespace {
+
+/// Stores, at loop indices `ivs`, what the all-parallel `op`'s body yields
+/// there: its inputs (and the outputs it reads) loaded where their maps say.
+void emitParallelIteration(OpBuilder &b, Location loc, linalg::GenericOp op,
+                           ArrayRef<Value> ivs) {
+  Block &body = *op.getBody();
+  IRMapping map;
+  for (OpOperand &operand : op->getOpOperands()) {
+    BlockArgument arg = op.getMatchingBlockArgument(&operand);
+    Value v = operand.get();
+    if (!isa<MemRefType>(v.getType())) {
+      map.map(arg, v);
+      continue;
+    }
+    if (arg.use_empty())
+      continue;
+    SmallVector<Value> idx =
+        applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
+    map.map(arg, memref::LoadOp::create(b, loc, v, idx));
+  }
+  for (Operation &inner : body.without_terminator()) {
+    if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+      map.map(index.getResult(), ivs[index.getDim()]);
+      continue;
+    }
+    b.clone(inner, map);
+  }
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  for (auto [init, value] :
+       llvm::zip(op.getDpsInitsMutable(), yield.getOperands())) {
+    SmallVector<Value> idx =
+        applyMap(b, loc, op.getMatchingIndexingMap(&init), ivs);
+    memref::StoreOp::create(b, loc, map.lookupOrDefault(value), init.get(),
+                            idx);
+  }
+}
+
+/// One member of a row group at loop indices `ivs` (a fill or a copy, whose
+/// loops are its buffer's dimensions, or an all-parallel generic).
+void emitMemberIteration(OpBuilder &b, Location loc, Operation *op,
+                         ArrayRef<Value> ivs) {
+  if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    memref::StoreOp::create(b, loc, fill.getInputs()[0], fill.getOutputs()[0],
+                            ivs);
+  } else if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+    Value v = memref::LoadOp::create(b, loc, copy.getSource(), ivs);
+    memref::StoreOp::create(b, loc, v, copy.getTarget(), ivs);
+  } else {
+    emitParallelIteration(b, loc, cast<linalg::GenericOp>(op), ivs);
+  }
+}
+
+/// The rank of a row-group member's iteration space.
+unsigned memberRank(Operation *op) {
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return cast<MemRefType>(fill.getOutputs()[0].getType()).getRank();
+  if (auto copy = dyn_cast<memref::CopyOp>(op))
+    return cast<MemRefType>(copy.getTarget().getType()).getRank();
+  return cast<linalg::GenericOp>(op).getNumLoops();
+}
+
+} // namespace
+
+void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
+                                                ArrayRef<Operation *> ops,
+                                                ArrayRef<int64_t> rows,
+                                                ArrayRef<int64_t> reduced,
+                                                const LaunchShape &shape) {
+  Location loc = ops.front()->getLoc();
+  b.setInsertionPoint(ops.back());
+  int64_t numRows = 1, numRed = 1;
+  for (int64_t s : rows)
+    numRows *= s;
+  for (int64_t s : reduced)
+    numRed *= s;
+  Value threads = indexConstant(b, loc, shape.blockSize);
+  Value blocks =
+      clampBlocks(b, loc, indexConstant(b, loc, numRows), shape.maxBlocks);
+  buildLaunch(
+      b, loc, blocks, threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
+        Value tid = launch.getThreadIds().x;
+        Value blockSize = launch.getBlockSize().x;
+        Value numRowsValue = indexConstant(kb, loc, numRows);
+        Value numRedValue = indexConstant(kb, loc, numRed);
+        SmallVector<Value> rowSizes, redSizes;
+        for (int64_t s : rows)
+          rowSizes.push_back(indexConstant(kb, loc, s));
+        for (int64_t s : reduced)
+          redSizes.push_back(indexConstant(kb, loc, s));
+        Value isFirst = arith::CmpIOp::create(kb, loc, arith::CmpIPredicate::eq,
+                                              tid, indexConstant(kb, loc, 0));
+        // Rows are uniform across the block: every thread of a block works
+        // on the same one, as the all-reduces and barriers require.
+        scf::ForOp::create(
+            kb, loc, launch.getBlockIds().x, numRowsValue,
+            launch.getGridSize().x, ValueRange{},
+            [&](OpBuilder &ob, Location l, Value row, ValueRange) {
+              SmallVector<Value> rowIdx = delinearize(ob, l, row, rowSizes);
+              for (auto [i, op] : llvm::enumerate(ops)) {
+                Location ol = op->getLoc();
+                auto generic = dyn_cast<linalg::GenericOp>(op);
+                if (generic && generic.getNumReductionLoops() > 0) {
+                  Reduction red(ob, generic);
+                  Value partial = red.foldRange(ob, ol, rowIdx, tid,
+                                                numRedValue, blockSize);
+                  Value total =
+                      gpu::AllReduceOp::create(ob, ol, partial,
+                                               gpu::AllReduceOperationAttr::get(
+                                                   ob.getContext(), red.kind),
+                                               /*uniform=*/true);
+                  scf::IfOp::create(ob, ol, isFirst,
+                                    [&](OpBuilder &ib, Location il) {
+                                      red.foldIntoOutput(ib, il, rowIdx, total);
+                                      scf::YieldOp::create(ib, il);
+                                    });
+                } else if (memberRank(op) == rows.size()) {
+                  // One element per row: thread 0 computes it.
+                  scf::IfOp::create(ob, ol, isFirst,
+                                    [&](OpBuilder &ib, Location il) {
+                                      emitMemberIteration(ib, il, op, rowIdx);
+                                      scf::YieldOp::create(ib, il);
+                                    });
+                } else {
+                  // The row's elements, strided over the block's threads.
+                  scf::ForOp::create(
+                      ob, ol, tid, numRedValue, blockSize, ValueRange{},
+                      [&](OpBuilder &eb, Location el, Value c, ValueRange) {
+                        SmallVector<Value> ivs(rowIdx);
+                        llvm::append_range(ivs,
+                                           delinearize(eb, el, c, redSizes));
+                        emitMemberIteration(eb, el, op, ivs);
+                        scf::YieldOp::create(eb, el);
+                      });
+                }
+                // What this member wrote, another thread of the block may
+                // read in the next.
+                if (i + 1 < ops.size())
+                  gpu::BarrierOp::create(ob, ol);
+              }
+              scf::YieldOp::create(ob, l);
+            });
+      });
 }
 gpu::LaunchOp
 mlir::ds::gpu_kernels::buildSingleThreadLaunch(OpBuilder &b,

@@ -59,6 +59,34 @@ bool isParallelReduction(linalg::GenericOp op);
 void buildReductionLaunch(OpBuilder &b, linalg::GenericOp op,
                           const LaunchShape &shape);
 
+/// Below this many reduced elements per output, a block per output wastes
+/// most of its threads: one thread per output loops instead.
+constexpr int64_t kMinParallelReduction = 32;
+
+/// Whether consecutive threads along loop dimension `d` of `op` read every
+/// buffer it reads at consecutive (or the same) addresses: the condition
+/// for their loads to coalesce.
+bool coalescedAlong(linalg::GenericOp op, unsigned d);
+
+/// Whether buildReductionLaunch gives `op` a block per output, unsplit,
+/// with static loops, the output dimensions first: a row reduction that a
+/// row group (buildRowGroupLaunch) can take.
+bool isBlockRowReduction(linalg::GenericOp op, const LaunchShape &shape);
+
+/// Emits, before the last of `ops`, one launch in which a block per row
+/// (a grid-stride loop over rows past maxBlocks) runs `ops` in order on its
+/// row, with a barrier between consecutive ones: so a softmax's or a layer
+/// norm's passes over a row read it from DRAM once, later passes hitting
+/// the cache. Each op's loops are `rows` (thread 0 runs it: a fill, a copy
+/// or an all-parallel generic) or `rows` x `reduced` (the threads stride
+/// over the row: an all-parallel generic, a fill, a copy, or a row
+/// reduction, as in buildReductionLaunch). The caller checks that the ops
+/// may move there and that no row reads what another row's ops write
+/// (RowGroups.h); the ops are left in place.
+void buildRowGroupLaunch(OpBuilder &b, ArrayRef<Operation *> ops,
+                         ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
+                         const LaunchShape &shape);
+
 /// Moves `ops` (consecutive in one block, in order) into a one-block,
 /// one-thread launch inserted where the first was. Their results must not
 /// be used after the last.

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GPUKernelBuilders.h"
+#include "RowGroups.h"
 
 #include "ds/Conversion/Passes.h"
 
@@ -36,10 +37,6 @@ using namespace mlir::ds;
 using namespace mlir::ds::gpu_kernels;
 
 namespace {
-
-/// Below this many reduced elements per output, a block per output wastes
-/// most of its threads: one thread per output loops instead.
-constexpr int64_t kMinParallelReduction = 32;
 
 bool inKernel(Operation *op) { return op->getParentOfType<gpu::LaunchOp>(); }
 
@@ -99,6 +96,16 @@ std::optional<std::string> racingOutput(linalg::LinalgOp op) {
                std::to_string(init.getOperandNumber());
   }
   return std::nullopt;
+}
+
+/// Each row group of `f` (RowGroups.h) becomes one block-per-row launch.
+void fuseRowGroups(func::FuncOp f, const LaunchShape &shape) {
+  for (RowGroup &group : findRowGroups(f, shape)) {
+    OpBuilder b(group.ops.back());
+    buildRowGroupLaunch(b, group.ops, group.rows, group.reduced, shape);
+    for (Operation *op : llvm::reverse(group.ops))
+      op->erase();
+  }
 }
 
 /// Every linalg op of `f` becomes a kernel: parallel reductions directly,
@@ -470,6 +477,8 @@ struct ConvertLinalgToGPUPass
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal())
         continue;
+      if (fuseRows)
+        fuseRowGroups(f, shape);
       convertCopies(f);
       if (failed(convertLinalgOps(f, shape)))
         return signalPassFailure();

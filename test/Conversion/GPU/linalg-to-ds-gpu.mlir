@@ -1,4 +1,6 @@
 // RUN: ds-opt %s --convert-linalg-to-ds-gpu --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu=fuse-rows=false --split-input-file --verify-diagnostics \
+// RUN:   | FileCheck %s --check-prefix=UNFUSED
 
 // Elementwise: one grid-stride kernel of 256 threads per block over the
 // flattened iteration space (64 x 1000 = 64000 elements -> 250 blocks).
@@ -46,6 +48,130 @@ func.func @row_max(%x: memref<32x512xf32>, %m: memref<32xf32>) {
       ins(%x : memref<32x512xf32>) outs(%m : memref<32xf32>) {
   ^bb0(%a: f32, %b: f32):
     %r = arith.maximumf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A softmax's three passes over each row (the max, the sum of exponentials
+// into an accumulator filled and copied per row, the normalisation) run as
+// one block-per-row launch: a barrier between consecutive ops, thread 0
+// running the ops with one element per row, so each row is read from DRAM
+// once. The fill before the group stays a kernel of its own.
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK:         gpu.launch
+// CHECK:         gpu.launch
+// CHECK:           scf.for %[[ROW:[^ ]*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:             gpu.all_reduce maximumf
+// CHECK:             scf.if
+// CHECK:               memref.store %{{.*}}, %arg1[%[[ROW]]]
+// CHECK:             gpu.barrier
+// CHECK:             scf.if
+// CHECK:               memref.store %{{.*}}, %arg2[%[[ROW]]]
+// CHECK:             gpu.barrier
+// CHECK:             scf.if
+// CHECK:               memref.load %arg2[%[[ROW]]]
+// CHECK:               memref.store %{{.*}}, %[[ACC:.*]][%[[ROW]]]
+// CHECK:             gpu.barrier
+// CHECK:             gpu.all_reduce add
+// CHECK:             gpu.barrier
+// CHECK:             scf.for %[[C:[^ ]*]] = %{{.*}} to %{{.*}} step
+// CHECK:               memref.load %arg0[%[[ROW]], %[[C]]]
+// CHECK:               arith.divf
+// CHECK:               memref.store %{{.*}}, %arg3[%[[ROW]], %[[C]]]
+// CHECK-NOT:     gpu.launch
+// With fuse-rows=false: a launch per op (the copy a gpu.memcpy), no barrier.
+// UNFUSED-LABEL: func.func @softmax_rows
+// UNFUSED-COUNT-5: gpu.launch
+// UNFUSED-NOT:     gpu.barrier
+// UNFUSED-LABEL: func.func @cross_row
+func.func @softmax_rows(%x: memref<4096x512xf32>, %m: memref<4096xf32>, %z: memref<4096xf32>,
+                        %y: memref<4096x512xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%ninf : f32) outs(%m : memref<4096xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4096x512xf32>) outs(%m : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.maximumf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%z : memref<4096xf32>)
+  %s = memref.alloc() : memref<4096xf32>
+  memref.copy %z, %s : memref<4096xf32> to memref<4096xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x, %m : memref<4096x512xf32>, memref<4096xf32>) outs(%s : memref<4096xf32>) {
+  ^bb0(%a: f32, %mx: f32, %b: f32):
+    %d = arith.subf %a, %mx : f32
+    %e = math.exp %d : f32
+    %r = arith.addf %b, %e : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m, %s : memref<4096x512xf32>, memref<4096xf32>, memref<4096xf32>)
+      outs(%y : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %mx: f32, %sum: f32, %o: f32):
+    %d = arith.subf %a, %mx : f32
+    %e = math.exp %d : f32
+    %r = arith.divf %e, %sum : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %s : memref<4096xf32>
+  return
+}
+
+// -----
+
+// A second pass that reads another row's result (row 0's maximum) cannot
+// share the first one's launch: blocks run their rows independently.
+// CHECK-LABEL: func.func @cross_row
+// CHECK-NOT:     gpu.barrier
+func.func @cross_row(%x: memref<4096x512xf32>, %m: memref<4096xf32>, %s: memref<4096xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4096x512xf32>) outs(%m : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.maximumf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (0)>,
+                                   affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x, %m : memref<4096x512xf32>, memref<4096xf32>) outs(%s : memref<4096xf32>) {
+  ^bb0(%a: f32, %mx: f32, %b: f32):
+    %d = arith.subf %a, %mx : f32
+    %r = arith.addf %b, %d : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// The same loop sizes cut differently ([8 x 32] rows of 40 elements, then
+// 8 rows of 32 x 40) are not the same rows: no group.
+// CHECK-LABEL: func.func @other_rows
+// CHECK-NOT:     gpu.barrier
+func.func @other_rows(%x: memref<8x32x40xf32>, %m: memref<8x32xf32>, %s: memref<8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : memref<8x32x40xf32>) outs(%m : memref<8x32xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.maximumf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i)>],
+                  iterator_types = ["parallel", "reduction", "reduction"]}
+      ins(%x : memref<8x32x40xf32>) outs(%s : memref<8xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
     linalg.yield %r : f32
   }
   return

@@ -733,6 +733,19 @@ def reduction_cases():
                           [("%r", (5, 7), dt)],
                           lambda x, w, b: [F.layer_norm(t64(x), (7,), t64(w), t64(b)).numpy()],
                           rtol=3e-2, atol=3e-2))
+    # Rows of 32 elements or more: on the GPU, a softmax's (a layer norm's)
+    # passes over each row run in one block-per-row launch.
+    wide = randn("softmax.wide", (6, 48), scale=3.0)
+    for op, f, dt in [("softmax", torch.softmax, F32), ("log_softmax", torch.log_softmax, F64)]:
+        xi = wide.astype(dt)
+        cases.append(Case(f"{op}_rows48_{MLIR_ELEM[dt]}", [xi],
+                          f"%r = ds.{op} %a0 axis = 1 : {TA(xi)}", [("%r", xi.shape, dt)],
+                          lambda v, f=f: [f(t64(v), 1).numpy()]))
+    wx, ww, wb = randn("ln.wide.x", (5, 40)) + 1.0, randn("ln.wide.w", (40,)), randn("ln.wide.b", (40,))
+    cases.append(Case("layer_norm_rows40_f32", [wx, ww, wb],
+                      f"%r = ds.layer_norm %a0, %a1, %a2 : {TA(wx)}, {TA(ww)}, {TA(wb)}",
+                      [("%r", wx.shape, F32)],
+                      lambda x, w, b: [F.layer_norm(t64(x), (40,), t64(w), t64(b)).numpy()]))
     huge = (randn("softmax.big", (2, 6)) * 10 + np.array([[1000.0], [-1000.0]])).astype(F32)
     for op, f in [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]:
         cases.append(Case(f"{op}_stable", [huge], f"%r = ds.{op} %a0 axis = 1 : {TA(huge)}",

@@ -1,0 +1,195 @@
+//===- RowGroups.cpp - Runs of row-wise ops that one kernel can take ------===//
+//
+// See RowGroups.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RowGroups.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+using namespace mlir;
+using namespace mlir::ds::gpu_kernels;
+
+namespace {
+
+/// One buffer access of a member: the value, the map from the member's
+/// loops, and whether it writes.
+struct Access {
+  Value buffer;
+  AffineMap map;
+  bool writes;
+};
+
+/// The allocation or argument `v` is a view of.
+Value rootOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// The shape of a row-group candidate.
+enum class Kind { None, Reduction, OverRows, OverRowElements };
+
+/// What `op` is to a group over `rows` x `reduced` (None: not a member),
+/// with its buffer accesses.
+Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
+              const LaunchShape &shape, SmallVectorImpl<Access> &accesses) {
+  SmallVector<int64_t> rowElements(rows);
+  llvm::append_range(rowElements, reduced);
+  auto spaceKind = [&](ArrayRef<int64_t> space) {
+    if (space == ArrayRef(rows))
+      return Kind::OverRows;
+    if (space == ArrayRef(rowElements))
+      return Kind::OverRowElements;
+    return Kind::None;
+  };
+  auto identity = [&](unsigned rank) {
+    return AffineMap::getMultiDimIdentityMap(rank, op->getContext());
+  };
+  if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    auto type = dyn_cast<MemRefType>(fill.getOutputs()[0].getType());
+    if (!type || !type.hasStaticShape())
+      return Kind::None;
+    accesses.push_back({fill.getOutputs()[0], identity(type.getRank()), true});
+    return spaceKind(type.getShape());
+  }
+  if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+    auto src = cast<MemRefType>(copy.getSource().getType());
+    auto dst = cast<MemRefType>(copy.getTarget().getType());
+    if (!src.hasStaticShape() || src.getShape() != dst.getShape())
+      return Kind::None;
+    accesses.push_back({copy.getSource(), identity(src.getRank()), false});
+    accesses.push_back({copy.getTarget(), identity(dst.getRank()), true});
+    return spaceKind(src.getShape());
+  }
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || !generic.hasPureBufferSemantics())
+    return Kind::None;
+  for (Operation &inner : generic.getBody()->without_terminator())
+    if (inner.getNumRegions() != 0)
+      return Kind::None;
+  for (OpOperand &operand : generic->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    bool writes = generic.isDpsInit(&operand);
+    accesses.push_back(
+        {operand.get(), generic.getMatchingIndexingMap(&operand), writes});
+  }
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  if (generic.getNumReductionLoops() > 0) {
+    return ranges == rowElements &&
+                   generic.getNumParallelLoops() == rows.size() &&
+                   isBlockRowReduction(generic, shape)
+               ? Kind::Reduction
+               : Kind::None;
+  }
+  Kind kind = spaceKind(ranges);
+  // Over a row's elements, the threads stride along the last loop.
+  if (kind == Kind::OverRowElements &&
+      !coalescedAlong(generic, generic.getNumLoops() - 1))
+    return Kind::None;
+  return kind;
+}
+
+/// Whether `map` reaches a buffer at the row loops' own indices first
+/// (results 0..n-1 are d0..dn-1), its other results not involving them.
+bool rowLocal(AffineMap map, unsigned numRows) {
+  if (map.getNumResults() < numRows)
+    return false;
+  for (auto [k, e] : llvm::enumerate(map.getResults())) {
+    if (k < numRows) {
+      auto dim = dyn_cast<AffineDimExpr>(e);
+      if (!dim || dim.getPosition() != k)
+        return false;
+      continue;
+    }
+    for (unsigned d = 0; d < numRows; ++d)
+      if (e.isFunctionOfDim(d))
+        return false;
+  }
+  return true;
+}
+
+/// Whether no row of `accesses` (all the group's) touches an element of a
+/// buffer the group writes that another row touches.
+bool rowsIndependent(ArrayRef<Access> accesses, unsigned numRows) {
+  llvm::DenseMap<Value, Value> written; // root -> the one value reaching it
+  for (const Access &a : accesses)
+    if (a.writes)
+      written[rootOf(a.buffer)] = a.buffer;
+  for (const Access &a : accesses) {
+    auto it = written.find(rootOf(a.buffer));
+    if (it == written.end())
+      continue;
+    auto type = cast<MemRefType>(a.buffer.getType());
+    if (a.buffer != it->second || !type.getLayout().isIdentity() ||
+        !rowLocal(a.map, numRows))
+      return false;
+  }
+  return true;
+}
+
+/// Ops that may lie between members: the launch goes where the last member
+/// is, so they run before it, which only ops without memory effects (and
+/// allocations) allow.
+bool mayLieBetween(Operation *op) {
+  if (isa<memref::AllocOp>(op))
+    return true;
+  return op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
+         !op->hasTrait<OpTrait::IsTerminator>();
+}
+
+} // namespace
+
+SmallVector<RowGroup>
+mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
+  SmallVector<RowGroup> groups;
+  Block &block = f.getBody().front();
+  for (auto it = block.begin(); it != block.end(); ++it) {
+    auto first = dyn_cast<linalg::GenericOp>(&*it);
+    if (!first || !isBlockRowReduction(first, shape))
+      continue;
+    RowGroup group;
+    SmallVector<int64_t> ranges = first.getStaticLoopRanges();
+    unsigned numRows = first.getNumParallelLoops();
+    group.rows.assign(ranges.begin(), ranges.begin() + numRows);
+    group.reduced.assign(ranges.begin() + numRows, ranges.end());
+    SmallVector<Access> accesses;
+    SmallVector<Kind> kinds;
+    classify(first, group.rows, group.reduced, shape, accesses);
+    group.ops.push_back(first);
+    kinds.push_back(Kind::Reduction);
+    auto last = it;
+    for (auto next = std::next(it); next != block.end(); ++next) {
+      SmallVector<Access> more(accesses);
+      Kind kind = classify(&*next, group.rows, group.reduced, shape, more);
+      if (kind == Kind::None) {
+        if (mayLieBetween(&*next))
+          continue;
+        break;
+      }
+      if (!rowsIndependent(more, numRows))
+        break;
+      accesses = std::move(more);
+      group.ops.push_back(&*next);
+      kinds.push_back(kind);
+      last = next;
+    }
+    while (kinds.back() == Kind::OverRows) {
+      kinds.pop_back();
+      group.ops.pop_back();
+    }
+    int64_t passes =
+        llvm::count_if(kinds, [](Kind k) { return k != Kind::OverRows; });
+    if (passes < 2)
+      continue;
+    // Trimmed ops stay after the launch, at the last kept member.
+    last = group.ops.back()->getIterator();
+    groups.push_back(std::move(group));
+    it = last;
+  }
+  return groups;
+}

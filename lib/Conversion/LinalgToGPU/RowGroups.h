@@ -1,0 +1,46 @@
+//===- RowGroups.h - Runs of row-wise ops that one kernel can take -*- C++
+//-*-===//
+//
+// A softmax is three passes over each row (its max, the sum of exponentials,
+// the normalisation), a layer norm two or three, and their gradients as
+// many. As separate kernels, each pass reads the whole tensor from DRAM. A
+// row group is a run of such ops that a block per row can execute in turn
+// (buildRowGroupLaunch), so that the row is read from DRAM once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_CONVERSION_LINALGTOGPU_ROWGROUPS_H
+#define DS_LIB_CONVERSION_LINALGTOGPU_ROWGROUPS_H
+
+#include "GPUKernelBuilders.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::ds::gpu_kernels {
+
+/// Ops that may run as one row kernel, in program order, and their shape.
+struct RowGroup {
+  SmallVector<Operation *> ops;
+  SmallVector<int64_t> rows;    // the loops that index rows
+  SmallVector<int64_t> reduced; // the loops over a row's elements
+};
+
+/// The row groups of `f`'s body, disjoint. A group starts at a row
+/// reduction that would get a block per row (isBlockRowReduction) and
+/// takes the ops after it while each is one of
+///   - a row reduction over the same rows and row elements,
+///   - an all-parallel linalg.generic, linalg.fill or memref.copy whose
+///     loops are the rows, or the rows and the row elements (its loads
+///     coalescing along the row),
+/// and nothing but pure ops and allocations lies between them. Every
+/// buffer a member writes must be reached, by every member, through one
+/// value of identity layout and maps whose leading results are the row
+/// loops themselves (and whose others do not involve them): then a row's
+/// ops touch only their row's elements of it, and blocks never share one.
+/// A group reads at least two of its rows' tensors (fewer would save no
+/// pass); trailing ops over the rows alone are left out.
+SmallVector<RowGroup> findRowGroups(func::FuncOp f, const LaunchShape &shape);
+
+} // namespace mlir::ds::gpu_kernels
+
+#endif // DS_LIB_CONVERSION_LINALGTOGPU_ROWGROUPS_H
