@@ -391,6 +391,17 @@ int64_t blockSplit(int64_t numOut, int64_t numRed, const LaunchShape &shape) {
   return std::max<int64_t>(1, std::min(byWork, byBlocks));
 }
 
+/// Threads per block for a block per output of `numRed` elements (-1:
+/// dynamic). A row shorter than the block size gets as many threads as it
+/// has elements, rounded up to whole warps: an SM holds a fixed number of
+/// threads, so 64-thread blocks on rows of 64 put four times as many rows
+/// in flight as 256-thread blocks whose other 192 threads would idle.
+int64_t threadsPerRow(int64_t numRed, const LaunchShape &shape) {
+  if (numRed < 0 || numRed >= shape.blockSize)
+    return shape.blockSize;
+  return std::max<int64_t>(32, llvm::alignTo(numRed, 32));
+}
+
 /// Runs of elements per output for a column reduction of `numOut` outputs
 /// of `numRed` elements each (static sizes; 1: no split): enough threads to
 /// fill the GPU, each folding at least kMinColumnRun elements.
@@ -421,7 +432,9 @@ void buildBlockReduction(OpBuilder &b, Reduction &red,
   Value splitValue = indexConstant(b, loc, split);
   Value numTasks =
       split > 1 ? arith::MulIOp::create(b, loc, numOut, splitValue) : numOut;
-  Value threads = indexConstant(b, loc, shape.blockSize);
+  Value threads = indexConstant(
+      b, loc,
+      split > 1 ? shape.blockSize : threadsPerRow(red.numRedStatic, shape));
   Value blocks = clampBlocks(b, loc, numTasks, shape.maxBlocks);
 
   buildLaunch(
@@ -673,7 +686,7 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
     numRows *= s;
   for (int64_t s : reduced)
     numRed *= s;
-  Value threads = indexConstant(b, loc, shape.blockSize);
+  Value threads = indexConstant(b, loc, threadsPerRow(numRed, shape));
   Value blocks =
       clampBlocks(b, loc, indexConstant(b, loc, numRows), shape.maxBlocks);
   buildLaunch(

@@ -156,8 +156,13 @@ func.func @cross_row(%x: memref<4096x512xf32>, %m: memref<4096xf32>, %s: memref<
 // -----
 
 // The same loop sizes cut differently ([8 x 32] rows of 40 elements, then
-// 8 rows of 32 x 40) are not the same rows: no group.
+// 8 rows of 32 x 40) are not the same rows: no group. Rows of 40 get
+// blocks of 64 threads (whole warps), not 256 of which 216 would idle.
 // CHECK-LABEL: func.func @other_rows
+// CHECK-NOT:     gpu.barrier
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}}) threads({{.*}}) in (%{{.*}} = %c64,
+// CHECK-NOT:     gpu.barrier
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}}) threads({{.*}}) in (%{{.*}} = %c256,
 // CHECK-NOT:     gpu.barrier
 func.func @other_rows(%x: memref<8x32x40xf32>, %m: memref<8x32xf32>, %s: memref<8xf32>) {
   linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i, j)>],
