@@ -19,7 +19,8 @@
 #     the PyTorch parity cases (check_parity.py --export: each model,
 #     optimizer and dtype with PyTorch's losses and final tensors); compiles the GPT benchmark step (gen_examples.py gpt
 #     --d-model 1024 --heads 16 --seq 1024 --batch 8 --layers L) in f32,
-#     BF16-mixed and the FP8 policy; and copies the sources of the runtime's
+#     BF16-mixed and the FP8 policy (and FP8 without row groups, to measure
+#     them); and copies the sources of the runtime's
 #     CUDA backend, of ds-step-run and of the runtime check, with a
 #     CMakeLists.txt and PyTorch's side of the benchmark, into one bundle of
 #     at most 60 MiB (default build/gpu-bundle).
@@ -188,13 +189,16 @@ prepare() {
     mkdir -p "$out/bench"
     "$python" "$root/examples/gen_examples.py" gpt "${size[@]}" --dropout 0 \
       --layers "$layers" -o "$out/bench/gpt.mlir" || die "cannot generate the GPT step"
+    # fp8-unfused: the FP8 step without row groups (ds-run
+    # --gpu-fuse-rows=false), to measure what they save.
     local -A policies=(
       [f32]=""
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
       [fp8]="--precision=$policy"
+      [fp8-unfused]="--precision=$policy --gpu-fuse-rows=false"
     )
     local variant
-    for variant in f32 bf16 fp8; do
+    for variant in f32 bf16 fp8 fp8-unfused; do
       echo "gpu-check: gpt benchmark ($layers layers, d_model 1024) $variant: compiling for $chip"
       # shellcheck disable=SC2086
       "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
@@ -375,31 +379,18 @@ run_parity() {
   done
 }
 
-# The GPT step: ds (f32, BF16-mixed, FP8 policy) and PyTorch on one shape.
+# The GPT step: ds (f32, BF16-mixed, FP8 policy) and PyTorch on one shape,
+# then ds's FP8 step without row groups (last: the least important when
+# the budget runs short).
 bench_gpt() {
-  local bundle=$1 build=$2 size variant dir out work data=() ms_ds_fp8="" ms_pt_bf16=""
+  local bundle=$1 build=$2 size variant out ms_ds_fp8="" ms_pt_bf16="" ms_unfused=""
   read -r -a size < "$bundle/bench/size.txt"
-  local layers=${size[-1]} tokens=$((8 * 1024))
-  for f in "$bundle"/bench/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
+  local layers=${size[-1]}
+  bench_data=()
+  for f in "$bundle"/bench/data/*.npy; do bench_data+=(--data "$(basename "$f" .npy)=$f"); done
   for variant in f32 bf16 fp8; do
-    dir="$bundle/bench/gpt-$variant"
-    t=$(allow 90)
-    ((t > 0)) || { over_budget "gpt ${layers}x1024 ds $variant"; continue; }
-    [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
-    out=$(timeout "$t" "$build/ds-step-run" "$dir" --init-random 0 "${data[@]}" \
-            --steps 12 --report-every 12 2>&1)
-    local rc=$? ms host
-    [[ $rc -eq 124 ]] && out="error: timed out after $t s
-$out"
-    ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
-    host=$(grep -o 'host [0-9.]* ms' <<< "$out" | awk '{print $2}')
-    work=$(grep -o 'per step: [0-9]* kernel launches, [0-9]* cuBLASLt GEMMs' <<< "$out" | awk '{print $3 " launches + " $6 " GEMMs"}')
-    if [[ -n "$ms" ]]; then
-      row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms; ${work:-?}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
-      [[ $variant == fp8 ]] && ms_ds_fp8=$ms
-    else
-      row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (exit $rc)")" "$out"
-    fi
+    bench_ds "$bundle" "$build" "$variant" "$layers"
+    [[ $variant == fp8 ]] && ms_ds_fp8=$bench_ms
   done
   t=$(allow 180)
   if ((t == 0)); then
@@ -416,6 +407,37 @@ $out"
   fi
   if [[ -n "$ms_ds_fp8" && -n "$ms_pt_bf16" ]]; then
     row "ds fp8 vs torch autocast-bf16" "-" "$(awk -v a="$ms_pt_bf16" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx (goal >= 1.2x)", a/b}')"
+  fi
+  bench_ds "$bundle" "$build" fp8-unfused "$layers"
+  ms_unfused=$bench_ms
+  if [[ -n "$ms_ds_fp8" && -n "$ms_unfused" ]]; then
+    row "ds fp8: row groups vs unfused" "-" "$(awk -v a="$ms_unfused" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx faster", a/b}')"
+  fi
+}
+
+# One ds variant of the GPT step, 12 steps from a random state; its
+# ms/step in $bench_ms (empty when it did not run).
+bench_ds() {
+  local bundle=$1 build=$2 variant=$3 layers=$4 tokens=$((8 * 1024))
+  local dir="$bundle/bench/gpt-$variant" out work
+  bench_ms=""
+  [[ -d $dir ]] || return 0
+  t=$(allow 90)
+  ((t > 0)) || { over_budget "gpt ${layers}x1024 ds $variant"; return 0; }
+  [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
+  out=$(timeout "$t" "$build/ds-step-run" "$dir" --init-random 0 "${bench_data[@]}" \
+          --steps 12 --report-every 12 2>&1)
+  local rc=$? ms host
+  [[ $rc -eq 124 ]] && out="error: timed out after $t s
+$out"
+  ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
+  host=$(grep -o 'host [0-9.]* ms' <<< "$out" | awk '{print $2}')
+  work=$(grep -o 'per step: [0-9]* kernel launches, [0-9]* cuBLASLt GEMMs' <<< "$out" | awk '{print $3 " launches + " $6 " GEMMs"}')
+  if [[ -n "$ms" ]]; then
+    row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms; ${work:-?}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
+    bench_ms=$ms
+  else
+    row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (exit $rc)")" "$out"
   fi
 }
 

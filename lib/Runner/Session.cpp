@@ -583,6 +583,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.chip = options.gpuChip;
       gpu.emulateKernels = options.gpuEmulateKernels;
       gpu.maxBlocks = options.gpuMaxBlocks;
+      gpu.fuseRows = options.gpuFuseRows;
       std::string why;
       if (failed(mlir::ds::buildGPUPipeline(pm, gpu, why)))
         return diags.error(why);

@@ -73,6 +73,12 @@ cl::opt<int64_t> gpuMaxBlocks(
              "value makes those loops take several trips, which the "
              "emulated kernels' tests use"),
     cl::init(4096), cl::cat(runCat));
+cl::opt<bool> gpuFuseRows(
+    "gpu-fuse-rows",
+    cl::desc("With --device cuda: run a softmax's or a layer norm's passes "
+             "over each row as one block-per-row launch (ds-gpu-pipeline's "
+             "fuse-rows; default true, =false to compare)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<std::string> emitStep(
     "emit-step",
     cl::desc("Compile the step ahead of time instead of running it: write "
@@ -564,6 +570,12 @@ int main(int argc, char **argv) {
   }
   if (emitInit.getNumOccurrences() && emitStep.empty())
     return badOption("--emit-init goes with --emit-step");
+  if (device == "cpu")
+    for (cl::Option *flag : std::initializer_list<cl::Option *>{
+             &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuFuseRows})
+      if (flag->getNumOccurrences())
+        return badOption("--" + flag->ArgStr.str() +
+                         " goes with --device cuda");
   if (stageCount > 1 && !dsrt_comm_launched())
     return badOption("a pipeline of " + std::to_string(stageCount) +
                      " stages runs one stage per rank: start it with "
@@ -609,6 +621,7 @@ int main(int argc, char **argv) {
   prepare.gpuChip = gpuChip;
   prepare.gpuEmulateKernels = gpuEmulateKernels;
   prepare.gpuMaxBlocks = gpuMaxBlocks;
+  prepare.gpuFuseRows = gpuFuseRows;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;
   prepare.pipelineStage = stage;

@@ -70,6 +70,8 @@ struct PrepareOptions {
   bool gpuEmulateKernels = false;
   /// Blocks at most per kernel launch (ds-gpu-pipeline's max-blocks).
   int64_t gpuMaxBlocks = 4096;
+  /// Row groups as one launch (ds-gpu-pipeline's fuse-rows).
+  bool gpuFuseRows = true;
   /// Compile without running here: keep the machine code so that
   /// writeObject can save it (ds-run --emit-step). With device "cuda" no
   /// device is needed (the kernels are compiled for `gpuChip`).
