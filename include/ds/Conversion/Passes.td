@@ -177,6 +177,9 @@ def ConvertLinalgToGPUPass
       a block-per-row reduction becomes one launch (`fuse-rows`): a block
       per row runs them in turn with barriers between, so each row is
       read from DRAM once;
+    - a transpose of the two innermost dimensions moves 32 x 32 tiles
+      through shared memory, so that both its reads and its writes
+      coalesce;
     - everything else (elementwise chains, fills, copies, transposes, and
       reductions it cannot parallelise, serial per output) becomes a 1-D
       grid-stride loop over its parallel iteration space with
@@ -232,7 +235,9 @@ def EmulateGPUKernelsPass
     requires): the emulation checks that those values agree across the
     threads and, when they do not, writes a message to standard error and
     aborts.
-    Anything else it cannot run (shuffles, shared-memory attributions,
+    Shared memory (a static workgroup attribution) is one host buffer,
+    which the blocks use in turn.
+    Anything else it cannot run (shuffles, private attributions,
     all-reduce regions, loops that carry values across a synchronisation)
     is an error at the launch.
   }];

@@ -72,6 +72,16 @@ public:
     Value gridXY = b.createOrFold<arith::MulIOp>(loc, grid.x, grid.y);
     Value numBlocks = b.createOrFold<arith::MulIOp>(loc, gridXY, grid.z);
 
+    // Shared memory: one host buffer, which the blocks, running one after
+    // another, use in turn (CUDA leaves it uninitialised at each block's
+    // start too).
+    for (BlockArgument a : launch.getWorkgroupAttributions()) {
+      auto type = cast<MemRefType>(a.getType());
+      Value shared = memref::AllocOp::create(
+          b, loc, MemRefType::get(type.getShape(), type.getElementType()));
+      uniform.map(a, shared);
+      buffers.push_back(shared);
+    }
     auto blockLoop = scf::ForOp::create(b, loc, indexConstant(b, loc, 0),
                                         numBlocks, indexConstant(b, loc, 1));
     bufferBuilder = std::make_unique<OpBuilder>(blockLoop);
@@ -110,9 +120,14 @@ private:
       return refuse(launch, "a launch with thread-block clusters");
     if (launch.getDynamicSharedMemorySize())
       return refuse(launch, "a launch with dynamic shared memory");
-    if (launch.getNumWorkgroupAttributions() ||
-        launch.getNumPrivateAttributions())
-      return refuse(launch, "a launch with memory attributions");
+    if (launch.getNumPrivateAttributions())
+      return refuse(launch, "a launch with private memory attributions");
+    for (BlockArgument a : launch.getWorkgroupAttributions()) {
+      auto type = dyn_cast<MemRefType>(a.getType());
+      if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+        return refuse(launch, "a workgroup attribution that is not a static "
+                              "identity-layout buffer");
+    }
     if (!launch.getAsyncDependencies().empty() || launch.getAsyncToken())
       return refuse(launch, "an asynchronous launch (emulate before "
                             "gpu-async-region)");

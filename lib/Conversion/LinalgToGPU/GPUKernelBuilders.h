@@ -87,9 +87,24 @@ void buildRowGroupLaunch(OpBuilder &b, ArrayRef<Operation *> ops,
                          ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
                          const LaunchShape &shape);
 
-/// Moves `ops` (consecutive in one block, in order) into a one-block,
-/// one-thread launch inserted where the first was. Their results must not
-/// be used after the last.
+/// Whether `op` swaps its two innermost dimensions (the leading ones kept)
+/// on static buffers of 8- to 64-bit elements: what buildTiledTransposeLaunch
+/// takes. PrepareLibraryGemms makes such copies for cuBLASLt's FP8 GEMMs,
+/// which need the TN layout.
+bool isTiledTranspose(linalg::TransposeOp op);
+
+/// Emits, at the builder's point, `op` as a launch that
+/// moves 32 x 32 tiles through shared memory: a warp reads a tile row and
+/// writes a tile column, so both sides coalesce, where a thread per output
+/// element would read one element per row (one useful byte of every 32-byte
+/// sector for FP8). A grid-stride loop over tiles, with barriers after the
+/// tile fills and after it empties. Requires isTiledTranspose(op).
+void buildTiledTransposeLaunch(OpBuilder &b, linalg::TransposeOp op,
+                               const LaunchShape &shape);
+
+/// Moves `ops` (consecutive in one block/// Moves `ops` (consecutive in one
+/// block, in order) into a one-block, one-thread launch inserted where the
+/// first was. Their results must not be used after the last.
 gpu::LaunchOp buildSingleThreadLaunch(OpBuilder &b, ArrayRef<Operation *> ops);
 
 } // namespace mlir::ds::gpu_kernels

@@ -125,6 +125,13 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape) {
       return op->emitError("not supported by ds-gpu-pipeline: '")
              << op->getName() << "': " << *why
              << " (its iterations would race on the same elements)";
+    if (auto transpose = dyn_cast<linalg::TransposeOp>(op.getOperation());
+        transpose && isTiledTranspose(transpose)) {
+      OpBuilder b(op);
+      buildTiledTransposeLaunch(b, transpose, shape);
+      op->erase();
+      continue;
+    }
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
     if (generic && isParallelReduction(generic)) {
       int64_t n = staticReductionSize(generic);

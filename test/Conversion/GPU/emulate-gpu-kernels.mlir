@@ -120,13 +120,41 @@ func.func @thread_bound(%out: memref<f32>) {
 
 // -----
 
-func.func @shared(%out: memref<f32>) {
+// Shared memory (a workgroup attribution) is one host buffer, allocated
+// before the loop over blocks, which use it in turn, and freed after.
+// CHECK-LABEL: func.func @shared
+// CHECK:         %[[W:.*]] = memref.alloc() : memref<64xf32>
+// CHECK:         scf.for
+// CHECK:           memref.store %{{.*}}, %[[W]]
+// CHECK:           memref.load %[[W]]
+// CHECK:         memref.dealloc %[[W]]
+func.func @shared(%out: memref<64xf32>) {
   %c1 = arith.constant 1 : index
+  %c63 = arith.constant 63 : index
   %c64 = arith.constant 64 : index
-  // expected-error @+1 {{cannot run a launch with memory attributions}}
+  %one = arith.constant 1.0 : f32
   gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
              threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1)
              workgroup(%w : memref<64xf32, #gpu.address_space<workgroup>>) {
+    memref.store %one, %w[%tx] : memref<64xf32, #gpu.address_space<workgroup>>
+    gpu.barrier
+    %mirror = arith.subi %c63, %tx : index
+    %v = memref.load %w[%mirror] : memref<64xf32, #gpu.address_space<workgroup>>
+    memref.store %v, %out[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+func.func @private(%out: memref<f32>) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  // expected-error @+1 {{cannot run a launch with private memory attributions}}
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1)
+             private(%p : memref<4xf32, #gpu.address_space<private>>) {
     gpu.terminator
   }
   return

@@ -304,6 +304,49 @@ func.func @mixed_layouts(%x: memref<512x128xf32>, %y: memref<128x512xf32>, %s: m
 
 // -----
 
+// A swap of the two innermost dimensions (the FP8 GEMMs' TN copies) moves
+// 32 x 32 tiles through shared memory: a warp reads a tile row, then,
+// after a barrier, writes a tile column, so both sides coalesce. The tile
+// holds the raw bits widened to 32, one bank word each, with a padding
+// column. 8192 x 1024 is 256 x 32 tiles, in a grid-stride loop.
+// CHECK-LABEL: func.func @fp8_transpose
+// CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x33xi32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %c8192{{.*}} step
+// CHECK:             scf.for
+// CHECK:               scf.if
+// CHECK:                 %[[V:.*]] = memref.load %arg0
+// CHECK:                 %[[B:.*]] = arith.bitcast %[[V]] : f8E4M3FN to i8
+// CHECK:                 %[[W:.*]] = arith.extui %[[B]] : i8 to i32
+// CHECK:                 memref.store %[[W]], %[[TILE]]
+// CHECK:             gpu.barrier
+// CHECK:             scf.for
+// CHECK:               scf.if
+// CHECK:                 memref.load %[[TILE]]
+// CHECK:                 arith.trunci
+// CHECK:                 arith.bitcast {{.*}} : i8 to f8E4M3FN
+// CHECK:                 memref.store {{.*}}, %arg1
+// CHECK:             gpu.barrier
+func.func @fp8_transpose(%x: memref<8192x1024xf8E4M3FN>, %y: memref<1024x8192xf8E4M3FN>) {
+  linalg.transpose ins(%x : memref<8192x1024xf8E4M3FN>) outs(%y : memref<1024x8192xf8E4M3FN>)
+      permutation = [1, 0]
+  return
+}
+
+// -----
+
+// A permutation that keeps the innermost dimension (attention's heads)
+// already reads and writes runs of it: a grid-stride loop.
+// CHECK-LABEL: func.func @head_permutation
+// CHECK-NOT:     workgroup
+// CHECK-NOT:     gpu.barrier
+func.func @head_permutation(%x: memref<8x64x4x16xf32>, %y: memref<8x4x64x16xf32>) {
+  linalg.transpose ins(%x : memref<8x64x4x16xf32>) outs(%y : memref<8x4x64x16xf32>)
+      permutation = [0, 2, 1, 3]
+  return
+}
+
+// -----
+
 // A short reduction (10 classes) loops inside each thread instead: the
 // reduction dimension moved inside the parallel one, no all-reduce.
 // CHECK-LABEL: func.func @short_rows

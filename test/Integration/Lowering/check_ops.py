@@ -647,6 +647,17 @@ def shape_cases():
     cases.append(Case("transpose", [x4],
                       f"%r = ds.transpose %a0 [2, 0, 3, 1] : {TA(x4)} -> {T((4, 2, 5, 3), F64)}",
                       [("%r", (4, 2, 5, 3), F64)], lambda v: [v.transpose(2, 0, 3, 1)]))
+    # Swaps of the two innermost dimensions: 32 x 32 tiles through shared
+    # memory on the GPU, with partial tiles at the edges (70 = 2 x 32 + 6).
+    for name, shape, perm, dt in [("transpose_2d_tiles_f32", (70, 45), [1, 0], F32),
+                                  ("transpose_batched_f64", (3, 40, 33), [0, 2, 1], F64),
+                                  ("transpose_2d_tiles_f16", (33, 65), [1, 0], F16)]:
+        xt = randn(name, shape, dt)
+        out = tuple(shape[p] for p in perm)
+        cases.append(Case(name, [xt],
+                          f"%r = ds.transpose %a0 [{', '.join(map(str, perm))}] : {TA(xt)} -> "
+                          f"{T(out, dt)}",
+                          [("%r", out, dt)], lambda v, p=perm: [v.transpose(p)]))
     cases.append(Case("slice_strided", [x],
                       f"%r = ds.slice %a0 offsets [1, 0, 2] strides [1, 2, 2] : {TA(x)} -> "
                       f"{T((2, 3, 3), F32)}",
