@@ -102,7 +102,7 @@ bench: build
 EMULATED := $(BUILD_DIR)/gpu-bundle-emulated
 gpu-emulated: build
 	./scripts/gpu-check.sh prepare --emulate-kernels --build $(BUILD_DIR) --out $(EMULATED)
-	env DS_CUDA_DRIVER=$(BUILD_DIR)/lib/stub-cuda/libcuda.so.1 \
+	env DS_STUB_CUDA_POISON=1 DS_CUDA_DRIVER=$(BUILD_DIR)/lib/stub-cuda/libcuda.so.1 \
 	  DS_CUBLASLT_LIBRARY=$(BUILD_DIR)/lib/stub-cuda/libcublasLt.so \
 	  DS_GPU_CHECK_PYTHON=$(HOME)/.cache/ds-mlir/venv/bin/python \
 	  DS_GPU_CHECK_REPORT=$(EMULATED)/report \

@@ -236,6 +236,7 @@ struct Reduction {
   Value x;              // the combiner's other operand
   gpu::AllReduceOperation kind;
   TypedAttr identity;
+  TypedAttr init; // kConstantInitAttr: what the output holds, not read
   SmallVector<unsigned> parDims, redDims;
   SmallVector<Value> parSizes, redSizes;
   SmallVector<int64_t> parStatic;
@@ -248,6 +249,7 @@ struct Reduction {
                                       : comb->getOperand(0);
     kind = *combinerKind(comb);
     identity = identityOf(kind, comb->getResult(0).getType());
+    init = op->getAttrOfType<TypedAttr>(kConstantInitAttr);
     SmallVector<Range> ranges =
         cast<linalg::LinalgOp>(op.getOperation()).createLoopRanges(b, loc);
     SmallVector<int64_t> staticRanges = op.getStaticLoopRanges();
@@ -330,7 +332,10 @@ struct Reduction {
       ivs[d] = parIdx[i];
     SmallVector<Value> idx = applyMap(
         b, loc, op.getMatchingIndexingMap(op.getDpsInitOperand(0)), ivs);
-    Value old = memref::LoadOp::create(b, loc, memOut(), idx);
+    // An output that would hold a constant (foldConstantInits) is not
+    // read: the constant is folded in instead.
+    Value old = init ? arith::ConstantOp::create(b, loc, init).getResult()
+                     : memref::LoadOp::create(b, loc, memOut(), idx);
     IRMapping fold;
     fold.map(outArg, old);
     fold.map(x, total);
@@ -375,6 +380,8 @@ struct Reduction {
           Operation *folded = fb.clone(*comb, fold);
           linalg::YieldOp::create(fb, l, folded->getResult(0));
         });
+    if (init)
+      finish->setAttr(kConstantInitAttr, init);
     buildReductionLaunch(b, finish, shape);
     finish->erase();
     memref::DeallocOp::create(b, loc, partials);

@@ -35,6 +35,11 @@ buildGridStrideLaunch(OpBuilder &b, Location loc, Value total,
                       const LaunchShape &shape,
                       function_ref<void(OpBuilder &, Location, Value)> body);
 
+/// On a reduction for buildReductionLaunch or buildRowGroupLaunch: the
+/// constant its output holds when it starts (a filled accumulator), which
+/// the kernel then folds in instead of reading the output.
+constexpr llvm::StringLiteral kConstantInitAttr = "ds.gpu_constant_init";
+
 /// Whether `op` is a reduction buildReductionLaunch can run in parallel:
 /// one output of f32, f64, i32 or i64, whose body yields `combine(out, x)`
 /// with a combiner gpu.all_reduce knows, reading `out` nowhere else.

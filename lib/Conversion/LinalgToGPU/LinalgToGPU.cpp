@@ -26,6 +26,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_CONVERTLINALGTOGPUPASS
@@ -96,6 +97,102 @@ std::optional<std::string> racingOutput(linalg::LinalgOp op) {
                std::to_string(init.getOperandNumber());
   }
   return std::nullopt;
+}
+
+/// Whether convertLinalgOps gives `op` a parallel reduction kernel
+/// (buildReductionLaunch or a row group), rather than loops.
+bool getsReductionKernel(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || !isParallelReduction(generic))
+    return false;
+  int64_t n = staticReductionSize(generic);
+  return n < 0 || n >= kMinParallelReduction;
+}
+
+/// The constant `t` holds at `reader`: one linalg.fill of a constant
+/// writes it before `reader` in their block, and any other op that may
+/// write it (one that does more than copy from it or free it) comes after
+/// `reader`. Null otherwise.
+TypedAttr filledConstant(Value t, Operation *reader) {
+  if (!t.getDefiningOp<memref::AllocOp>())
+    return {};
+  Block *block = reader->getBlock();
+  TypedAttr value;
+  for (Operation *user : t.getUsers()) {
+    if (auto copy = dyn_cast<memref::CopyOp>(user);
+        copy && copy.getSource() == t && copy.getTarget() != t)
+      continue;
+    if (isa<memref::DeallocOp>(user))
+      continue;
+    Operation *at = block->findAncestorOpInBlock(*user);
+    if (!at)
+      return {};
+    auto fill = dyn_cast<linalg::FillOp>(user);
+    if (fill && at->isBeforeInBlock(reader)) {
+      auto c = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+      if (value || !c)
+        return {};
+      value = c.getValue();
+      continue;
+    }
+    if (!reader->isBeforeInBlock(at))
+      return {};
+  }
+  return value;
+}
+
+/// Bufferization gives each reduction's accumulator its own buffer, a copy
+/// of one filled with the reduction's start value (0, -inf): a device copy
+/// per reduction, 91 per layer of the FP8 GPT step. When the copy's target
+/// is fresh and the next op to touch it is a reduction that gets a kernel,
+/// the copy goes and the reduction folds the constant in
+/// (kConstantInitAttr); a fill nothing copies from any more goes too.
+void foldConstantInits(func::FuncOp f) {
+  SmallVector<memref::CopyOp> copies;
+  for (Operation &op : f.getBody().front())
+    if (auto copy = dyn_cast<memref::CopyOp>(op))
+      copies.push_back(copy);
+  llvm::SetVector<Value> templates;
+  for (memref::CopyOp copy : copies) {
+    Value target = copy.getTarget();
+    auto type = cast<MemRefType>(target.getType());
+    TypedAttr value = filledConstant(copy.getSource(), copy);
+    if (!value || !target.getDefiningOp<memref::AllocOp>() ||
+        !type.getLayout().isIdentity() ||
+        copy.getSource().getType() != target.getType())
+      continue;
+    // The next op that touches the target (through any use, a view
+    // included) must be the reduction, writing it as its one output.
+    Operation *next = nullptr;
+    for (Operation *op = copy->getNextNode(); op && !next;
+         op = op->getNextNode()) {
+      bool touches = false;
+      op->walk([&](Operation *inner) {
+        touches |= llvm::is_contained(inner->getOperands(), target);
+      });
+      if (touches)
+        next = op;
+    }
+    if (!next || !getsReductionKernel(next))
+      continue;
+    auto generic = cast<linalg::GenericOp>(next);
+    if (generic.getDpsInitOperand(0)->get() != target ||
+        llvm::is_contained(generic.getDpsInputs(), target))
+      continue;
+    generic->setAttr(kConstantInitAttr, value);
+    templates.insert(copy.getSource());
+    copy.erase();
+  }
+  for (Value t : templates) {
+    // Kept while anything but its fill and its dealloc uses it.
+    if (!llvm::all_of(t.getUsers(), [](Operation *u) {
+          return isa<linalg::FillOp, memref::DeallocOp>(u);
+        }))
+      continue;
+    for (Operation *user : llvm::make_early_inc_range(t.getUsers()))
+      if (isa<linalg::FillOp>(user))
+        user->erase();
+  }
 }
 
 /// Each row group of `f` (RowGroups.h) becomes one block-per-row launch.
@@ -484,6 +581,7 @@ struct ConvertLinalgToGPUPass
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal())
         continue;
+      foldConstantInits(f);
       if (fuseRows)
         fuseRowGroups(f, shape);
       convertCopies(f);

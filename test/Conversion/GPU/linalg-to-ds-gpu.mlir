@@ -347,6 +347,77 @@ func.func @head_permutation(%x: memref<8x64x4x16xf32>, %y: memref<8x4x64x16xf32>
 
 // -----
 
+// Bufferization starts each reduction from a copy of a buffer filled with
+// its start value. The copy (a device memcpy per reduction) goes: the
+// kernel folds the constant in instead of reading the output. The filled
+// buffer is still the output of a later reduction, so its fill stays.
+// CHECK-LABEL: func.func @constant_init
+// CHECK:         %[[T:.*]] = gpu.alloc{{ +}}() : memref<f32>
+// CHECK:         gpu.launch
+// CHECK-NOT:     gpu.memcpy
+// CHECK:         gpu.launch
+// CHECK:           %[[TOT:.*]] = gpu.all_reduce add
+// CHECK:           scf.if
+// CHECK:             %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK:             %[[NEW:.*]] = arith.addf %[[ZERO]], %[[TOT]]
+// CHECK:             memref.store %[[NEW]], %[[A:.*]][]
+// CHECK:         gpu.launch
+// CHECK:           %[[TOT2:.*]] = gpu.all_reduce add
+// CHECK:             %[[OLD:.*]] = memref.load %[[T]][]
+// CHECK:             arith.addf %[[OLD]], %[[TOT2]]
+func.func @constant_init(%x: memref<1024xf32>, %s: memref<f32>, %u: memref<f32>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() : memref<f32>
+  linalg.fill ins(%zero : f32) outs(%t : memref<f32>)
+  %a = memref.alloc() : memref<f32>
+  memref.copy %t, %a : memref<f32> to memref<f32>
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>],
+                  iterator_types = ["reduction"]}
+      ins(%x : memref<1024xf32>) outs(%a : memref<f32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.addf %acc, %v : f32
+    linalg.yield %r : f32
+  }
+  memref.copy %a, %s : memref<f32> to memref<f32>
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>],
+                  iterator_types = ["reduction"]}
+      ins(%x : memref<1024xf32>) outs(%t : memref<f32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %sq = arith.mulf %v, %v : f32
+    %r = arith.addf %acc, %sq : f32
+    linalg.yield %r : f32
+  }
+  memref.copy %t, %u : memref<f32> to memref<f32>
+  memref.dealloc %a : memref<f32>
+  memref.dealloc %t : memref<f32>
+  return
+}
+
+// -----
+
+// Something else reads the copy before the reduction: the copy stays.
+// CHECK-LABEL: func.func @init_read_first
+// CHECK:         gpu.memcpy
+func.func @init_read_first(%x: memref<4096xf32>, %s: memref<f32>, %seen: memref<f32>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() : memref<f32>
+  linalg.fill ins(%zero : f32) outs(%t : memref<f32>)
+  %a = memref.alloc() : memref<f32>
+  memref.copy %t, %a : memref<f32> to memref<f32>
+  memref.copy %a, %seen : memref<f32> to memref<f32>
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>],
+                  iterator_types = ["reduction"]}
+      ins(%x : memref<4096xf32>) outs(%a : memref<f32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.addf %acc, %v : f32
+    linalg.yield %r : f32
+  }
+  memref.copy %a, %s : memref<f32> to memref<f32>
+  return
+}
+
+// -----
+
 // A short reduction (10 classes) loops inside each thread instead: the
 // reduction dimension moved inside the parallel one, no all-reduce.
 // CHECK-LABEL: func.func @short_rows

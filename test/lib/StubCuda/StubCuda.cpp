@@ -99,10 +99,13 @@ void *allocate(size_t bytes) {
   // 256-byte aligned, as the driver's allocations are. Zeroed, so that
   // what the do-nothing kernels leave behind is deterministic (a loss of
   // 0, not whatever the heap held: the runners stop on a non-finite loss).
+  // With DS_STUB_CUDA_POISON set, all ones instead (NaN as a float, -1 as
+  // an integer): emulated kernels that read memory nothing wrote, which a
+  // GPU leaves undefined, then show it rather than reading zeros.
   size_t rounded = (bytes + 255) / 256 * 256;
   void *p = std::aligned_alloc(256, rounded);
   if (p)
-    std::memset(p, 0, rounded);
+    std::memset(p, std::getenv("DS_STUB_CUDA_POISON") ? 0xff : 0, rounded);
   return p;
 }
 
