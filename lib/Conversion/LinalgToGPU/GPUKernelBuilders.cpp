@@ -151,6 +151,35 @@ Operation *combinerOf(linalg::GenericOp op) {
   return comb;
 }
 
+/// Clones `op`'s body (its terminator aside) at loop indices `ivs` into
+/// `map`: every operand whose block argument `map` does not already give
+/// and the body uses is loaded where its indexing map says (a scalar
+/// operand is used as is), and `linalg.index` is the index itself.
+void cloneBodyAt(OpBuilder &b, Location loc, linalg::GenericOp op,
+                 ArrayRef<Value> ivs, IRMapping &map) {
+  Block &body = *op.getBody();
+  for (OpOperand &operand : op->getOpOperands()) {
+    BlockArgument arg = op.getMatchingBlockArgument(&operand);
+    Value v = operand.get();
+    if (map.contains(arg) || arg.use_empty())
+      continue;
+    if (!isa<MemRefType>(v.getType())) {
+      map.map(arg, v);
+      continue;
+    }
+    SmallVector<Value> idx =
+        applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
+    map.map(arg, memref::LoadOp::create(b, loc, v, idx));
+  }
+  for (Operation &inner : body.without_terminator()) {
+    if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+      map.map(index.getResult(), ivs[index.getDim()]);
+      continue;
+    }
+    b.clone(inner, map);
+  }
+}
+
 } // namespace
 
 SmallVector<Value> mlir::ds::gpu_kernels::delinearize(OpBuilder &b,
@@ -269,6 +298,20 @@ struct Reduction {
 
   Value memOut() { return op.getDpsInitOperand(0)->get(); }
 
+  /// The launch's tasks: an output each, or `split` parts of each.
+  struct Tasks {
+    Value numOut, numRed, split, count;
+  };
+  Tasks tasks(OpBuilder &b, Location loc, int64_t split) {
+    Tasks t;
+    t.numOut = product(b, loc, parSizes);
+    t.numRed = product(b, loc, redSizes);
+    t.split = indexConstant(b, loc, split);
+    t.count =
+        split > 1 ? arith::MulIOp::create(b, loc, t.numOut, t.split) : t.numOut;
+    return t;
+  }
+
   /// The loop indices of output `parIdx`, reduced element `redIdx`.
   SmallVector<Value> loopIndices(ArrayRef<Value> parIdx,
                                  ArrayRef<Value> redIdx) {
@@ -284,27 +327,9 @@ struct Reduction {
   /// its inputs loaded where their maps say.
   Value combineElement(OpBuilder &b, Location loc, ArrayRef<Value> ivs,
                        Value acc) {
-    Block &body = *op.getBody();
     IRMapping map;
-    for (OpOperand *in : op.getDpsInputOperands()) {
-      Value v = in->get();
-      BlockArgument arg = body.getArgument(in->getOperandNumber());
-      if (!isa<MemRefType>(v.getType())) {
-        map.map(arg, v); // a scalar operand
-        continue;
-      }
-      SmallVector<Value> idx =
-          applyMap(b, loc, op.getMatchingIndexingMap(in), ivs);
-      map.map(arg, memref::LoadOp::create(b, loc, v, idx));
-    }
     map.map(outArg, acc);
-    for (Operation &inner : body.without_terminator()) {
-      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
-        map.map(index.getResult(), ivs[index.getDim()]);
-        continue;
-      }
-      b.clone(inner, map);
-    }
+    cloneBodyAt(b, loc, op, ivs, map);
     return map.lookup(comb->getResult(0));
   }
 
@@ -434,11 +459,8 @@ void buildBlockReduction(OpBuilder &b, Reduction &red,
   // over the partials folds them into the output.
   int64_t split = blockSplit(red.numOutStatic, red.numRedStatic, shape);
   Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
-  Value numOut = product(b, loc, red.parSizes);
-  Value numRed = product(b, loc, red.redSizes);
-  Value splitValue = indexConstant(b, loc, split);
-  Value numTasks =
-      split > 1 ? arith::MulIOp::create(b, loc, numOut, splitValue) : numOut;
+  Reduction::Tasks tasks = red.tasks(b, loc, split);
+  Value numRed = tasks.numRed, splitValue = tasks.split, numTasks = tasks.count;
   Value threads = indexConstant(
       b, loc,
       split > 1 ? shape.blockSize : threadsPerRow(red.numRedStatic, shape));
@@ -504,16 +526,13 @@ void buildColumnReduction(OpBuilder &b, Reduction &red,
   Location loc = red.op.getLoc();
   int64_t split = columnSplit(red.numOutStatic, red.numRedStatic, shape);
   Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
-  Value numOut = product(b, loc, red.parSizes);
-  Value numRed = product(b, loc, red.redSizes);
-  Value splitValue = indexConstant(b, loc, split);
+  Reduction::Tasks tasks = red.tasks(b, loc, split);
+  Value numOut = tasks.numOut, numRed = tasks.numRed, numTasks = tasks.count;
   // Runs of ceil(numRed / split) elements; the last may be short or empty.
   Value run =
       split > 1
           ? indexConstant(b, loc, llvm::divideCeil(red.numRedStatic, split))
           : numRed;
-  Value numTasks =
-      split > 1 ? arith::MulIOp::create(b, loc, numOut, splitValue) : numOut;
   buildGridStrideLaunch(
       b, loc, numTasks, shape, [&](OpBuilder &kb, Location l, Value task) {
         Value o = task, part;
@@ -623,29 +642,9 @@ namespace {
 /// there: its inputs (and the outputs it reads) loaded where their maps say.
 void emitParallelIteration(OpBuilder &b, Location loc, linalg::GenericOp op,
                            ArrayRef<Value> ivs) {
-  Block &body = *op.getBody();
   IRMapping map;
-  for (OpOperand &operand : op->getOpOperands()) {
-    BlockArgument arg = op.getMatchingBlockArgument(&operand);
-    Value v = operand.get();
-    if (!isa<MemRefType>(v.getType())) {
-      map.map(arg, v);
-      continue;
-    }
-    if (arg.use_empty())
-      continue;
-    SmallVector<Value> idx =
-        applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
-    map.map(arg, memref::LoadOp::create(b, loc, v, idx));
-  }
-  for (Operation &inner : body.without_terminator()) {
-    if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
-      map.map(index.getResult(), ivs[index.getDim()]);
-      continue;
-    }
-    b.clone(inner, map);
-  }
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  cloneBodyAt(b, loc, op, ivs, map);
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
   for (auto [init, value] :
        llvm::zip(op.getDpsInitsMutable(), yield.getOperands())) {
     SmallVector<Value> idx =
