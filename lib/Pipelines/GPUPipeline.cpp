@@ -200,6 +200,9 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
     // upstream's gpu-lower-to-nvvm-pipeline{kernel-bare-ptr-calling-
     // convention}. A descriptor would be 3 + 2 x rank parameters; the host
     // code storing them all was half of a 12-layer GPT step's LLVM time.
+    // Warp reductions as shuffles first: convert-gpu-to-nvvm lowers only
+    // i32 ones.
+    k.addPass(createLowerGPUSubgroupReducePass());
     ConvertGpuOpsToNVVMOpsOptions nvvm;
     nvvm.useBarePtrCallConv = true;
     k.addPass(createConvertGpuOpsToNVVMOps(nvvm));

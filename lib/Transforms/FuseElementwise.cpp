@@ -51,7 +51,19 @@ struct FuseElementwisePass
         return true;
       bool gathers = false;
       producer->walk([&](tensor::ExtractOp) { gathers = true; });
-      return !gathers;
+      if (gathers)
+        return false;
+      // Nor where the producer stays: if any user needs its result in
+      // memory (a GEMM, a reshape, the return), it is written anyway, and a
+      // consumer that recomputes it reads all of its inputs instead of that
+      // one result. The GELU gradient that a GEMM reads, recomputed in its
+      // bias gradient, made that reduction read two 134 MB tensors instead
+      // of one, in each layer of the GPT benchmark.
+      for (Value result : producer->getResults())
+        for (OpOperand &use : result.getUses())
+          if (isGemm(use.getOwner()) || !linalg::areElementwiseOpsFusable(&use))
+            return false;
+      return true;
     };
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);
     affine::AffineApplyOp::getCanonicalizationPatterns(patterns, &getContext());

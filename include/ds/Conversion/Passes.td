@@ -235,6 +235,9 @@ def EmulateGPUKernelsPass
     requires): the emulation checks that those values agree across the
     threads and, when they do not, writes a message to standard error and
     aborts.
+    `gpu.subgroup_reduce` (scalar, unclustered) folds each run of 32
+    consecutive threads (x fastest: a warp) in lane order and gives every
+    thread of the run the total.
     Shared memory (a static workgroup attribution) is one host buffer,
     which the blocks use in turn.
     Anything else it cannot run (shuffles, private attributions,
@@ -286,6 +289,27 @@ def MergeGPUModulesPass
     which halves gpu-module-to-binary's time and the cubin.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def LowerGPUSubgroupReducePass
+    : Pass<"ds-lower-gpu-subgroup-reduce", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "gpu.subgroup_reduce as butterfly shuffles, for NVVM";
+  let description = [{
+    convert-gpu-to-nvvm lowers `gpu.subgroup_reduce` only for i32 (to
+    `redux.sync`); the warp-per-row reductions of convert-linalg-to-ds-gpu
+    reduce f32, f64 and i64 too. This pass applies upstream's
+    shuffle-expansion patterns: log2(subgroup-size) `gpu.shuffle xor`
+    steps, each followed by the combiner, so every lane ends with the
+    total. Values of 32 bits or fewer shuffle as 32-bit words; 64-bit
+    values as one 64-bit shuffle, which the NVVM lowering splits into two.
+  }];
+  let options = [
+    Option<"subgroupSize", "subgroup-size", "unsigned", "32",
+           "Lanes of a subgroup (a warp on NVIDIA GPUs)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 #endif // DS_CONVERSION_PASSES_TD

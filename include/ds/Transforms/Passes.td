@@ -1041,6 +1041,10 @@ def FuseElementwisePass : InterfacePass<"ds-fuse-elementwise", "::mlir::Function
     a `linalg.generic` that the library-GEMM lowering
     (convert-linalg-to-ds-runtime) no longer recognises, trading a GEMM at
     library speed for a loop nest; the producer is better computed once.
+    A producer with several users is fused only if every user can take it,
+    so that it disappears (a gather, never: it is computed once): if one
+    user needs its result in memory, the others read that result rather
+    than recomputing it from all of its inputs.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }

@@ -32,7 +32,13 @@ using namespace mlir;
 
 namespace {
 
-bool isSync(Operation *op) { return isa<gpu::BarrierOp, gpu::AllReduceOp>(op); }
+/// The lanes of a subgroup (a warp): consecutive threads, x fastest, as
+/// NVIDIA GPUs form them.
+constexpr int64_t kSubgroupSize = 32;
+
+bool isSync(Operation *op) {
+  return isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::SubgroupReduceOp>(op);
+}
 
 bool containsSync(Operation *op) {
   return op
@@ -135,13 +141,17 @@ private:
       return refuse(launch, "a launch body of several blocks (emulate "
                             "before convert-scf-to-cf)");
     WalkResult r = launch.getBody().walk([&](Operation *op) {
-      if (isa<gpu::ShuffleOp, gpu::SubgroupReduceOp, gpu::LaunchOp,
-              gpu::LaneIdOp, gpu::GlobalIdOp, gpu::SubgroupIdOp,
-              gpu::NumSubgroupsOp, gpu::SubgroupSizeOp, gpu::ClusterIdOp,
-              gpu::ClusterDimOp, gpu::ClusterBlockIdOp, gpu::ClusterDimBlocksOp,
-              gpu::PrintfOp>(op) ||
+      if (isa<gpu::ShuffleOp, gpu::LaunchOp, gpu::LaneIdOp, gpu::GlobalIdOp,
+              gpu::SubgroupIdOp, gpu::NumSubgroupsOp, gpu::SubgroupSizeOp,
+              gpu::ClusterIdOp, gpu::ClusterDimOp, gpu::ClusterBlockIdOp,
+              gpu::ClusterDimBlocksOp, gpu::PrintfOp>(op) ||
           op->getName().getStringRef() == "gpu.dynamic_shared_memory") {
         (void)refuse(op, Twine("'") + op->getName().getStringRef() + "'");
+        return WalkResult::interrupt();
+      }
+      if (auto reduce = dyn_cast<gpu::SubgroupReduceOp>(op);
+          reduce && (reduce.getClusterSize() || !storable(reduce.getType()))) {
+        (void)refuse(op, "a clustered or vector subgroup_reduce");
         return WalkResult::interrupt();
       }
       if (auto reduce = dyn_cast<gpu::AllReduceOp>(op);
@@ -456,6 +466,35 @@ private:
           fold.getRegionIterArgs()[0], next);
       scf::YieldOp::create(fb, loc, acc);
       uniform.map(reduce.getResult(), fold.getResult(0));
+      return success();
+    }
+    if (auto reduce = dyn_cast<gpu::SubgroupReduceOp>(op)) {
+      // Each subgroup's values folded in lane order, the total kept for
+      // each of its threads.
+      Value v = reduce.getValue();
+      Value lanes = indexConstant(b, loc, kSubgroupSize);
+      Value totals = newBuffer(v.getType(), loc);
+      auto groups = scf::ForOp::create(b, loc, indexConstant(b, loc, 0),
+                                       numThreads, lanes);
+      OpBuilder gb = OpBuilder::atBlockTerminator(groups.getBody());
+      Value first = groups.getInductionVar();
+      Value end = arith::MinUIOp::create(
+          gb, loc, arith::AddIOp::create(gb, loc, first, lanes), numThreads);
+      Value one = indexConstant(gb, loc, 1);
+      auto fold = scf::ForOp::create(
+          gb, loc, arith::AddIOp::create(gb, loc, first, one), end, one,
+          ValueRange{perThreadValue(gb, v, first)});
+      OpBuilder fb = OpBuilder::atBlockEnd(fold.getBody());
+      Value acc = vector::makeArithReduction(
+          fb, loc, gpu::convertReductionKind(reduce.getOp()),
+          fold.getRegionIterArgs()[0],
+          perThreadValue(fb, v, fold.getInductionVar()));
+      scf::YieldOp::create(fb, loc, acc);
+      auto spread = scf::ForOp::create(gb, loc, first, end, one);
+      OpBuilder sb = OpBuilder::atBlockTerminator(spread.getBody());
+      memref::StoreOp::create(sb, loc, fold.getResult(0), totals,
+                              spread.getInductionVar());
+      perThread[reduce.getResult()] = totals;
       return success();
     }
     if (auto loop = dyn_cast<scf::ForOp>(op)) {

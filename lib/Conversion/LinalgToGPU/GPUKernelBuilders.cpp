@@ -34,13 +34,15 @@ Value product(OpBuilder &b, Location loc, ArrayRef<Value> values) {
   return p;
 }
 
-/// Builds a launch of `blocks` x `threads` whose body `body` fills.
+/// Builds a launch of `blocks` x (`threads`, `threadsY`) whose body `body`
+/// fills (`threadsY` null: one).
 gpu::LaunchOp buildLaunch(OpBuilder &b, Location loc, Value blocks,
                           Value threads,
-                          function_ref<void(OpBuilder &, gpu::LaunchOp)> body) {
+                          function_ref<void(OpBuilder &, gpu::LaunchOp)> body,
+                          Value threadsY = {}) {
   Value one = indexConstant(b, loc, 1);
-  auto launch =
-      gpu::LaunchOp::create(b, loc, blocks, one, one, threads, one, one);
+  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, threads,
+                                      threadsY ? threadsY : one, one);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
   body(b, launch);
@@ -446,6 +448,141 @@ int64_t columnSplit(int64_t numOut, int64_t numRed, const LaunchShape &shape) {
   return std::max<int64_t>(1, std::min(byWork, byThreads));
 }
 
+/// A warp's width on NVIDIA GPUs: the lanes gpu.subgroup_reduce combines.
+constexpr int64_t kWarpSize = 32;
+/// The longest row a warp takes alone: 32 elements per lane. PyTorch's
+/// softmax gives rows up to 1024 elements a warp each as well.
+constexpr int64_t kMaxWarpRow = 1024;
+
+/// Whether `numOut` outputs (rows) of `numRed` elements each, static, get a
+/// warp each rather than a block: rows short enough for a warp's lanes to
+/// cover in a few strides, and many enough for warps alone to fill the GPU
+/// (kBlocksToFill blocks' worth). The lanes then combine with shuffles
+/// alone, where a block per row needs shared memory and barriers, and a
+/// block runs blockSize / 32 rows at once.
+bool warpPerRow(int64_t numOut, int64_t numRed, const LaunchShape &shape) {
+  if (shape.blockSize % kWarpSize != 0 || numRed < kMinParallelReduction ||
+      numRed > kMaxWarpRow)
+    return false;
+  return numOut >= kBlocksToFill * (shape.blockSize / kWarpSize);
+}
+
+/// The threads that share one row (an output of a reduction, a row of a row
+/// group) and how they combine their partial results: a whole block, or a
+/// warp.
+struct RowTeam {
+  Value row;    // the team's row (a warp past the last row: the last row)
+  Value first;  // this thread's first element of the row
+  Value stride; // the distance to its next one
+  Value leader; // i1: the one thread that writes the row's single values
+  Value real;   // i1: whether the row is the team's own; null when all are
+  bool warp = false;
+
+  /// Every team thread's `partial` combined, in each of them.
+  Value combine(OpBuilder &b, Location loc, Value partial,
+                gpu::AllReduceOperation kind) const {
+    if (warp)
+      return gpu::SubgroupReduceOp::create(b, loc, partial, kind,
+                                           /*uniform=*/true);
+    return gpu::AllReduceOp::create(
+        b, loc, partial, gpu::AllReduceOperationAttr::get(b.getContext(), kind),
+        /*uniform=*/true);
+  }
+
+  /// Emits `body` where `cond` holds (`cond` null: everywhere).
+  static void emitIf(OpBuilder &b, Location loc, Value cond,
+                     function_ref<void(OpBuilder &, Location)> body) {
+    if (!cond) {
+      body(b, loc);
+      return;
+    }
+    scf::IfOp::create(b, loc, cond, [&](OpBuilder &ib, Location il) {
+      body(ib, il);
+      scf::YieldOp::create(ib, il);
+    });
+  }
+};
+
+/// Emits a launch in which teams of threads take the rows [0, numRows) in
+/// turn, running `body` for their row, in a grid-stride loop past
+/// maxBlocks:
+/// - `warp`: a warp per row, blocks of (32, blockSize / 32) threads; a
+///   warp past the last row (numRows not a multiple of the warps per
+///   block) rereads the last one but writes nothing;
+/// - otherwise a block of `threads` threads per row.
+/// Every thread of a block runs the loop the same number of times, as
+/// barriers and all-reduces in `body` require (and a warp's lanes, as its
+/// shuffles do).
+void buildRowLaunch(OpBuilder &b, Location loc, int64_t numRows, bool warp,
+                    int64_t threads, const LaunchShape &shape,
+                    function_ref<void(OpBuilder &, Location, RowTeam &)> body) {
+  int64_t perBlock = warp ? shape.blockSize / kWarpSize : 1;
+  Value blocks = clampBlocks(
+      b, loc, indexConstant(b, loc, llvm::divideCeil(numRows, perBlock)),
+      shape.maxBlocks);
+  Value threadsX = indexConstant(b, loc, warp ? kWarpSize : threads);
+  Value threadsY = warp ? indexConstant(b, loc, perBlock) : Value();
+  buildLaunch(
+      b, loc, blocks, threadsX,
+      [&](OpBuilder &kb, gpu::LaunchOp launch) {
+        Value tid = launch.getThreadIds().x;
+        Value zero = indexConstant(kb, loc, 0);
+        Value perBlockValue = indexConstant(kb, loc, perBlock);
+        Value isFirst =
+            arith::CmpIOp::create(kb, loc, arith::CmpIPredicate::eq, tid, zero);
+        // The block's first row, uniform across the block.
+        Value start = arith::MulIOp::create(kb, loc, launch.getBlockIds().x,
+                                            perBlockValue);
+        Value step = arith::MulIOp::create(kb, loc, launch.getGridSize().x,
+                                           perBlockValue);
+        scf::ForOp::create(
+            kb, loc, start, indexConstant(kb, loc, numRows), step, ValueRange{},
+            [&](OpBuilder &ob, Location l, Value blockRow, ValueRange) {
+              RowTeam team;
+              team.warp = warp;
+              team.first = tid;
+              team.stride = launch.getBlockSize().x;
+              team.row = blockRow;
+              team.leader = isFirst;
+              if (warp) {
+                team.row = arith::AddIOp::create(ob, l, blockRow,
+                                                 launch.getThreadIds().y);
+                if (numRows % perBlock != 0) {
+                  Value last = indexConstant(ob, l, numRows - 1);
+                  team.real = arith::CmpIOp::create(
+                      ob, l, arith::CmpIPredicate::ule, team.row, last);
+                  team.row = arith::MinUIOp::create(ob, l, team.row, last);
+                  team.leader =
+                      arith::AndIOp::create(ob, l, team.leader, team.real);
+                }
+              }
+              body(ob, l, team);
+              scf::YieldOp::create(ob, l);
+            });
+      },
+      threadsY);
+}
+
+/// A warp per output (warpPerRow): the lanes stride over the output's
+/// reduced elements, combine with gpu.subgroup_reduce, and lane 0 folds the
+/// total into the output.
+void buildWarpReduction(OpBuilder &b, Reduction &red,
+                        const LaunchShape &shape) {
+  Location loc = red.op.getLoc();
+  Value numRed = product(b, loc, red.redSizes);
+  buildRowLaunch(
+      b, loc, red.numOutStatic, /*warp=*/true, kWarpSize, shape,
+      [&](OpBuilder &ob, Location l, RowTeam &team) {
+        SmallVector<Value> parIdx = delinearize(ob, l, team.row, red.parSizes);
+        Value partial =
+            red.foldRange(ob, l, parIdx, team.first, numRed, team.stride);
+        Value total = team.combine(ob, l, partial, red.kind);
+        RowTeam::emitIf(ob, l, team.leader, [&](OpBuilder &ib, Location il) {
+          red.foldIntoOutput(ib, il, parIdx, total);
+        });
+      });
+}
+
 /// A block per output (or per part of one): the block's threads stride
 /// over the output's reduced elements, then combine their partial results
 /// with a block-wide gpu.all_reduce, and thread 0 folds the total into the
@@ -610,6 +747,8 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
                  coalescedAlong(op, red.parDims.back());
   if (columns)
     buildColumnReduction(b, red, shape);
+  else if (warpPerRow(red.numOutStatic, red.numRedStatic, shape))
+    buildWarpReduction(b, red, shape);
   else
     buildBlockReduction(b, red, shape);
 }
@@ -692,74 +831,57 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
     numRows *= s;
   for (int64_t s : reduced)
     numRed *= s;
-  Value threads = indexConstant(b, loc, threadsPerRow(numRed, shape));
-  Value blocks =
-      clampBlocks(b, loc, indexConstant(b, loc, numRows), shape.maxBlocks);
-  buildLaunch(
-      b, loc, blocks, threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
-        Value tid = launch.getThreadIds().x;
-        Value blockSize = launch.getBlockSize().x;
-        Value numRowsValue = indexConstant(kb, loc, numRows);
-        Value numRedValue = indexConstant(kb, loc, numRed);
-        SmallVector<Value> rowSizes, redSizes;
-        for (int64_t s : rows)
-          rowSizes.push_back(indexConstant(kb, loc, s));
-        for (int64_t s : reduced)
-          redSizes.push_back(indexConstant(kb, loc, s));
-        Value isFirst = arith::CmpIOp::create(kb, loc, arith::CmpIPredicate::eq,
-                                              tid, indexConstant(kb, loc, 0));
-        // Rows are uniform across the block: every thread of a block works
-        // on the same one, as the all-reduces and barriers require.
-        scf::ForOp::create(
-            kb, loc, launch.getBlockIds().x, numRowsValue,
-            launch.getGridSize().x, ValueRange{},
-            [&](OpBuilder &ob, Location l, Value row, ValueRange) {
-              SmallVector<Value> rowIdx = delinearize(ob, l, row, rowSizes);
-              for (auto [i, op] : llvm::enumerate(ops)) {
-                Location ol = op->getLoc();
-                auto generic = dyn_cast<linalg::GenericOp>(op);
-                if (generic && generic.getNumReductionLoops() > 0) {
-                  Reduction red(ob, generic);
-                  Value partial = red.foldRange(ob, ol, rowIdx, tid,
-                                                numRedValue, blockSize);
-                  Value total =
-                      gpu::AllReduceOp::create(ob, ol, partial,
-                                               gpu::AllReduceOperationAttr::get(
-                                                   ob.getContext(), red.kind),
-                                               /*uniform=*/true);
-                  scf::IfOp::create(ob, ol, isFirst,
-                                    [&](OpBuilder &ib, Location il) {
-                                      red.foldIntoOutput(ib, il, rowIdx, total);
-                                      scf::YieldOp::create(ib, il);
-                                    });
-                } else if (memberRank(op) == rows.size()) {
-                  // One element per row: thread 0 computes it.
-                  scf::IfOp::create(ob, ol, isFirst,
-                                    [&](OpBuilder &ib, Location il) {
-                                      emitMemberIteration(ib, il, op, rowIdx);
-                                      scf::YieldOp::create(ib, il);
-                                    });
-                } else {
-                  // The row's elements, strided over the block's threads.
-                  scf::ForOp::create(
-                      ob, ol, tid, numRedValue, blockSize, ValueRange{},
-                      [&](OpBuilder &eb, Location el, Value c, ValueRange) {
-                        SmallVector<Value> ivs(rowIdx);
-                        llvm::append_range(ivs,
-                                           delinearize(eb, el, c, redSizes));
-                        emitMemberIteration(eb, el, op, ivs);
-                        scf::YieldOp::create(eb, el);
-                      });
-                }
-                // What this member wrote, another thread of the block may
-                // read in the next.
-                if (i + 1 < ops.size())
-                  gpu::BarrierOp::create(ob, ol);
-              }
-              scf::YieldOp::create(ob, l);
+  SmallVector<Value> rowSizes, redSizes;
+  for (int64_t s : rows)
+    rowSizes.push_back(indexConstant(b, loc, s));
+  for (int64_t s : reduced)
+    redSizes.push_back(indexConstant(b, loc, s));
+  Value numRedValue = indexConstant(b, loc, numRed);
+  buildRowLaunch(
+      b, loc, numRows, warpPerRow(numRows, numRed, shape),
+      threadsPerRow(numRed, shape), shape,
+      [&](OpBuilder &ob, Location l, RowTeam &team) {
+        SmallVector<Value> rowIdx = delinearize(ob, l, team.row, rowSizes);
+        for (auto [i, op] : llvm::enumerate(ops)) {
+          Location ol = op->getLoc();
+          auto generic = dyn_cast<linalg::GenericOp>(op);
+          if (generic && generic.getNumReductionLoops() > 0) {
+            Reduction red(ob, generic);
+            Value partial = red.foldRange(ob, ol, rowIdx, team.first,
+                                          numRedValue, team.stride);
+            Value total = team.combine(ob, ol, partial, red.kind);
+            RowTeam::emitIf(ob, ol, team.leader,
+                            [&](OpBuilder &ib, Location il) {
+                              red.foldIntoOutput(ib, il, rowIdx, total);
+                            });
+          } else if (memberRank(op) == rows.size()) {
+            // One element per row: the team's leader computes it.
+            RowTeam::emitIf(ob, ol, team.leader,
+                            [&](OpBuilder &ib, Location il) {
+                              emitMemberIteration(ib, il, op, rowIdx);
+                            });
+          } else {
+            // The row's elements, strided over the team's threads.
+            RowTeam::emitIf(ob, ol, team.real, [&](OpBuilder &ib, Location il) {
+              scf::ForOp::create(
+                  ib, il, team.first, numRedValue, team.stride, ValueRange{},
+                  [&](OpBuilder &eb, Location el, Value c, ValueRange) {
+                    SmallVector<Value> ivs(rowIdx);
+                    llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
+                    emitMemberIteration(eb, el, op, ivs);
+                    scf::YieldOp::create(eb, el);
+                  });
             });
+          }
+          // What this member wrote, another thread of the team may read in
+          // the next. (A warp's lanes would need only __syncwarp; the block
+          // barrier is as correct, every warp running the same members.)
+          if (i + 1 < ops.size())
+            gpu::BarrierOp::create(ob, ol);
+        }
       });
 }
+
 bool mlir::ds::gpu_kernels::isTiledTranspose(linalg::TransposeOp op) {
   if (!op.hasPureBufferSemantics())
     return false;

@@ -2,9 +2,9 @@
 //
 // The kernel shapes convert-linalg-to-ds-gpu emits, as reusable builders:
 // a 1-D grid-stride loop over an iteration space, parallel reductions
-// (a block or a thread per output), and a one-thread kernel for scalar host
-// code. Each builds a `gpu.launch` at the builder's insertion point; outlining
-// and NVVM lowering come later in ds-gpu-pipeline.
+// (a block, a warp or a thread per output), and a one-thread kernel for scalar
+// host code. Each builds a `gpu.launch` at the builder's insertion point;
+// outlining and NVVM lowering come later in ds-gpu-pipeline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,7 +53,9 @@ bool isParallelReduction(linalg::GenericOp op);
 ///   dimensions (a row's sum, softmax's max): the block's threads stride
 ///   over the reduced elements, then combine their partial results with a
 ///   block-wide `gpu.all_reduce`, and thread 0 folds the total into the
-///   output;
+///   output; or, for many short rows (static sizes: at least 8192 outputs
+///   of at most 1024 elements), a warp per output, combining with
+///   `gpu.subgroup_reduce`;
 /// - a thread per output element, when they are contiguous along the
 ///   outputs instead (a column's sum, a bias gradient): each thread folds
 ///   its output's elements in order.
@@ -79,7 +81,8 @@ bool coalescedAlong(linalg::GenericOp op, unsigned d);
 bool isBlockRowReduction(linalg::GenericOp op, const LaunchShape &shape);
 
 /// Emits, before the last of `ops`, one launch in which a block per row
-/// (a grid-stride loop over rows past maxBlocks) runs `ops` in order on its
+/// (a warp per row, for rows as buildReductionLaunch gives a warp; a
+/// grid-stride loop over rows past maxBlocks) runs `ops` in order on its
 /// row, with a barrier between consecutive ones: so a softmax's or a layer
 /// norm's passes over a row read it from DRAM once, later passes hitting
 /// the cache. Each op's loops are `rows` (thread 0 runs it: a fill, a copy
@@ -107,9 +110,9 @@ bool isTiledTranspose(linalg::TransposeOp op);
 void buildTiledTransposeLaunch(OpBuilder &b, linalg::TransposeOp op,
                                const LaunchShape &shape);
 
-/// Moves `ops` (consecutive in one block/// Moves `ops` (consecutive in one
-/// block, in order) into a one-block, one-thread launch inserted where the
-/// first was. Their results must not be used after the last.
+/// Moves `ops` (consecutive in one block, in order) into a one-block,
+/// one-thread launch inserted where the first was. Their results must not
+/// be used after the last.
 gpu::LaunchOp buildSingleThreadLaunch(OpBuilder &b, ArrayRef<Operation *> ops);
 
 } // namespace mlir::ds::gpu_kernels

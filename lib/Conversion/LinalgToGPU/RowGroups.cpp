@@ -30,6 +30,59 @@ Value rootOf(Value v) {
   return v;
 }
 
+/// `a` seen through reshapes that only add or drop unit dimensions (a
+/// reduction's [rows] output read back as [rows, 1] by the next op): the
+/// reshape's source and the map composed with it, so that two members
+/// reaching one buffer through such views compare equal. An index into a
+/// unit dimension can only be 0.
+void throughUnitReshapes(Access &a) {
+  MLIRContext *ctx = a.map.getContext();
+  while (true) {
+    Value source;
+    SmallVector<ReassociationIndices> groups;
+    ArrayRef<int64_t> wide; // the shape of the side with more dimensions
+    bool expanding;
+    if (auto expand = a.buffer.getDefiningOp<memref::ExpandShapeOp>()) {
+      source = expand.getSrc();
+      groups = expand.getReassociationIndices();
+      wide = expand.getResultType().getShape();
+      expanding = true;
+    } else if (auto collapse =
+                   a.buffer.getDefiningOp<memref::CollapseShapeOp>()) {
+      source = collapse.getSrc();
+      groups = collapse.getReassociationIndices();
+      wide = collapse.getSrcType().getShape();
+      expanding = false;
+    } else {
+      return;
+    }
+    // Each group of the wider side: at most one dimension not of size 1.
+    SmallVector<AffineExpr> exprs;
+    for (auto [g, group] : llvm::enumerate(groups)) {
+      auto big = llvm::make_filter_range(
+          group, [&](int64_t d) { return wide[d] != 1; });
+      int64_t count = std::distance(big.begin(), big.end());
+      if (count > 1 || llvm::any_of(group, [&](int64_t d) {
+            return ShapedType::isDynamic(wide[d]);
+          }))
+        return;
+      if (expanding) {
+        // One source dimension per group: the index of its big member.
+        exprs.push_back(count ? a.map.getResult(*big.begin())
+                              : getAffineConstantExpr(0, ctx));
+      } else {
+        // Each source dimension of the group: the group's index for the
+        // big one, 0 for the unit ones.
+        for (int64_t d : group)
+          exprs.push_back(wide[d] != 1 ? a.map.getResult(g)
+                                       : getAffineConstantExpr(0, ctx));
+      }
+    }
+    a.buffer = source;
+    a.map = AffineMap::get(a.map.getNumDims(), 0, exprs, ctx);
+  }
+}
+
 /// The shape of a row-group candidate.
 enum class Kind { None, Reduction, OverRows, OverRowElements };
 
@@ -75,8 +128,9 @@ Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
     if (!isa<MemRefType>(operand.get().getType()))
       continue;
     bool writes = generic.isDpsInit(&operand);
-    accesses.push_back(
-        {operand.get(), generic.getMatchingIndexingMap(&operand), writes});
+    Access a{operand.get(), generic.getMatchingIndexingMap(&operand), writes};
+    throughUnitReshapes(a);
+    accesses.push_back(a);
   }
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
   if (generic.getNumReductionLoops() > 0) {

@@ -29,6 +29,17 @@
 // RUN: | not --crash mlir-runner -e divergent -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
 // RUN: | FileCheck %s --check-prefix=DIVERGENT
 
+// gpu.subgroup_reduce combines each warp (32 consecutive threads, x
+// fastest) and gives every lane the total: blocks of 32 x 3 threads, lane
+// tx of warp ty holding tx x (ty + 1), so warp ty's sum is 496 (ty + 1),
+// read at lanes 0 and 31; a maximum of (ty + 1) x 100 - tx gives
+// (ty + 1) x 100, from lane 0. Two blocks, the same results.
+// RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
+// RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts \
+// RUN: | mlir-runner -e warps -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=WARPS
+
 // CHECK: sizes = [2, 3]
 // CHECK-NEXT: {{\[}}[0,   2016,   4032],
 // CHECK-NEXT: [0,   2016,   4032]]
@@ -38,6 +49,14 @@
 
 // UNSIGNED: sizes = [4]
 // UNSIGNED-NEXT: [2,  3,  4,  5]
+
+// WARPS: sizes = [2, 3, 3]
+// WARPS-NEXT: {{\[}}{{\[}}[496,   496,   100],
+// WARPS-NEXT: [992,   992,   200],
+// WARPS-NEXT: [1488,   1488,   300]],
+// WARPS-NEXT: {{\[}}[496,   496,   100],
+// WARPS-NEXT: [992,   992,   200],
+// WARPS-NEXT: [1488,   1488,   300]]]
 
 // DIVERGENT: ds-emulate-gpu-kernels: the threads of a block disagree on a value that decides a synchronisation
 
@@ -131,5 +150,41 @@ func.func @unsigned_loop() {
   %u = memref.cast %out : memref<4xi64> to memref<*xi64>
   call @printMemrefI64(%u) : (memref<*xi64>) -> ()
   memref.dealloc %out : memref<4xi64>
+  return
+}
+
+func.func @warps() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c31 = arith.constant 31 : index
+  %c32 = arith.constant 32 : index
+  %hundred = arith.constant 100 : i64
+  %out = memref.alloc() : memref<2x3x3xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c3, %sz = %c1) {
+    %t = arith.index_cast %tx : index to i64
+    %w1 = arith.addi %ty, %c1 : index
+    %w = arith.index_cast %w1 : index to i64
+    %v = arith.muli %t, %w : i64
+    %s = gpu.subgroup_reduce add %v uniform : (i64) -> i64
+    %hw = arith.muli %w, %hundred : i64
+    %m = arith.subi %hw, %t : i64
+    %mx = gpu.subgroup_reduce maxsi %m uniform : (i64) -> i64
+    %first = arith.cmpi eq, %tx, %c0 : index
+    scf.if %first {
+      memref.store %s, %out[%bx, %ty, %c0] : memref<2x3x3xi64>
+      memref.store %mx, %out[%bx, %ty, %c2] : memref<2x3x3xi64>
+    }
+    %last = arith.cmpi eq, %tx, %c31 : index
+    scf.if %last {
+      memref.store %s, %out[%bx, %ty, %c1] : memref<2x3x3xi64>
+    }
+    gpu.terminator
+  }
+  %u = memref.cast %out : memref<2x3x3xi64> to memref<*xi64>
+  call @printMemrefI64(%u) : (memref<*xi64>) -> ()
+  memref.dealloc %out : memref<2x3x3xi64>
   return
 }

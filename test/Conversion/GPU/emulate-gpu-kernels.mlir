@@ -191,3 +191,19 @@ func.func @lane_id(%out: memref<64xindex>) {
   }
   return
 }
+
+// -----
+
+func.func @clustered(%out: memref<64xf32>) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %one = arith.constant 1.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    // expected-error @+1 {{cannot run a clustered or vector subgroup_reduce}}
+    %s = gpu.subgroup_reduce add %one uniform cluster(size = 4) : (f32) -> f32
+    memref.store %s, %out[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  return
+}

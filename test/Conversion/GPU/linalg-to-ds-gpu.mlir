@@ -55,6 +55,70 @@ func.func @row_max(%x: memref<32x512xf32>, %m: memref<32xf32>) {
 
 // -----
 
+// Many short rows (8196 of 512: warps alone fill the GPU): a warp per row,
+// blocks of 32 x 8 threads, the lanes combining with a subgroup reduction
+// (shuffles, no shared memory or barrier). 8196 is not a multiple of 8: a
+// warp past the last row rereads it and writes nothing.
+// CHECK-LABEL: func.func @row_max_warps
+// CHECK:         gpu.launch blocks({{.*}}) in ({{.*}}) threads(%[[LANE:[^,]*]], %[[WARP:[^,]*]], %{{.*}}) in (%[[SX:[^ ]*]] = %c32{{.*}}, %{{.*}} = %c8{{.*}},
+// CHECK:           scf.for %[[BASE:[^ ]*]] =
+// CHECK:             %[[R:.*]] = arith.addi %[[BASE]], %[[WARP]]
+// CHECK:             %[[REAL:.*]] = arith.cmpi ule, %[[R]], %c8195
+// CHECK:             %[[ROW:.*]] = arith.minui %[[R]], %c8195
+// CHECK:             %[[LEAD:.*]] = arith.andi %{{.*}}, %[[REAL]]
+// CHECK:             %[[P:.*]] = scf.for %{{.*}} = %[[LANE]] to %{{.*}} step %[[SX]] iter_args
+// CHECK:               memref.load %arg0[%[[ROW]],
+// CHECK:             %[[TOT:.*]] = gpu.subgroup_reduce maximumf %[[P]] uniform
+// CHECK:             scf.if %[[LEAD]]
+// CHECK:               arith.maximumf %{{.*}}, %[[TOT]]
+// CHECK:               memref.store %{{.*}}, %arg1[%[[ROW]]]
+// CHECK-NOT:     gpu.all_reduce
+func.func @row_max_warps(%x: memref<8196x512xf32>, %m: memref<8196xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8196x512xf32>) outs(%m : memref<8196xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.maximumf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A row group over 16384 rows of 64 (attention's softmax, scaled down):
+// a warp per row, subgroup reductions, every row its warp's own (16384 is
+// a multiple of 8: no guard), a barrier between the passes.
+// CHECK-LABEL: func.func @softmax_warp_rows
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c32{{.*}}, %{{.*}} = %c8{{.*}},
+// CHECK-NOT:       arith.minui
+// CHECK:           gpu.subgroup_reduce maximumf
+// CHECK:           gpu.barrier
+// CHECK:           scf.for
+// CHECK:             arith.divf
+// CHECK-NOT:     gpu.all_reduce
+func.func @softmax_warp_rows(%x: memref<16384x64xf32>, %m: memref<16384xf32>,
+                             %y: memref<16384x64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<16384x64xf32>) outs(%m : memref<16384xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.maximumf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : memref<16384x64xf32>, memref<16384xf32>) outs(%y : memref<16384x64xf32>) {
+  ^bb0(%a: f32, %mx: f32, %o: f32):
+    %r = arith.divf %a, %mx : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
 // A softmax's three passes over each row (the max, the sum of exponentials
 // into an accumulator filled and copied per row, the normalisation) run as
 // one block-per-row launch: a barrier between consecutive ops, thread 0
@@ -124,6 +188,66 @@ func.func @softmax_rows(%x: memref<4096x512xf32>, %m: memref<4096xf32>, %z: memr
     linalg.yield %r : f32
   }
   memref.dealloc %s : memref<4096xf32>
+  return
+}
+
+// -----
+
+// A row's result read back through a reshape that adds a unit dimension
+// (softmax's gradient: the row sums as [rows, 1]) is still that row's
+// element: the view does not end the group. A reshape that moves elements
+// between rows (rows regrouped in pairs) does.
+// CHECK-LABEL: func.func @unit_reshape_rows
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+// CHECK:           gpu.barrier
+// CHECK:           memref.load %{{.*}} : memref<4096x1xf32>
+// CHECK-NOT:     gpu.launch
+// CHECK-LABEL: func.func @regrouped_rows
+// CHECK-NOT:     gpu.barrier
+func.func @unit_reshape_rows(%x: memref<4096x512xf32>, %s: memref<4096xf32>,
+                             %y: memref<4096x512xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4096x512xf32>) outs(%s : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  %s2 = memref.expand_shape %s [[0, 1]] output_shape [4096, 1] : memref<4096xf32> into memref<4096x1xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, 0)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s2 : memref<4096x512xf32>, memref<4096x1xf32>) outs(%y : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %t: f32, %o: f32):
+    %r = arith.subf %a, %t : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+func.func @regrouped_rows(%x: memref<4096x512xf32>, %s: memref<4096xf32>,
+                          %y: memref<4096x512xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4096x512xf32>) outs(%s : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  // Row i reads row (i + 2048) mod 4096's sum.
+  %s2 = memref.expand_shape %s [[0, 1]] output_shape [2, 2048] : memref<4096xf32> into memref<2x2048xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>,
+                                   affine_map<(i, j) -> (1 - i floordiv 2048, i mod 2048)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s2 : memref<4096x512xf32>, memref<2x2048xf32>) outs(%y : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %t: f32, %o: f32):
+    %r = arith.subf %a, %t : f32
+    linalg.yield %r : f32
+  }
   return
 }
 

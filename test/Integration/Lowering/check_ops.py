@@ -757,6 +757,20 @@ def reduction_cases():
                       f"%r = ds.layer_norm %a0, %a1, %a2 : {TA(wx)}, {TA(ww)}, {TA(wb)}",
                       [("%r", wx.shape, F32)],
                       lambda x, w, b: [F.layer_norm(t64(x), (40,), t64(w), t64(b)).numpy()]))
+    # Many short rows (8192 or more, of 1024 elements at most): on the GPU, a
+    # warp per row, the lanes combining with shuffles. 8197 and 8195 rows
+    # are not multiples of a block's 8 warps: the last block's spare warps
+    # reread the last row and write nothing.
+    for name, shape, op, f, dt in [
+            ("softmax_warp_rows_f32", (8200, 40), "softmax", torch.softmax, F32),
+            ("log_softmax_warp_rows_f32", (8197, 33), "log_softmax", torch.log_softmax, F32)]:
+        xi = randn(name, shape, dt, 3.0)
+        cases.append(Case(name, [xi], f"%r = ds.{op} %a0 axis = 1 : {TA(xi)}",
+                          [("%r", xi.shape, dt)], lambda v, f=f: [f(t64(v), 1).numpy()]))
+    xi = randn("reduce_sum_warp_rows_f64", (8195, 32), F64)
+    cases.append(Case("reduce_sum_warp_rows_f64", [xi],
+                      f"%r = ds.reduce_sum %a0 [1] : {TA(xi)} -> {T((8195,), F64)}",
+                      [("%r", (8195,), F64)], lambda v: [np.sum(v, axis=1)]))
     huge = (randn("softmax.big", (2, 6)) * 10 + np.array([[1000.0], [-1000.0]])).astype(F32)
     for op, f in [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]:
         cases.append(Case(f"{op}_stable", [huge], f"%r = ds.{op} %a0 axis = 1 : {TA(huge)}",
