@@ -88,14 +88,24 @@ func.func @row_max_warps(%x: memref<8196x512xf32>, %m: memref<8196xf32>) {
 
 // A row group over 16384 rows of 64 (attention's softmax, scaled down):
 // a warp per row, subgroup reductions, every row its warp's own (16384 is
-// a multiple of 8: no guard), a barrier between the passes.
+// a multiple of 8: no guard), a barrier between the passes. Both passes
+// read the row: each lane loads its two elements once (lane, lane + 32)
+// and both passes use them from registers, unrolled.
 // CHECK-LABEL: func.func @softmax_warp_rows
-// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c32{{.*}}, %{{.*}} = %c8{{.*}},
+// CHECK:         gpu.launch {{.*}} threads(%[[LANE:[^,]*]], %{{.*}}) in (%{{.*}} = %c32{{.*}}, %{{.*}} = %c8{{.*}},
 // CHECK-NOT:       arith.minui
-// CHECK:           gpu.subgroup_reduce maximumf
+// CHECK:           %[[X0:.*]] = memref.load %arg0[%[[ROW:.*]], %[[C0:.*]]] : memref<16384x64xf32>
+// CHECK:           %[[C1:.*]] = arith.addi %[[LANE]], %c32
+// CHECK:           %[[X1:.*]] = memref.load %arg0[%[[ROW]], %[[C1]]]
+// CHECK:           %[[M0:.*]] = arith.maximumf %{{.*}}, %[[X0]]
+// CHECK:           %[[M1:.*]] = arith.maximumf %[[M0]], %[[X1]]
+// CHECK:           gpu.subgroup_reduce maximumf %[[M1]]
 // CHECK:           gpu.barrier
-// CHECK:           scf.for
-// CHECK:             arith.divf
+// CHECK-NOT:       memref.load %arg0
+// CHECK:           arith.divf %[[X0]]
+// CHECK:           memref.store %{{.*}}, %arg2[%[[ROW]], %[[C0]]]
+// CHECK:           arith.divf %[[X1]]
+// CHECK:           memref.store %{{.*}}, %arg2[%[[ROW]], %[[C1]]]
 // CHECK-NOT:     gpu.all_reduce
 func.func @softmax_warp_rows(%x: memref<16384x64xf32>, %m: memref<16384xf32>,
                              %y: memref<16384x64xf32>) {
