@@ -1,0 +1,365 @@
+//===- ReductionKernels.cpp - Parallel reductions on the GPU --------------===//
+//
+// Implements buildReductionLaunch and its shapes (a block, a warp or a
+// thread per output, split or not), and the launch over rows that row
+// groups share (ReductionKernels.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ReductionKernels.h"
+
+using namespace mlir;
+using namespace mlir::ds::gpu_kernels;
+
+bool mlir::ds::gpu_kernels::isParallelReduction(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() == 0)
+    return false;
+  Type et = getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType());
+  if (!et.isF32() && !et.isF64() && !et.isInteger(32) && !et.isInteger(64))
+    return false;
+  // Inputs read through affine maps at the loop indices; anything else
+  // (an index-dependent body is fine, a region-carrying op is not) stays
+  // on the serial path.
+  for (Operation &inner : op.getBody()->without_terminator())
+    if (inner.getNumRegions() != 0)
+      return false;
+  Operation *comb = combinerOf(op);
+  if (!comb || comb->getResult(0).getType() != et)
+    return false;
+  std::optional<gpu::AllReduceOperation> kind = combinerKind(comb);
+  return kind && identityOf(*kind, et);
+}
+
+namespace {
+
+/// Blocks that fill a large GPU (an H100/H200 runs 132 SMs x 8 blocks of
+/// 256 threads at once): a reduction with fewer outputs than this splits
+/// each output's range over several blocks.
+constexpr int64_t kBlocksToFill = 1024;
+/// Reduced elements per thread at least, in each block of a split
+/// reduction: fewer, and the second pass costs more than it saves.
+constexpr int64_t kMinElementsPerThread = 8;
+/// Reduced elements per thread at least in a split column reduction (each
+/// thread folds a run of its output's elements): fewer, and the partial
+/// results cost more to write and fold than the elements they stand for.
+constexpr int64_t kMinColumnRun = 32;
+
+/// The longest row a warp takes alone: 32 elements per lane. PyTorch's
+/// softmax gives rows up to 1024 elements a warp each as well.
+constexpr int64_t kMaxWarpRow = 1024;
+
+/// Blocks per output for a block reduction of `numOut` outputs of `numRed`
+/// elements each (static sizes; 1: no split).
+int64_t blockSplit(int64_t numOut, int64_t numRed, const LaunchShape &shape) {
+  if (numOut <= 0 || numRed <= 0 || numOut >= kBlocksToFill)
+    return 1;
+  int64_t byWork = numRed / (shape.blockSize * kMinElementsPerThread);
+  int64_t byBlocks = llvm::divideCeil(kBlocksToFill, numOut);
+  return std::max<int64_t>(1, std::min(byWork, byBlocks));
+}
+
+/// Runs of elements per output for a column reduction of `numOut` outputs
+/// of `numRed` elements each (static sizes; 1: no split): enough threads to
+/// fill the GPU, each folding at least kMinColumnRun elements.
+int64_t columnSplit(int64_t numOut, int64_t numRed, const LaunchShape &shape) {
+  if (numOut <= 0 || numRed <= 0)
+    return 1;
+  int64_t threadsToFill = kBlocksToFill * shape.blockSize;
+  int64_t byWork = numRed / kMinColumnRun;
+  int64_t byThreads = llvm::divideCeil(threadsToFill, numOut);
+  return std::max<int64_t>(1, std::min(byWork, byThreads));
+}
+
+} // namespace
+
+/// Threads per block for a block per output of `numRed` elements (-1:
+/// dynamic). A row shorter than the block size gets as many threads as it
+/// has elements, rounded up to whole warps: an SM holds a fixed number of
+/// threads, so 64-thread blocks on rows of 64 put four times as many rows
+/// in flight as 256-thread blocks whose other 192 threads would idle.
+int64_t mlir::ds::gpu_kernels::threadsPerRow(int64_t numRed,
+                                             const LaunchShape &shape) {
+  if (numRed < 0 || numRed >= shape.blockSize)
+    return shape.blockSize;
+  return std::max<int64_t>(32, llvm::alignTo(numRed, 32));
+}
+
+/// Whether `numOut` outputs (rows) of `numRed` elements each, static, get a
+/// warp each rather than a block: rows short enough for a warp's lanes to
+/// cover in a few strides, and many enough for warps alone to fill the GPU
+/// (kBlocksToFill blocks' worth). The lanes then combine with shuffles
+/// alone, where a block per row needs shared memory and barriers, and a
+/// block runs blockSize / 32 rows at once.
+bool mlir::ds::gpu_kernels::warpPerRow(int64_t numOut, int64_t numRed,
+                                       const LaunchShape &shape) {
+  if (shape.blockSize % kWarpSize != 0 || numRed < kMinParallelReduction ||
+      numRed > kMaxWarpRow)
+    return false;
+  return numOut >= kBlocksToFill * (shape.blockSize / kWarpSize);
+}
+
+void mlir::ds::gpu_kernels::buildRowLaunch(
+    OpBuilder &b, Location loc, int64_t numRows, bool warp, int64_t threads,
+    const LaunchShape &shape,
+    function_ref<void(OpBuilder &, Location, RowTeam &)> body) {
+  int64_t perBlock = warp ? shape.blockSize / kWarpSize : 1;
+  Value blocks = clampBlocks(
+      b, loc, indexConstant(b, loc, llvm::divideCeil(numRows, perBlock)),
+      shape.maxBlocks);
+  Value threadsX = indexConstant(b, loc, warp ? kWarpSize : threads);
+  Value threadsY = warp ? indexConstant(b, loc, perBlock) : Value();
+  buildLaunch(
+      b, loc, blocks, threadsX,
+      [&](OpBuilder &kb, gpu::LaunchOp launch) {
+        Value tid = launch.getThreadIds().x;
+        Value zero = indexConstant(kb, loc, 0);
+        Value perBlockValue = indexConstant(kb, loc, perBlock);
+        Value isFirst =
+            arith::CmpIOp::create(kb, loc, arith::CmpIPredicate::eq, tid, zero);
+        // The block's first row, uniform across the block.
+        Value start = arith::MulIOp::create(kb, loc, launch.getBlockIds().x,
+                                            perBlockValue);
+        Value step = arith::MulIOp::create(kb, loc, launch.getGridSize().x,
+                                           perBlockValue);
+        scf::ForOp::create(
+            kb, loc, start, indexConstant(kb, loc, numRows), step, ValueRange{},
+            [&](OpBuilder &ob, Location l, Value blockRow, ValueRange) {
+              RowTeam team;
+              team.warp = warp;
+              team.first = tid;
+              team.stride = launch.getBlockSize().x;
+              team.row = blockRow;
+              team.leader = isFirst;
+              if (warp) {
+                team.row = arith::AddIOp::create(ob, l, blockRow,
+                                                 launch.getThreadIds().y);
+                if (numRows % perBlock != 0) {
+                  Value last = indexConstant(ob, l, numRows - 1);
+                  team.real = arith::CmpIOp::create(
+                      ob, l, arith::CmpIPredicate::ule, team.row, last);
+                  team.row = arith::MinUIOp::create(ob, l, team.row, last);
+                  team.leader =
+                      arith::AndIOp::create(ob, l, team.leader, team.real);
+                }
+              }
+              body(ob, l, team);
+              scf::YieldOp::create(ob, l);
+            });
+      },
+      threadsY);
+}
+
+namespace {
+
+/// A warp per output (warpPerRow): the lanes stride over the output's
+/// reduced elements, combine with gpu.subgroup_reduce, and lane 0 folds the
+/// total into the output.
+void buildWarpReduction(OpBuilder &b, Reduction &red,
+                        const LaunchShape &shape) {
+  Location loc = red.op.getLoc();
+  Value numRed = product(b, loc, red.redSizes);
+  buildRowLaunch(
+      b, loc, red.numOutStatic, /*warp=*/true, kWarpSize, shape,
+      [&](OpBuilder &ob, Location l, RowTeam &team) {
+        SmallVector<Value> parIdx = delinearize(ob, l, team.row, red.parSizes);
+        Value partial =
+            red.foldRange(ob, l, parIdx, team.first, numRed, team.stride);
+        Value total = team.combine(ob, l, partial, red.kind);
+        RowTeam::emitIf(ob, l, team.leader, [&](OpBuilder &ib, Location il) {
+          red.foldIntoOutput(ib, il, parIdx, total);
+        });
+      });
+}
+
+/// A block per output (or per part of one): the block's threads stride
+/// over the output's reduced elements, then combine their partial results
+/// with a block-wide gpu.all_reduce, and thread 0 folds the total into the
+/// output (or writes it as a partial result, when split).
+void buildBlockReduction(OpBuilder &b, Reduction &red,
+                         const LaunchShape &shape) {
+  Location loc = red.op.getLoc();
+  // Few outputs of many elements (a tensor's amax or norm: one output):
+  // the first launch writes `split` partial results per output, each from
+  // its own block, into `partials` [outputs..., split]; a second reduction
+  // over the partials folds them into the output.
+  int64_t split = blockSplit(red.numOutStatic, red.numRedStatic, shape);
+  Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
+  Reduction::Tasks tasks = red.tasks(b, loc, split);
+  Value numRed = tasks.numRed, splitValue = tasks.split, numTasks = tasks.count;
+  Value threads = indexConstant(
+      b, loc,
+      split > 1 ? shape.blockSize : threadsPerRow(red.numRedStatic, shape));
+  Value blocks = clampBlocks(b, loc, numTasks, shape.maxBlocks);
+
+  buildLaunch(
+      b, loc, blocks, threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
+        Value tid = launch.getThreadIds().x;
+        Value zero = indexConstant(kb, loc, 0);
+        // Tasks (an output, or a part of one): uniform across the block
+        // (every thread of a block works on the same one), as the
+        // block-wide all-reduce requires.
+        scf::ForOp::create(
+            kb, loc, launch.getBlockIds().x, numTasks, launch.getGridSize().x,
+            ValueRange{},
+            [&](OpBuilder &ob, Location l, Value task, ValueRange) {
+              // Part `part` of a split output reads the reduced elements
+              // part x blockSize + tid, then every split x blockSize-th.
+              Value o = task, first = tid, stride = launch.getBlockSize().x;
+              Value part;
+              if (split > 1) {
+                o = arith::DivUIOp::create(ob, l, task, splitValue);
+                part = arith::RemUIOp::create(ob, l, task, splitValue);
+                first = arith::AddIOp::create(
+                    ob, l, arith::MulIOp::create(ob, l, part, stride), tid);
+                stride = arith::MulIOp::create(ob, l, stride, splitValue);
+              }
+              SmallVector<Value> parIdx = delinearize(ob, l, o, red.parSizes);
+              Value partial =
+                  red.foldRange(ob, l, parIdx, first, numRed, stride);
+              Value total = gpu::AllReduceOp::create(
+                  ob, l, partial,
+                  gpu::AllReduceOperationAttr::get(ob.getContext(), red.kind),
+                  /*uniform=*/true);
+              Value isFirst = arith::CmpIOp::create(
+                  ob, l, arith::CmpIPredicate::eq, tid, zero);
+              scf::IfOp::create(
+                  ob, l, isFirst, [&](OpBuilder &ib, Location l3) {
+                    if (partials) {
+                      SmallVector<Value> idx(parIdx);
+                      idx.push_back(part);
+                      memref::StoreOp::create(ib, l3, total, partials, idx);
+                    } else {
+                      red.foldIntoOutput(ib, l3, parIdx, total);
+                    }
+                    scf::YieldOp::create(ib, l3);
+                  });
+              scf::YieldOp::create(ob, l);
+            });
+      });
+  if (partials)
+    red.foldPartials(b, loc, partials, shape);
+}
+
+/// A thread per output (or per run of one output's elements, when split),
+/// consecutive threads on consecutive outputs: for reductions whose inputs
+/// are contiguous along the outputs rather than the reduced dimensions (a
+/// bias gradient sums [tokens, features] over the tokens), where a block
+/// per output would read one element per row. Each thread folds its run in
+/// order, so an unsplit reduction adds in the CPU's order.
+void buildColumnReduction(OpBuilder &b, Reduction &red,
+                          const LaunchShape &shape) {
+  Location loc = red.op.getLoc();
+  int64_t split = columnSplit(red.numOutStatic, red.numRedStatic, shape);
+  Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
+  Reduction::Tasks tasks = red.tasks(b, loc, split);
+  Value numOut = tasks.numOut, numRed = tasks.numRed, numTasks = tasks.count;
+  // Runs of ceil(numRed / split) elements; the last may be short or empty.
+  Value run =
+      split > 1
+          ? indexConstant(b, loc, llvm::divideCeil(red.numRedStatic, split))
+          : numRed;
+  buildGridStrideLaunch(
+      b, loc, numTasks, shape, [&](OpBuilder &kb, Location l, Value task) {
+        Value o = task, part;
+        if (split > 1) {
+          o = arith::RemUIOp::create(kb, l, task, numOut);
+          part = arith::DivUIOp::create(kb, l, task, numOut);
+        }
+        SmallVector<Value> parIdx = delinearize(kb, l, o, red.parSizes);
+        Value first = indexConstant(kb, l, 0), end = numRed;
+        if (split > 1) {
+          first = arith::MulIOp::create(kb, l, part, run);
+          end = arith::MinUIOp::create(
+              kb, l, arith::AddIOp::create(kb, l, first, run), numRed);
+        }
+        Value total =
+            red.foldRange(kb, l, parIdx, first, end, indexConstant(kb, l, 1));
+        if (!partials) {
+          red.foldIntoOutput(kb, l, parIdx, total);
+          return;
+        }
+        SmallVector<Value> idx(parIdx);
+        idx.push_back(part);
+        memref::StoreOp::create(kb, l, total, partials, idx);
+      });
+  if (partials)
+    red.foldPartials(b, loc, partials, shape);
+}
+
+} // namespace
+
+/// How far apart, in elements, the elements input `in` of `op` reads at two
+/// iterations one apart along loop dimension `d` are: 0 when it does not
+/// depend on `d`; nullopt when unknown (a dynamic stride, `d` inside a
+/// compound index expression).
+static std::optional<int64_t> strideAlong(linalg::GenericOp op, OpOperand *in,
+                                          unsigned d) {
+  auto type = cast<MemRefType>(in->get().getType());
+  AffineMap map = op.getMatchingIndexingMap(in);
+  if (!map.isFunctionOfDim(d))
+    return 0;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return std::nullopt;
+  int64_t stride = 0;
+  for (auto [k, e] : llvm::enumerate(map.getResults())) {
+    if (!e.isFunctionOfDim(d))
+      continue;
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim || ShapedType::isDynamic(strides[k]))
+      return std::nullopt;
+    stride += strides[k];
+  }
+  return stride;
+}
+
+bool mlir::ds::gpu_kernels::coalescedAlong(linalg::GenericOp op, unsigned d) {
+  return llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *in) {
+    if (!isa<MemRefType>(in->get().getType()))
+      return true;
+    std::optional<int64_t> s = strideAlong(op, in, d);
+    return s && (*s == 0 || *s == 1);
+  });
+}
+
+void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
+                                                 linalg::GenericOp op,
+                                                 const LaunchShape &shape) {
+  Reduction red(b, op);
+  // A block per output reads along the reduced dimensions, a thread per
+  // output along the outputs: pick the one whose loads coalesce, the block
+  // when both or neither do.
+  bool columns = !red.parDims.empty() &&
+                 !coalescedAlong(op, red.redDims.back()) &&
+                 coalescedAlong(op, red.parDims.back());
+  if (columns)
+    buildColumnReduction(b, red, shape);
+  else if (warpPerRow(red.numOutStatic, red.numRedStatic, shape))
+    buildWarpReduction(b, red, shape);
+  else
+    buildBlockReduction(b, red, shape);
+}
+
+bool mlir::ds::gpu_kernels::isBlockRowReduction(linalg::GenericOp op,
+                                                const LaunchShape &shape) {
+  if (!isParallelReduction(op) || !op.hasPureBufferSemantics())
+    return false;
+  // Output dimensions first, then the reduced ones, all static.
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  unsigned numPar = op.getNumParallelLoops();
+  if (numPar == 0 ||
+      llvm::any_of(ArrayRef(iterators).take_front(numPar),
+                   [](auto it) { return it != utils::IteratorType::parallel; }))
+    return false;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return false;
+  int64_t numOut = 1, numRed = 1;
+  for (auto [d, size] : llvm::enumerate(ranges))
+    (d < numPar ? numOut : numRed) *= size;
+  return numRed >= kMinParallelReduction &&
+         blockSplit(numOut, numRed, shape) == 1 &&
+         coalescedAlong(op, op.getNumLoops() - 1);
+}

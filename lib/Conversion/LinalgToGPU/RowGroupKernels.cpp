@@ -1,0 +1,330 @@
+//===- RowGroupKernels.cpp - A row group's ops in one launch --------------===//
+//
+// Implements buildRowGroupLaunch (GPUKernelBuilders.h): the members of a row
+// group (RowGroups.h) run in turn on each row, by a block or a warp, with
+// barriers between them; a warp keeps the row elements several members read
+// in registers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ReductionKernels.h"
+
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace mlir::ds::gpu_kernels;
+
+namespace {
+
+/// Stores, at loop indices `ivs`, what the all-parallel `op`'s body yields
+/// there: its inputs (and the outputs it reads) loaded where their maps say.
+void emitParallelIteration(OpBuilder &b, Location loc, linalg::GenericOp op,
+                           ArrayRef<Value> ivs, IRMapping map = {}) {
+  cloneBodyAt(b, loc, op, ivs, map);
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+  for (auto [init, value] :
+       llvm::zip(op.getDpsInitsMutable(), yield.getOperands())) {
+    SmallVector<Value> idx =
+        applyMap(b, loc, op.getMatchingIndexingMap(&init), ivs);
+    memref::StoreOp::create(b, loc, map.lookupOrDefault(value), init.get(),
+                            idx);
+  }
+}
+
+/// The rank of a row-group member's iteration space.
+unsigned memberRank(Operation *op) {
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return cast<MemRefType>(fill.getOutputs()[0].getType()).getRank();
+  if (auto copy = dyn_cast<memref::CopyOp>(op))
+    return cast<MemRefType>(copy.getTarget().getType()).getRank();
+  return cast<linalg::GenericOp>(op).getNumLoops();
+}
+
+/// What a row-group member reads at each element of its loops: (buffer,
+/// indexing map) pairs, a reduction's accumulator aside.
+SmallVector<std::pair<Value, AffineMap>> memberReads(Operation *op) {
+  SmallVector<std::pair<Value, AffineMap>> reads;
+  if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+    unsigned rank = cast<MemRefType>(copy.getSource().getType()).getRank();
+    reads.push_back({copy.getSource(), AffineMap::getMultiDimIdentityMap(
+                                           rank, op->getContext())});
+  } else if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+    for (OpOperand *in : generic.getDpsInputOperands())
+      if (isa<MemRefType>(in->get().getType()) &&
+          !generic.getMatchingBlockArgument(in).use_empty())
+        reads.push_back({in->get(), generic.getMatchingIndexingMap(in)});
+  }
+  return reads;
+}
+
+/// The buffers a row-group member writes.
+SmallVector<Value> memberWrites(Operation *op) {
+  if (auto copy = dyn_cast<memref::CopyOp>(op))
+    return {copy.getTarget()};
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return {fill.getOutputs()[0]};
+  return llvm::to_vector(cast<linalg::GenericOp>(op).getDpsInits());
+}
+
+/// A value of `buffer` read through `map` that the caller already has (null:
+/// none; load it).
+using CachedRead = function_ref<Value(Value buffer, AffineMap map)>;
+
+/// One member of a row group at loop indices `ivs` (a fill or a copy, whose
+/// loops are its buffer's dimensions, or an all-parallel generic), taking
+/// what `cached` has instead of loading it.
+void emitMemberIteration(OpBuilder &b, Location loc, Operation *op,
+                         ArrayRef<Value> ivs, CachedRead cached = nullptr) {
+  if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    memref::StoreOp::create(b, loc, fill.getInputs()[0], fill.getOutputs()[0],
+                            ivs);
+    return;
+  }
+  if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+    Value v =
+        cached ? cached(copy.getSource(), memberReads(op)[0].second) : Value();
+    if (!v)
+      v = memref::LoadOp::create(b, loc, copy.getSource(), ivs);
+    memref::StoreOp::create(b, loc, v, copy.getTarget(), ivs);
+    return;
+  }
+  auto generic = cast<linalg::GenericOp>(op);
+  IRMapping map;
+  if (cached)
+    for (OpOperand *in : generic.getDpsInputOperands())
+      if (Value v = cached(in->get(), generic.getMatchingIndexingMap(in)))
+        map.map(generic.getMatchingBlockArgument(in), v);
+  emitParallelIteration(b, loc, generic, ivs, map);
+}
+
+/// The view-free buffer `v` is a view of.
+Value viewRoot(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// Registers (32-bit) per lane a warp's row cache may take.
+constexpr int64_t kMaxCachedRegisters = 64;
+/// The most elements per lane (rows of 256) for which a warp caches its row.
+/// The members' unrolled iterations keep every element's addresses and
+/// operands live besides the cache: in the GPT benchmark's 1-layer FP8 step,
+/// rows of 256 need at most 64 registers, rows of 512 need 120, and rows of
+/// 1024 run out at 255 and spill.
+constexpr int64_t kMaxCachedPerLane = 8;
+
+/// A warp's copy of the row elements that several members of its row group
+/// read, as PyTorch's persistent softmax keeps them: each lane loads its
+/// elements of the row (lane, lane + 32, ...) once, into registers, and
+/// the members compute from there rather than rereading the row from L1 or
+/// L2 in each pass. The members' loops over the row are unrolled, so rows
+/// are at most 32 x kMaxCachedPerLane elements long.
+class RowCache {
+public:
+  /// Chooses the (buffer, map) pairs that two or more of `ops` (the members
+  /// over the row's elements) read and none writes, most-read first,
+  /// within kMaxCachedRegisters.
+  RowCache(ArrayRef<Operation *> ops, unsigned rank, int64_t numRed)
+      : numRed(numRed), perLane(llvm::divideCeil(numRed, kWarpSize)) {
+    if (perLane > kMaxCachedPerLane)
+      return;
+    llvm::DenseSet<Value> written;
+    llvm::MapVector<std::pair<Value, AffineMap>, int> readers;
+    for (Operation *op : ops) {
+      for (Value w : memberWrites(op))
+        written.insert(viewRoot(w));
+      if (memberRank(op) != rank)
+        continue;
+      llvm::SmallDenseSet<std::pair<Value, AffineMap>, 4> seen;
+      for (auto read : memberReads(op))
+        if (seen.insert(read).second)
+          ++readers[read];
+    }
+    // Most-read first; among equals, in the order the members read them.
+    SmallVector<std::pair<int, size_t>> order; // (-readers, position)
+    auto reads = readers.takeVector();
+    for (auto [k, entry] : llvm::enumerate(reads))
+      if (entry.second >= 2 && !written.contains(viewRoot(entry.first.first)))
+        order.push_back({-entry.second, k});
+    llvm::sort(order);
+    int64_t registers = 0;
+    for (auto [negCount, k] : order) {
+      std::pair<Value, AffineMap> read = reads[k].first;
+      Type et = cast<MemRefType>(read.first.getType()).getElementType();
+      int64_t cost = perLane * llvm::divideCeil(et.getIntOrFloatBitWidth(), 32);
+      if (registers + cost > kMaxCachedRegisters)
+        continue;
+      registers += cost;
+      entries.push_back({read.first, read.second, {}});
+    }
+  }
+
+  bool empty() const { return entries.empty(); }
+  int64_t elementsPerLane() const { return perLane; }
+
+  /// Emits the lane's loads of row `rowIdx`: element i of the lane is row
+  /// element lane + 32 i, clamped to the last one where the row is not a
+  /// multiple of 32 long (such an element is loaded, but not used).
+  void load(OpBuilder &b, Location loc, ArrayRef<Value> rowIdx, Value lane,
+            ArrayRef<Value> redSizes) {
+    Value last = indexConstant(b, loc, numRed - 1);
+    for (int64_t i = 0; i < perLane; ++i) {
+      Value c = arith::AddIOp::create(b, loc, lane,
+                                      indexConstant(b, loc, i * kWarpSize));
+      Value inRow;
+      if ((i + 1) * kWarpSize > numRed) {
+        inRow =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, c, last);
+        c = arith::MinUIOp::create(b, loc, c, last);
+      }
+      SmallVector<Value> ivs(rowIdx);
+      llvm::append_range(ivs, delinearize(b, loc, c, redSizes));
+      for (Entry &e : entries)
+        e.values.push_back(memref::LoadOp::create(
+            b, loc, e.buffer, applyMap(b, loc, e.map, ivs)));
+      valid.push_back(inRow);
+      indices.push_back(std::move(ivs));
+    }
+  }
+
+  /// Whether element i of the lane is in the row (null: always).
+  Value inRow(int64_t i) const { return valid[i]; }
+  /// The loop indices of element i of the lane.
+  ArrayRef<Value> ivs(int64_t i) const { return indices[i]; }
+  /// Element i of the lane of `buffer` read through `map`, if cached.
+  Value lookup(Value buffer, AffineMap map, int64_t i) const {
+    for (const Entry &e : entries)
+      if (e.buffer == buffer && e.map == map)
+        return e.values[i];
+    return {};
+  }
+
+private:
+  struct Entry {
+    Value buffer;
+    AffineMap map;
+    SmallVector<Value> values; // one per element of the lane
+  };
+  SmallVector<Entry> entries;
+  int64_t numRed, perLane;
+  SmallVector<Value> valid;
+  SmallVector<SmallVector<Value>> indices;
+};
+
+/// A row reduction member over a warp's cached row: the lane's elements
+/// folded in order (those past the row's end skipped), with the cached
+/// reads taken from `cache`.
+Value foldCachedRow(OpBuilder &b, Location loc, Reduction &red,
+                    const RowCache &cache) {
+  Value acc = arith::ConstantOp::create(b, loc, red.identity);
+  for (int64_t i = 0; i < cache.elementsPerLane(); ++i) {
+    IRMapping map;
+    map.map(red.outArg, acc);
+    for (OpOperand *in : red.op.getDpsInputOperands())
+      if (Value v =
+              cache.lookup(in->get(), red.op.getMatchingIndexingMap(in), i))
+        map.map(red.op.getMatchingBlockArgument(in), v);
+    cloneBodyAt(b, loc, red.op, cache.ivs(i), map);
+    Value next = map.lookup(red.comb->getResult(0));
+    acc = cache.inRow(i)
+              ? arith::SelectOp::create(b, loc, cache.inRow(i), next, acc)
+                    .getResult()
+              : next;
+  }
+  return acc;
+}
+
+} // namespace
+
+void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
+                                                ArrayRef<Operation *> ops,
+                                                ArrayRef<int64_t> rows,
+                                                ArrayRef<int64_t> reduced,
+                                                const LaunchShape &shape) {
+  Location loc = ops.front()->getLoc();
+  b.setInsertionPoint(ops.back());
+  int64_t numRows = 1, numRed = 1;
+  for (int64_t s : rows)
+    numRows *= s;
+  for (int64_t s : reduced)
+    numRed *= s;
+  SmallVector<Value> rowSizes, redSizes;
+  for (int64_t s : rows)
+    rowSizes.push_back(indexConstant(b, loc, s));
+  for (int64_t s : reduced)
+    redSizes.push_back(indexConstant(b, loc, s));
+  Value numRedValue = indexConstant(b, loc, numRed);
+  bool warp = warpPerRow(numRows, numRed, shape);
+  unsigned rank = rows.size() + reduced.size();
+  buildRowLaunch(
+      b, loc, numRows, warp, threadsPerRow(numRed, shape), shape,
+      [&](OpBuilder &ob, Location l, RowTeam &team) {
+        SmallVector<Value> rowIdx = delinearize(ob, l, team.row, rowSizes);
+        std::optional<RowCache> cache;
+        if (warp) {
+          cache.emplace(ops, rank, numRed);
+          if (cache->empty())
+            cache.reset();
+          else
+            cache->load(ob, l, rowIdx, team.first, redSizes);
+        }
+        for (auto [i, member] : llvm::enumerate(ops)) {
+          Operation *op = member; // captured by the lambdas below
+          Location ol = op->getLoc();
+          auto generic = dyn_cast<linalg::GenericOp>(op);
+          if (generic && generic.getNumReductionLoops() > 0) {
+            Reduction red(ob, generic);
+            Value partial = cache ? foldCachedRow(ob, ol, red, *cache)
+                                  : red.foldRange(ob, ol, rowIdx, team.first,
+                                                  numRedValue, team.stride);
+            Value total = team.combine(ob, ol, partial, red.kind);
+            RowTeam::emitIf(ob, ol, team.leader,
+                            [&](OpBuilder &ib, Location il) {
+                              red.foldIntoOutput(ib, il, rowIdx, total);
+                            });
+          } else if (memberRank(op) == rows.size()) {
+            // One element per row: the team's leader computes it.
+            RowTeam::emitIf(ob, ol, team.leader,
+                            [&](OpBuilder &ib, Location il) {
+                              emitMemberIteration(ib, il, op, rowIdx);
+                            });
+          } else if (cache) {
+            // The lane's elements of the row, unrolled, from the cache.
+            for (int64_t e = 0; e < cache->elementsPerLane(); ++e) {
+              Value cond = team.real;
+              if (Value inRow = cache->inRow(e))
+                cond =
+                    cond
+                        ? arith::AndIOp::create(ob, ol, cond, inRow).getResult()
+                        : inRow;
+              RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
+                emitMemberIteration(ib, il, op, cache->ivs(e),
+                                    [&](Value buffer, AffineMap map) {
+                                      return cache->lookup(buffer, map, e);
+                                    });
+              });
+            }
+          } else {
+            // The row's elements, strided over the team's threads.
+            RowTeam::emitIf(ob, ol, team.real, [&](OpBuilder &ib, Location il) {
+              scf::ForOp::create(
+                  ib, il, team.first, numRedValue, team.stride, ValueRange{},
+                  [&](OpBuilder &eb, Location el, Value c, ValueRange) {
+                    SmallVector<Value> ivs(rowIdx);
+                    llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
+                    emitMemberIteration(eb, el, op, ivs);
+                    scf::YieldOp::create(eb, el);
+                  });
+            });
+          }
+          // What this member wrote, another thread of the team may read in
+          // the next. (A warp's lanes would need only __syncwarp; the block
+          // barrier is as correct, every warp running the same members.)
+          if (i + 1 < ops.size())
+            gpu::BarrierOp::create(ob, ol);
+        }
+      });
+}
