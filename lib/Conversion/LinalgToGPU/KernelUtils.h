@@ -48,6 +48,10 @@ TypedAttr identityOf(gpu::AllReduceOperation kind, Type t);
 /// read the output's block argument, and only it (null: none).
 Operation *combinerOf(linalg::GenericOp op);
 
+/// The allocation or argument `v` is a view of (through every view-like
+/// op).
+Value viewRoot(Value v);
+
 /// Clones `op`'s body (its terminator aside) at loop indices `ivs` into
 /// `map`, loading each operand the body uses and `map` does not give.
 void cloneBodyAt(OpBuilder &b, Location loc, linalg::GenericOp op,

@@ -9,7 +9,6 @@
 
 #include "ReductionKernels.h"
 
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <optional>
@@ -98,13 +97,6 @@ void emitMemberIteration(OpBuilder &b, Location loc, Operation *op,
       if (Value v = cached(in->get(), generic.getMatchingIndexingMap(in)))
         map.map(generic.getMatchingBlockArgument(in), v);
   emitParallelIteration(b, loc, generic, ivs, map);
-}
-
-/// The view-free buffer `v` is a view of.
-Value viewRoot(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
 }
 
 /// Registers (32-bit) per lane a warp's row cache may take.

@@ -5,10 +5,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "RowGroups.h"
+#include "KernelUtils.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
@@ -22,13 +22,6 @@ struct Access {
   AffineMap map;
   bool writes;
 };
-
-/// The allocation or argument `v` is a view of.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
-    v = view.getViewSource();
-  return v;
-}
 
 /// `a` seen through reshapes that only add or drop unit dimensions (a
 /// reduction's [rows] output read back as [rows, 1] by the next op): the
@@ -173,9 +166,9 @@ bool rowsIndependent(ArrayRef<Access> accesses, unsigned numRows) {
   llvm::DenseMap<Value, Value> written; // root -> the one value reaching it
   for (const Access &a : accesses)
     if (a.writes)
-      written[rootOf(a.buffer)] = a.buffer;
+      written[viewRoot(a.buffer)] = a.buffer;
   for (const Access &a : accesses) {
-    auto it = written.find(rootOf(a.buffer));
+    auto it = written.find(viewRoot(a.buffer));
     if (it == written.end())
       continue;
     auto type = cast<MemRefType>(a.buffer.getType());
