@@ -219,7 +219,8 @@ prepare() {
     "$src/tools/ds-step-run" "$src/unittests/Runtime" "$src/third_party"
   cp "$root"/include/ds/Runtime/ds_runtime.h \
     "$root"/include/ds/Runtime/ds_runtime_cuda.h \
-    "$root"/include/ds/Runtime/DeviceTensors.h "$src/include/ds/Runtime/"
+    "$root"/include/ds/Runtime/DeviceTensors.h \
+    "$root"/include/ds/Runtime/StepGraphs.h "$src/include/ds/Runtime/"
   cp "$root"/lib/Runtime/Error.cpp "$root"/lib/Runtime/RuntimeInternal.h \
     "$src/lib/Runtime/"
   cp "$root"/lib/Runtime/cuda/*.cpp "$root"/lib/Runtime/cuda/*.h \
@@ -271,7 +272,7 @@ run() {
     return 0
   fi
   local scenario out t
-  for scenario in basic gemm fp8-refusals fp8-accuracy; do
+  for scenario in basic gemm fp8-refusals fp8-accuracy graphs; do
     t=$(allow 120)
     ((t > 0)) || { over_budget "runtime $scenario"; continue; }
     out=$(timeout "$t" "$build/ds-runtime-cuda-check" "$scenario" 2>&1)
@@ -301,6 +302,7 @@ run() {
 $out"
       row "$case ($steps steps vs CPU)" FAIL "${diff:+max rel. loss diff $diff (tol $tol) }$(grep -m1 'error' <<< "$out")" "$out"
     fi
+    graph_case "$dir" "$case" "$steps" "$tol" "$build" "${data[@]}"
   done < "$bundle/cases.txt"
   [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
   [[ -d "$bundle/parity" ]] && run_parity "$bundle" "$build"
@@ -321,6 +323,31 @@ $out"
   ((failed)) && return 1
   ((skipped)) && return 2
   return 0
+}
+
+# One case again with --cuda-graphs: the same losses as the direct run on
+# the device, bit for bit (the same kernels and GEMMs, replayed), or
+# within the CPU tolerance when the direct run failed.
+graph_case() {
+  local dir=$1 case=$2 steps=$3 tol=$4 build=$5 out rc expect rtol ms
+  shift 5
+  if [[ -n $emulated ]]; then
+    row "$case graphs" "UNSUPPORTED" "kernels emulated on the host"
+    return
+  fi
+  t=$(allow 120)
+  ((t > 0)) || { over_budget "$case graphs"; return; }
+  expect="$dir/gpu.json" rtol=0
+  [[ -f $expect ]] || { expect="$dir/ref.json"; rtol=$tol; }
+  out=$(timeout "$t" "$build/ds-step-run" "$dir" "$@" --steps "$steps" \
+          --report-every 10 --cuda-graphs --expect "$expect" --rtol "$rtol" 2>&1)
+  rc=$?
+  ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
+  if [[ $rc -eq 0 ]]; then
+    row "$case graphs" PASS "losses vs $(basename "$expect") (rtol $rtol): $(grep -o 'max relative difference [^ ]*' <<< "$out" | awk '{print $4}'), ${ms} ms/step; graphs $(grep -o 'CUDA graphs: .*' <<< "$out" | sed 's/^CUDA graphs: //')"
+  else
+    row "$case graphs" FAIL "$(grep -m1 -E 'error|FAIL' <<< "$out")" "$out"
+  fi
 }
 
 # The lowering execution cases: each group's step once, its results
@@ -408,6 +435,12 @@ bench_gpt() {
   if [[ -n "$ms_ds_fp8" && -n "$ms_pt_bf16" ]]; then
     row "ds fp8 vs torch autocast-bf16" "-" "$(awk -v a="$ms_pt_bf16" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx (goal >= 1.2x)", a/b}')"
   fi
+  bench_ds "$bundle" "$build" fp8 "$layers" graphs --cuda-graphs
+  if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
+    row "ds fp8: CUDA graphs vs launches" "-" "$(awk -v a="$ms_ds_fp8" -v b="$bench_ms" 'BEGIN{printf "%.2fx faster", a/b}')"
+    [[ -n "$ms_pt_bf16" ]] &&
+      row "ds fp8 graphs vs torch autocast-bf16" "-" "$(awk -v a="$ms_pt_bf16" -v b="$bench_ms" 'BEGIN{printf "%.2fx (goal >= 1.2x)", a/b}')"
+  fi
   bench_ds "$bundle" "$build" fp8-unfused "$layers"
   ms_unfused=$bench_ms
   if [[ -n "$ms_ds_fp8" && -n "$ms_unfused" ]]; then
@@ -419,14 +452,15 @@ bench_gpt() {
 # ms/step in $bench_ms (empty when it did not run).
 bench_ds() {
   local bundle=$1 build=$2 variant=$3 layers=$4 tokens=$((8 * 1024))
-  local dir="$bundle/bench/gpt-$variant" out work
+  local dir="$bundle/bench/gpt-$variant" out work label=$3${5:+ $5}
+  shift 5 2> /dev/null || shift $#
   bench_ms=""
   [[ -d $dir ]] || return 0
   t=$(allow 90)
-  ((t > 0)) || { over_budget "gpt ${layers}x1024 ds $variant"; return 0; }
+  ((t > 0)) || { over_budget "gpt ${layers}x1024 ds $label"; return 0; }
   [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
   out=$(timeout "$t" "$build/ds-step-run" "$dir" --init-random 0 "${bench_data[@]}" \
-          --steps 12 --report-every 12 2>&1)
+          --steps 12 --report-every 12 "$@" 2>&1)
   local rc=$? ms host
   [[ $rc -eq 124 ]] && out="error: timed out after $t s
 $out"
@@ -434,10 +468,10 @@ $out"
   host=$(grep -o 'host [0-9.]* ms' <<< "$out" | awk '{print $2}')
   work=$(grep -o 'per step: [0-9]* kernel launches, [0-9]* cuBLASLt GEMMs' <<< "$out" | awk '{print $3 " launches + " $6 " GEMMs"}')
   if [[ -n "$ms" ]]; then
-    row "gpt ${layers}x1024 ds $variant" "-" "$ms ms/step (host $host ms; ${work:-?}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
+    row "gpt ${layers}x1024 ds $label" "-" "$ms ms/step (host $host ms; ${work:-?}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
     bench_ms=$ms
   else
-    row "gpt ${layers}x1024 ds $variant" FAIL "$(grep -m1 error <<< "$out" || echo "no result (exit $rc)")" "$out"
+    row "gpt ${layers}x1024 ds $label" FAIL "$(grep -m1 error <<< "$out" || echo "no result (exit $rc)")" "$out"
   fi
 }
 

@@ -5,9 +5,11 @@
 #include "ds/Runtime/ds_runtime.h"
 #ifdef DSRT_HAVE_CUDA
 #include "ds/Runtime/DeviceTensors.h"
+#include "ds/Runtime/StepGraphs.h"
 #endif
 
 #include <cstring>
+#include <optional>
 
 using namespace ds::runner;
 using llvm::Error;
@@ -24,8 +26,13 @@ static Error runtimeError(const llvm::Twine &what) {
 static std::vector<double> deviceCounts() {
   dsrt_cuda_stats s;
   dsrt_cuda_get_stats(&s);
-  return {double(s.kernel_launches), double(s.gemms), s.gemm_flops * 1e-9,
-          double(s.stream_allocations), double(s.waits)};
+  return {double(s.kernel_launches),
+          double(s.gemms),
+          s.gemm_flops * 1e-9,
+          double(s.stream_allocations),
+          double(s.waits),
+          double(s.graph_launches),
+          double(s.kernel_launches - s.graph_kernels)};
 }
 #endif
 
@@ -38,7 +45,7 @@ StepTensors::~StepTensors() = default;
 
 llvm::Expected<std::unique_ptr<StepTensors>>
 StepTensors::create(StepProgram &program, std::vector<HostTensor> &args,
-                    std::vector<HostTensor> &results) {
+                    std::vector<HostTensor> &results, bool cudaGraphs) {
   std::unique_ptr<StepTensors> t(new StepTensors(program, args, results));
   if (!program.runsOnGPU())
     return t;
@@ -52,6 +59,8 @@ StepTensors::create(StepProgram &program, std::vector<HostTensor> &args,
   dsrt_clear_error();
   if (!t->device->allocate(argBytes, resultBytes))
     return runtimeError("cannot allocate the step's device buffers");
+  if (cudaGraphs)
+    t->graphs = std::make_unique<ds::runtime::StepGraphs>();
   t->startCounts = deviceCounts();
   return t;
 #else
@@ -80,7 +89,24 @@ Error StepTensors::run(unsigned variant) {
   for (unsigned r = 0; r < results.size(); ++r)
     data.push_back(device->result(r));
   resultsStale = true;
-  return program.runAt(data, variant);
+  if (!graphs)
+    return program.runAt(data, variant);
+  // The key: the variant, then the buffers (which swap every step).
+  ds::runtime::StepGraphs::Key key = {
+      reinterpret_cast<const void *>(uintptr_t(variant))};
+  key.insert(key.end(), data.begin(), data.end());
+  std::optional<Error> failure; // the step's own error, when it ran
+  (void)graphs->run(key, [&] {
+    Error e = program.runAt(data, variant);
+    bool ok = !e;
+    failure.emplace(std::move(e));
+    return ok;
+  });
+  if (failure && *failure)
+    return std::move(*failure);
+  if (const char *err = dsrt_last_error())
+    return llvm::createStringError(std::string("runtime error: ") + err);
+  return Error::success();
 #else
   (void)variant;
   return Error::success();
@@ -227,12 +253,21 @@ llvm::json::Object StepTensors::workPerStep(int64_t steps) const {
   if (!device || steps <= 0)
     return work;
   std::vector<double> now = deviceCounts();
-  const char *names[] = {"kernel_launches", "gemms", "gemm_gflop",
-                         "stream_allocations", "waits"};
+  const char *names[] = {"kernel_launches",     "gemms", "gemm_gflop",
+                         "stream_allocations",  "waits", "graph_launches",
+                         "host_kernel_launches"};
   for (size_t i = 0; i < now.size(); ++i)
     work[names[i]] = (now[i] - startCounts[i]) / double(steps);
 #else
   (void)steps;
 #endif
   return work;
+}
+
+size_t StepTensors::graphsCaptured() const {
+#ifdef DSRT_HAVE_CUDA
+  return graphs ? graphs->captures() : 0;
+#else
+  return 0;
+#endif
 }

@@ -26,6 +26,7 @@
 
 namespace ds::runtime {
 class DeviceTensors;
+class StepGraphs;
 } // namespace ds::runtime
 
 namespace ds::runner {
@@ -34,10 +35,11 @@ class StepTensors {
 public:
   /// Tensors for `program`'s step over the Trainer's `args` and `results`
   /// (which must outlive this). On a device, allocates the device buffers;
-  /// every argument counts as written by the host.
+  /// every argument counts as written by the host; with `cudaGraphs`, the
+  /// steps run as CUDA graphs (ds/Runtime/StepGraphs.h).
   static llvm::Expected<std::unique_ptr<StepTensors>>
   create(StepProgram &program, std::vector<HostTensor> &args,
-         std::vector<HostTensor> &results);
+         std::vector<HostTensor> &results, bool cudaGraphs = false);
   ~StepTensors();
 
   bool onDevice() const { return device != nullptr; }
@@ -69,8 +71,11 @@ public:
 
   /// On a device: what the runtime enqueued per step since the tensors were
   /// created, over `steps` steps (kernel launches, cuBLASLt GEMMs and their
-  /// GFLOP, stream-ordered allocations, waits); empty on the CPU.
+  /// GFLOP, stream-ordered allocations, waits, graph launches and the
+  /// kernels the host launched itself); empty on the CPU.
   llvm::json::Object workPerStep(int64_t steps) const;
+  /// CUDA graphs captured so far (0 without --cuda-graphs).
+  size_t graphsCaptured() const;
 
 private:
   StepTensors(StepProgram &program, std::vector<HostTensor> &args,
@@ -83,6 +88,9 @@ private:
   std::unique_ptr<ds::runtime::DeviceTensors> device;
   /// The forward-only copy's results (allocated on first use).
   std::unique_ptr<ds::runtime::DeviceTensors> evalDevice;
+  /// With --cuda-graphs; declared after the buffers its graphs use, so
+  /// that it goes first.
+  std::unique_ptr<ds::runtime::StepGraphs> graphs;
   std::vector<bool> written, argStale;
   bool resultsStale = false;
   std::vector<uint8_t> hostRing;

@@ -396,7 +396,7 @@ void Trainer::setUpReportRing() {
 Error Trainer::run() {
   if (!tensors) {
     Expected<std::unique_ptr<StepTensors>> created =
-        StepTensors::create(program, args, results);
+        StepTensors::create(program, args, results, options.cudaGraphs);
     if (!created)
       return created.takeError();
     tensors = std::move(*created);
@@ -420,6 +420,10 @@ Error Trainer::run() {
     out << "ds-run: state stays on the device; the loss and metrics are read "
            "every "
         << reportEvery << " steps (--report-every)\n";
+  if (tensors->onDevice() && !options.quiet && options.cudaGraphs)
+    out << "ds-run: CUDA graphs: the step runs directly once on each of its "
+           "two sets of buffers, is captured on the next (one graph per "
+           "set), and replays the graphs after that (--cuda-graphs)\n";
   lossScaleNow = lossScaleArg ? scalarOf(args[*lossScaleArg]) : 0.0;
   if (iterationArg)
     iterationNow = static_cast<int64_t>(scalarOf(args[*iterationArg]));
@@ -537,6 +541,14 @@ Error Trainer::run() {
         *work.getNumber("kernel_launches"), *work.getNumber("gemms"),
         *work.getNumber("gemm_gflop"), *work.getNumber("stream_allocations"),
         *work.getNumber("waits"), static_cast<long long>(reportEvery));
+  if (llvm::json::Object work = tensors->workPerStep(int64_t(stepMs.size()));
+      options.cudaGraphs && !work.empty() && !options.quiet)
+    out << llvm::format("ds-run: CUDA graphs: %lld captured; per step %.2f "
+                        "graph launches and %.2f kernels launched by the "
+                        "host\n",
+                        static_cast<long long>(tensors->graphsCaptured()),
+                        *work.getNumber("graph_launches"),
+                        *work.getNumber("host_kernel_launches"));
   if (options.worldSize > 1)
     if (Error e = checkReplicas("at the end"))
       return e;

@@ -121,6 +121,12 @@ cl::opt<int64_t> reportEvery(
              "the CPU; 10 with --device cuda, whose steps are enqueued "
              "without waiting in between)"),
     cl::init(0), cl::cat(runCat));
+cl::opt<bool> cudaGraphs(
+    "cuda-graphs",
+    cl::desc("With --device cuda: capture the step as CUDA graphs (one per "
+             "set of buffers, from the second step on) and replay them, one "
+             "launch per step instead of one per kernel"),
+    cl::init(false), cl::cat(runCat));
 cl::opt<bool> quiet("quiet", cl::desc("No progress output"), cl::init(false),
                     cl::cat(runCat));
 cl::opt<std::string> reportPath("report", cl::desc("Write a JSON report"),
@@ -557,8 +563,8 @@ int main(int argc, char **argv) {
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &evalEvery, &exportQuantized, &checkpointDir, &checkpointEvery,
              &saveResults, &reportPath, &injectNonfinite, &reportEvery,
-             std::addressof(dataFiles), std::addressof(evalFiles),
-             &integerEval})
+             std::addressof(dataFiles), std::addressof(evalFiles), &integerEval,
+             &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " describes a run, and --emit-step only compiles "
@@ -572,10 +578,15 @@ int main(int argc, char **argv) {
     return badOption("--emit-init goes with --emit-step");
   if (device == "cpu")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
-             &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuFuseRows})
+             &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuFuseRows,
+             &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
+  if (cudaGraphs && gpuEmulateKernels)
+    return badOption("--cuda-graphs cannot capture kernels that run on the "
+                     "host (--gpu-emulate-kernels): a graph records only what "
+                     "is enqueued on the stream");
   if (stageCount > 1 && !dsrt_comm_launched())
     return badOption("a pipeline of " + std::to_string(stageCount) +
                      " stages runs one stage per rank: start it with "
@@ -850,6 +861,7 @@ int main(int argc, char **argv) {
   options.evalBatches = evalBatches;
   options.printEvery = printEvery;
   options.reportEvery = reportEvery;
+  options.cudaGraphs = cudaGraphs;
   options.quiet = quiet;
   options.allowNonfiniteLoss = allowNonfiniteLoss;
   options.allowNonfiniteInputs = allowNonfiniteInputs;

@@ -5,6 +5,7 @@
 #include "ds/Runtime/ds_runtime.h"
 #ifdef DSRT_HAVE_CUDA
 #include "ds/Runtime/DeviceTensors.h"
+#include "ds/Runtime/StepGraphs.h"
 #endif
 
 #include <algorithm>
@@ -217,6 +218,12 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
   for (size_t i : inputs)
     batch.push_back(m.args[i].zeros());
   double hostSeconds = 0, firstDone = 0;
+  // The steps not timed: the first (libraries, kernels, cuBLASLt plans),
+  // and with graphs the next three too (the second buffer set's first
+  // step, then one capture per set).
+  int64_t untimed =
+      std::min<int64_t>(options.steps, options.cudaGraphs ? 4 : 1);
+  result.timedFrom = untimed + 1;
 #ifdef DSRT_HAVE_CUDA
   dsrt_cuda_stats firstStats{};
 #endif
@@ -269,6 +276,12 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
   std::vector<std::vector<int64_t>> descriptors(m.args.size() +
                                                 m.results.size());
   std::vector<void *> pointers(descriptors.size()), packed(descriptors.size());
+#ifdef DSRT_HAVE_CUDA
+  // Declared after `buffers`, so its graphs go before the buffers they use.
+  std::unique_ptr<ds::runtime::StepGraphs> graphs;
+  if (options.cudaGraphs && m.device == "cuda")
+    graphs = std::make_unique<ds::runtime::StepGraphs>();
+#endif
   for (int64_t step = 0; step < options.steps; ++step) {
     double hostStart = now();
     // This step's batch: rows step*B ... of each data set, wrapping.
@@ -295,7 +308,22 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
       packed[i] = &pointers[i];
     }
     dsrt_clear_error();
-    library.call(packed.data());
+    auto enqueueStep = [&] {
+      library.call(packed.data());
+      return dsrt_last_error() == nullptr;
+    };
+#ifdef DSRT_HAVE_CUDA
+    if (graphs) {
+      ds::runtime::StepGraphs::Key key;
+      for (size_t i = 0; i < descriptors.size(); ++i)
+        key.push_back(reinterpret_cast<const void *>(descriptors[i][1]));
+      (void)graphs->run(key, enqueueStep);
+    } else {
+      (void)enqueueStep();
+    }
+#else
+    (void)enqueueStep();
+#endif
     if (dsrt_last_error()) {
       error = runtimeError("step " + std::to_string(step + 1) + " failed");
       return false;
@@ -308,13 +336,13 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
     for (size_t r = 0; r < m.results.size(); ++r)
       if (m.results[r].role == "update")
         buffers->adopt(r, size_t(m.results[r].of));
-    if (step > 0)
+    if (step >= untimed)
       hostSeconds += now() - hostStart;
     if ((step + 1) % every == 0 || step + 1 == options.steps) {
       if (!readRing(step + 1))
         return false;
     }
-    if (step == 0) {
+    if (step == untimed - 1) {
       if (!buffers->wait()) {
         error = runtimeError("the device failed");
         return false;
@@ -329,14 +357,18 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
     error = runtimeError("the device failed");
     return false;
   }
-  if (options.steps > 1) {
-    result.msPerStep = 1e3 * (now() - firstDone) / double(options.steps - 1);
-    result.hostMsPerStep = 1e3 * hostSeconds / double(options.steps - 1);
+#ifdef DSRT_HAVE_CUDA
+  result.graphsCaptured = graphs ? graphs->captures() : 0;
+#endif
+  if (options.steps > untimed) {
+    double timed = double(options.steps - untimed);
+    result.msPerStep = 1e3 * (now() - firstDone) / timed;
+    result.hostMsPerStep = 1e3 * hostSeconds / timed;
 #ifdef DSRT_HAVE_CUDA
     if (m.device == "cuda") {
       dsrt_cuda_stats last;
       dsrt_cuda_get_stats(&last);
-      double n = double(options.steps - 1);
+      double n = timed;
       result.hasDeviceCounts = true;
       result.launchesPerStep =
           double(last.kernel_launches - firstStats.kernel_launches) / n;
@@ -345,6 +377,11 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
           (last.gemm_flops - firstStats.gemm_flops) * 1e-9 / n;
       result.allocationsPerStep =
           double(last.stream_allocations - firstStats.stream_allocations) / n;
+      result.graphLaunchesPerStep =
+          double(last.graph_launches - firstStats.graph_launches) / n;
+      result.hostKernelLaunchesPerStep =
+          result.launchesPerStep -
+          double(last.graph_kernels - firstStats.graph_kernels) / n;
     }
 #endif
   } else {

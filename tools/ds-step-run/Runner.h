@@ -29,6 +29,8 @@ struct RunOptions {
   bool quiet = false;
   /// Copy the last step's results back (RunResult::lastResults).
   bool keepResults = false;
+  /// On a device, replay the step as CUDA graphs (StepGraphs.h).
+  bool cudaGraphs = false;
 };
 
 /// One step's scalars, as the host read them.
@@ -40,14 +42,20 @@ struct StepRecord {
 
 struct RunResult {
   std::vector<StepRecord> steps;
-  /// Wall time per step after the first (which loads libraries and
-  /// kernels), and the host's share of it (enqueueing the step).
+  /// Wall time per step from step `timedFrom` on (the first loads
+  /// libraries and kernels; with graphs, steps 2 to 4 capture them), and
+  /// the host's share of it (enqueueing the step).
   double msPerStep = 0, hostMsPerStep = 0;
-  /// On a device, per step after the first (the runtime's counters): kernel
+  int64_t timedFrom = 2;
+  /// On a device, per timed step (the runtime's counters): kernel
   /// launches, cuBLASLt GEMMs and their GFLOP, stream-ordered allocations.
   bool hasDeviceCounts = false;
   double launchesPerStep = 0, gemmsPerStep = 0, gemmGflopPerStep = 0,
          allocationsPerStep = 0;
+  /// With RunOptions::cudaGraphs: graph launches per timed step,
+  /// the kernels the host still launched itself, and graphs captured.
+  double graphLaunchesPerStep = 0, hostKernelLaunchesPerStep = 0;
+  size_t graphsCaptured = 0;
   /// The parameters and state after the last step.
   std::vector<Tensor> finalArgs;
   /// With RunOptions::keepResults, the last step's results (an update's is

@@ -56,6 +56,10 @@ const char *kUsage =
     "  --save-state DIR     write the final parameters and state as .npy\n"
     "  --save-results DIR   write the last step's results as .npy (metrics\n"
     "                       by name, loss.npy, update.<arg>.npy)\n"
+    "  --cuda-graphs        on a CUDA device, capture the step as CUDA\n"
+    "                       graphs (one per set of buffers, from the second\n"
+    "                       step on) and replay them: one launch per step\n"
+    "                       instead of one per kernel\n"
     "  --quiet              no progress lines\n"
     "  --device-info        print the CUDA device (or why there is none) and\n"
     "                       exit: 0 with a device, 1 without\n";
@@ -136,7 +140,8 @@ int main(int argc, char **argv) {
     Quiet,
     Help,
     DeviceInfo,
-    InitRandom
+    InitRandom,
+    CudaGraphs
   };
   static const option longOptions[] = {
       {"steps", required_argument, nullptr, Steps},
@@ -152,6 +157,7 @@ int main(int argc, char **argv) {
       {"help", no_argument, nullptr, Help},
       {"device-info", no_argument, nullptr, DeviceInfo},
       {"init-random", required_argument, nullptr, InitRandom},
+      {"cuda-graphs", no_argument, nullptr, CudaGraphs},
       {nullptr, 0, nullptr, 0}};
   auto number = [](const char *text, double &out) {
     char *end = nullptr;
@@ -202,6 +208,9 @@ int main(int argc, char **argv) {
     case Quiet:
       options.quiet = true;
       break;
+    case CudaGraphs:
+      options.cudaGraphs = true;
+      break;
     case Help:
       std::fputs(kUsage, stdout);
       return 0;
@@ -231,6 +240,13 @@ int main(int argc, char **argv) {
   StepManifest manifest;
   if (!manifest.load(argv[optind], error))
     return fail(error);
+  if (options.cudaGraphs && manifest.device != "cuda")
+    return fail("--cuda-graphs needs a step compiled for CUDA; " +
+                manifest.dir + " runs on the " + manifest.device);
+  if (options.cudaGraphs && manifest.emulatedKernels)
+    return fail("--cuda-graphs cannot capture this step: its kernels run on "
+                "the host (compiled with --gpu-emulate-kernels), outside "
+                "the stream a graph records");
   for (const std::string &a : dataArgs) {
     size_t eq = a.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == a.size())
@@ -326,14 +342,24 @@ int main(int argc, char **argv) {
 
   if (!options.quiet)
     std::printf("ds-step-run: %.3f ms/step (host %.3f ms enqueueing), steps "
-                "2..%lld\n",
+                "%lld..%lld\n",
                 result.msPerStep, result.hostMsPerStep,
-                (long long)options.steps);
+                (long long)result.timedFrom, (long long)options.steps);
   if (!options.quiet && result.hasDeviceCounts)
     std::printf("ds-step-run: per step: %.0f kernel launches, %.0f cuBLASLt "
                 "GEMMs (%.4g GFLOP), %.0f stream-ordered allocations\n",
                 result.launchesPerStep, result.gemmsPerStep,
                 result.gemmGflopPerStep, result.allocationsPerStep);
+  if (!options.quiet && options.cudaGraphs) {
+    std::printf("ds-step-run: CUDA graphs: %zu captured",
+                result.graphsCaptured);
+    if (result.hasDeviceCounts)
+      std::printf("; per step %.2f graph launches and %.2f kernels launched "
+                  "by the host",
+                  result.graphLaunchesPerStep,
+                  result.hostKernelLaunchesPerStep);
+    std::printf("\n");
+  }
   if (!lossesPath.empty()) {
     json steps = json::array();
     for (const StepRecord &r : result.steps) {
@@ -344,19 +370,22 @@ int main(int argc, char **argv) {
                        {"loss", std::isfinite(r.loss) ? json(r.loss) : json()},
                        {"metrics", metrics}});
     }
-    json out = {{"function", manifest.function},
-                {"device", manifest.device},
-                {"chip", manifest.chip},
-                {"ms_per_step", result.msPerStep},
-                {"host_ms_per_step", result.hostMsPerStep},
-                {"per_step",
-                 result.hasDeviceCounts
-                     ? json{{"kernel_launches", result.launchesPerStep},
-                            {"gemms", result.gemmsPerStep},
-                            {"gemm_gflop", result.gemmGflopPerStep},
-                            {"stream_allocations", result.allocationsPerStep}}
-                     : json()},
-                {"steps", steps}};
+    json out = {
+        {"function", manifest.function},
+        {"device", manifest.device},
+        {"chip", manifest.chip},
+        {"ms_per_step", result.msPerStep},
+        {"host_ms_per_step", result.hostMsPerStep},
+        {"per_step",
+         result.hasDeviceCounts
+             ? json{{"kernel_launches", result.launchesPerStep},
+                    {"host_kernel_launches", result.hostKernelLaunchesPerStep},
+                    {"graph_launches", result.graphLaunchesPerStep},
+                    {"gemms", result.gemmsPerStep},
+                    {"gemm_gflop", result.gemmGflopPerStep},
+                    {"stream_allocations", result.allocationsPerStep}}
+             : json()},
+        {"steps", steps}};
     std::ofstream os(lossesPath);
     os << out.dump(2) << "\n";
     if (!os)

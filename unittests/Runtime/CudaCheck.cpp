@@ -12,6 +12,10 @@
 //   default-device mgpuSetDefaultDevice before and after init
 //   failures       driver failures named in the error (DS_STUB_CUDA_FAIL)
 //   gemm-once      one f32 GEMM, for failures of loading cuBLASLt
+//   graphs         a step of GEMMs, copies, memsets and temporaries run
+//                  directly and as CUDA graphs (StepGraphs.h): the same
+//                  bytes, one launch per step, and the calls a capture
+//                  refuses
 //   fp8-accuracy   FP8 (E4M3) and BF16 GEMMs of random operands against the
 //                  f32 GEMM of the same rounded operands (Frobenius error)
 //   bench          BF16 and FP8 GEMM TFLOP/s at N^3 (DS_CUDA_BENCH_N,
@@ -24,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Runtime/StepGraphs.h"
 #include "ds/Runtime/ds_runtime_cuda.h"
 
 #include <fcntl.h>
@@ -716,6 +721,186 @@ void scenarioGemmOnce() {
   dsrt_cuda_shutdown();
 }
 
+//===----------------------------------------------------------------------===//
+// CUDA graphs
+//===----------------------------------------------------------------------===//
+
+/// A training step in miniature, with the runners' buffer discipline: the
+/// state W goes to a result buffer that becomes next step's argument (the
+/// pointers swap), a batch X is uploaded into a fixed buffer before each
+/// step, and a scalar is read back through a pinned ring slot after it.
+/// The step itself: T = X W (a stream-ordered temporary), W' = T, loss =
+/// T[0] + 1 (GEMM into a second temporary after a memset of its input).
+struct GraphStep {
+  static constexpr int64_t n = 32;
+  static constexpr int64_t bytes = n * n * sizeof(float);
+  void *w = nullptr, *wNext = nullptr, *x = nullptr, *loss = nullptr,
+       *ones = nullptr;
+  float *ring = nullptr;
+
+  bool allocate(const std::vector<float> &w0) {
+    w = dsrt_cuda_alloc(bytes);
+    wNext = dsrt_cuda_alloc(bytes);
+    x = dsrt_cuda_alloc(bytes);
+    loss = dsrt_cuda_alloc(sizeof(float));
+    ones = dsrt_cuda_alloc(bytes);
+    ring = static_cast<float *>(dsrt_cuda_host_alloc(sizeof(float)));
+    std::vector<float> one(size_t(n * n), 1.0f);
+    return w && wNext && x && loss && ones && ring &&
+           dsrt_cuda_copy_to_device(w, w0.data(), bytes) == 0 &&
+           dsrt_cuda_copy_to_device(ones, one.data(), bytes) == 0;
+  }
+  ~GraphStep() {
+    for (void *p : {w, wNext, x, loss, ones})
+      dsrt_cuda_free(p);
+    dsrt_cuda_host_free(ring);
+  }
+
+  /// Enqueues the step proper (what a graph captures).
+  bool enqueue() {
+    void *stream = dsrt_cuda_stream();
+    void *t = mgpuMemAlloc(bytes, stream, 0);
+    void *u = mgpuMemAlloc(bytes, stream, 0);
+    bool ok = t && u &&
+              dsrt_cuda_gemm(DSRT_GEMM_F32, n, n, n, x, w, t, 0, 0, nullptr,
+                             nullptr) == 0;
+    mgpuMemcpy(wNext, t, bytes, stream);
+    // u = 0 (a memset node), then u = ones * T: every element of u's first
+    // row is a column sum of T; loss = u[0].
+    mgpuMemset32(u, 0, n * n, stream);
+    ok = ok && dsrt_cuda_gemm(DSRT_GEMM_F32, n, n, n, ones, t, u, 0, 0, nullptr,
+                              nullptr) == 0;
+    mgpuMemcpy(loss, u, sizeof(float), stream);
+    mgpuMemFree(u, stream);
+    mgpuMemFree(t, stream);
+    return ok && !dsrt_last_error();
+  }
+};
+
+/// The batch of step k: a random matrix scaled so that products of many
+/// stay near unit size.
+std::vector<float> graphBatch(int64_t k) {
+  std::mt19937 rng(uint32_t(100 + k));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(size_t(GraphStep::n * GraphStep::n));
+  for (float &v : x)
+    v = u(rng) * std::sqrt(3.0f / float(GraphStep::n));
+  return x;
+}
+
+/// Runs `steps` steps from `w0`, directly or through `graphs`; the losses
+/// and the final W.
+bool runGraphSteps(const std::vector<float> &w0, int64_t steps,
+                   ds::runtime::StepGraphs *graphs, std::vector<float> &losses,
+                   std::vector<float> &wFinal) {
+  GraphStep step;
+  if (!step.allocate(w0))
+    return false;
+  for (int64_t k = 0; k < steps; ++k) {
+    std::vector<float> x = graphBatch(k);
+    if (dsrt_cuda_copy_to_device(step.x, x.data(), GraphStep::bytes) != 0)
+      return false;
+    bool ok = graphs ? graphs->run({step.w, step.wNext, step.x, step.loss},
+                                   [&] { return step.enqueue(); })
+                     : step.enqueue();
+    if (!ok)
+      return false;
+    mgpuMemcpy(step.ring, step.loss, sizeof(float), dsrt_cuda_stream());
+    if (dsrt_cuda_synchronize() != 0)
+      return false;
+    losses.push_back(*step.ring);
+    std::swap(step.w, step.wNext);
+  }
+  wFinal.assign(size_t(GraphStep::n * GraphStep::n), 0.0f);
+  return dsrt_cuda_copy_to_host(wFinal.data(), step.w, GraphStep::bytes) == 0;
+}
+
+void scenarioGraphs() {
+  report(dsrt_cuda_init() == 0, "dsrt_cuda_init", lastError());
+  std::vector<float> w0 = graphBatch(-1);
+  const int64_t steps = 9;
+
+  logMarker("direct steps");
+  std::vector<float> directLosses, directW;
+  bool ran = runGraphSteps(w0, steps, nullptr, directLosses, directW);
+  report(ran, "9 steps run directly", lastError());
+
+  logMarker("graph steps");
+  dsrt_cuda_stats before, after;
+  dsrt_cuda_get_stats(&before);
+  std::vector<float> graphLosses, graphW;
+  size_t captures = 0;
+  {
+    ds::runtime::StepGraphs graphs;
+    ran = runGraphSteps(w0, steps, &graphs, graphLosses, graphW);
+    captures = graphs.captures();
+  }
+  report(ran, "9 steps run as CUDA graphs", lastError());
+  dsrt_cuda_get_stats(&after);
+  logMarker("graphs destroyed");
+
+  // The same computation: bit for bit, not within a tolerance.
+  bool same = ran && directLosses == graphLosses && directW == graphW;
+  float largest = 0;
+  for (float v : directW)
+    largest = std::max(largest, std::fabs(v));
+  report(same && std::isfinite(largest) && largest > 1e-3f,
+         "graph replays give the direct steps' losses and state bit for bit",
+         "max |W| " + std::to_string(largest));
+  std::printf("graphs: losses %.6g .. %.6g, max |W| %.4g\n",
+              directLosses.empty() ? 0.0 : double(directLosses.front()),
+              directLosses.empty() ? 0.0 : double(directLosses.back()),
+              double(largest));
+  // Two sets of buffers (the swap): steps 1-2 run directly, 3-4 are
+  // captured and launched, 5-9 replay.
+  uint64_t launches = after.graph_launches - before.graph_launches;
+  report(captures == 2 && launches == uint64_t(steps - 2),
+         "2 graphs captured, 7 launched",
+         std::to_string(captures) + " captured, " + std::to_string(launches) +
+             " launched");
+  // A replay counts its work as a direct step does: 2 GEMMs, 2
+  // allocations per step, whichever way it ran.
+  report(
+      after.gemms - before.gemms == uint64_t(2 * steps) &&
+          after.stream_allocations - before.stream_allocations ==
+              uint64_t(2 * steps),
+      "a replay counts its GEMMs and allocations",
+      std::to_string(after.gemms - before.gemms) + " GEMMs, " +
+          std::to_string(after.stream_allocations - before.stream_allocations) +
+          " allocations");
+
+  logMarker("refusals");
+  report(dsrt_cuda_graph_end() == nullptr, "graph_end without a capture");
+  expectError("graph_end without a capture", "no capture is in progress");
+  report(dsrt_cuda_graph_launch(nullptr) == -1, "launching a null graph");
+  expectError("launching a null graph", "the graph is null");
+  report(dsrt_cuda_graph_begin() == 0, "graph_begin", lastError());
+  report(dsrt_cuda_graph_begin() == -1, "a second graph_begin");
+  expectError("a second graph_begin", "already in progress");
+  // A wait inside the capture: refused, and the graph is dropped.
+  report(dsrt_cuda_synchronize() == -1, "dsrt_cuda_synchronize in a capture");
+  std::string waitError = lastError();
+  report(dsrt_cuda_graph_end() == nullptr,
+         "the capture with a wait is dropped");
+  std::printf("error: %s\n", waitError.c_str());
+  report(waitError.find("being captured into a CUDA graph") !=
+             std::string::npos,
+         "the wait's error says why", waitError);
+  dsrt_clear_error();
+  report(dsrt_cuda_graph_begin() == 0, "graph_begin again", lastError());
+  void *managed = mgpuMemAlloc(64, dsrt_cuda_stream(), 1);
+  report(managed == nullptr, "a managed allocation in a capture");
+  std::string managedError = lastError();
+  report(dsrt_cuda_graph_end() == nullptr,
+         "the capture with a managed allocation is dropped");
+  std::printf("error: %s\n", managedError.c_str());
+  dsrt_clear_error();
+  // The stream works as before.
+  report(dsrt_cuda_synchronize() == 0, "the stream after dropped captures",
+         lastError());
+  dsrt_cuda_shutdown();
+}
+
 /// Rounds v to the nearest E4M3 value (ties to even), saturating at 448.
 float roundToE4M3(float v) {
   float a = std::fabs(v);
@@ -876,6 +1061,7 @@ int main(int argc, char **argv) {
                    {"default-device", scenarioDefaultDevice},
                    {"failures", scenarioFailures},
                    {"gemm-once", scenarioGemmOnce},
+                   {"graphs", scenarioGraphs},
                    {"fp8-accuracy", scenarioFp8Accuracy},
                    {"bench", scenarioBench}};
   if (argc != 2) {

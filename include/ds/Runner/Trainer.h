@@ -43,6 +43,9 @@ struct TrainOptions {
   /// 0 picks 1 on the CPU and 10 on a device. The losses are checked then:
   /// on a device the steps between are enqueued without waiting for it.
   int64_t reportEvery = 0;
+  /// On a CUDA device, replay the step as CUDA graphs
+  /// (ds/Runtime/StepGraphs.h).
+  bool cudaGraphs = false;
   bool quiet = false;
   /// Go on when the loss turns non-finite on a step loss scaling did not
   /// skip (default: stop with an error, keeping the last good state).

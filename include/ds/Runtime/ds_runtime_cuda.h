@@ -88,16 +88,62 @@ DSRT_API int dsrt_cuda_synchronize(void);
 
 /* What the runtime has enqueued since the process started (or the last
    reset): for "kernel launches and host time per step". Counted on the
-   host when the work is enqueued, so they need no device. */
+   host when the work is enqueued, so they need no device. Work captured
+   into a CUDA graph (below) is not counted when it is captured but each
+   time the graph is launched, so the first four count the same work
+   whether a step runs directly or as a graph. */
 typedef struct dsrt_cuda_stats {
   uint64_t kernel_launches;    /* mgpuLaunchKernel, mgpuLaunchClusterKernel */
   uint64_t gemms;              /* cublasLtMatmul calls (a batched one: 1) */
   double gemm_flops;           /* 2 M N K per batch, summed */
   uint64_t stream_allocations; /* mgpuMemAlloc: the steps' temporaries */
   uint64_t waits; /* dsrt_cuda_synchronize, mgpuStreamSynchronize */
+  uint64_t graph_launches; /* dsrt_cuda_graph_launch */
+  uint64_t graph_kernels;  /* of kernel_launches, those graphs ran; the host
+                              launched kernel_launches - graph_kernels
+                              kernels and graph_launches graphs itself */
 } dsrt_cuda_stats;
 DSRT_API void dsrt_cuda_get_stats(dsrt_cuda_stats *out);
 DSRT_API void dsrt_cuda_reset_stats(void);
+
+/*===------------------------------------------------------------------------===
+ * CUDA graphs of a step
+ *===------------------------------------------------------------------------===*/
+
+/* A step's host code enqueues hundreds of small kernels; a CUDA graph
+   records them once and replays them with one launch, which removes the
+   host's per-kernel cost (a few microseconds each). A replay does exactly
+   what the capture recorded, at the same addresses: the same kernels with
+   the same arguments, the same GEMMs, copies and memsets, and stream-
+   ordered allocations at the same device addresses each time. So a step
+   may be replayed only with the buffers it was captured with (StepGraphs.h
+   keys its graphs by them), and its host code must not depend on anything
+   else that changes between steps (the code ds-gpu-pipeline emits does
+   not: it reads no device data and keeps no state).
+
+   dsrt_cuda_graph_begin starts capturing the step stream (in the driver's
+   relaxed mode, so that what the host does on the side, e.g. a first
+   cuBLASLt plan, is allowed): until dsrt_cuda_graph_end, what is enqueued
+   on it is recorded, not run, and counted in the graph's tally, not the
+   process's (dsrt_cuda_stats). Calls that would wait for the stream
+   (dsrt_cuda_synchronize, dsrt_cuda_copy_to_host, dsrt_cuda_free,
+   mgpuStreamSynchronize, ...) record an error instead, and so do managed
+   allocations (gpu.alloc host_shared), which a graph cannot hold. Returns
+   0, or -1 with an error (already capturing, no device).
+
+   dsrt_cuda_graph_end ends the capture and instantiates the graph. It
+   returns the graph, or NULL when an error is recorded (dsrt_last_error:
+   clear it before the capture; a refused call above leaves one) or the
+   driver refused the capture; the recorded work is then dropped, never
+   run.
+
+   dsrt_cuda_graph_launch enqueues one replay on the step stream: 0, or -1
+   with an error. dsrt_cuda_graph_destroy waits for the stream, then
+   destroys the graph (NULL does nothing). */
+DSRT_API int dsrt_cuda_graph_begin(void);
+DSRT_API void *dsrt_cuda_graph_end(void);
+DSRT_API int dsrt_cuda_graph_launch(void *graph);
+DSRT_API void dsrt_cuda_graph_destroy(void *graph);
 
 /*===------------------------------------------------------------------------===
  * Memory and events for the runner

@@ -236,6 +236,7 @@ void dsrt_cuda_shutdown(void) {
       DS_CU(cuStreamSynchronize, s->stream.get()).failed()) {
     // Tear down anyway: the caller is leaving, and the error is recorded.
   }
+  abandonCapture();
   shutdownCublasLt();
   forgetKernelFunctions();
   session.store(nullptr, std::memory_order_release);
@@ -273,7 +274,7 @@ void *dsrt_cuda_stream(void) {
   return s ? s->stream.get() : nullptr;
 }
 
-Counters &dsrt::cuda::counters() {
+Counters &dsrt::cuda::processCounters() {
   static Counters c;
   return c;
 }
@@ -281,25 +282,34 @@ Counters &dsrt::cuda::counters() {
 void dsrt_cuda_get_stats(dsrt_cuda_stats *out) {
   if (!out)
     return;
-  Counters &c = counters();
+  Counters &c = processCounters();
   out->kernel_launches = c.kernelLaunches.load(std::memory_order_relaxed);
   out->gemms = c.gemms.load(std::memory_order_relaxed);
   out->gemm_flops = double(c.gemmFlops.load(std::memory_order_relaxed));
   out->stream_allocations = c.streamAllocations.load(std::memory_order_relaxed);
   out->waits = c.waits.load(std::memory_order_relaxed);
+  out->graph_launches = c.graphLaunches.load(std::memory_order_relaxed);
+  out->graph_kernels = c.graphKernels.load(std::memory_order_relaxed);
 }
 
 void dsrt_cuda_reset_stats(void) {
-  Counters &c = counters();
+  Counters &c = processCounters();
   c.kernelLaunches = 0;
   c.gemms = 0;
   c.gemmFlops = 0;
   c.streamAllocations = 0;
   c.waits = 0;
+  c.graphLaunches = 0;
+  c.graphKernels = 0;
 }
 
 int dsrt_cuda_synchronize(void) {
   counters().waits.fetch_add(1, std::memory_order_relaxed);
+  if (refuseWhileCapturing(
+          "dsrt_cuda_synchronize",
+          "wait for the stream (the graph has only recorded its work)")
+          .failed())
+    return -1;
   if (ensureReady().failed() ||
       DS_CU(cuStreamSynchronize, stepStream()).failed())
     return -1;
@@ -326,5 +336,10 @@ int dsrt_cuda_event_wait(void *event) {
   if (ensureReady().failed())
     return -1;
   EventHandle owned(static_cast<CUevent>(event));
+  if (refuseWhileCapturing(
+          "dsrt_cuda_event_wait",
+          "wait for an event (the graph has only recorded its work)")
+          .failed())
+    return -1;
   return DS_CU(cuEventSynchronize, owned.get()).failed() ? -1 : 0;
 }

@@ -40,9 +40,23 @@ inline CUstream resolveStream(void *stream) {
 /// may enqueue from several threads).
 struct Counters {
   std::atomic<uint64_t> kernelLaunches{0}, gemms{0}, gemmFlops{0},
-      streamAllocations{0}, waits{0};
+      streamAllocations{0}, waits{0}, graphLaunches{0}, graphKernels{0};
 };
+/// Where work enqueued now is counted: the process's counters, or while a
+/// CUDA graph is being captured (Graph.cpp) that graph's tally, which each
+/// launch of the graph adds to the process's counters.
 Counters &counters();
+/// The process's counters (dsrt_cuda_get_stats).
+Counters &processCounters();
+
+/// True while the step stream is being captured into a CUDA graph.
+bool capturing();
+/// Records "<fn>: <what> while the step stream is being captured into a
+/// CUDA graph ..." when capturing(): a graph cannot wait for itself, and
+/// what a synchronising call waits for has not run yet.
+Status refuseWhileCapturing(const char *fn, const char *what);
+/// Ends a capture left in progress, dropping what it recorded (shutdown).
+void abandonCapture();
 
 /// 10 * major + minor; only valid after ensureReady() succeeded.
 int computeCapability();

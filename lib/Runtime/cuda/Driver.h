@@ -65,7 +65,13 @@ namespace dsrt::cuda {
   X(cuModuleGetFunction)                                                       \
   X(cuFuncSetAttribute)                                                        \
   X(cuLaunchKernel)                                                            \
-  X(cuLaunchKernelEx)
+  X(cuLaunchKernelEx)                                                          \
+  X(cuStreamBeginCapture)                                                      \
+  X(cuStreamEndCapture)                                                        \
+  X(cuGraphInstantiateWithFlags)                                               \
+  X(cuGraphLaunch)                                                             \
+  X(cuGraphExecDestroy)                                                        \
+  X(cuGraphDestroy)
 
 /// The loaded driver: one pointer per function, named as cuda.h names it
 /// after macro expansion (so `api.cuMemAlloc` is the cuMemAlloc_v2 entry).

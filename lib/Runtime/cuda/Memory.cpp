@@ -45,6 +45,9 @@ Status dsrt::cuda::allocateOnStream(int64_t bytes, CUstream stream,
                                     bool hostShared, void *&ptr) {
   CUdeviceptr raw = 0;
   if (hostShared) {
+    // Its free waits for the stream, and a graph would hold it for good.
+    DS_RETURN_IF_ERROR(refuseWhileCapturing(
+        "mgpuMemAlloc", "allocate managed memory (a graph cannot hold it)"));
     DS_RETURN_IF_ERROR(
         DS_CU(cuMemAllocManaged, &raw, bytes, CU_MEM_ATTACH_GLOBAL));
     ptr = reinterpret_cast<void *>(raw);
@@ -66,6 +69,8 @@ Status dsrt::cuda::freeOnStream(void *ptr, CUstream stream) {
   if (!managed)
     return DS_CU(cuMemFreeAsync, devicePointer(ptr), stream);
   // Work already enqueued may still use it.
+  DS_RETURN_IF_ERROR(refuseWhileCapturing(
+      "mgpuMemFree", "free managed memory (that waits for the stream)"));
   DS_RETURN_IF_ERROR(DS_CU(cuStreamSynchronize, stream));
   return DS_CU(cuMemFree, devicePointer(ptr));
 }
@@ -81,7 +86,10 @@ void *dsrt_cuda_alloc(int64_t bytes) {
 }
 
 void dsrt_cuda_free(void *ptr) {
-  if (!ptr || ensureReady().failed())
+  if (!ptr || ensureReady().failed() ||
+      refuseWhileCapturing("dsrt_cuda_free",
+                           "free memory (that waits for the stream)")
+          .failed())
     return;
   if (DS_CU(cuStreamSynchronize, stepStream()).failed())
     return; // Freeing memory the stream may still use would be worse.
@@ -105,6 +113,9 @@ int dsrt_cuda_copy_to_host(void *dst, const void *src, int64_t bytes) {
   if (!checkBytes(bytes, "dsrt_cuda_copy_to_host", status))
     return status.failed() ? -1 : 0;
   if (ensureReady().failed() ||
+      refuseWhileCapturing("dsrt_cuda_copy_to_host",
+                           "copy to the host (that waits for the stream)")
+          .failed() ||
       DS_CU(cuMemcpyDtoHAsync, dst, devicePointer(src),
             static_cast<size_t>(bytes), stepStream())
           .failed() ||
@@ -125,7 +136,10 @@ void *dsrt_cuda_host_alloc(int64_t bytes) {
 }
 
 void dsrt_cuda_host_free(void *ptr) {
-  if (!ptr || ensureReady().failed())
+  if (!ptr || ensureReady().failed() ||
+      refuseWhileCapturing("dsrt_cuda_host_free",
+                           "free pinned memory (that waits for the stream)")
+          .failed())
     return;
   // A copy from or to it may still be in flight.
   if (DS_CU(cuStreamSynchronize, stepStream()).failed())

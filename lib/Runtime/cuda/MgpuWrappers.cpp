@@ -346,7 +346,11 @@ void mgpuStreamDestroy(void *stream) {
 
 void mgpuStreamSynchronize(void *stream) {
   counters().waits.fetch_add(1, std::memory_order_relaxed);
-  if (ensureReady().failed())
+  if (ensureReady().failed() ||
+      refuseWhileCapturing(
+          "mgpuStreamSynchronize",
+          "wait for the stream (the graph has only recorded its work)")
+          .failed())
     return;
   (void)DS_CU(cuStreamSynchronize, resolveStream(stream));
 }
@@ -382,7 +386,11 @@ void mgpuEventSynchronize(void *event) {
     (void)DS_ERROR("mgpuEventSynchronize: the event is null");
     return;
   }
-  if (ensureReady().failed())
+  if (ensureReady().failed() ||
+      refuseWhileCapturing(
+          "mgpuEventSynchronize",
+          "wait for an event (the graph has only recorded its work)")
+          .failed())
     return;
   (void)DS_CU(cuEventSynchronize, static_cast<CUevent>(event));
 }

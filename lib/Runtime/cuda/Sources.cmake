@@ -5,6 +5,7 @@ set(DSRT_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/Context.cpp
   ${CMAKE_CURRENT_LIST_DIR}/CublasLt.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Driver.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Graph.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Matmul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Memory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/MgpuWrappers.cpp

@@ -2,8 +2,9 @@
 //
 // The stub libcuda.so.1 and libcublasLt.so (test-only; see StubCuda.cpp)
 // append one line per call to the file named by DS_STUB_CUDA_LOG, and the
-// cuBLASLt stub names the streams the driver stub made. Both include this
-// header: the log writer and the layout of a stub stream.
+// cuBLASLt stub names the streams the driver stub made and enqueues its
+// GEMMs on them. Both include this header: the log writer and the layout of
+// a stub stream.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 namespace stubcuda {
 
@@ -25,6 +27,13 @@ namespace stubcuda {
 struct Stream {
   uint32_t magic;
   int id;
+  /// Set by the driver stub: runs `work` and logs `line`, or, while the
+  /// stream is being captured into a graph, records both for the graph's
+  /// launches. The cuBLASLt stub enqueues its GEMMs through it.
+  void (*enqueue)(Stream *stream, const char *line,
+                  std::function<void()> work) = nullptr;
+  /// The driver stub's capture in progress, if any.
+  void *capture = nullptr;
 };
 constexpr uint32_t kStreamMagic = 0x5354524d; // "STRM"
 

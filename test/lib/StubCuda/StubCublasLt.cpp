@@ -55,6 +55,11 @@ struct Pref {
 
 std::atomic<int> liveHandles{0}, liveDescs{0}, liveLayouts{0}, livePrefs{0};
 
+void runGemm(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
+             const Layout &dl, uint64_t m, uint64_t n, uint64_t k,
+             float alphaValue, float betaValue, const char *pa, const char *pb,
+             const float *pc, float *pd);
+
 __attribute__((destructor)) void reportAtExit() {
   logLine("stub-cublaslt-exit live-handles=%d live-descs=%d live-layouts=%d "
           "live-preferences=%d",
@@ -396,8 +401,9 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
   uint64_t m, k, kb, n;
   opShape(a, d.transa, m, k);
   opShape(b, d.transb, kb, n);
-  char streamBuf[32];
-  logLine(
+  char streamBuf[32], line[640];
+  std::snprintf(
+      line, sizeof(line),
       "cublasLtMatmul m=%llu n=%llu k=%llu transa=%c transb=%c "
       "types=%s,%s,%s lda=%lld ldb=%lld ldd=%lld batch=%d "
       "strides=%lld,%lld,%lld scales=%s,%s workspace=%zu stream=%s",
@@ -413,17 +419,38 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
       streamName(stream, streamBuf, sizeof(streamBuf)));
   const char *why = nullptr;
   if (validate(d, a, b, c, dl, why) != CUBLAS_STATUS_SUCCESS || !algo ||
-      algo->data[0] != 42)
+      algo->data[0] != 42) {
+    logLine("%s", line);
     return CUBLAS_STATUS_INVALID_VALUE;
-
-  // The host pointer mode: alpha and beta are host floats.
+  }
+  // The host pointer mode: alpha and beta are host floats, read now; the
+  // scales are device pointers, read when the GEMM runs.
   float alphaValue = *static_cast<const float *>(alpha);
   float betaValue = *static_cast<const float *>(beta);
+  auto gemm = [=] {
+    runGemm(d, a, b, c, dl, m, n, k, alphaValue, betaValue,
+            static_cast<const char *>(A), static_cast<const char *>(B),
+            static_cast<const float *>(C), static_cast<float *>(D));
+  };
+  // On a stream of the stub driver the GEMM is enqueued: a capture
+  // records it for the graph's launches.
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (s && s->magic == kStreamMagic && s->enqueue) {
+    s->enqueue(s, line, gemm);
+  } else {
+    gemm();
+    logLine("%s", line);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace {
+/// D = alpha * scaleA * scaleB * opA(A) * opB(B) + beta * C, column-major.
+void runGemm(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
+             const Layout &dl, uint64_t m, uint64_t n, uint64_t k,
+             float alphaValue, float betaValue, const char *pa, const char *pb,
+             const float *pc, float *pd) {
   float scale = (d.scaleA ? *d.scaleA : 1.0f) * (d.scaleB ? *d.scaleB : 1.0f);
-  auto *pa = static_cast<const char *>(A);
-  auto *pb = static_cast<const char *>(B);
-  auto *pc = static_cast<const float *>(C);
-  auto *pd = static_cast<float *>(D);
   for (int32_t batch = 0; batch < dl.batch; ++batch) {
     for (uint64_t j = 0; j < n; ++j) {
       for (uint64_t i = 0; i < m; ++i) {
@@ -447,5 +474,5 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
       }
     }
   }
-  return CUBLAS_STATUS_SUCCESS;
 }
+} // namespace

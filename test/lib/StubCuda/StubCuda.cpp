@@ -10,7 +10,13 @@
 //     handle remembers its name for the log;
 //   - every call appends one line to $DS_STUB_CUDA_LOG, e.g.
 //     "cuMemAllocAsync bytes=64 ptr=0x... stream=s1", and at exit
-//     "stub-exit live-allocations=0 live-bytes=0 ..." for leak checks.
+//     "stub-exit live-allocations=0 live-bytes=0 ..." for leak checks;
+//   - stream capture records the work of a stream (copies, memsets,
+//     launches, stream-ordered allocations and frees, the cuBLASLt stub's
+//     GEMMs) as "capture gN: <call>" lines, and a launch of the
+//     instantiated graph replays it: the copies, memsets and GEMMs run
+//     again at the captured addresses, and a captured allocation keeps its
+//     address for the graph's life, as the driver's graph memory does.
 // Environment: DS_STUB_CUDA_DEVICES (default 1) devices, DS_STUB_CUDA_CC
 // (default 90) their compute capability, DS_STUB_CUDA_FAIL a comma-separated
 // list of functions (unversioned names) that fail.
@@ -26,9 +32,12 @@
 #pragma GCC visibility pop
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace stubcuda;
 
@@ -45,6 +54,25 @@ struct Function {
   Module *module;
 };
 
+/// A captured graph: its work in stream order, and the memory its
+/// allocation nodes hold (freed with the last graph or exec using it).
+struct GraphData {
+  int id = 0;
+  std::vector<std::pair<std::string, std::function<void()>>> nodes;
+  std::vector<void *> memory;
+  /// A synchronisation during the capture invalidates it, as the driver's.
+  bool invalidated = false;
+  ~GraphData();
+};
+/// CUgraph and CUgraphExec point to these.
+struct Graph {
+  std::shared_ptr<GraphData> data;
+};
+struct GraphExec {
+  int id;
+  std::shared_ptr<GraphData> data;
+};
+
 struct State {
   std::mutex mutex;
   int nextId = 1;
@@ -56,12 +84,22 @@ struct State {
   std::set<Event *> events;
   std::set<Module *> modules;
   std::set<Function *> functions;
+  std::set<Graph *> graphs;
+  std::set<GraphExec *> execs;
   int retainedContexts = 0;
 };
 
 State &state() {
   static State *s = new State(); // Outlives the exit report below.
   return *s;
+}
+
+GraphData::~GraphData() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  for (void *p : memory) {
+    state().device.erase(reinterpret_cast<uintptr_t>(p));
+    std::free(p);
+  }
 }
 
 int envInt(const char *name, int fallback) {
@@ -95,6 +133,41 @@ CUresult injected(const char *fn, CUresult result) {
 
 #define STREAM(s) streamName(s, streamBuf, sizeof(streamBuf))
 
+/// The stub stream behind `stream`, or null (the legacy default stream, or
+/// something that is not a stub stream).
+Stream *stubStream(const void *stream) {
+  auto *s = static_cast<Stream *>(const_cast<void *>(stream));
+  return s && s->magic == kStreamMagic ? s : nullptr;
+}
+
+/// The capture in progress on `stream`, if any.
+std::shared_ptr<GraphData> *captureOf(const void *stream) {
+  Stream *s = stubStream(stream);
+  return s ? static_cast<std::shared_ptr<GraphData> *>(s->capture) : nullptr;
+}
+
+/// Runs `work` and logs `line`, or records both in the capture in progress.
+void enqueueOn(Stream *stream, const char *line, std::function<void()> work) {
+  if (auto *capture = captureOf(stream)) {
+    logLine("capture g%d: %s", (*capture)->id, line);
+    (*capture)->nodes.emplace_back(line, std::move(work));
+    return;
+  }
+  work();
+  logLine("%s", line);
+}
+
+/// enqueueOn for a CUstream, refusing one whose capture was invalidated.
+CUresult enqueue(const void *stream, const char *line,
+                 std::function<void()> work) {
+  if (auto *capture = captureOf(stream); capture && (*capture)->invalidated) {
+    logLine("capture g%d: %s capture-invalidated", (*capture)->id, line);
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  enqueueOn(stubStream(stream), line, std::move(work));
+  return CUDA_SUCCESS;
+}
+
 void *allocate(size_t bytes) {
   // 256-byte aligned, as the driver's allocations are. Zeroed, so that
   // what the do-nothing kernels leave behind is deterministic (a loss of
@@ -116,6 +189,9 @@ CUresult allocateDevice(const char *fn, CUdeviceptr *ptr, size_t bytes,
     return injected(fn, CUDA_ERROR_OUT_OF_MEMORY);
   if (!ptr || bytes == 0)
     return CUDA_ERROR_INVALID_VALUE;
+  auto *capture = captureOf(stream);
+  if (capture && (*capture)->invalidated)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   void *p = allocate(bytes);
   if (!p)
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -124,10 +200,25 @@ CUresult allocateDevice(const char *fn, CUdeviceptr *ptr, size_t bytes,
     state().device[reinterpret_cast<uintptr_t>(p)] = bytes;
   }
   *ptr = reinterpret_cast<CUdeviceptr>(p);
-  if (std::strcmp(fn, "cuMemAllocAsync") == 0)
-    logLine("%s bytes=%zu ptr=%p stream=%s", fn, bytes, p, STREAM(stream));
-  else
+  if (std::strcmp(fn, "cuMemAllocAsync") != 0) {
     logLine("%s bytes=%zu ptr=%p", fn, bytes, p);
+    return CUDA_SUCCESS;
+  }
+  char line[160];
+  std::snprintf(line, sizeof(line), "%s bytes=%zu ptr=%p stream=%s", fn, bytes,
+                p, STREAM(stream));
+  if (!capture) {
+    logLine("%s", line);
+    return CUDA_SUCCESS;
+  }
+  // The graph owns the memory; each launch "allocates" it anew, so with
+  // DS_STUB_CUDA_POISON it is poisoned again, as fresh memory would be.
+  (*capture)->memory.push_back(p);
+  size_t rounded = (bytes + 255) / 256 * 256;
+  enqueueOn(stubStream(stream), line, [p, rounded] {
+    if (std::getenv("DS_STUB_CUDA_POISON"))
+      std::memset(p, 0xff, rounded);
+  });
   return CUDA_SUCCESS;
 }
 
@@ -135,6 +226,23 @@ CUresult freeDevice(const char *fn, CUdeviceptr ptr, const void *stream) {
   char streamBuf[32];
   if (failing(fn))
     return injected(fn, CUDA_ERROR_INVALID_VALUE);
+  if (auto *capture = captureOf(stream)) {
+    // Only the capture's own allocations: their memory stays with the
+    // graph, and the node does nothing when it runs.
+    GraphData &g = **capture;
+    bool own = false;
+    for (void *p : g.memory)
+      own |= reinterpret_cast<CUdeviceptr>(p) == ptr;
+    char line[160];
+    std::snprintf(line, sizeof(line), "%s ptr=%p stream=%s%s", fn,
+                  reinterpret_cast<void *>(ptr), STREAM(stream),
+                  own ? "" : " not-allocated-in-this-capture");
+    if (!own) {
+      logLine("capture g%d: %s", g.id, line);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return enqueue(stream, line, [] {});
+  }
   size_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(state().mutex);
@@ -195,10 +303,11 @@ __attribute__((destructor)) void reportAtExit() {
     bytes += entry.second;
   logLine("stub-exit live-allocations=%zu live-bytes=%zu "
           "live-host-allocations=%zu live-streams=%zu live-events=%zu "
-          "live-modules=%zu registered-host-ranges=%zu retained-contexts=%d",
+          "live-modules=%zu registered-host-ranges=%zu retained-contexts=%d "
+          "live-graphs=%zu live-graph-execs=%zu",
           s.device.size(), bytes, s.host.size(), s.streams.size(),
           s.events.size(), s.modules.size(), s.registered.size(),
-          s.retainedContexts);
+          s.retainedContexts, s.graphs.size(), s.execs.size());
 }
 
 /// The one context of the stub device.
@@ -237,6 +346,15 @@ CUresult cuGetErrorName(CUresult error, const char **pStr) {
     return CUDA_SUCCESS;
   case CUDA_ERROR_LAUNCH_FAILED:
     *pStr = "CUDA_ERROR_LAUNCH_FAILED";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+    *pStr = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+    *pStr = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_ILLEGAL_STATE:
+    *pStr = "CUDA_ERROR_ILLEGAL_STATE";
     return CUDA_SUCCESS;
   default:
     *pStr = nullptr;
@@ -326,6 +444,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx) {
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int flags) {
   auto *s = new Stream{kStreamMagic, 0};
+  s->enqueue = enqueueOn;
   {
     std::lock_guard<std::mutex> lock(state().mutex);
     s->id = state().nextId++;
@@ -341,6 +460,10 @@ CUresult cuStreamDestroy(CUstream hStream) {
   logLine("cuStreamDestroy stream=%s", STREAM(hStream));
   auto *s = reinterpret_cast<Stream *>(hStream);
   std::lock_guard<std::mutex> lock(state().mutex);
+  if (s && s->capture) {
+    logLine("cuStreamDestroy capture-in-progress");
+    return CUDA_ERROR_ILLEGAL_STATE;
+  }
   if (!state().streams.erase(s))
     return CUDA_ERROR_INVALID_VALUE;
   delete s;
@@ -350,6 +473,12 @@ CUresult cuStreamDestroy(CUstream hStream) {
 CUresult cuStreamSynchronize(CUstream hStream) {
   char streamBuf[32];
   logLine("cuStreamSynchronize stream=%s", STREAM(hStream));
+  if (auto *capture = captureOf(hStream)) {
+    // As the driver: the capture is invalidated, and ending it fails.
+    (*capture)->invalidated = true;
+    logLine("capture g%d: invalidated by cuStreamSynchronize", (*capture)->id);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   if (failing("cuStreamSynchronize"))
     return injected("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
   return CUDA_SUCCESS;
@@ -492,64 +621,76 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
                        CUstream hStream) {
-  char streamBuf[32];
-  std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src),
-              ByteCount);
-  logLine("cuMemcpyAsync bytes=%zu stream=%s", ByteCount, STREAM(hStream));
-  return CUDA_SUCCESS;
+  char streamBuf[32], line[128];
+  std::snprintf(line, sizeof(line), "cuMemcpyAsync bytes=%zu stream=%s",
+                ByteCount, STREAM(hStream));
+  return enqueue(hStream, line, [=] {
+    std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<void *>(src),
+                ByteCount);
+  });
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost,
                            size_t ByteCount, CUstream hStream) {
-  char streamBuf[32];
-  std::memcpy(reinterpret_cast<void *>(dstDevice), srcHost, ByteCount);
-  logLine("cuMemcpyHtoDAsync bytes=%zu stream=%s", ByteCount, STREAM(hStream));
-  return CUDA_SUCCESS;
+  char streamBuf[32], line[128];
+  std::snprintf(line, sizeof(line), "cuMemcpyHtoDAsync bytes=%zu stream=%s",
+                ByteCount, STREAM(hStream));
+  return enqueue(hStream, line, [=] {
+    std::memcpy(reinterpret_cast<void *>(dstDevice), srcHost, ByteCount);
+  });
 }
 
 CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
                            size_t ByteCount, CUstream hStream) {
-  char streamBuf[32];
-  std::memcpy(dstHost, reinterpret_cast<void *>(srcDevice), ByteCount);
-  logLine("cuMemcpyDtoHAsync bytes=%zu stream=%s", ByteCount, STREAM(hStream));
-  return CUDA_SUCCESS;
+  char streamBuf[32], line[128];
+  std::snprintf(line, sizeof(line), "cuMemcpyDtoHAsync bytes=%zu stream=%s",
+                ByteCount, STREAM(hStream));
+  return enqueue(hStream, line, [=] {
+    std::memcpy(dstHost, reinterpret_cast<void *>(srcDevice), ByteCount);
+  });
 }
 
 CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
                           CUstream hStream) {
-  char streamBuf[32];
-  auto *p = reinterpret_cast<unsigned short *>(dstDevice);
-  for (size_t i = 0; i < N; ++i)
-    p[i] = us;
-  logLine("cuMemsetD16Async count=%zu value=%u stream=%s", N, unsigned(us),
-          STREAM(hStream));
-  return CUDA_SUCCESS;
+  char streamBuf[32], line[128];
+  std::snprintf(line, sizeof(line),
+                "cuMemsetD16Async count=%zu value=%u stream=%s", N,
+                unsigned(us), STREAM(hStream));
+  return enqueue(hStream, line, [=] {
+    auto *p = reinterpret_cast<unsigned short *>(dstDevice);
+    for (size_t i = 0; i < N; ++i)
+      p[i] = us;
+  });
 }
 
 CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
                           CUstream hStream) {
-  char streamBuf[32];
-  auto *p = reinterpret_cast<unsigned int *>(dstDevice);
-  for (size_t i = 0; i < N; ++i)
-    p[i] = ui;
-  logLine("cuMemsetD32Async count=%zu value=%u stream=%s", N, ui,
-          STREAM(hStream));
-  return CUDA_SUCCESS;
+  char streamBuf[32], line[128];
+  std::snprintf(line, sizeof(line),
+                "cuMemsetD32Async count=%zu value=%u stream=%s", N, ui,
+                STREAM(hStream));
+  return enqueue(hStream, line, [=] {
+    auto *p = reinterpret_cast<unsigned int *>(dstDevice);
+    for (size_t i = 0; i < N; ++i)
+      p[i] = ui;
+  });
 }
 
 CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch,
                             unsigned int ui, size_t Width, size_t Height,
                             CUstream hStream) {
-  char streamBuf[32];
-  for (size_t row = 0; row < Height; ++row) {
-    auto *p = reinterpret_cast<unsigned int *>(dstDevice + row * dstPitch);
-    for (size_t i = 0; i < Width; ++i)
-      p[i] = ui;
-  }
-  logLine("cuMemsetD2D32Async pitch=%zu width=%zu height=%zu value=%u "
-          "stream=%s",
-          dstPitch, Width, Height, ui, STREAM(hStream));
-  return CUDA_SUCCESS;
+  char streamBuf[32], line[160];
+  std::snprintf(line, sizeof(line),
+                "cuMemsetD2D32Async pitch=%zu width=%zu height=%zu value=%u "
+                "stream=%s",
+                dstPitch, Width, Height, ui, STREAM(hStream));
+  return enqueue(hStream, line, [=] {
+    for (size_t row = 0; row < Height; ++row) {
+      auto *p = reinterpret_cast<unsigned int *>(dstDevice + row * dstPitch);
+      for (size_t i = 0; i < Width; ++i)
+        p[i] = ui;
+    }
+  });
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev) {
@@ -659,12 +800,14 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX,
   (void)extra;
   if (failing("cuLaunchKernel"))
     return injected("cuLaunchKernel", CUDA_ERROR_LAUNCH_FAILED);
-  logLine("cuLaunchKernel fn=%s grid=%u,%u,%u block=%u,%u,%u smem=%u "
-          "stream=%s",
-          reinterpret_cast<Function *>(f)->name.c_str(), gridDimX, gridDimY,
-          gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
-          STREAM(hStream));
-  return CUDA_SUCCESS;
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "cuLaunchKernel fn=%s grid=%u,%u,%u block=%u,%u,%u smem=%u "
+                "stream=%s",
+                reinterpret_cast<Function *>(f)->name.c_str(), gridDimX,
+                gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                sharedMemBytes, STREAM(hStream));
+  return enqueue(hStream, line, [] {});
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
@@ -679,11 +822,127 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
       cluster[1] = config->attrs[i].value.clusterDim.y;
       cluster[2] = config->attrs[i].value.clusterDim.z;
     }
-  logLine("cuLaunchKernelEx fn=%s cluster=%u,%u,%u grid=%u,%u,%u "
-          "block=%u,%u,%u smem=%u stream=%s",
-          reinterpret_cast<Function *>(f)->name.c_str(), cluster[0], cluster[1],
-          cluster[2], config->gridDimX, config->gridDimY, config->gridDimZ,
-          config->blockDimX, config->blockDimY, config->blockDimZ,
-          config->sharedMemBytes, STREAM(config->hStream));
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "cuLaunchKernelEx fn=%s cluster=%u,%u,%u grid=%u,%u,%u "
+                "block=%u,%u,%u smem=%u stream=%s",
+                reinterpret_cast<Function *>(f)->name.c_str(), cluster[0],
+                cluster[1], cluster[2], config->gridDimX, config->gridDimY,
+                config->gridDimZ, config->blockDimX, config->blockDimY,
+                config->blockDimZ, config->sharedMemBytes,
+                STREAM(config->hStream));
+  return enqueue(config->hStream, line, [] {});
+}
+
+//===----------------------------------------------------------------------===//
+// Graphs
+//===----------------------------------------------------------------------===//
+
+CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode) {
+  char streamBuf[32];
+  Stream *s = stubStream(hStream);
+  if (failing("cuStreamBeginCapture"))
+    return injected("cuStreamBeginCapture", CUDA_ERROR_ILLEGAL_STATE);
+  // The legacy default stream cannot be captured; nor can a stream twice.
+  if (!s || s->capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  auto data = std::make_shared<GraphData>();
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    data->id = state().nextId++;
+  }
+  s->capture = new std::shared_ptr<GraphData>(std::move(data));
+  logLine("cuStreamBeginCapture stream=%s mode=%s graph=g%d", STREAM(hStream),
+          mode == CU_STREAM_CAPTURE_MODE_RELAXED  ? "relaxed"
+          : mode == CU_STREAM_CAPTURE_MODE_GLOBAL ? "global"
+                                                  : "thread-local",
+          (*captureOf(hStream))->id);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  char streamBuf[32];
+  auto *capture = captureOf(hStream);
+  if (!capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  std::shared_ptr<GraphData> data = std::move(*capture);
+  delete capture;
+  stubStream(hStream)->capture = nullptr;
+  *phGraph = nullptr;
+  logLine("cuStreamEndCapture stream=%s graph=g%d nodes=%zu%s", STREAM(hStream),
+          data->id, data->nodes.size(),
+          data->invalidated ? " invalidated" : "");
+  if (data->invalidated)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  auto *graph = new Graph{std::move(data)};
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().graphs.insert(graph);
+  }
+  *phGraph = reinterpret_cast<CUgraph>(graph);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags) {
+  auto *graph = reinterpret_cast<Graph *>(hGraph);
+  if (failing("cuGraphInstantiate"))
+    return injected("cuGraphInstantiate", CUDA_ERROR_INVALID_VALUE);
+  auto *exec = new GraphExec{0, graph->data};
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!state().graphs.count(graph)) {
+      delete exec;
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    exec->id = state().nextId++;
+    state().execs.insert(exec);
+  }
+  *phGraphExec = reinterpret_cast<CUgraphExec>(exec);
+  logLine("cuGraphInstantiate graph=g%d exec=x%d nodes=%zu flags=%llu",
+          graph->data->id, exec->id, graph->data->nodes.size(), flags);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  char streamBuf[32];
+  auto *exec = reinterpret_cast<GraphExec *>(hGraphExec);
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!state().execs.count(exec))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (failing("cuGraphLaunch"))
+    return injected("cuGraphLaunch", CUDA_ERROR_LAUNCH_FAILED);
+  if (captureOf(hStream))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // not nested here
+  for (auto &node : exec->data->nodes)
+    node.second();
+  logLine("cuGraphLaunch exec=x%d graph=g%d nodes=%zu stream=%s", exec->id,
+          exec->data->id, exec->data->nodes.size(), STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  auto *exec = reinterpret_cast<GraphExec *>(hGraphExec);
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!state().execs.erase(exec))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  logLine("cuGraphExecDestroy exec=x%d", exec->id);
+  delete exec; // outside the lock: the graph's memory may go with it
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph) {
+  auto *graph = reinterpret_cast<Graph *>(hGraph);
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!state().graphs.erase(graph))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  logLine("cuGraphDestroy graph=g%d", graph->data->id);
+  delete graph;
   return CUDA_SUCCESS;
 }

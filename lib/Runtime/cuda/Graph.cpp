@@ -1,0 +1,151 @@
+//===- Graph.cpp - CUDA graphs of the step stream -------------------------===//
+//
+// dsrt_cuda_graph_*: capture what a step enqueues on the step stream into a
+// CUDA graph and replay it with one launch. While a capture is in progress
+// the counters of dsrt_cuda_stats go to the graph's tally, which every
+// launch adds to the process's counters, so "kernels per step" means the
+// same with and without graphs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Context.h"
+
+#include "ds/Runtime/ds_runtime_cuda.h"
+
+#include <atomic>
+#include <memory>
+
+using namespace dsrt;
+using namespace dsrt::cuda;
+
+namespace {
+
+/// What one capture enqueued, as plain numbers.
+struct Tally {
+  uint64_t kernelLaunches = 0, gemms = 0, gemmFlops = 0, streamAllocations = 0;
+};
+
+struct Graph {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  Tally tally;
+};
+
+/// The capture in progress, if any (one at a time: there is one stream).
+std::atomic<Counters *> activeCapture{nullptr};
+
+Tally snapshot(const Counters &c) {
+  Tally t;
+  t.kernelLaunches = c.kernelLaunches.load(std::memory_order_relaxed);
+  t.gemms = c.gemms.load(std::memory_order_relaxed);
+  t.gemmFlops = c.gemmFlops.load(std::memory_order_relaxed);
+  t.streamAllocations = c.streamAllocations.load(std::memory_order_relaxed);
+  return t;
+}
+
+/// Ends the capture in progress; the graph it made, if any, in `graph`.
+CUresult endCapture(CUgraph &graph) {
+  graph = nullptr;
+  delete activeCapture.exchange(nullptr);
+  return driver().cuStreamEndCapture(stepStream(), &graph);
+}
+
+} // namespace
+
+Counters &dsrt::cuda::counters() {
+  Counters *capture = activeCapture.load(std::memory_order_acquire);
+  return capture ? *capture : processCounters();
+}
+
+bool dsrt::cuda::capturing() {
+  return activeCapture.load(std::memory_order_acquire) != nullptr;
+}
+
+Status dsrt::cuda::refuseWhileCapturing(const char *fn, const char *what) {
+  if (!capturing())
+    return Status::success();
+  return DS_ERROR("%s: cannot %s while the step stream is being captured "
+                  "into a CUDA graph; this step cannot run as a graph",
+                  fn, what);
+}
+
+int dsrt_cuda_graph_begin(void) {
+  if (ensureReady().failed())
+    return -1;
+  if (capturing()) {
+    (void)DS_ERROR("dsrt_cuda_graph_begin: a capture is already in progress");
+    return -1;
+  }
+  if (DS_CU(cuStreamBeginCapture, stepStream(), CU_STREAM_CAPTURE_MODE_RELAXED)
+          .failed())
+    return -1;
+  activeCapture.store(new Counters, std::memory_order_release);
+  return 0;
+}
+
+void *dsrt_cuda_graph_end(void) {
+  Counters *capture = activeCapture.load(std::memory_order_acquire);
+  if (!capture) {
+    (void)DS_ERROR("dsrt_cuda_graph_end: no capture is in progress");
+    return nullptr;
+  }
+  Tally tally = snapshot(*capture);
+  CUgraph raw = nullptr;
+  CUresult ended = endCapture(raw);
+  auto graph = std::make_unique<Graph>();
+  graph->graph = raw;
+  graph->tally = tally;
+  // An error of a captured call means the graph misses that work: drop it.
+  if (checkResult(ended, "cuStreamEndCapture", __FILE__, __LINE__).failed() ||
+      dsrt_last_error() ||
+      DS_CU(cuGraphInstantiateWithFlags, &graph->exec, raw, 0).failed()) {
+    if (graph->graph)
+      (void)DS_CU(cuGraphDestroy, graph->graph);
+    return nullptr;
+  }
+  return graph.release();
+}
+
+int dsrt_cuda_graph_launch(void *handle) {
+  if (!handle) {
+    (void)DS_ERROR("dsrt_cuda_graph_launch: the graph is null");
+    return -1;
+  }
+  if (ensureReady().failed() ||
+      refuseWhileCapturing("dsrt_cuda_graph_launch", "launch a graph").failed())
+    return -1;
+  auto *graph = static_cast<Graph *>(handle);
+  if (DS_CU(cuGraphLaunch, graph->exec, stepStream()).failed())
+    return -1;
+  Counters &c = processCounters();
+  const Tally &t = graph->tally;
+  c.kernelLaunches.fetch_add(t.kernelLaunches, std::memory_order_relaxed);
+  c.gemms.fetch_add(t.gemms, std::memory_order_relaxed);
+  c.gemmFlops.fetch_add(t.gemmFlops, std::memory_order_relaxed);
+  c.streamAllocations.fetch_add(t.streamAllocations, std::memory_order_relaxed);
+  c.graphLaunches.fetch_add(1, std::memory_order_relaxed);
+  c.graphKernels.fetch_add(t.kernelLaunches, std::memory_order_relaxed);
+  return 0;
+}
+
+void dsrt_cuda_graph_destroy(void *handle) {
+  if (!handle)
+    return;
+  std::unique_ptr<Graph> graph(static_cast<Graph *>(handle));
+  // After dsrt_cuda_shutdown the context, and the graph with it, is gone.
+  if (!dsrt_cuda_stream() || ensureReady().failed())
+    return;
+  // A replay may still be running.
+  if (DS_CU(cuStreamSynchronize, stepStream()).failed())
+    return;
+  (void)DS_CU(cuGraphExecDestroy, graph->exec);
+  (void)DS_CU(cuGraphDestroy, graph->graph);
+}
+
+void dsrt::cuda::abandonCapture() {
+  if (!capturing())
+    return;
+  CUgraph graph = nullptr;
+  if (endCapture(graph) == CUDA_SUCCESS && graph)
+    (void)driver().cuGraphDestroy(graph);
+}
