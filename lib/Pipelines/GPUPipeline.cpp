@@ -166,6 +166,9 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   kernels.fuseRows = config.fuseRows;
   pm.addPass(createConvertLinalgToGPUPass(kernels));
   cleanup();
+  //    The bookkeeping's chains of one-block kernels become one launch.
+  pm.addNestedPass<func::FuncOp>(createMergeGPULaunchesPass());
+  cleanup();
   // 6. Narrow floats as on the CPU (one rounding per op; FP8 casts as exact
   //    integer code, which NVPTX needs too: LLVM has no FP8 type), so the
   //    two paths round alike.

@@ -1,0 +1,124 @@
+// ds-merge-gpu-launches appends a one-block launch to the one-block launch
+// before it: after a barrier, on the same threads (same block size) or on
+// thread (0, 0, 0) (a one-thread launch); an allocation between them moves
+// above. Structure first, then the merged chain run by the host emulation
+// against values worked out by hand.
+// RUN: ds-opt %s --ds-merge-gpu-launches --split-input-file | FileCheck %s
+
+// Three launches, one kernel. Thread t writes t^2; one thread sums them
+// into a fresh buffer (its allocation moves above the first launch); then
+// every thread t writes buf[63 - t] + sum.
+// RUN: ds-opt %s --split-input-file --ds-merge-gpu-launches --ds-emulate-gpu-kernels \
+// RUN:   --convert-linalg-to-loops --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts 2>&1 \
+// RUN: | sed -n '1,/^\/\/ -----/p' \
+// RUN: | mlir-runner -e chain -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=EXEC
+// EXEC: [85344]
+// EXEC: [89313, 89188, 89065, {{.*}}, 85348, 85345, 85344]
+
+func.func private @printMemrefI64(memref<*xi64>)
+
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[SUM:.*]] = memref.alloc() : memref<1xi64>
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}} = %c1, {{.*}} = %c1) threads(%[[TX:[^,]*]], %[[TY:[^,]*]], %[[TZ:[^,]*]]) in ({{.*}} = %c64,
+// CHECK:   memref.store {{.*}}, %[[BUF:.*]][%[[TX]]]
+// CHECK:   gpu.barrier
+// CHECK:   %[[X0:.*]] = arith.cmpi eq, %[[TX]], %[[ZERO:.*]] : index
+// CHECK:   scf.if
+// CHECK:     scf.for
+// CHECK:     memref.store {{.*}}, %[[SUM]]
+// CHECK:   gpu.barrier
+// CHECK:   arith.subi
+// CHECK:   memref.load %[[SUM]]
+// CHECK:   gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: call @printMemrefI64
+func.func @chain() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c63 = arith.constant 63 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0 : i64
+  %buf = memref.alloc() : memref<64xi64>
+  %out = memref.alloc() : memref<64xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %t = arith.index_cast %tx : index to i64
+    %sq = arith.muli %t, %t : i64
+    memref.store %sq, %buf[%tx] : memref<64xi64>
+    gpu.terminator
+  }
+  %sum = memref.alloc() : memref<1xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %s = scf.for %i = %c0 to %c64 step %c1 iter_args(%acc = %zero) -> (i64) {
+      %v = memref.load %buf[%i] : memref<64xi64>
+      %a = arith.addi %acc, %v : i64
+      scf.yield %a : i64
+    }
+    memref.store %s, %sum[%tx] : memref<1xi64>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %j = arith.subi %c63, %tx : index
+    %v = memref.load %buf[%j] : memref<64xi64>
+    %s = memref.load %sum[%c0] : memref<1xi64>
+    %r = arith.addi %v, %s : i64
+    memref.store %r, %out[%tx] : memref<64xi64>
+    gpu.terminator
+  }
+  %u = memref.cast %sum : memref<1xi64> to memref<*xi64>
+  call @printMemrefI64(%u) : (memref<*xi64>) -> ()
+  %o = memref.cast %out : memref<64xi64> to memref<*xi64>
+  call @printMemrefI64(%o) : (memref<*xi64>) -> ()
+  memref.dealloc %buf : memref<64xi64>
+  memref.dealloc %out : memref<64xi64>
+  memref.dealloc %sum : memref<1xi64>
+  return
+}
+
+// -----
+
+// What stays apart: a launch of several blocks; a one-thread launch with a
+// collective in it (on one thread of a larger block it would diverge);
+// another block size; a copy between (it touches memory).
+// CHECK-LABEL: func.func @kept
+// CHECK-COUNT-5: gpu.launch
+// CHECK-NOT: gpu.launch
+func.func @kept(%a: memref<64xf32>, %b: memref<64xf32>) {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %x = arith.constant 1.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    memref.store %x, %a[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    memref.store %x, %a[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %s = gpu.all_reduce add %x uniform {} : (f32) -> (f32)
+    memref.store %s, %a[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    memref.store %x, %a[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  memref.copy %a, %b : memref<64xf32> to memref<64xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    memref.store %x, %b[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  return
+}
