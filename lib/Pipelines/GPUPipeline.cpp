@@ -50,6 +50,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.blockSize = blockSize;
   c.maxBlocks = maxBlocks;
   c.fuseRows = fuseRows;
+  c.mergeLaunches = mergeLaunches;
   c.optLevel = optLevel;
   c.toolkit = toolkit;
   c.emulateKernels = emulateKernels;
@@ -167,8 +168,10 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertLinalgToGPUPass(kernels));
   cleanup();
   //    The bookkeeping's chains of one-block kernels become one launch.
-  pm.addNestedPass<func::FuncOp>(createMergeGPULaunchesPass());
-  cleanup();
+  if (config.mergeLaunches) {
+    pm.addNestedPass<func::FuncOp>(createMergeGPULaunchesPass());
+    cleanup();
+  }
   // 6. Narrow floats as on the CPU (one rounding per op; FP8 casts as exact
   //    integer code, which NVPTX needs too: LLVM has no FP8 type), so the
   //    two paths round alike.

@@ -49,6 +49,9 @@ struct GPUPipelineConfig {
   /// Consecutive row-wise ops over the same rows as one block-per-row
   /// launch (convert-linalg-to-ds-gpu's fuse-rows).
   bool fuseRows = true;
+  /// One-block launches appended to the one-block launch before them
+  /// (ds-merge-gpu-launches).
+  bool mergeLaunches = true;
   unsigned optLevel = 3;
   /// The CUDA toolkit (ptxas, libdevice); empty: $CUDA_HOME or
   /// /usr/local/cuda.
@@ -85,6 +88,11 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "fuse-rows",
       llvm::cl::desc("Run a softmax's or a layer norm's passes over each row "
                      "as one block-per-row launch"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> mergeLaunches{
+      *this, "merge-launches",
+      llvm::cl::desc("Append each one-block launch to the one-block launch "
+                     "before it (ds-merge-gpu-launches; =false to compare)"),
       llvm::cl::init(true)};
   PassOptions::Option<unsigned> optLevel{
       *this, "opt-level", llvm::cl::desc("NVPTX optimisation level"),
