@@ -169,7 +169,10 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   cleanup();
   //    The bookkeeping's chains of one-block kernels become one launch.
   if (config.mergeLaunches) {
-    pm.addNestedPass<func::FuncOp>(createMergeGPULaunchesPass());
+    // A step's results are buffers of their own (docs/AheadOfTime.md).
+    MergeGPULaunchesPassOptions merge;
+    merge.distinctArguments = true;
+    pm.addNestedPass<func::FuncOp>(createMergeGPULaunchesPass(merge));
     cleanup();
   }
   // 6. Narrow floats as on the CPU (one rounding per op; FP8 casts as exact

@@ -331,11 +331,21 @@ def MergeGPULaunchesPass
     - a one-thread launch runs on thread (0, 0, 0), if it holds no
       synchronisation (a barrier or a collective on one thread of a larger
       block would diverge).
+    A launch of any size joins the launch before it, as is, when both have
+    the same constant grid and block and neither touches a buffer the
+    other writes (the buffers traced through views to allocations, globals
+    and arguments; distinct allocations never overlap).
     Values the appended body needs that are defined between the two
     launches (an allocation, a view) move above the earlier launch.
     Launches with async dependencies, clusters, dynamic shared memory or
     memory attributions are left alone.
   }];
+  let options = [
+    Option<"distinctArguments", "distinct-arguments", "bool", "false",
+           "The memref arguments of a step (a function ds-prepare-step-abi "
+           "marked llvm.emit_c_interface) never overlap: the step ABI gives "
+           "each result a buffer of its own, and arguments are only read">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect"];

@@ -9,9 +9,11 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -44,14 +46,114 @@ bool isOne(std::optional<std::array<int64_t, 3>> extents) {
          (*extents)[2] == 1;
 }
 
-/// A launch of one block that the pass may extend or append: synchronous,
-/// without clusters, dynamic shared memory or memory attributions.
-bool isPlainOneBlockLaunch(gpu::LaunchOp launch) {
+/// A launch the pass may extend or append: synchronous, of constant grid
+/// and block sizes, without clusters, dynamic shared memory or memory
+/// attributions.
+bool isPlainLaunch(gpu::LaunchOp launch) {
   return launch.getAsyncDependencies().empty() && !launch.getAsyncToken() &&
          !launch.hasClusterSize() && !launch.getDynamicSharedMemorySize() &&
          launch.getNumWorkgroupAttributions() == 0 &&
          launch.getNumPrivateAttributions() == 0 &&
-         isOne(constantExtents(launch.getGridSizeOperandValues()));
+         constantExtents(launch.getGridSizeOperandValues()) &&
+         constantExtents(launch.getBlockSizeOperandValues());
+}
+
+bool isOneBlock(gpu::LaunchOp launch) {
+  return isOne(constantExtents(launch.getGridSizeOperandValues()));
+}
+
+bool sameShape(gpu::LaunchOp a, gpu::LaunchOp b) {
+  return constantExtents(a.getGridSizeOperandValues()) ==
+             constantExtents(b.getGridSizeOperandValues()) &&
+         constantExtents(a.getBlockSizeOperandValues()) ==
+             constantExtents(b.getBlockSizeOperandValues());
+}
+
+/// The buffer a memref value views: through subviews, reshapes and casts
+/// to an allocation, a global, or an argument of the function.
+Value rootBuffer(Value memref) {
+  while (Operation *def = memref.getDefiningOp()) {
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
+      break;
+    memref = view.getViewSource();
+  }
+  return memref;
+}
+
+/// Whether two root buffers may share memory. An allocation shares none
+/// with any other root, and globals only with the same global; two
+/// arguments share none when `distinctArguments` says so, and may otherwise
+/// (a caller may pass one buffer as two arguments).
+bool mayAlias(Value a, Value b, bool distinctArguments) {
+  if (a == b)
+    return true;
+  if (distinctArguments && isa<BlockArgument>(a) && isa<BlockArgument>(b) &&
+      isa<FunctionOpInterface>(
+          cast<BlockArgument>(a).getOwner()->getParentOp()) &&
+      isa<FunctionOpInterface>(
+          cast<BlockArgument>(b).getOwner()->getParentOp()))
+    return false;
+  auto fresh = [](Value v) {
+    return v.getDefiningOp<memref::AllocOp>() || v.getDefiningOp<gpu::AllocOp>();
+  };
+  if (fresh(a) || fresh(b))
+    return false;
+  auto globalA = a.getDefiningOp<memref::GetGlobalOp>();
+  auto globalB = b.getDefiningOp<memref::GetGlobalOp>();
+  if (globalA && globalB)
+    return globalA.getName() == globalB.getName();
+  return true;
+}
+
+/// The buffers a launch reads and writes (their roots); false when an op
+/// in it touches memory in a way not stated per buffer.
+bool collectAccesses(gpu::LaunchOp launch, SmallVectorImpl<Value> &reads,
+                     SmallVectorImpl<Value> &writes) {
+  WalkResult result = launch.getBody().walk([&](Operation *op) {
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    if (!effects)
+      return op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
+                     isPure(op) || isa<gpu::TerminatorOp>(op)
+                 ? WalkResult::advance()
+                 : WalkResult::interrupt();
+    SmallVector<MemoryEffects::EffectInstance> list;
+    effects.getEffects(list);
+    for (const MemoryEffects::EffectInstance &e : list) {
+      Value v = e.getValue();
+      bool isRead = isa<MemoryEffects::Read>(e.getEffect());
+      bool isWrite = isa<MemoryEffects::Write>(e.getEffect());
+      if (!isRead && !isWrite)
+        continue; // allocation effects of values local to the body
+      if (!v || !isa<MemRefType>(v.getType()))
+        return WalkResult::interrupt();
+      (isWrite ? writes : reads).push_back(rootBuffer(v));
+    }
+    return WalkResult::advance();
+  });
+  return !result.wasInterrupted();
+}
+
+/// Whether neither launch touches a buffer the other writes, so that their
+/// bodies may run in one kernel in any interleaving.
+bool independent(gpu::LaunchOp a, gpu::LaunchOp b, bool distinctArguments) {
+  SmallVector<Value> readsA, writesA, readsB, writesB;
+  if (!collectAccesses(a, readsA, writesA) ||
+      !collectAccesses(b, readsB, writesB))
+    return false;
+  auto conflict = [&](ArrayRef<Value> writes, ArrayRef<Value> reads,
+                      ArrayRef<Value> otherWrites) {
+    for (Value w : writes) {
+      for (Value r : reads)
+        if (mayAlias(w, r, distinctArguments))
+          return true;
+      for (Value o : otherWrites)
+        if (mayAlias(w, o, distinctArguments))
+          return true;
+    }
+    return false;
+  };
+  return !conflict(writesA, readsB, writesB) && !conflict(writesB, readsA, {});
 }
 
 bool hasSynchronisation(gpu::LaunchOp launch) {
@@ -102,15 +204,26 @@ SmallVector<Operation *> opsToHoist(gpu::LaunchOp first,
   return ordered;
 }
 
+/// How a launch joins the one before it.
+enum class Join {
+  /// One block each, the same threads: after a barrier.
+  Ordered,
+  /// One block, then one thread: after a barrier, on thread (0, 0, 0).
+  OrderedOnThread0,
+  /// The same grid and block, touching no buffer the other writes: as is.
+  Independent,
+};
+
 /// Appends `second`'s body to `first`'s and erases `second`.
-void appendLaunch(gpu::LaunchOp first, gpu::LaunchOp second,
-                  bool secondOnOneThread) {
+void appendLaunch(gpu::LaunchOp first, gpu::LaunchOp second, Join join) {
   Location loc = second.getLoc();
   Block &body = first.getBody().front();
   OpBuilder b(body.getTerminator());
+  bool secondOnOneThread = join == Join::OrderedOnThread0;
   // In one block a barrier orders memory as the kernel boundary did (a
   // single thread needs none).
-  if (!isOne(constantExtents(first.getBlockSizeOperandValues())))
+  if (join != Join::Independent &&
+      !isOne(constantExtents(first.getBlockSizeOperandValues())))
     gpu::BarrierOp::create(b, loc);
   IRMapping map;
   auto mapDims = [&](gpu::KernelDim3 from, gpu::KernelDim3 to) {
@@ -149,6 +262,10 @@ struct MergeGPULaunchesPass
   using Base::Base;
 
   void runOnOperation() override {
+    // Only a step's own arguments come with the ABI's promise.
+    distinct = distinctArguments &&
+               getOperation()->hasAttr(
+                   LLVM::LLVMDialect::getEmitCWrapperAttrName());
     SmallVector<Block *> blocks;
     getOperation()->walk([&](Block *block) {
       if (!block->getParentOp() || !isa<gpu::LaunchOp>(block->getParentOp()))
@@ -159,7 +276,7 @@ struct MergeGPULaunchesPass
   }
 
   void mergeIn(Block &block) {
-    gpu::LaunchOp open; // the one-block launch later ones may join
+    gpu::LaunchOp open; // the launch later ones may join
     for (Operation &op : llvm::make_early_inc_range(block)) {
       auto launch = dyn_cast<gpu::LaunchOp>(op);
       if (!launch) {
@@ -169,22 +286,32 @@ struct MergeGPULaunchesPass
       }
       if (open && tryAppend(open, launch))
         continue;
-      open = isPlainOneBlockLaunch(launch) ? launch : nullptr;
+      open = isPlainLaunch(launch) ? launch : nullptr;
     }
   }
 
+  /// Whether this function's memref arguments never overlap.
+  bool distinct = false;
+
   bool tryAppend(gpu::LaunchOp first, gpu::LaunchOp second) {
-    if (!isPlainOneBlockLaunch(second))
+    if (!isPlainLaunch(second))
       return false;
-    auto firstBlock = constantExtents(first.getBlockSizeOperandValues());
-    auto secondBlock = constantExtents(second.getBlockSizeOperandValues());
-    bool sameThreads = firstBlock && secondBlock && *firstBlock == *secondBlock;
-    bool oneThread = isOne(secondBlock) && !hasSynchronisation(second);
-    if (!sameThreads && !oneThread)
+    std::optional<Join> join;
+    if (isOneBlock(first) && isOneBlock(second)) {
+      if (sameShape(first, second))
+        join = Join::Ordered;
+      else if (isOne(constantExtents(second.getBlockSizeOperandValues())) &&
+               !hasSynchronisation(second))
+        join = Join::OrderedOnThread0;
+    }
+    if (!join && sameShape(first, second) &&
+        independent(first, second, distinct))
+      join = Join::Independent;
+    if (!join)
       return false;
     for (Operation *op : opsToHoist(first, second))
       op->moveBefore(first);
-    appendLaunch(first, second, /*secondOnOneThread=*/!sameThreads);
+    appendLaunch(first, second, *join);
     return true;
   }
 };

@@ -4,6 +4,7 @@
 // above. Structure first, then the merged chain run by the host emulation
 // against values worked out by hand.
 // RUN: ds-opt %s --ds-merge-gpu-launches --split-input-file | FileCheck %s
+// RUN: ds-opt %s --ds-merge-gpu-launches=distinct-arguments --split-input-file | FileCheck %s --check-prefix=DISTINCT
 
 // Three launches, one kernel. Thread t writes t^2; one thread sums them
 // into a fresh buffer (its allocation moves above the first launch); then
@@ -11,11 +12,23 @@
 // RUN: ds-opt %s --split-input-file --ds-merge-gpu-launches --ds-emulate-gpu-kernels \
 // RUN:   --convert-linalg-to-loops --expand-strided-metadata --lower-affine --convert-scf-to-cf \
 // RUN:   --convert-to-llvm --reconcile-unrealized-casts 2>&1 \
-// RUN: | sed -n '1,/^\/\/ -----/p' \
+// RUN: | awk '/^\/\/ -----/ { n++; next } n == 0' \
 // RUN: | mlir-runner -e chain -entry-point-result=void -shared-libs=%mlir_runner_libs \
 // RUN: | FileCheck %s --check-prefix=EXEC
 // EXEC: [85344]
 // EXEC: [89313, 89188, 89065, {{.*}}, 85348, 85345, 85344]
+
+// Two launches of 2 blocks of 32 threads over 100 elements, independent:
+// one kernel, each thread running both grid-stride loops. sq[i] = i^2 and
+// tw[i] = 2i + in[i] (in[i] = i).
+// RUN: ds-opt %s --split-input-file --ds-merge-gpu-launches --ds-emulate-gpu-kernels \
+// RUN:   --convert-linalg-to-loops --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts 2>&1 \
+// RUN: | awk '/^\/\/ -----/ { n++; next } n == 1' \
+// RUN: | mlir-runner -e independent -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=INDEP
+// INDEP: [0, 1, 4, 9, {{.*}}, 9604, 9801]
+// INDEP: [0, 3, 6, 9, {{.*}}, 294, 297]
 
 func.func private @printMemrefI64(memref<*xi64>)
 
@@ -81,9 +94,157 @@ func.func @chain() {
 
 // -----
 
-// What stays apart: a launch of several blocks; a one-thread launch with a
-// collective in it (on one thread of a larger block it would diverge);
-// another block size; a copy between (it touches memory).
+// CHECK-LABEL: func.func @independent
+// CHECK: gpu.launch
+// CHECK:   scf.for
+// CHECK:   scf.for
+// CHECK-NOT: gpu.barrier
+// CHECK:   gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: call @printMemrefI64
+func.func private @printMemrefI64(memref<*xi64>)
+func.func @independent() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %c100 = arith.constant 100 : index
+  %two = arith.constant 2 : i64
+  %in = memref.alloc() : memref<100xi64>
+  %sq = memref.alloc() : memref<100xi64>
+  %tw = memref.alloc() : memref<100xi64>
+  scf.for %i = %c0 to %c100 step %c1 {
+    %v = arith.index_cast %i : index to i64
+    memref.store %v, %in[%i] : memref<100xi64>
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %b = arith.muli %bx, %sx : index
+    %start = arith.addi %b, %tx : index
+    %stride = arith.muli %gx, %sx : index
+    scf.for %i = %start to %c100 step %stride {
+      %v = memref.load %in[%i] : memref<100xi64>
+      %s = arith.muli %v, %v : i64
+      memref.store %s, %sq[%i] : memref<100xi64>
+    }
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %b = arith.muli %bx, %sx : index
+    %start = arith.addi %b, %tx : index
+    %stride = arith.muli %gx, %sx : index
+    scf.for %i = %start to %c100 step %stride {
+      %v = memref.load %in[%i] : memref<100xi64>
+      %d = arith.muli %v, %two : i64
+      %t = arith.addi %d, %v : i64
+      memref.store %t, %tw[%i] : memref<100xi64>
+    }
+    gpu.terminator
+  }
+  %u = memref.cast %sq : memref<100xi64> to memref<*xi64>
+  call @printMemrefI64(%u) : (memref<*xi64>) -> ()
+  %w = memref.cast %tw : memref<100xi64> to memref<*xi64>
+  call @printMemrefI64(%w) : (memref<*xi64>) -> ()
+  memref.dealloc %in : memref<100xi64>
+  memref.dealloc %sq : memref<100xi64>
+  memref.dealloc %tw : memref<100xi64>
+  return
+}
+
+// -----
+
+// Launches of the same shape that depend on each other stay apart: the
+// second reads, at other indices, what the first writes.
+// CHECK-LABEL: func.func @dependent
+// CHECK-COUNT-2: gpu.launch
+func.func @dependent(%out: memref<64xf32>) {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c32 = arith.constant 32 : index
+  %c63 = arith.constant 63 : index
+  %x = arith.constant 1.0 : f32
+  %tmp = memref.alloc() : memref<64xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %b = arith.muli %bx, %sx : index
+    %i = arith.addi %b, %tx : index
+    memref.store %x, %tmp[%i] : memref<64xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %b = arith.muli %bx, %sx : index
+    %i = arith.addi %b, %tx : index
+    %j = arith.subi %c63, %i : index
+    %v = memref.load %tmp[%j] : memref<64xf32>
+    memref.store %v, %out[%i] : memref<64xf32>
+    gpu.terminator
+  }
+  memref.dealloc %tmp : memref<64xf32>
+  return
+}
+
+// -----
+
+// Two arguments may be one buffer, unless the function is a step (the C
+// interface ds-prepare-step-abi requests) and distinct-arguments is set.
+// CHECK-LABEL: func.func @arguments
+// CHECK-COUNT-2: gpu.launch
+// CHECK-LABEL: func.func @step_arguments
+// CHECK-COUNT-2: gpu.launch
+// DISTINCT-LABEL: func.func @arguments
+// DISTINCT-COUNT-2: gpu.launch
+// DISTINCT-LABEL: func.func @step_arguments
+// DISTINCT: gpu.launch
+// DISTINCT-NOT: gpu.launch
+// DISTINCT: return
+func.func @arguments(%a: memref<64xf32>, %b: memref<64xf32>) {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c32 = arith.constant 32 : index
+  %x = arith.constant 1.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    memref.store %x, %a[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %v = memref.load %b[%tx] : memref<64xf32>
+    %w = arith.addf %v, %x : f32
+    memref.store %w, %b[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  return
+}
+func.func @step_arguments(%a: memref<64xf32>, %b: memref<64xf32>) attributes {llvm.emit_c_interface} {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c32 = arith.constant 32 : index
+  %x = arith.constant 1.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    memref.store %x, %a[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %v = memref.load %b[%tx] : memref<64xf32>
+    %w = arith.addf %v, %x : f32
+    memref.store %w, %b[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// What stays apart: a launch of several blocks and a one-block one after
+// it (the same buffer); a one-thread launch with a collective in it (on
+// one thread of a larger block it would diverge); another block size; a
+// copy between (it touches memory).
 // CHECK-LABEL: func.func @kept
 // CHECK-COUNT-5: gpu.launch
 // CHECK-NOT: gpu.launch
