@@ -95,7 +95,8 @@ bool mayAlias(Value a, Value b, bool distinctArguments) {
           cast<BlockArgument>(b).getOwner()->getParentOp()))
     return false;
   auto fresh = [](Value v) {
-    return v.getDefiningOp<memref::AllocOp>() || v.getDefiningOp<gpu::AllocOp>();
+    return v.getDefiningOp<memref::AllocOp>() ||
+           v.getDefiningOp<gpu::AllocOp>();
   };
   if (fresh(a) || fresh(b))
     return false;
@@ -113,8 +114,8 @@ bool collectAccesses(gpu::LaunchOp launch, SmallVectorImpl<Value> &reads,
   WalkResult result = launch.getBody().walk([&](Operation *op) {
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
     if (!effects)
-      return op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
-                     isPure(op) || isa<gpu::TerminatorOp>(op)
+      return op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() || isPure(op) ||
+                     isa<gpu::TerminatorOp>(op)
                  ? WalkResult::advance()
                  : WalkResult::interrupt();
     SmallVector<MemoryEffects::EffectInstance> list;
@@ -182,8 +183,7 @@ bool isSeparable(Operation *op) {
 /// The ops between `first` and `second` that `second` depends on, in
 /// order. Only allocations and pure ops lie between (isSeparable), and each
 /// may move above `first`: an allocation may happen earlier.
-SmallVector<Operation *> opsToHoist(gpu::LaunchOp first,
-                                    gpu::LaunchOp second) {
+SmallVector<Operation *> opsToHoist(gpu::LaunchOp first, gpu::LaunchOp second) {
   llvm::SetVector<Operation *> needed;
   SmallVector<Value> work;
   second->walk([&](Operation *op) {
@@ -263,9 +263,9 @@ struct MergeGPULaunchesPass
 
   void runOnOperation() override {
     // Only a step's own arguments come with the ABI's promise.
-    distinct = distinctArguments &&
-               getOperation()->hasAttr(
-                   LLVM::LLVMDialect::getEmitCWrapperAttrName());
+    distinct =
+        distinctArguments &&
+        getOperation()->hasAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName());
     SmallVector<Block *> blocks;
     getOperation()->walk([&](Block *block) {
       if (!block->getParentOp() || !isa<gpu::LaunchOp>(block->getParentOp()))
