@@ -97,7 +97,7 @@ typedef struct dsrt_cuda_stats {
   uint64_t gemms;              /* cublasLtMatmul calls (a batched one: 1) */
   double gemm_flops;           /* 2 M N K per batch, summed */
   uint64_t stream_allocations; /* mgpuMemAlloc: the steps' temporaries */
-  uint64_t waits; /* dsrt_cuda_synchronize, mgpuStreamSynchronize */
+  uint64_t waits;          /* dsrt_cuda_synchronize, mgpuStreamSynchronize */
   uint64_t graph_launches; /* dsrt_cuda_graph_launch */
   uint64_t graph_kernels;  /* of kernel_launches, those graphs ran; the host
                               launched kernel_launches - graph_kernels
