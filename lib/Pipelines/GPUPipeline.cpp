@@ -189,6 +189,12 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   // 7. Kernels out of the host functions, into one module (one PTX module,
   //    one ptxas run, one cubin); the host's GPU work on one
   //    in-order stream with no synchronisation inside a step.
+  // Constants and index computations move into the launches first:
+  // outlining passes whatever a body uses from outside as a kernel
+  // parameter, and a shape's extents as parameters turn every index
+  // division into a 64-bit division subroutine, and leave ptxas no
+  // constant trip counts to unroll by.
+  pm.addNestedPass<func::FuncOp>(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createMergeGPUModulesPass());
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
