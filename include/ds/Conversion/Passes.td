@@ -205,6 +205,7 @@ def ConvertLinalgToGPUPass
                            "::mlir::scf::SCFDialect",
                            "::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::memref::MemRefDialect"];
 }
 
@@ -314,7 +315,7 @@ def LowerGPUSubgroupReducePass
 
 def MergeGPULaunchesPass
     : Pass<"ds-merge-gpu-launches", "::mlir::func::FuncOp"> {
-  let summary = "Appends small launches to the one-block launch before them";
+  let summary = "Appends launches to the launch before them";
   let description = [{
     A training step's bookkeeping (the finiteness checks of loss scaling,
     the FP8 policy's amax and scale updates, the norms of clipping) ends in
@@ -331,10 +332,18 @@ def MergeGPULaunchesPass
     - a one-thread launch runs on thread (0, 0, 0), if it holds no
       synchronisation (a barrier or a collective on one thread of a larger
       block would diverge).
-    A launch of any size joins the launch before it, as is, when both have
-    the same constant grid and block and neither touches a buffer the
-    other writes (the buffers traced through views to allocations, globals
-    and arguments; distinct allocations never overlap).
+    A launch of any size joins the launch before it when both have the
+    same constant block and neither touches a buffer the other writes (the
+    buffers traced through views to allocations, globals and arguments;
+    distinct allocations never overlap, nor do static subviews of one
+    buffer whose ranges miss each other; collectives exchange registers,
+    not buffers):
+    - on the same grid, its body is appended as is;
+    - on another grid, the launch takes the larger extents and each body
+      runs on the blocks it had, under a guard on the block id (uniform in
+      a block, so barriers inside stay legal), seeing its own grid size.
+      A body that reads the grid size other than through the launch's
+      arguments is left alone.
     Values the appended body needs that are defined between the two
     launches (an allocation, a view) move above the earlier launch.
     Launches with async dependencies, clusters, dynamic shared memory or

@@ -41,7 +41,13 @@ namespace {
 
 bool inKernel(Operation *op) { return op->getParentOfType<gpu::LaunchOp>(); }
 
-/// Copies between device buffers: a contiguous one is a DMA
+/// Copies of at most this many elements are kernels even when contiguous:
+/// a DMA of a few bytes costs the host as much as a launch, and a kernel
+/// may join its neighbours (ds-merge-gpu-launches), as the FP8 amax
+/// history's newest entry does.
+constexpr int64_t kMaxKernelCopyElements = 4096;
+
+/// Copies between device buffers: a large contiguous one is a DMA
 /// (`gpu.memcpy`), any other a kernel (through linalg.copy).
 void convertCopies(func::FuncOp f) {
   SmallVector<memref::CopyOp> copies;
@@ -56,7 +62,8 @@ void convertCopies(func::FuncOp f) {
     if (memref::isStaticShapeAndContiguousRowMajor(src) &&
         memref::isStaticShapeAndContiguousRowMajor(dst) &&
         src.getShape() == dst.getShape() && src.getLayout().isIdentity() &&
-        dst.getLayout().isIdentity())
+        dst.getLayout().isIdentity() &&
+        src.getNumElements() > kMaxKernelCopyElements)
       gpu::MemcpyOp::create(b, c.getLoc(), Type(), ValueRange{}, c.getTarget(),
                             c.getSource());
     else

@@ -62,11 +62,27 @@ bool isOneBlock(gpu::LaunchOp launch) {
   return isOne(constantExtents(launch.getGridSizeOperandValues()));
 }
 
+bool sameBlock(gpu::LaunchOp a, gpu::LaunchOp b) {
+  return constantExtents(a.getBlockSizeOperandValues()) ==
+         constantExtents(b.getBlockSizeOperandValues());
+}
+
 bool sameShape(gpu::LaunchOp a, gpu::LaunchOp b) {
-  return constantExtents(a.getGridSizeOperandValues()) ==
-             constantExtents(b.getGridSizeOperandValues()) &&
-         constantExtents(a.getBlockSizeOperandValues()) ==
-             constantExtents(b.getBlockSizeOperandValues());
+  return sameBlock(a, b) && constantExtents(a.getGridSizeOperandValues()) ==
+                                constantExtents(b.getGridSizeOperandValues());
+}
+
+/// Whether the body asks for the grid's size other than through the
+/// launch's own arguments (which a merge maps to the original size).
+bool readsGridSize(gpu::LaunchOp launch) {
+  return launch.getBody()
+      .walk([](Operation *op) {
+        return isa<gpu::GridDimOp, gpu::ClusterIdOp, gpu::ClusterDimOp,
+                   gpu::ClusterBlockIdOp, gpu::ClusterDimBlocksOp>(op)
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      })
+      .wasInterrupted();
 }
 
 /// The buffer a memref value views: through subviews, reshapes and casts
@@ -107,11 +123,56 @@ bool mayAlias(Value a, Value b, bool distinctArguments) {
   return true;
 }
 
-/// The buffers a launch reads and writes (their roots); false when an op
-/// in it touches memory in a way not stated per buffer.
-bool collectAccesses(gpu::LaunchOp launch, SmallVectorImpl<Value> &reads,
-                     SmallVectorImpl<Value> &writes) {
+/// A buffer a kernel touches: the memref it names, and the buffer that
+/// memref views (rootBuffer).
+struct Access {
+  Value view;
+  Value root;
+};
+
+/// Whether `a` and `b` are static subviews of one memref whose ranges miss
+/// each other in some dimension (an FP8 amax history's newest entry and
+/// the rest, written by two kernels).
+bool disjointSubviews(Value a, Value b) {
+  auto viewA = a.getDefiningOp<memref::SubViewOp>();
+  auto viewB = b.getDefiningOp<memref::SubViewOp>();
+  if (!viewA || !viewB || viewA.getSource() != viewB.getSource())
+    return false;
+  ArrayRef<int64_t> offA = viewA.getStaticOffsets(),
+                    offB = viewB.getStaticOffsets();
+  ArrayRef<int64_t> sizeA = viewA.getStaticSizes(),
+                    sizeB = viewB.getStaticSizes();
+  ArrayRef<int64_t> strideA = viewA.getStaticStrides(),
+                    strideB = viewB.getStaticStrides();
+  for (size_t d = 0; d < offA.size(); ++d) {
+    int64_t values[] = {offA[d],  offB[d],    sizeA[d],
+                        sizeB[d], strideA[d], strideB[d]};
+    if (llvm::any_of(values, ShapedType::isDynamic) || sizeA[d] == 0 ||
+        sizeB[d] == 0)
+      continue;
+    int64_t lastA = offA[d] + (sizeA[d] - 1) * strideA[d];
+    int64_t lastB = offB[d] + (sizeB[d] - 1) * strideB[d];
+    if (lastA < offB[d] || lastB < offA[d])
+      return true;
+  }
+  return false;
+}
+
+bool mayOverlap(const Access &a, const Access &b, bool distinctArguments) {
+  return mayAlias(a.root, b.root, distinctArguments) &&
+         !disjointSubviews(a.view, b.view);
+}
+
+/// The buffers a launch reads and writes; false when an op in it touches
+/// memory in a way not stated per buffer.
+bool collectAccesses(gpu::LaunchOp launch, SmallVectorImpl<Access> &reads,
+                     SmallVectorImpl<Access> &writes) {
   WalkResult result = launch.getBody().walk([&](Operation *op) {
+    // Collectives exchange registers within the block, not buffers (a
+    // region of an all_reduce is walked op by op).
+    if (isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::SubgroupReduceOp,
+            gpu::ShuffleOp, gpu::YieldOp>(op))
+      return WalkResult::advance();
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
     if (!effects)
       return op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() || isPure(op) ||
@@ -128,7 +189,7 @@ bool collectAccesses(gpu::LaunchOp launch, SmallVectorImpl<Value> &reads,
         continue; // allocation effects of values local to the body
       if (!v || !isa<MemRefType>(v.getType()))
         return WalkResult::interrupt();
-      (isWrite ? writes : reads).push_back(rootBuffer(v));
+      (isWrite ? writes : reads).push_back({v, rootBuffer(v)});
     }
     return WalkResult::advance();
   });
@@ -138,18 +199,18 @@ bool collectAccesses(gpu::LaunchOp launch, SmallVectorImpl<Value> &reads,
 /// Whether neither launch touches a buffer the other writes, so that their
 /// bodies may run in one kernel in any interleaving.
 bool independent(gpu::LaunchOp a, gpu::LaunchOp b, bool distinctArguments) {
-  SmallVector<Value> readsA, writesA, readsB, writesB;
+  SmallVector<Access> readsA, writesA, readsB, writesB;
   if (!collectAccesses(a, readsA, writesA) ||
       !collectAccesses(b, readsB, writesB))
     return false;
-  auto conflict = [&](ArrayRef<Value> writes, ArrayRef<Value> reads,
-                      ArrayRef<Value> otherWrites) {
-    for (Value w : writes) {
-      for (Value r : reads)
-        if (mayAlias(w, r, distinctArguments))
+  auto conflict = [&](ArrayRef<Access> writes, ArrayRef<Access> reads,
+                      ArrayRef<Access> otherWrites) {
+    for (const Access &w : writes) {
+      for (const Access &r : reads)
+        if (mayOverlap(w, r, distinctArguments))
           return true;
-      for (Value o : otherWrites)
-        if (mayAlias(w, o, distinctArguments))
+      for (const Access &o : otherWrites)
+        if (mayOverlap(w, o, distinctArguments))
           return true;
     }
     return false;
@@ -212,6 +273,9 @@ enum class Join {
   OrderedOnThread0,
   /// The same grid and block, touching no buffer the other writes: as is.
   Independent,
+  /// The same block on other grids, touching no buffer the other writes:
+  /// over the larger grid, each body on the blocks of its own.
+  IndependentOnOwnBlocks,
 };
 
 /// Appends `second`'s body to `first`'s and erases `second`.
@@ -251,6 +315,101 @@ void appendLaunch(gpu::LaunchOp first, gpu::LaunchOp second, Join join) {
   } else {
     mapDims(second.getThreadIds(), first.getThreadIds());
     mapDims(second.getBlockSize(), first.getBlockSize());
+  }
+  for (Operation &op : second.getBody().front().without_terminator())
+    b.clone(op, map);
+  second.erase();
+}
+
+/// Whether each block id is below `own`'s extent, in the dimensions where
+/// `extents` are below the merged grid's.
+Value blocksBelow(OpBuilder &b, Location loc, gpu::KernelDim3 ids,
+                  gpu::KernelDim3 own, ArrayRef<int64_t> extents,
+                  ArrayRef<int64_t> merged) {
+  Value cond;
+  Value id[3] = {ids.x, ids.y, ids.z};
+  Value bound[3] = {own.x, own.y, own.z};
+  for (int d = 0; d < 3; ++d) {
+    if (extents[d] == merged[d])
+      continue;
+    Value in = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, id[d],
+                                     bound[d]);
+    cond = cond ? arith::AndIOp::create(b, loc, cond, in) : in;
+  }
+  return cond;
+}
+
+/// Joins two independent launches of the same block on different grids:
+/// `first` grows to the larger extent of each dimension, and each body runs
+/// on the blocks it had, under a guard that depends on the block alone
+/// (so barriers inside stay uniform), seeing its own grid size.
+void appendOnOwnBlocks(gpu::LaunchOp first, gpu::LaunchOp second) {
+  Location loc = second.getLoc();
+  std::array<int64_t, 3> gridA =
+      *constantExtents(first.getGridSizeOperandValues());
+  std::array<int64_t, 3> gridB =
+      *constantExtents(second.getGridSizeOperandValues());
+  std::array<int64_t, 3> merged;
+  for (int d = 0; d < 3; ++d)
+    merged[d] = std::max(gridA[d], gridB[d]);
+
+  // The merged grid's extents, defined above the launch.
+  OpBuilder outer(first);
+  OpOperand *gridOperands[3] = {&first.getGridSizeXMutable(),
+                                &first.getGridSizeYMutable(),
+                                &first.getGridSizeZMutable()};
+  for (int d = 0; d < 3; ++d)
+    if (merged[d] != gridA[d])
+      gridOperands[d]->set(
+          arith::ConstantIndexOp::create(outer, loc, merged[d]));
+
+  Block &body = first.getBody().front();
+  gpu::KernelDim3 blockIds = first.getBlockIds();
+  auto ownGrid = [&](OpBuilder &b, ArrayRef<int64_t> grid,
+                     gpu::KernelDim3 fallback) {
+    Value v[3] = {fallback.x, fallback.y, fallback.z};
+    for (int d = 0; d < 3; ++d)
+      if (grid[d] != merged[d])
+        v[d] = arith::ConstantIndexOp::create(b, loc, grid[d]);
+    return gpu::KernelDim3{v[0], v[1], v[2]};
+  };
+
+  // The first body: on its own blocks, seeing its own grid.
+  if (merged != gridA) {
+    OpBuilder b(&body, body.begin());
+    gpu::KernelDim3 own = ownGrid(b, gridA, first.getGridSize());
+    gpu::KernelDim3 args = first.getGridSize();
+    Value from[3] = {args.x, args.y, args.z};
+    Value to[3] = {own.x, own.y, own.z};
+    for (int d = 0; d < 3; ++d)
+      if (from[d] != to[d])
+        from[d].replaceAllUsesWith(to[d]);
+    Value cond = blocksBelow(b, loc, blockIds, own, gridA, merged);
+    auto guard = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+    Block *then = guard.thenBlock();
+    for (Operation &op : llvm::make_early_inc_range(
+             llvm::make_range(std::next(guard->getIterator()),
+                              body.getTerminator()->getIterator())))
+      op.moveBefore(then->getTerminator());
+  }
+
+  // The second body after it, likewise.
+  OpBuilder b(body.getTerminator());
+  IRMapping map;
+  auto mapDims = [&](gpu::KernelDim3 from, gpu::KernelDim3 to) {
+    map.map(from.x, to.x);
+    map.map(from.y, to.y);
+    map.map(from.z, to.z);
+  };
+  mapDims(second.getBlockIds(), blockIds);
+  mapDims(second.getThreadIds(), first.getThreadIds());
+  mapDims(second.getBlockSize(), first.getBlockSize());
+  gpu::KernelDim3 own = ownGrid(b, gridB, first.getGridSize());
+  mapDims(second.getGridSize(), own);
+  if (merged != gridB) {
+    Value cond = blocksBelow(b, loc, blockIds, own, gridB, merged);
+    auto guard = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
   }
   for (Operation &op : second.getBody().front().without_terminator())
     b.clone(op, map);
@@ -304,14 +463,21 @@ struct MergeGPULaunchesPass
                !hasSynchronisation(second))
         join = Join::OrderedOnThread0;
     }
-    if (!join && sameShape(first, second) &&
-        independent(first, second, distinct))
-      join = Join::Independent;
+    if (!join && sameBlock(first, second) &&
+        independent(first, second, distinct)) {
+      if (sameShape(first, second))
+        join = Join::Independent;
+      else if (!readsGridSize(first) && !readsGridSize(second))
+        join = Join::IndependentOnOwnBlocks;
+    }
     if (!join)
       return false;
     for (Operation *op : opsToHoist(first, second))
       op->moveBefore(first);
-    appendLaunch(first, second, *join);
+    if (*join == Join::IndependentOnOwnBlocks)
+      appendOnOwnBlocks(first, second);
+    else
+      appendLaunch(first, second, *join);
     return true;
   }
 };

@@ -155,6 +155,233 @@ func.func @independent() {
 
 // -----
 
+// Independent launches of one block size on grids of 2, 1 and 3 blocks:
+// one launch of 3 blocks, each body on the blocks it had (a guard on the
+// block id; the one-block reduction's collective stays uniform), seeing
+// its own grid size (the grid-stride loop over 100 elements steps by 64,
+// not 96). Each body marks the blocks that ran it.
+// CHECK-LABEL: func.func @own_blocks
+// CHECK: gpu.launch blocks(%[[BX:[^,]*]], {{.*}}) in ({{.*}} = %c3{{(_[0-9]+)?}}, {{.*}} = %c1, {{.*}} = %c1) threads
+// CHECK:   %[[G2:.*]] = arith.constant 2 : index
+// CHECK:   %[[IN2:.*]] = arith.cmpi ult, %[[BX]], %[[G2]] : index
+// CHECK:   scf.if %[[IN2]] {
+// CHECK:     arith.muli %[[G2]],
+// CHECK:     scf.for
+// CHECK:     %[[IN1:.*]] = arith.cmpi ult, %[[BX]], %{{.*}} : index
+// CHECK:     scf.if %[[IN1]] {
+// CHECK:       gpu.all_reduce
+// CHECK:   scf.for
+// CHECK:   gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: call @printMemrefI64
+// RUN: ds-opt %s --split-input-file --ds-merge-gpu-launches --ds-emulate-gpu-kernels \
+// RUN:   --convert-linalg-to-loops --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts 2>&1 \
+// RUN: | awk '/^\/\/ -----/ { n++; next } n == 2' \
+// RUN: | mlir-runner -e own_blocks -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=OWN
+// sq[i] = i^2; the sum of in[0..63]; tw[i] = 3i; the blocks that ran each body.
+// OWN: [0, 1, 4, 9, {{.*}}, 3969, 4096, 4225, {{.*}}, 9216, 9409, 9604, 9801]
+// OWN: [2016]
+// OWN: [0, 3, 6, 9, {{.*}}, 294, 297]
+// OWN: [1, 1, 0]
+// OWN: [1, 0, 0]
+// OWN: [1, 1, 1]
+func.func private @printMemrefI64(memref<*xi64>)
+func.func @own_blocks() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  %c100 = arith.constant 100 : index
+  %zero = arith.constant 0 : i64
+  %one = arith.constant 1 : i64
+  %three = arith.constant 3 : i64
+  %in = memref.alloc() : memref<100xi64>
+  %sq = memref.alloc() : memref<100xi64>
+  %sum = memref.alloc() : memref<1xi64>
+  %tw = memref.alloc() : memref<100xi64>
+  %ran0 = memref.alloc() : memref<3xi64>
+  %ran1 = memref.alloc() : memref<3xi64>
+  %ran2 = memref.alloc() : memref<3xi64>
+  scf.for %i = %c0 to %c100 step %c1 {
+    %v = arith.index_cast %i : index to i64
+    memref.store %v, %in[%i] : memref<100xi64>
+  }
+  memref.store %zero, %ran0[%c0] : memref<3xi64>
+  memref.store %zero, %ran0[%c1] : memref<3xi64>
+  memref.store %zero, %ran0[%c2] : memref<3xi64>
+  memref.store %zero, %ran1[%c0] : memref<3xi64>
+  memref.store %zero, %ran1[%c1] : memref<3xi64>
+  memref.store %zero, %ran1[%c2] : memref<3xi64>
+  memref.store %zero, %ran2[%c0] : memref<3xi64>
+  memref.store %zero, %ran2[%c1] : memref<3xi64>
+  memref.store %zero, %ran2[%c2] : memref<3xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %b = arith.muli %bx, %sx : index
+    %start = arith.addi %b, %tx : index
+    %stride = arith.muli %gx, %sx : index
+    scf.for %i = %start to %c100 step %stride {
+      %v = memref.load %in[%i] : memref<100xi64>
+      %s = arith.muli %v, %v : i64
+      memref.store %s, %sq[%i] : memref<100xi64>
+    }
+    %first = arith.cmpi eq, %tx, %c0 : index
+    scf.if %first {
+      memref.store %one, %ran0[%bx] : memref<3xi64>
+    }
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %part = scf.for %i = %tx to %c64 step %sx iter_args(%acc = %zero) -> (i64) {
+      %v = memref.load %in[%i] : memref<100xi64>
+      %a = arith.addi %acc, %v : i64
+      scf.yield %a : i64
+    }
+    %total = gpu.all_reduce add %part uniform {} : (i64) -> (i64)
+    %first = arith.cmpi eq, %tx, %c0 : index
+    scf.if %first {
+      memref.store %total, %sum[%c0] : memref<1xi64>
+      memref.store %one, %ran1[%bx] : memref<3xi64>
+    }
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c3, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %b = arith.muli %bx, %sx : index
+    %start = arith.addi %b, %tx : index
+    %stride = arith.muli %gx, %sx : index
+    scf.for %i = %start to %c100 step %stride {
+      %v = memref.load %in[%i] : memref<100xi64>
+      %t = arith.muli %v, %three : i64
+      memref.store %t, %tw[%i] : memref<100xi64>
+    }
+    %first = arith.cmpi eq, %tx, %c0 : index
+    scf.if %first {
+      memref.store %one, %ran2[%bx] : memref<3xi64>
+    }
+    gpu.terminator
+  }
+  %u = memref.cast %sq : memref<100xi64> to memref<*xi64>
+  call @printMemrefI64(%u) : (memref<*xi64>) -> ()
+  %m = memref.cast %sum : memref<1xi64> to memref<*xi64>
+  call @printMemrefI64(%m) : (memref<*xi64>) -> ()
+  %w = memref.cast %tw : memref<100xi64> to memref<*xi64>
+  call @printMemrefI64(%w) : (memref<*xi64>) -> ()
+  %r0 = memref.cast %ran0 : memref<3xi64> to memref<*xi64>
+  call @printMemrefI64(%r0) : (memref<*xi64>) -> ()
+  %r1 = memref.cast %ran1 : memref<3xi64> to memref<*xi64>
+  call @printMemrefI64(%r1) : (memref<*xi64>) -> ()
+  %r2 = memref.cast %ran2 : memref<3xi64> to memref<*xi64>
+  call @printMemrefI64(%r2) : (memref<*xi64>) -> ()
+  memref.dealloc %in : memref<100xi64>
+  memref.dealloc %sq : memref<100xi64>
+  memref.dealloc %sum : memref<1xi64>
+  memref.dealloc %tw : memref<100xi64>
+  memref.dealloc %ran0 : memref<3xi64>
+  memref.dealloc %ran1 : memref<3xi64>
+  memref.dealloc %ran2 : memref<3xi64>
+  return
+}
+
+// -----
+
+// One buffer, two static subviews that miss each other: an FP8 amax
+// history's newest entry (one block) and the shift of the rest (2 blocks)
+// run in one kernel. Subviews that overlap keep their launches apart.
+// CHECK-LABEL: func.func @history
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{(_[0-9]+)?}}, {{.*}} = %c1, {{.*}} = %c1) threads
+// CHECK:   scf.if
+// CHECK:   scf.for
+// CHECK:   gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK-LABEL: func.func @overlapping
+// CHECK-COUNT-2: gpu.launch
+// RUN: ds-opt %s --split-input-file --ds-merge-gpu-launches --ds-emulate-gpu-kernels \
+// RUN:   --convert-linalg-to-loops --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts 2>&1 \
+// RUN: | awk '/^\/\/ -----/ { n++; next } n == 3' \
+// RUN: | mlir-runner -e history -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=HIST
+// HIST: [99, 10, 11, 12, 13, 14, 15, 16]
+func.func private @printMemrefI64(memref<*xi64>)
+func.func @history() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c7 = arith.constant 7 : index
+  %c8 = arith.constant 8 : index
+  %c10 = arith.constant 10 : index
+  %newest = arith.constant 99 : i64
+  %old = memref.alloc() : memref<8xi64>
+  %new = memref.alloc() : memref<8xi64>
+  %now = memref.alloc() : memref<1xi64>
+  scf.for %i = %c0 to %c8 step %c1 {
+    %j = arith.addi %i, %c10 : index
+    %v = arith.index_cast %j : index to i64
+    memref.store %v, %old[%i] : memref<8xi64>
+  }
+  memref.store %newest, %now[%c0] : memref<1xi64>
+  %head = memref.subview %new[0] [1] [1] : memref<8xi64> to memref<1xi64, strided<[1]>>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    %first = arith.cmpi eq, %tx, %c0 : index
+    scf.if %first {
+      %v = memref.load %now[%c0] : memref<1xi64>
+      memref.store %v, %head[%c0] : memref<1xi64, strided<[1]>>
+    }
+    gpu.terminator
+  }
+  %from = memref.subview %old[0] [7] [1] : memref<8xi64> to memref<7xi64, strided<[1]>>
+  %to = memref.subview %new[1] [7] [1] : memref<8xi64> to memref<7xi64, strided<[1], offset: 1>>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    %b = arith.muli %bx, %sx : index
+    %start = arith.addi %b, %tx : index
+    %stride = arith.muli %gx, %sx : index
+    scf.for %i = %start to %c7 step %stride {
+      %v = memref.load %from[%i] : memref<7xi64, strided<[1]>>
+      memref.store %v, %to[%i] : memref<7xi64, strided<[1], offset: 1>>
+    }
+    gpu.terminator
+  }
+  %p = memref.cast %new : memref<8xi64> to memref<*xi64>
+  call @printMemrefI64(%p) : (memref<*xi64>) -> ()
+  memref.dealloc %old : memref<8xi64>
+  memref.dealloc %new : memref<8xi64>
+  memref.dealloc %now : memref<1xi64>
+  return
+}
+func.func @overlapping(%now: memref<1xi64>, %old: memref<8xi64>, %new: memref<8xi64>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c7 = arith.constant 7 : index
+  %head = memref.subview %new[0] [2] [1] : memref<8xi64> to memref<2xi64, strided<[1]>>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    %v = memref.load %now[%c0] : memref<1xi64>
+    memref.store %v, %head[%c1] : memref<2xi64, strided<[1]>>
+    gpu.terminator
+  }
+  %to = memref.subview %new[1] [7] [1] : memref<8xi64> to memref<7xi64, strided<[1], offset: 1>>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c4, %sy = %c1, %sz = %c1) {
+    %v = memref.load %old[%tx] : memref<8xi64>
+    memref.store %v, %to[%tx] : memref<7xi64, strided<[1], offset: 1>>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
 // Launches of the same shape that depend on each other stay apart: the
 // second reads, at other indices, what the first writes.
 // CHECK-LABEL: func.func @dependent
