@@ -194,8 +194,8 @@ prepare() {
     local -A policies=(
       [f32]=""
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
-      [fp8]="--precision=$policy"
-      [fp8-unfused]="--precision=$policy --gpu-fuse-rows=false"
+      [fp8]="--precision=$root/scripts/gpu-check/fp8.yaml"
+      [fp8-unfused]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-fuse-rows=false"
     )
     local variant
     for variant in f32 bf16 fp8 fp8-unfused; do

@@ -51,6 +51,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.maxBlocks = maxBlocks;
   c.fuseRows = fuseRows;
   c.mergeLaunches = mergeLaunches;
+  c.launchReport = launchReport;
   c.optLevel = optLevel;
   c.toolkit = toolkit;
   c.emulateKernels = emulateKernels;
@@ -167,13 +168,18 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   kernels.fuseRows = config.fuseRows;
   pm.addPass(createConvertLinalgToGPUPass(kernels));
   cleanup();
-  //    The bookkeeping's chains of one-block kernels become one launch.
+  //    Launches that may share a kernel become one.
   if (config.mergeLaunches) {
     // A step's results are buffers of their own (docs/AheadOfTime.md).
     MergeGPULaunchesPassOptions merge;
     merge.distinctArguments = true;
     pm.addNestedPass<func::FuncOp>(createMergeGPULaunchesPass(merge));
     cleanup();
+  }
+  if (!config.launchReport.empty()) {
+    GPULaunchReportPassOptions report;
+    report.output = config.launchReport;
+    pm.addPass(createGPULaunchReportPass(report));
   }
   // 6. Narrow floats as on the CPU (one rounding per op; FP8 casts as exact
   //    integer code, which NVPTX needs too: LLVM has no FP8 type), so the

@@ -313,6 +313,43 @@ def LowerGPUSubgroupReducePass
                            "::mlir::vector::VectorDialect"];
 }
 
+def GPULaunchReportPass
+    : Pass<"ds-gpu-launch-report", "::mlir::ModuleOp"> {
+  let summary = "What each kernel launch and library GEMM of a step moves "
+                "and computes, and the step's roofline bound";
+  let description = [{
+    Run where the kernels are still `gpu.launch` regions (ds-gpu-pipeline
+    runs it after ds-merge-gpu-launches with `launch-report=FILE`). For
+    each host function, one line per kernel launch, library GEMM
+    (`dsrt_cuda_matmul_*`) and `gpu.memcpy`, in the order the step
+    enqueues them:
+    - a launch's grid and block, and the bytes of the distinct buffers its
+      body reads and writes, each counted once at its view's size: the
+      DRAM traffic of a kernel that streams its operands, as the fused
+      elementwise, reduction and row kernels do (re-reads that hit in L1 or
+      L2 are not traffic; buffers of the kernel's own are not counted);
+    - a GEMM's batch x M x N x K, 2 x batch x M x N x K FLOPs, and its
+      operands' and result's bytes;
+    - each line's bound: the larger of its bytes over the bandwidth and its
+      FLOPs over the tensor cores' peak for its operand width.
+    The totals give the step's roofline bound without launch gaps: what a
+    measured step time is compared with. The defaults are an H200 SXM's
+    (4.8 TB/s of HBM3e; dense 1979 FP8, 989 BF16 and 67 FP32 TFLOP/s).
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"-\"",
+           "Where the report goes: a file, or - for standard error">,
+    Option<"bandwidth", "bandwidth", "double", "4800.0",
+           "Memory bandwidth, GB/s">,
+    Option<"fp8Tflops", "fp8-tflops", "double", "1979.0",
+           "Dense FP8 GEMM peak, TFLOP/s">,
+    Option<"bf16Tflops", "bf16-tflops", "double", "989.0",
+           "Dense BF16/F16 GEMM peak, TFLOP/s">,
+    Option<"f32Tflops", "f32-tflops", "double", "67.0",
+           "F32 (and F64) GEMM peak without TF32, TFLOP/s">,
+  ];
+}
+
 def MergeGPULaunchesPass
     : Pass<"ds-merge-gpu-launches", "::mlir::func::FuncOp"> {
   let summary = "Appends launches to the launch before them";

@@ -49,9 +49,11 @@ struct GPUPipelineConfig {
   /// Consecutive row-wise ops over the same rows as one block-per-row
   /// launch (convert-linalg-to-ds-gpu's fuse-rows).
   bool fuseRows = true;
-  /// One-block launches appended to the one-block launch before them
-  /// (ds-merge-gpu-launches).
+  /// Launches that may share a kernel merged (ds-merge-gpu-launches).
   bool mergeLaunches = true;
+  /// Where ds-gpu-launch-report writes, after the merge ("-": standard
+  /// error); empty: no report.
+  std::string launchReport;
   unsigned optLevel = 3;
   /// The CUDA toolkit (ptxas, libdevice); empty: $CUDA_HOME or
   /// /usr/local/cuda.
@@ -91,9 +93,17 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<bool> mergeLaunches{
       *this, "merge-launches",
-      llvm::cl::desc("Append each one-block launch to the one-block launch "
-                     "before it (ds-merge-gpu-launches; =false to compare)"),
+      llvm::cl::desc("Merge each launch that may share a kernel with the "
+                     "launch before it (ds-merge-gpu-launches; =false to "
+                     "compare)"),
       llvm::cl::init(true)};
+  PassOptions::Option<std::string> launchReport{
+      *this, "launch-report",
+      llvm::cl::desc("Write what each kernel launch and library GEMM moves "
+                     "and computes, and the step's roofline bound at an "
+                     "H200's peaks, to this file (- for standard error; "
+                     "ds-gpu-launch-report)"),
+      llvm::cl::init("")};
   PassOptions::Option<unsigned> optLevel{
       *this, "opt-level", llvm::cl::desc("NVPTX optimisation level"),
       llvm::cl::init(3)};

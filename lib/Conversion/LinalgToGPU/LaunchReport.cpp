@@ -1,0 +1,265 @@
+//===- LaunchReport.cpp - What each launch of a step moves and computes ---===//
+//
+// Implements ds-gpu-launch-report (see Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Conversion/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <cstring>
+#include <optional>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_GPULAUNCHREPORTPASS
+#include "ds/Conversion/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+
+namespace {
+
+/// Bytes of a memref of static shape; nullopt for any other type.
+std::optional<int64_t> staticBytes(Type type) {
+  auto m = dyn_cast<MemRefType>(type);
+  if (!m || !m.hasStaticShape())
+    return std::nullopt;
+  Type e = m.getElementType();
+  int64_t bits = e.isIntOrFloat() ? e.getIntOrFloatBitWidth()
+                 : e.isIndex()    ? 64
+                                  : -1;
+  if (bits < 0)
+    return std::nullopt;
+  return m.getNumElements() * ((bits + 7) / 8);
+}
+
+/// The memref a library call's operand was cast from (the runtime takes
+/// dynamic shapes; the step's buffers have static ones).
+Value castSource(Value v) {
+  while (auto c = v.getDefiningOp<memref::CastOp>())
+    v = c.getSource();
+  return v;
+}
+
+/// `file:line` of the first file location in `loc`, or "".
+std::string where(Location loc) {
+  std::string out;
+  loc->walk([&](Location l) {
+    if (auto f = dyn_cast<FileLineColLoc>(l)) {
+      out = (llvm::sys::path::filename(f.getFilename().getValue()) + ":" +
+             Twine(f.getLine()))
+                .str();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return out;
+}
+
+/// One line of the report: a kernel launch, a library GEMM or a copy.
+struct Row {
+  enum Kind { Kernel, Gemm, Copy } kind;
+  std::string shape; // grid x block, or the GEMM's batch x M x N x K
+  int64_t read = 0, written = 0;
+  double flops = 0;
+  double peakTflops = 0; // of the GEMM's operand width
+  bool complete = true;  // every buffer it touches has a static size
+  Location loc;
+};
+
+/// The distinct buffers a launch reads and writes, each counted once at its
+/// full (view's) size: the DRAM traffic of a kernel that streams its
+/// operands, as the step's fused elementwise and reduction kernels do.
+Row launchRow(gpu::LaunchOp launch) {
+  Row row{Row::Kernel, "", 0, 0, 0, 0, true, launch.getLoc()};
+  auto extent = [](Value v) {
+    std::optional<int64_t> c = getConstantIntValue(v);
+    return c ? std::to_string(*c) : std::string("?");
+  };
+  gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+  gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+  row.shape = extent(grid.x) + "," + extent(grid.y) + "," + extent(grid.z) +
+              " x " + extent(block.x) + "," + extent(block.y) + "," +
+              extent(block.z);
+  llvm::SetVector<Value> reads, writes;
+  launch.getBody().walk([&](MemoryEffectOpInterface op) {
+    SmallVector<MemoryEffects::EffectInstance> effects;
+    op.getEffects(effects);
+    for (const MemoryEffects::EffectInstance &e : effects) {
+      Value v = e.getValue();
+      if (!v || !isa<MemRefType>(v.getType()))
+        continue;
+      // Buffers defined inside the kernel (shared memory, registers) are
+      // not DRAM traffic.
+      if (launch->isProperAncestor(v.getParentBlock()->getParentOp()) ||
+          v.getParentBlock()->getParentOp() == launch)
+        continue;
+      if (isa<MemoryEffects::Read>(e.getEffect()))
+        reads.insert(v);
+      else if (isa<MemoryEffects::Write>(e.getEffect()))
+        writes.insert(v);
+    }
+  });
+  auto total = [&](const llvm::SetVector<Value> &values, int64_t &bytes) {
+    for (Value v : values) {
+      std::optional<int64_t> b = staticBytes(v.getType());
+      if (b)
+        bytes += *b;
+      else
+        row.complete = false;
+    }
+  };
+  total(reads, row.read);
+  total(writes, row.written);
+  return row;
+}
+
+/// A library GEMM (dsrt_cuda_matmul_*): C[b, M, N] from A[bA, M or K, K or
+/// M] and B; K is A's elements over bA x M, whatever A's layout.
+std::optional<Row> gemmRow(func::CallOp call) {
+  if (!call.getCallee().starts_with("dsrt_cuda_matmul") ||
+      call.getNumOperands() < 3)
+    return std::nullopt;
+  Row row{Row::Gemm, "", 0, 0, 0, 0, true, call.getLoc()};
+  auto typeOf = [&](unsigned i) {
+    return dyn_cast<MemRefType>(castSource(call.getOperand(i)).getType());
+  };
+  MemRefType a = typeOf(0), b = typeOf(1), c = typeOf(2);
+  if (!a || !b || !c || !a.hasStaticShape() || !b.hasStaticShape() ||
+      !c.hasStaticShape() || a.getRank() != 3 || c.getRank() != 3) {
+    row.complete = false;
+    return row;
+  }
+  int64_t batch = c.getDimSize(0), m = c.getDimSize(1), n = c.getDimSize(2);
+  int64_t k = a.getNumElements() / (a.getDimSize(0) * m);
+  // The callee's suffix names the operand types (f32, bf16, f8, e5m2_e4m3).
+  row.shape = std::to_string(batch) + " x " + std::to_string(m) + "x" +
+              std::to_string(n) + "x" + std::to_string(k) + " " +
+              call.getCallee().drop_front(strlen("dsrt_cuda_matmul_")).str();
+  row.flops = 2.0 * batch * m * n * k;
+  row.read = *staticBytes(a) + *staticBytes(b);
+  row.written = *staticBytes(c);
+  return row;
+}
+
+struct GPULaunchReportPass
+    : public mlir::ds::impl::GPULaunchReportPassBase<GPULaunchReportPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    std::unique_ptr<llvm::ToolOutputFile> file;
+    llvm::raw_ostream *os = &llvm::errs();
+    if (output != "-") {
+      std::string error;
+      file = openOutputFile(output, &error);
+      if (!file) {
+        getOperation().emitError("ds-gpu-launch-report: cannot write '")
+            << output << "': " << error;
+        return signalPassFailure();
+      }
+      os = &file->os();
+    }
+    if (bandwidth <= 0 || f32Tflops <= 0 || bf16Tflops <= 0 || fp8Tflops <= 0) {
+      getOperation().emitError(
+          "ds-gpu-launch-report: the bandwidth and peaks must be positive");
+      return signalPassFailure();
+    }
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (!f.isExternal())
+        report(f, *os);
+    if (file)
+      file->keep();
+  }
+
+  void report(func::FuncOp f, llvm::raw_ostream &os) {
+    SmallVector<Row> rows;
+    f.walk([&](Operation *op) {
+      if (auto launch = dyn_cast<gpu::LaunchOp>(op)) {
+        rows.push_back(launchRow(launch));
+        return WalkResult::skip();
+      }
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        if (std::optional<Row> r = gemmRow(call)) {
+          // The tensor cores' peak for the operands' width.
+          Type e = getElementTypeOrSelf(castSource(call.getOperand(0)));
+          unsigned bits = e.isIntOrFloat() ? e.getIntOrFloatBitWidth() : 32;
+          r->peakTflops = bits <= 8    ? fp8Tflops
+                          : bits <= 16 ? bf16Tflops
+                                       : f32Tflops;
+          rows.push_back(*r);
+        }
+      }
+      if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
+        Row r{Row::Copy, "", 0, 0, 0, 0, true, copy.getLoc()};
+        std::optional<int64_t> src = staticBytes(copy.getSrc().getType());
+        std::optional<int64_t> dst = staticBytes(copy.getDst().getType());
+        r.complete = src && dst;
+        r.read = src.value_or(0);
+        r.written = dst.value_or(0);
+        rows.push_back(r);
+      }
+      return WalkResult::advance();
+    });
+    if (rows.empty())
+      return;
+
+    const double bytesPerUs = bandwidth * 1e3; // GB/s -> bytes per us
+    auto boundUs = [&](const Row &r) {
+      double memory = (r.read + r.written) / bytesPerUs;
+      double compute = r.flops > 0 ? r.flops / (r.peakTflops * 1e6) : 0.0;
+      return std::max(memory, compute);
+    };
+    int counts[3] = {0, 0, 0};
+    double bytes[3] = {0, 0, 0}, bound[3] = {0, 0, 0}, flops = 0;
+    bool complete = true;
+    for (const Row &r : rows) {
+      counts[r.kind] += 1;
+      bytes[r.kind] += r.read + r.written;
+      bound[r.kind] += boundUs(r);
+      flops += r.flops;
+      complete &= r.complete;
+    }
+
+    os << "ds-gpu-launch-report: @" << f.getSymName() << ": " << counts[0]
+       << " kernel launches, " << counts[1] << " library GEMMs, " << counts[2]
+       << " copies\n";
+    os << llvm::format("%5s  %-6s  %-26s  %10s  %10s  %9s  %9s  %s\n", "#",
+                       "kind", "grid x block / b x MxNxK", "read MB",
+                       "written MB", "GFLOP", "bound us", "location");
+    const char *kinds[] = {"kernel", "gemm", "copy"};
+    for (auto [i, r] : llvm::enumerate(rows)) {
+      std::string gflop =
+          r.flops > 0 ? llvm::formatv("{0:f2}", r.flops / 1e9).str() : "-";
+      os << llvm::format(
+          "%5zu  %-6s  %-26s  %10.3f  %10.3f  %9s  %9.2f  %s%s\n", i + 1,
+          kinds[r.kind], r.shape.c_str(), r.read / 1e6, r.written / 1e6,
+          gflop.c_str(), boundUs(r), where(r.loc).c_str(),
+          r.complete ? "" : " (a dynamic size: not counted)");
+    }
+    os << llvm::format("  kernels: %d, %.1f MB moved: %.1f us at %g GB/s\n",
+                       counts[0], bytes[0] / 1e6, bound[0],
+                       bandwidth.getValue());
+    os << llvm::format("  GEMMs: %d, %.1f GFLOP, %.1f MB moved: %.1f us at "
+                       "%g / %g / %g TFLOP/s (FP8 / 16-bit / 32-bit)\n",
+                       counts[1], flops / 1e9, bytes[1] / 1e6, bound[1],
+                       fp8Tflops.getValue(), bf16Tflops.getValue(),
+                       f32Tflops.getValue());
+    os << llvm::format("  copies: %d, %.1f MB moved: %.1f us\n", counts[2],
+                       bytes[2] / 1e6, bound[2]);
+    os << llvm::format("  bound: %.1f us per call, without launch gaps%s\n",
+                       bound[0] + bound[1] + bound[2],
+                       complete ? "" : " (some sizes dynamic: not counted)");
+  }
+};
+
+} // namespace
