@@ -265,6 +265,13 @@ SmallVector<Operation *> opsToHoist(gpu::LaunchOp first, gpu::LaunchOp second) {
   return ordered;
 }
 
+/// Maps each of `from`'s three values to `to`'s.
+void mapDims(IRMapping &map, gpu::KernelDim3 from, gpu::KernelDim3 to) {
+  map.map(from.x, to.x);
+  map.map(from.y, to.y);
+  map.map(from.z, to.z);
+}
+
 /// How a launch joins the one before it.
 enum class Join {
   /// One block each, the same threads: after a barrier.
@@ -290,13 +297,8 @@ void appendLaunch(gpu::LaunchOp first, gpu::LaunchOp second, Join join) {
       !isOne(constantExtents(first.getBlockSizeOperandValues())))
     gpu::BarrierOp::create(b, loc);
   IRMapping map;
-  auto mapDims = [&](gpu::KernelDim3 from, gpu::KernelDim3 to) {
-    map.map(from.x, to.x);
-    map.map(from.y, to.y);
-    map.map(from.z, to.z);
-  };
-  mapDims(second.getBlockIds(), first.getBlockIds());
-  mapDims(second.getGridSize(), first.getGridSize());
+  mapDims(map, second.getBlockIds(), first.getBlockIds());
+  mapDims(map, second.getGridSize(), first.getGridSize());
   if (secondOnOneThread) {
     // Thread (0, 0, 0) alone, as the one-thread launch ran.
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
@@ -308,13 +310,13 @@ void appendLaunch(gpu::LaunchOp first, gpu::LaunchOp second, Join join) {
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, id, zero);
       cond = cond ? arith::AndIOp::create(b, loc, cond, isZero) : isZero;
     }
-    mapDims(second.getThreadIds(), {zero, zero, zero});
-    mapDims(second.getBlockSize(), {one, one, one});
+    mapDims(map, second.getThreadIds(), {zero, zero, zero});
+    mapDims(map, second.getBlockSize(), {one, one, one});
     auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
     b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
   } else {
-    mapDims(second.getThreadIds(), first.getThreadIds());
-    mapDims(second.getBlockSize(), first.getBlockSize());
+    mapDims(map, second.getThreadIds(), first.getThreadIds());
+    mapDims(map, second.getBlockSize(), first.getBlockSize());
   }
   for (Operation &op : second.getBody().front().without_terminator())
     b.clone(op, map);
@@ -396,16 +398,11 @@ void appendOnOwnBlocks(gpu::LaunchOp first, gpu::LaunchOp second) {
   // The second body after it, likewise.
   OpBuilder b(body.getTerminator());
   IRMapping map;
-  auto mapDims = [&](gpu::KernelDim3 from, gpu::KernelDim3 to) {
-    map.map(from.x, to.x);
-    map.map(from.y, to.y);
-    map.map(from.z, to.z);
-  };
-  mapDims(second.getBlockIds(), blockIds);
-  mapDims(second.getThreadIds(), first.getThreadIds());
-  mapDims(second.getBlockSize(), first.getBlockSize());
+  mapDims(map, second.getBlockIds(), blockIds);
+  mapDims(map, second.getThreadIds(), first.getThreadIds());
+  mapDims(map, second.getBlockSize(), first.getBlockSize());
   gpu::KernelDim3 own = ownGrid(b, gridB, first.getGridSize());
-  mapDims(second.getGridSize(), own);
+  mapDims(map, second.getGridSize(), own);
   if (merged != gridB) {
     Value cond = blocksBelow(b, loc, blockIds, own, gridB, merged);
     auto guard = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
