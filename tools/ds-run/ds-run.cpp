@@ -79,6 +79,13 @@ cl::opt<bool> gpuFuseRows(
              "over each row as one block-per-row launch (ds-gpu-pipeline's "
              "fuse-rows; default true, =false to compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<std::string> gpuLaunchReport(
+    "gpu-launch-report",
+    cl::desc("With --device cuda: write what each kernel launch and "
+             "library GEMM of the step moves and computes, and the step's "
+             "roofline bound at an H200's peaks, to FILE (- for standard "
+             "error; ds-gpu-pipeline's launch-report, docs/GPUBackend.md)"),
+    cl::value_desc("FILE"), cl::cat(runCat));
 cl::opt<std::string> emitStep(
     "emit-step",
     cl::desc("Compile the step ahead of time instead of running it: write "
@@ -579,7 +586,7 @@ int main(int argc, char **argv) {
   if (device == "cpu")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuFuseRows,
-             &cudaGraphs})
+             &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -633,6 +640,7 @@ int main(int argc, char **argv) {
   prepare.gpuEmulateKernels = gpuEmulateKernels;
   prepare.gpuMaxBlocks = gpuMaxBlocks;
   prepare.gpuFuseRows = gpuFuseRows;
+  prepare.gpuLaunchReport = gpuLaunchReport;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;
   prepare.pipelineStage = stage;

@@ -72,6 +72,8 @@ struct PrepareOptions {
   int64_t gpuMaxBlocks = 4096;
   /// Row groups as one launch (ds-gpu-pipeline's fuse-rows).
   bool gpuFuseRows = true;
+  /// Where ds-gpu-launch-report writes ("-": standard error); empty: none.
+  std::string gpuLaunchReport;
   /// Compile without running here: keep the machine code so that
   /// writeObject can save it (ds-run --emit-step). With device "cuda" no
   /// device is needed (the kernels are compiled for `gpuChip`).

@@ -163,15 +163,18 @@ struct GPULaunchReportPass
       std::string error;
       file = openOutputFile(output, &error);
       if (!file) {
-        getOperation().emitError("ds-gpu-launch-report: cannot write '")
+        // At the module's location, without the module printed after it.
+        emitError(getOperation().getLoc(), "ds-gpu-launch-report: cannot "
+                                           "write '")
             << output << "': " << error;
         return signalPassFailure();
       }
       os = &file->os();
     }
     if (bandwidth <= 0 || f32Tflops <= 0 || bf16Tflops <= 0 || fp8Tflops <= 0) {
-      getOperation().emitError(
-          "ds-gpu-launch-report: the bandwidth and peaks must be positive");
+      emitError(getOperation().getLoc(),
+                "ds-gpu-launch-report: the bandwidth and peaks must be "
+                "positive");
       return signalPassFailure();
     }
     for (auto f : getOperation().getOps<func::FuncOp>())
