@@ -203,6 +203,7 @@ prepare() {
       # shellcheck disable=SC2086
       "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
         --gpu-chip "$chip" --steps 12 --emit-step "$out/bench/gpt-$variant" \
+        --gpu-launch-report "$out/bench/launch-report-$variant.txt" \
         --emit-init=false --quiet || die "gpt-$variant: ds-run --emit-step failed"
       rm -f "$out/bench/gpt-$variant/step.o"
       gzip -9 "$out/bench/gpt-$variant/step.so"
@@ -467,8 +468,12 @@ $out"
   ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
   host=$(grep -o 'host [0-9.]* ms' <<< "$out" | awk '{print $2}')
   work=$(grep -o 'per step: [0-9]* kernel launches, [0-9]* cuBLASLt GEMMs' <<< "$out" | awk '{print $3 " launches + " $6 " GEMMs"}')
+  # The step's roofline bound at an H200's peaks (ds-gpu-launch-report,
+  # written when the bundle was prepared).
+  local bound="" rep="$bundle/bench/launch-report-$variant.txt"
+  [[ -f $rep ]] && bound=$(grep -m1 -o 'bound: [0-9.]* us' "$rep" | awk '{printf "%.1f", $2 / 1000}')
   if [[ -n "$ms" ]]; then
-    row "gpt ${layers}x1024 ds $label" "-" "$ms ms/step (host $host ms; ${work:-?}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
+    row "gpt ${layers}x1024 ds $label" "-" "$ms ms/step (host $host ms; ${work:-?}${bound:+; roofline bound $bound ms}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
     bench_ms=$ms
   else
     row "gpt ${layers}x1024 ds $label" FAIL "$(grep -m1 error <<< "$out" || echo "no result (exit $rc)")" "$out"
