@@ -98,6 +98,8 @@ bench: build
 	  --ds-plan $(BUILD_DIR)/bin/ds-plan
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/pipeline_bench.py \
 	  --ds-run $(BUILD_DIR)/bin/ds-run --ds-plan $(BUILD_DIR)/bin/ds-plan
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpu_bounds.py \
+	  --ds-opt $(BUILD_DIR)/bin/ds-opt
 
 EMULATED := $(BUILD_DIR)/gpu-bundle-emulated
 gpu-emulated: build

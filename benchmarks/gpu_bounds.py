@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The GPU benchmark step's roofline bounds, from its launch reports.
+
+Generates the GPT step of the GPU check's benchmark (gen_examples.py gpt
+--d-model 1024 --heads 16 --seq 1024 --batch 8, dropout 0), compiles it
+with ds-gpu-pipeline in f32, BF16-mixed and FP8 (the benchmark's policies,
+scripts/gpu-check/*.yaml), and prints what each step's launch report
+(ds-gpu-launch-report) says: kernel launches, the kernels' DRAM traffic,
+the GEMMs' FLOPs, and the bounds at an H200's peaks (4.8 TB/s; dense 1979
+FP8, 989 BF16, 67 FP32 TFLOP/s), side by side, with the f32 step's bound
+over each step's (the speedup the bounds allow). No GPU needed: this is what a measured step
+time on an H200 is compared with (docs/GPUBackend.md, "The launch report").
+
+Usage: benchmarks/gpu_bounds.py [--ds-opt build/bin/ds-opt] [--layers 12]
+(make bench; not part of make check)
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POLICIES = [  # label, ds-training-pipeline options
+    ("f32", ""),
+    ("bf16", f"policy={ROOT}/scripts/gpu-check/bf16.yaml"),
+    ("fp8", f"policy={ROOT}/scripts/gpu-check/fp8.yaml"),
+]
+
+
+def totals(report):
+    """The first function's totals in a launch report."""
+    def number(pattern):
+        m = re.search(pattern, report, re.M)
+        if not m:
+            sys.exit(f"gpu_bounds: no '{pattern}' in the launch report")
+        return [float(g) for g in m.groups()]
+
+    launches, = number(r"^ds-gpu-launch-report: @\w+: (\d+) kernel launches")
+    moved, kernel_us = number(r"^  kernels: \d+, ([\d.]+) MB moved: ([\d.]+) us")
+    gflop, gemm_us = number(r"^  GEMMs: \d+, ([\d.]+) GFLOP, [\d.]+ MB moved: ([\d.]+) us")
+    bound_us, = number(r"^  bound: ([\d.]+) us")
+    return launches, moved, kernel_us, gflop, gemm_us, bound_us
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ds-opt", default=os.path.join(ROOT, "build/bin/ds-opt"))
+    ap.add_argument("--layers", type=int, default=12)
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        step = os.path.join(tmp, "gpt.mlir")
+        subprocess.run([sys.executable, os.path.join(ROOT, "examples/gen_examples.py"),
+                        "gpt", "--d-model", "1024", "--heads", "16", "--seq", "1024",
+                        "--batch", "8", "--vocab", "128", "--dropout", "0",
+                        "--layers", str(args.layers), "-o", step], check=True)
+        rows = []
+        for label, pipeline in POLICIES:
+            report = os.path.join(tmp, f"{label}.txt")
+            print(f"gpu_bounds: compiling the {args.layers}-layer step ({label})",
+                  file=sys.stderr, flush=True)
+            start = time.time()
+            subprocess.run([args.ds_opt, step, f"--ds-training-pipeline={pipeline}",
+                            f"--ds-gpu-pipeline=chip=sm_90 format=llvm launch-report={report}",
+                            "-o", os.devnull], check=True)
+            rows.append((label, time.time() - start, totals(open(report).read())))
+
+    print(f"\nGPT step, {args.layers} layers, d_model 1024, seq 1024, batch 8: "
+          "bounds at an H200's peaks (ds-gpu-launch-report)")
+    print(f"{'step':<6} {'launches':>8} {'traffic GB':>10} {'kernels ms':>10} "
+          f"{'GFLOP':>8} {'GEMMs ms':>9} {'bound ms':>9} {'speedup':>7} {'compile s':>9}")
+    f32_bound = rows[0][2][5]
+    for label, seconds, (launches, moved, kernel_us, gflop, gemm_us, bound_us) in rows:
+        print(f"{label:<6} {launches:>8.0f} {moved / 1e3:>10.1f} {kernel_us / 1e3:>10.1f} "
+              f"{gflop:>8.0f} {gemm_us / 1e3:>9.1f} {bound_us / 1e3:>9.1f} "
+              f"{f32_bound / bound_us:>6.2f}x {seconds:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()
