@@ -335,6 +335,66 @@ void checkGemm(const std::string &name, Kind kind, const Tensor &a,
   report(bad == 0, name, detail);
 }
 
+float roundToBf16(float v);
+
+/// One GEMM writing a narrow C (`kindC`, bf16 or f16) from operands of
+/// type `kind` through dsrt_cuda_matmul_<kind>_to_<kindC>: the exact
+/// product (the operands are small integers, so the FP32 sum is exact)
+/// rounded once to nearest even, bit for bit.
+void checkNarrowC(const std::string &name, Kind kind, Kind kindC,
+                  const Tensor &a, const Tensor &b, Tensor c, bool transA,
+                  bool transB) {
+  int64_t batches = c.sizes[0], m = c.sizes[1], n = c.sizes[2];
+  int64_t k = transA ? a.sizes[1] : a.sizes[2];
+  std::fill(c.values.begin(), c.values.end(), NAN);
+  std::vector<uint8_t> ea = encode(a, kind), eb = encode(b, kind);
+  std::vector<uint16_t> ec(c.values.size(), 0x7fc0); // NaN in both types
+  DeviceVector<uint8_t> da(ea), db(eb);
+  DeviceVector<uint16_t> dc(ec);
+  auto ma = descriptorOf<dsrt_memref3_raw>(a, da.device);
+  auto mb = descriptorOf<dsrt_memref3_raw>(b, db.device);
+  auto mc = descriptorOf<dsrt_memref3_raw>(c, dc.device);
+  bool bf16 = kindC == Kind::BF16;
+  (bf16 ? _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16
+        : _mlir_ciface_dsrt_cuda_matmul_f16_to_f16)(&ma, &mb, &mc, transA,
+                                                    transB);
+  if (!noError(name + " (call)"))
+    return;
+  std::vector<uint16_t> got = dc.read();
+  std::vector<double> want =
+      reference(a, b, transA, transB, batches, m, n, k, 1.0);
+  int64_t bad = 0;
+  std::string detail;
+  for (int64_t bt = 0; bt < batches; ++bt)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        uint16_t bits = got[c.offset + bt * c.strides[0] + i * c.strides[1] +
+                            j * c.strides[2]];
+        float w = float(want[(bt * m + i) * n + j]);
+        uint16_t expected;
+        if (bf16) {
+          float r = roundToBf16(w);
+          uint32_t rb;
+          std::memcpy(&rb, &r, 4);
+          expected = uint16_t(rb >> 16);
+        } else {
+          _Float16 h = static_cast<_Float16>(w);
+          std::memcpy(&expected, &h, 2);
+        }
+        if (bits != expected && bad++ == 0) {
+          char text[160];
+          std::snprintf(text, sizeof(text),
+                        "C[%lld,%lld,%lld] = 0x%04x, expected 0x%04x (%g "
+                        "rounded)",
+                        static_cast<long long>(bt), static_cast<long long>(i),
+                        static_cast<long long>(j), unsigned(bits),
+                        unsigned(expected), double(w));
+          detail = text;
+        }
+      }
+  report(bad == 0, name, detail);
+}
+
 /// A C tensor [b, m, n]: contiguous, padded rows, or column-major storage.
 Tensor outputTensor(int64_t b, int64_t m, int64_t n, int layout) {
   Tensor t{{b, m, n}, {m * n, n, 1}, 0, {}};
@@ -519,6 +579,20 @@ void scenarioGemm() {
   checkGemm("f16 transA", Kind::F16, makeTensor(1, K, M, rng, 0, 8, 0.25f),
             makeTensor(1, K, N, rng), outputTensor(1, M, N, 0), true, false);
 
+  // A narrow C: sums of products of integers up to 64 need rounding to
+  // bf16's 8 and f16's 11 significant bits.
+  logMarker("bf16 C");
+  checkNarrowC("bf16 x bf16 -> bf16, batched, padded C", Kind::BF16, Kind::BF16,
+               makeTensor(2, M, K, rng, 0, 64), makeTensor(2, N, K, rng, 0, 64),
+               outputTensor(2, M, N, 1), false, true);
+  checkNarrowC("f16 x f16 -> f16, column-major C", Kind::F16, Kind::F16,
+               makeTensor(1, K, M, rng, 0, 64), makeTensor(1, K, N, rng, 0, 64),
+               outputTensor(1, M, N, 2), true, false);
+  logMarker("bf16 C k=0");
+  checkNarrowC("K = 0 zeroes a bf16 C", Kind::BF16, Kind::BF16,
+               makeTensor(2, M, 0, rng), makeTensor(2, 0, N, rng),
+               outputTensor(2, M, N, 1), false, false);
+
   logMarker("e4m3");
   checkGemm("e4m3 x e4m3 TN with scales", Kind::E4M3,
             makeTensor(1, 32, 64, rng, 0, 8), makeTensor(1, 16, 64, rng, 0, 8),
@@ -562,6 +636,26 @@ void scenarioGemm() {
              lastError());
       dsrt_clear_error();
     }
+    // A bf16 C, from bf16 and from E4M3 operands: the sum rounded once.
+    for (const auto &cs : {cases[1], cases[3]}) {
+      DeviceVector<uint8_t> da(encode(a, cs.kind)), db(encode(b, cs.kind));
+      DeviceVector<uint16_t> dc(std::vector<uint16_t>(16 * 48, 0x7fc0));
+      int rc =
+          dsrt_cuda_gemm(cs.dtype | DSRT_GEMM_C_BF16, 16, 48, 32, da.device,
+                         db.device, dc.device, 0, 1, nullptr, nullptr);
+      std::vector<uint16_t> got = dc.read();
+      bool same = rc == 0;
+      for (size_t i = 0; i < got.size() && same; ++i) {
+        float r = roundToBf16(float(want[i]));
+        uint32_t bits;
+        std::memcpy(&bits, &r, 4);
+        same = got[i] == uint16_t(bits >> 16);
+      }
+      report(same,
+             "dsrt_cuda_gemm dtype " + std::to_string(cs.dtype) + " | C_BF16",
+             lastError());
+      dsrt_clear_error();
+    }
   }
 
   // The same shape again takes the cached plan (one heuristic call).
@@ -599,6 +693,11 @@ void scenarioGemm() {
                           buffer.device, 0, 0, nullptr, nullptr) == -1,
            "dsrt_cuda_gemm refuses an unknown dtype");
     expectError("unknown dtype", "unknown dtype 9");
+    report(dsrt_cuda_gemm(DSRT_GEMM_F16 | DSRT_GEMM_C_BF16, 16, 16, 16,
+                          buffer.device, buffer.device, buffer.device, 0, 0,
+                          nullptr, nullptr) == -1,
+           "dsrt_cuda_gemm refuses f16 operands into a bf16 C");
+    expectError("f16 into bf16", "no f16 x f16 GEMM writing bf16");
   }
   dsrt_cuda_shutdown();
   noError("dsrt_cuda_shutdown");

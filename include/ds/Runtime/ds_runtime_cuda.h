@@ -200,8 +200,10 @@ DSRT_API int dsrt_cuda_event_wait(void *event);
    and C must have a stride of 1 in one of its two inner dimensions (a
    dimension of size 1 counts as either); other layouts, shape mismatches,
    negative sizes, offsets or strides, and an aliasing C record an error
-   before anything is enqueued. K == 0 sets C to 0. The output is always
-   f32 with FP32 accumulation. */
+   before anything is enqueued. K == 0 sets C to 0. Products accumulate in
+   FP32; C is f32, except in the *_to_bf16 and *_to_f16 entries, where the
+   FP32 result is rounded once (to nearest even) into a bf16 or f16 C, as
+   a linalg contraction into f32 followed by arith.truncf would. */
 
 /* A rank-3 memref of any element type (bf16, f16 and the FP8 formats have
    no C type): laid out as dsrt_memref3_f32, offsets and strides counted in
@@ -232,6 +234,21 @@ DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f16(dsrt_memref3_raw *a,
                                                 dsrt_memref3_raw *b,
                                                 dsrt_memref3_f32 *c,
                                                 int64_t transA, int64_t transB);
+
+/* bf16 x bf16 -> bf16 C and f16 x f16 -> f16 C: FP32 accumulation, one
+   rounding at the end (cuBLASLt's D type). Half the output traffic of the
+   f32 C above; convert-linalg-to-ds-runtime calls them where every reader
+   of the f32 product would round it to that type anyway. */
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16(dsrt_memref3_raw *a,
+                                                         dsrt_memref3_raw *b,
+                                                         dsrt_memref3_raw *c,
+                                                         int64_t transA,
+                                                         int64_t transB);
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f16_to_f16(dsrt_memref3_raw *a,
+                                                       dsrt_memref3_raw *b,
+                                                       dsrt_memref3_raw *c,
+                                                       int64_t transA,
+                                                       int64_t transB);
 
 /* FP8 operand formats of dsrt_cuda_matmul_f8 (aType, bType). */
 enum { DSRT_FP8_E4M3 = 0, DSRT_FP8_E5M2 = 1 };
@@ -271,15 +288,17 @@ enum {
   DSRT_GEMM_F32 = 0,
   DSRT_GEMM_BF16 = 1,
   DSRT_GEMM_F16 = 2,
-  DSRT_GEMM_E4M3 = 3
+  DSRT_GEMM_E4M3 = 3,
+  /* Or'ed into a type: C is bf16 (BF16 and E4M3 operands only). */
+  DSRT_GEMM_C_BF16 = 16
 };
 
 /* One GEMM on row-major contiguous device matrices, for benchmarks:
-   C [m, n] (f32) = op(A) * op(B), A [m, k] or [k, m] with transA,
-   B [k, n] or [n, k] with transB, of type `dtype` (a DSRT_GEMM_*; both
-   operands E4M3 for DSRT_GEMM_E4M3, with the scales as above; the scales
-   are ignored otherwise). Enqueued on the step stream like the others.
-   Returns 0, or -1 with an error. */
+   C [m, n] (f32, or bf16 with DSRT_GEMM_C_BF16) = op(A) * op(B), A [m, k] or
+   [k, m] with transA, B [k, n] or [n, k] with transB, of type `dtype` (a
+   DSRT_GEMM_*; both operands E4M3 for DSRT_GEMM_E4M3, with the scales as above;
+   the scales are ignored otherwise). Enqueued on the step stream like the
+   others. Returns 0, or -1 with an error. */
 DSRT_API int dsrt_cuda_gemm(int dtype, int64_t m, int64_t n, int64_t k,
                             const void *a, const void *b, void *c, int transA,
                             int transB, const float *aScale,

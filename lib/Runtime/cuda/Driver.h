@@ -56,6 +56,7 @@ namespace dsrt::cuda {
   X(cuMemcpyDtoHAsync)                                                         \
   X(cuMemsetD16Async)                                                          \
   X(cuMemsetD32Async)                                                          \
+  X(cuMemsetD2D16Async)                                                        \
   X(cuMemsetD2D32Async)                                                        \
   X(cuDeviceGetDefaultMemPool)                                                 \
   X(cuMemPoolSetAttribute)                                                     \

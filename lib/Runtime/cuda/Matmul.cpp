@@ -142,6 +142,8 @@ View viewOf(const Memref3 &m, int64_t bytes, bool transpose) {
 struct Problem {
   const char *fn;
   Element typeA, typeB;
+  /// C's type: f32, or bf16/f16 rounded once from the FP32 accumulator.
+  Element typeC = Element::F32;
   View a, b, c;
   int64_t batches, m, n, k;
   /// FP8 dequantisation scales (device pointers) or null.
@@ -181,7 +183,7 @@ void formatShape(const Memref3 &m, char *out, size_t size) {
 /// and builds the problem.
 Status buildProblem(const char *fn, const Memref3 *a, const Memref3 *b,
                     const Memref3 *c, bool transA, bool transB, Element typeA,
-                    Element typeB, Problem &p) {
+                    Element typeB, Element typeC, Problem &p) {
   if (!a || !b || !c)
     return DS_ERROR("%s: the descriptor of %s is null", fn,
                     !a   ? "A"
@@ -194,9 +196,10 @@ Status buildProblem(const char *fn, const Memref3 *a, const Memref3 *b,
   p.fn = fn;
   p.typeA = typeA;
   p.typeB = typeB;
+  p.typeC = typeC;
   p.a = viewOf(*a, elementBytes(typeA), transA);
   p.b = viewOf(*b, elementBytes(typeB), transB);
-  p.c = viewOf(*c, 4, false);
+  p.c = viewOf(*c, elementBytes(typeC), false);
   p.batches = c->sizes[0];
   p.m = c->sizes[1];
   p.n = c->sizes[2];
@@ -393,14 +396,16 @@ uint32_t alignmentOf(const void *ptr) {
 
 /// Everything a plan depends on.
 using PlanKey =
-    std::tuple<int, int, decltype(LtMatrix().key()), decltype(LtMatrix().key()),
-               decltype(LtMatrix().key()), uint32_t, uint32_t, uint32_t, bool>;
+    std::tuple<int, int, int, decltype(LtMatrix().key()),
+               decltype(LtMatrix().key()), decltype(LtMatrix().key()), uint32_t,
+               uint32_t, uint32_t, bool>;
 
-PlanKey keyOf(const LtProblem &lt, bool scaled) {
+PlanKey keyOf(const LtProblem &lt, Element typeD, bool scaled) {
   return PlanKey(static_cast<int>(lt.typeFirst),
-                 static_cast<int>(lt.typeSecond), lt.lfirst.key(),
-                 lt.lsecond.key(), lt.d.key(), alignmentOf(lt.first),
-                 alignmentOf(lt.second), alignmentOf(lt.dData), scaled);
+                 static_cast<int>(lt.typeSecond), static_cast<int>(typeD),
+                 lt.lfirst.key(), lt.lsecond.key(), lt.d.key(),
+                 alignmentOf(lt.first), alignmentOf(lt.second),
+                 alignmentOf(lt.dData), scaled);
 }
 
 /// A ready-to-run cublasLtMatmul: descriptors and the heuristic's choice.
@@ -460,7 +465,8 @@ Status createPlan(const Problem &p, const LtProblem &lt, bool fp8,
         setDescAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(0)));
   DS_RETURN_IF_ERROR(createLayout(lt.typeFirst, lt.lfirst, plan.first));
   DS_RETURN_IF_ERROR(createLayout(lt.typeSecond, lt.lsecond, plan.second));
-  DS_RETURN_IF_ERROR(createLayout(Element::F32, lt.d, plan.d));
+  // C (read only with beta != 0, never here) and D share D's layout.
+  DS_RETURN_IF_ERROR(createLayout(p.typeC, lt.d, plan.d));
 
   cublasLtMatmulPreference_t rawPref = nullptr;
   DS_RETURN_IF_ERROR(DS_LT(cublasLtMatmulPreferenceCreate, &rawPref));
@@ -499,21 +505,44 @@ Status createPlan(const Problem &p, const LtProblem &lt, bool fp8,
   return Status::success();
 }
 
-/// C = 0 for K == 0 (an empty sum; beta = 0), one 2-D memset per batch.
-Status zeroFill(const LtProblem &lt) {
+/// C = 0 for K == 0 (an empty sum; beta = 0), one 2-D memset per batch
+/// (+0.0 is all zero bits in every C type).
+Status zeroFill(const LtProblem &lt, Element typeC) {
+  int64_t bytes = elementBytes(typeC);
   for (int64_t batch = 0; batch < lt.d.batches; ++batch) {
-    auto dst = reinterpret_cast<CUdeviceptr>(static_cast<float *>(lt.dData) +
-                                             batch * lt.d.batchStride);
-    DS_RETURN_IF_ERROR(DS_CU(cuMemsetD2D32Async, dst,
-                             static_cast<size_t>(lt.d.ld) * 4, 0u,
-                             static_cast<size_t>(lt.d.rows),
-                             static_cast<size_t>(lt.d.cols), stepStream()));
+    auto dst = reinterpret_cast<CUdeviceptr>(static_cast<char *>(lt.dData) +
+                                             batch * lt.d.batchStride * bytes);
+    size_t pitch = static_cast<size_t>(lt.d.ld * bytes);
+    size_t width = static_cast<size_t>(lt.d.rows);
+    size_t height = static_cast<size_t>(lt.d.cols);
+    DS_RETURN_IF_ERROR(bytes == 4 ? DS_CU(cuMemsetD2D32Async, dst, pitch, 0u,
+                                          width, height, stepStream())
+                                  : DS_CU(cuMemsetD2D16Async, dst, pitch,
+                                          static_cast<uint16_t>(0), width,
+                                          height, stepStream()));
   }
   return Status::success();
 }
 
+/// The C types cuBLASLt's FP32-accumulating GEMMs write: f32 for every
+/// operand type; bf16 for bf16 and FP8 operands, f16 for f16 and FP8 ones
+/// (its matmul type table; C and D share the type).
+Status checkOutputType(const Problem &p) {
+  bool fp8 = p.typeA == Element::E4M3 || p.typeA == Element::E5M2;
+  bool ok = p.typeC == Element::F32 ||
+            (p.typeC == Element::BF16 && (fp8 || p.typeA == Element::BF16)) ||
+            (p.typeC == Element::F16 && (fp8 || p.typeA == Element::F16));
+  if (ok)
+    return Status::success();
+  return DS_ERROR("%s: cuBLASLt has no %s x %s GEMM writing %s (f32 always; "
+                  "bf16 from bf16 or FP8 operands, f16 from f16 or FP8)",
+                  p.fn, elementName(p.typeA), elementName(p.typeB),
+                  elementName(p.typeC));
+}
+
 /// Checks, maps and enqueues one problem.
 Status run(Problem &p, bool fp8) {
+  DS_RETURN_IF_ERROR(checkOutputType(p));
   if (p.batches == 0 || p.m == 0 || p.n == 0)
     return Status::success();
   DS_RETURN_IF_ERROR(ensureReady());
@@ -540,7 +569,7 @@ Status run(Problem &p, bool fp8) {
     zero.b = unit;
     zero.k = 1;
     DS_RETURN_IF_ERROR(mapProblem(zero, false, lt));
-    return zeroFill(lt);
+    return zeroFill(lt, p.typeC);
   }
   DS_RETURN_IF_ERROR(mapProblem(p, fp8, lt));
 
@@ -548,7 +577,7 @@ Status run(Problem &p, bool fp8) {
   LtSession *session = nullptr;
   DS_RETURN_IF_ERROR(ltSession(session));
   bool scaled = fp8 && (p.scaleA || p.scaleB);
-  PlanKey key = keyOf(lt, scaled);
+  PlanKey key = keyOf(lt, p.typeC, scaled);
   auto it = plans.find(key);
   if (it == plans.end()) {
     auto plan = std::make_unique<Plan>();
@@ -580,7 +609,8 @@ Status run(Problem &p, bool fp8) {
 template <typename DA, typename DC>
 void matmul(const char *fn, DA *a, DA *b, DC *c, int64_t transA, int64_t transB,
             Element typeA, Element typeB, bool fp8,
-            const float *scaleA = nullptr, const float *scaleB = nullptr) {
+            const float *scaleA = nullptr, const float *scaleB = nullptr,
+            Element typeC = Element::F32) {
   Memref3 ma, mb, mc;
   if (a)
     ma = toMemref3(*a);
@@ -590,7 +620,7 @@ void matmul(const char *fn, DA *a, DA *b, DC *c, int64_t transA, int64_t transB,
     mc = toMemref3(*c);
   Problem p;
   if (buildProblem(fn, a ? &ma : nullptr, b ? &mb : nullptr, c ? &mc : nullptr,
-                   transA != 0, transB != 0, typeA, typeB, p)
+                   transA != 0, transB != 0, typeA, typeB, typeC, p)
           .failed())
     return;
   p.scaleA = scaleA;
@@ -642,6 +672,23 @@ void _mlir_ciface_dsrt_cuda_matmul_f16(dsrt_memref3_raw *a, dsrt_memref3_raw *b,
          Element::F16, false);
 }
 
+void _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16(dsrt_memref3_raw *a,
+                                                dsrt_memref3_raw *b,
+                                                dsrt_memref3_raw *c,
+                                                int64_t transA,
+                                                int64_t transB) {
+  matmul("dsrt_cuda_matmul_bf16_to_bf16", a, b, c, transA, transB,
+         Element::BF16, Element::BF16, false, nullptr, nullptr, Element::BF16);
+}
+
+void _mlir_ciface_dsrt_cuda_matmul_f16_to_f16(dsrt_memref3_raw *a,
+                                              dsrt_memref3_raw *b,
+                                              dsrt_memref3_raw *c,
+                                              int64_t transA, int64_t transB) {
+  matmul("dsrt_cuda_matmul_f16_to_f16", a, b, c, transA, transB, Element::F16,
+         Element::F16, false, nullptr, nullptr, Element::F16);
+}
+
 void _mlir_ciface_dsrt_cuda_matmul_f8(dsrt_memref3_raw *a, dsrt_memref3_raw *b,
                                       dsrt_memref3_f32 *c, int64_t transA,
                                       int64_t transB, int64_t aType,
@@ -677,6 +724,11 @@ int dsrt_cuda_gemm(int dtype, int64_t m, int64_t n, int64_t k, const void *a,
                    const float *aScale, const float *bScale) {
   const char *fn = "dsrt_cuda_gemm";
   Element type;
+  Element typeC = Element::F32;
+  if (dtype & DSRT_GEMM_C_BF16) {
+    typeC = Element::BF16;
+    dtype &= ~DSRT_GEMM_C_BF16;
+  }
   switch (dtype) {
   case DSRT_GEMM_F32:
     type = Element::F32;
@@ -691,8 +743,9 @@ int dsrt_cuda_gemm(int dtype, int64_t m, int64_t n, int64_t k, const void *a,
     type = Element::E4M3;
     break;
   default:
-    (void)DS_ERROR("%s: unknown dtype %d (0 f32, 1 bf16, 2 f16, 3 e4m3)", fn,
-                   dtype);
+    (void)DS_ERROR("%s: unknown dtype %d (0 f32, 1 bf16, 2 f16, 3 e4m3; "
+                   "| 16 for a bf16 C)",
+                   fn, dtype);
     return -1;
   }
   if (m < 0 || n < 0 || k < 0) {
@@ -710,7 +763,8 @@ int dsrt_cuda_gemm(int dtype, int64_t m, int64_t n, int64_t k, const void *a,
   Memref3 mc = stored(c, m, n);
   bool fp8 = type == Element::E4M3;
   Problem p;
-  if (buildProblem(fn, &ma, &mb, &mc, transA != 0, transB != 0, type, type, p)
+  if (buildProblem(fn, &ma, &mb, &mc, transA != 0, transB != 0, type, type,
+                   typeC, p)
           .failed())
     return -1;
   if (fp8) {

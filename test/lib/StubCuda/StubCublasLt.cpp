@@ -6,7 +6,9 @@
 // prototypes, and runs cublasLtMatmul as a plain loop over cuBLASLt's
 // documented column-major semantics
 //   D[b] = alpha * (scaleA * scaleB) * opA(A[b]) * opB(B[b]) + beta * C[b]
-// (f32, bf16, f16, E4M3 and E5M2 inputs; f32 C and D), so a test can check
+// (f32, bf16, f16, E4M3 and E5M2 inputs; f32 C and D, or bf16/f16 ones
+// rounded to nearest even from the sum, as cuBLASLt's type table allows),
+// so a test can check
 // the runtime's row-major mapping against a reference computed apart from
 // both. It refuses what cuBLASLt refuses and the runtime must never ask
 // for: FP8 outside the TN layout, E5M2 x E5M2, ld < rows. Each call to the
@@ -58,7 +60,7 @@ std::atomic<int> liveHandles{0}, liveDescs{0}, liveLayouts{0}, livePrefs{0};
 void runGemm(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
              const Layout &dl, uint64_t m, uint64_t n, uint64_t k,
              float alphaValue, float betaValue, const char *pa, const char *pb,
-             const float *pc, float *pd);
+             const char *pc, char *pd);
 
 __attribute__((destructor)) void reportAtExit() {
   logLine("stub-cublaslt-exit live-handles=%d live-descs=%d live-layouts=%d "
@@ -152,6 +154,25 @@ float load(const char *base, cudaDataType_t t, int64_t index) {
   }
 }
 
+/// Stores v in element type t, rounded to nearest even (bf16, f16) as
+/// cuBLASLt's epilogue does.
+void store(char *base, cudaDataType_t t, int64_t index, float v) {
+  char *p = base + index * elementBytes(t);
+  if (t == CUDA_R_32F) {
+    std::memcpy(p, &v, 4);
+  } else if (t == CUDA_R_16BF) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    uint16_t h = std::isnan(v)
+                     ? uint16_t((bits >> 16) | 0x40)
+                     : uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+    std::memcpy(p, &h, 2);
+  } else if (t == CUDA_R_16F) {
+    _Float16 h = static_cast<_Float16>(v); // IEEE round to nearest even.
+    std::memcpy(p, &h, 2);
+  }
+}
+
 /// opA's shape (m x k) from A's layout and op.
 void opShape(const Layout &l, int32_t op, uint64_t &rows, uint64_t &cols) {
   rows = op == CUBLAS_OP_N ? l.rows : l.cols;
@@ -174,8 +195,14 @@ cublasStatus_t validate(const Desc &d, const Layout &a, const Layout &b,
     why = "c-differs-from-d";
   else if (a.batch != dl.batch || b.batch != dl.batch || c.batch != dl.batch)
     why = "batch-counts-differ";
-  else if (dl.type != CUDA_R_32F || c.type != CUDA_R_32F)
-    why = "output-not-f32";
+  else if (c.type != dl.type)
+    why = "c-type-differs-from-d";
+  else if (!(dl.type == CUDA_R_32F ||
+             (dl.type == CUDA_R_16BF &&
+              (a.type == CUDA_R_16BF || isFp8(a.type))) ||
+             (dl.type == CUDA_R_16F &&
+              (a.type == CUDA_R_16F || isFp8(a.type)))))
+    why = "unsupported-output-type";
   else if (d.compute != CUBLAS_COMPUTE_32F || d.scaleType != CUDA_R_32F)
     why = "compute-not-32f";
   else if (isFp8(a.type) != isFp8(b.type))
@@ -430,7 +457,7 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
   auto gemm = [=] {
     runGemm(d, a, b, c, dl, m, n, k, alphaValue, betaValue,
             static_cast<const char *>(A), static_cast<const char *>(B),
-            static_cast<const float *>(C), static_cast<float *>(D));
+            static_cast<const char *>(C), static_cast<char *>(D));
   };
   // On a stream of the stub driver the GEMM is enqueued: a capture
   // records it for the graph's launches.
@@ -449,7 +476,7 @@ namespace {
 void runGemm(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
              const Layout &dl, uint64_t m, uint64_t n, uint64_t k,
              float alphaValue, float betaValue, const char *pa, const char *pb,
-             const float *pc, float *pd) {
+             const char *pc, char *pd) {
   float scale = (d.scaleA ? *d.scaleA : 1.0f) * (d.scaleB ? *d.scaleB : 1.0f);
   for (int32_t batch = 0; batch < dl.batch; ++batch) {
     for (uint64_t j = 0; j < n; ++j) {
@@ -469,8 +496,8 @@ void runGemm(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
         float result = alphaValue * scale * float(sum);
         // beta == 0: C is not read (it may hold NaN), as in cuBLASLt.
         if (betaValue != 0.0f)
-          result += betaValue * pc[ic];
-        pd[id] = result;
+          result += betaValue * load(pc, c.type, ic);
+        store(pd, dl.type, id, result);
       }
     }
   }

@@ -676,6 +676,23 @@ CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
   });
 }
 
+CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch,
+                            unsigned short us, size_t Width, size_t Height,
+                            CUstream hStream) {
+  char streamBuf[32], line[160];
+  std::snprintf(line, sizeof(line),
+                "cuMemsetD2D16Async pitch=%zu width=%zu height=%zu value=%u "
+                "stream=%s",
+                dstPitch, Width, Height, unsigned(us), STREAM(hStream));
+  return enqueue(hStream, line, [=] {
+    for (size_t row = 0; row < Height; ++row) {
+      auto *p = reinterpret_cast<unsigned short *>(dstDevice + row * dstPitch);
+      for (size_t i = 0; i < Width; ++i)
+        p[i] = us;
+    }
+  });
+}
+
 CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch,
                             unsigned int ui, size_t Width, size_t Height,
                             CUstream hStream) {
