@@ -359,14 +359,9 @@ LogicalResult PrecisionAssigner::materializeForward() {
     }
     // Storage: what consumers (and the backward) read is the value kept in
     // the storage type; an op that computed in it already is.
-    if (rule->storage && storage != f32 && result && !observe &&
-        !(narrow && storage == compute) &&
-        tensorType(result).getElementType() == f32) {
-      b.setInsertionPointAfterValue(result);
-      Value stored = m->cast(b, loc, result, storage);
-      Value back = m->cast(b, loc, stored, f32);
-      result.replaceAllUsesExcept(back, stored.getDefiningOp());
-    }
+    if (rule->storage && result && !(narrow && storage == compute) &&
+        tensorType(result).getElementType() == f32)
+      keepResultIn(result, storage);
   }
   return success();
 }
@@ -397,7 +392,7 @@ LogicalResult PrecisionAssigner::materializeBackward() {
     auto id = op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
     const PrecisionRule *rule = id ? ruleById.lookup(id.getInt()) : nullptr;
     ChannelLayer *layer = id ? channelById.lookup(id.getInt()) : nullptr;
-    if (!rule || (!rule->grad && !layer))
+    if (!rule || (!rule->grad && !rule->gradStorage && !layer))
       continue;
     Type fwdType = rule->compute ? rule->compute : f32;
     // The k-th gradient kernel of the forward op labelled L is L.grad<k>.
@@ -405,7 +400,13 @@ LogicalResult PrecisionAssigner::materializeBackward() {
                         std::to_string(gradGemms[id.getInt()]++);
     auto roleAttr = op->getAttrOfType<StringAttr>(DSDialect::kRoleAttrName);
     StringRef role = roleAttr ? roleAttr.getValue() : StringRef();
+    // What the gradient kernel's result is kept in (grad-storage).
+    Type stored = rule->gradStorage ? rule->gradStorage : f32;
     if (layer) {
+      if (stored != f32)
+        op->emitWarning() << "grad-storage of " << rule->label
+                          << " is not applied to a channel-level layer: its "
+                             "gradient kernels keep FP32 results";
       addEntry(op, role, label, rule->grad ? rule->grad : fwdType, f32, Type(),
                rule, /*channelSplit=*/true);
       if (failed(splitter->splitBackward(b, op, *layer, *rule, fwdType, label,
@@ -413,42 +414,15 @@ LogicalResult PrecisionAssigner::materializeBackward() {
         return failure();
       continue;
     }
-    if (!isa<MatMulOp>(op)) {
-      // A convolution gradient: the cotangent in `grad`, the other operand
-      // in the forward's compute type, both rounded in f32.
-      addEntry(op, role, label, rule->grad, f32, Type(), rule,
-               /*channelSplit=*/false);
-      b.setInsertionPoint(op);
-      for (unsigned i = 0; i < 2; ++i) {
-        Value v = op->getOperand(i);
-        bool cotangent = kernel.cotangent[i];
-        FailureOr<Value> r = m->roundTrip(
-            b, op->getLoc(), op, v, cotangent ? rule->grad : fwdType,
-            rule->scaling,
-            label + (cotangent ? ".cotangent" : ".operand" + std::to_string(i)),
-            1, false);
-        if (failed(r))
-          return failure();
-        op->setOperand(i, *r);
-      }
-      continue;
-    }
-    auto mm = cast<MatMulOp>(op);
-    Type ta = kernel.cotangent[0] ? rule->grad : fwdType;
-    Type tb = kernel.cotangent[1] ? rule->grad : fwdType;
-    Type compute = ta == rule->grad ? ta : tb;
-    addEntry(mm, role, label, compute, f32, Type(), rule,
-             /*channelSplit=*/false);
     // What the rebuild creates belongs to the backward: tag it like the
-    // gradient GEMM, so later passes and the memory accounting see it so.
-    DictionaryAttr tags = mm->getDiscardableAttrDictionary();
+    // gradient kernel, so later passes and the memory accounting see it so.
+    DictionaryAttr tags = op->getDiscardableAttrDictionary();
     CreatedOps created;
     b.setListener(&created);
-    FailureOr<Value> y = m->rebuildMatmul(b, mm, ta, tb, rule->scaling, label,
-                                          ta == rule->grad ? "cotangent" : "",
-                                          tb == rule->grad ? "cotangent" : "");
+    LogicalResult done =
+        materializeGradKernel(op, kernel.cotangent, *rule, role, label);
     b.setListener(nullptr);
-    if (failed(y))
+    if (failed(done))
       return failure();
     for (Operation *op : created.getOps())
       for (NamedAttribute tag : tags)
@@ -458,6 +432,63 @@ LogicalResult PrecisionAssigner::materializeBackward() {
   for (auto &[op, layer] : channelLayers)
     splitter->updateEstimate(b, layer, body->getTerminator());
   return success();
+}
+
+LogicalResult PrecisionAssigner::materializeGradKernel(
+    Operation *op, std::array<bool, 2> cotangent, const PrecisionRule &rule,
+    StringRef role, StringRef label) {
+  Type fwdType = rule.compute ? rule.compute : f32;
+  Type stored = rule.gradStorage ? rule.gradStorage : f32;
+  if (!rule.grad) {
+    // Only grad-storage: the kernel as it is, its result rounded.
+    addEntry(op, role, label, f32, stored, Type(), &rule,
+             /*channelSplit=*/false);
+    keepResultIn(op->getResult(0), stored);
+    return success();
+  }
+  if (!isa<MatMulOp>(op)) {
+    // A convolution gradient: the cotangent in `grad`, the other operand
+    // in the forward's compute type, both rounded in f32.
+    addEntry(op, role, label, rule.grad, stored, Type(), &rule,
+             /*channelSplit=*/false);
+    b.setInsertionPoint(op);
+    for (unsigned i = 0; i < 2; ++i) {
+      bool isCotangent = cotangent[i];
+      FailureOr<Value> r = m->roundTrip(
+          b, op->getLoc(), op, op->getOperand(i),
+          isCotangent ? rule.grad : fwdType, rule.scaling,
+          (label + (isCotangent ? ".cotangent" : ".operand" + Twine(i))).str(),
+          1, false);
+      if (failed(r))
+        return failure();
+      op->setOperand(i, *r);
+    }
+    keepResultIn(op->getResult(0), stored);
+    return success();
+  }
+  auto mm = cast<MatMulOp>(op);
+  Type ta = cotangent[0] ? rule.grad : fwdType;
+  Type tb = cotangent[1] ? rule.grad : fwdType;
+  Type compute = ta == rule.grad ? ta : tb;
+  addEntry(mm, role, label, compute, stored, Type(), &rule,
+           /*channelSplit=*/false);
+  FailureOr<Value> y = m->rebuildMatmul(b, mm, ta, tb, rule.scaling, label,
+                                        ta == rule.grad ? "cotangent" : "",
+                                        tb == rule.grad ? "cotangent" : "");
+  if (failed(y))
+    return failure();
+  keepResultIn(*y, stored);
+  return success();
+}
+
+void PrecisionAssigner::keepResultIn(Value result, Type type) {
+  if (!type || type == f32 || observe)
+    return;
+  b.setInsertionPointAfterValue(result);
+  Location loc = result.getLoc();
+  Value kept = m->cast(b, loc, result, type);
+  Value back = m->cast(b, loc, kept, f32);
+  result.replaceAllUsesExcept(back, kept.getDefiningOp());
 }
 
 void PrecisionAssigner::keepNarrowCopiesForBackward() {

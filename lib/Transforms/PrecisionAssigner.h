@@ -68,6 +68,16 @@ private:
   /// The backward's gradient kernels of ops with a `grad` type (or under
   /// the channel level), and the channel estimates' updates.
   LogicalResult materializeBackward();
+  /// One gradient kernel (not channel-split) of an op under `rule`: its
+  /// cotangent operand in `grad`, the other in the forward's compute type,
+  /// its result kept in `grad-storage`. `op` may be replaced.
+  LogicalResult materializeGradKernel(Operation *op,
+                                      std::array<bool, 2> cotangent,
+                                      const PrecisionRule &rule, StringRef role,
+                                      StringRef label);
+  /// Makes every user of `result` (f32) read it as kept in `type`: rounded
+  /// to it and widened back. Nothing for f32 or in observe mode.
+  void keepResultIn(Value result, Type type);
   /// Repeats forward widening casts inside the backward, so that the narrow
   /// value is what lives from the forward to the backward.
   void keepNarrowCopiesForBackward();

@@ -166,13 +166,19 @@ LogicalResult Parser::parseRule(yaml::Node *n, unsigned index,
       *this, n, "a rule", [&](StringRef key, yaml::Node *k, yaml::Node *v) {
         if (RuleMatch::isMatchKey(key))
           return match.parseKey(key, v, ctx, failAt);
-        if (key == "compute" || key == "storage" || key == "grad") {
+        if (key == "compute" || key == "storage" || key == "grad" ||
+            key == "grad-storage") {
           auto t = type(v, key);
           if (failed(t))
             return failure();
+          if (key == "grad-storage" && isFP8(*t))
+            return fail(v, "grad-storage must be bf16, f16 or f32: an FP8 "
+                           "gradient needs a scale (give the cotangent "
+                           "operand FP8 with 'grad')");
           (key == "compute"   ? rule.compute
            : key == "storage" ? rule.storage
-                              : rule.grad) = *t;
+           : key == "grad"    ? rule.grad
+                              : rule.gradStorage) = *t;
           return success();
         }
         if (key == "scaling") {
@@ -192,16 +198,17 @@ LogicalResult Parser::parseRule(yaml::Node *n, unsigned index,
         }
         return fail(k, "unknown rule key '" + key +
                            "'; expected op, role, param, module, compute, "
-                           "storage, grad or scaling");
+                           "storage, grad, grad-storage or scaling");
       });
   if (failed(r))
     return failure();
   if (match.empty())
     return fail(n, "rule #" + Twine(index) +
                        " matches nothing: give op, role, param or module");
-  if (!rule.compute && !rule.storage && !rule.grad)
+  if (!rule.compute && !rule.storage && !rule.grad && !rule.gradStorage)
     return fail(n, "rule #" + Twine(index) +
-                       " assigns nothing: give compute, storage or grad");
+                       " assigns nothing: give compute, storage, grad or "
+                       "grad-storage");
   // Reductions, norms, softmax and losses never go to FP8.
   bool fp8 = (rule.compute && isFP8(rule.compute)) ||
              (rule.storage && isFP8(rule.storage));

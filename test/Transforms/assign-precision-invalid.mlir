@@ -10,9 +10,11 @@
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-syntax.yaml 2>&1 | FileCheck %s --check-prefix=SYNTAX
 // SYNTAX: policy-syntax.yaml:3:19: error: ds-assign-precision: Expected quote at end of scalar
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-bad-key.yaml 2>&1 | FileCheck %s --check-prefix=KEY
-// KEY: policy-bad-key.yaml:3:5: error: ds-assign-precision: unknown rule key 'precision'; expected op, role, param, module, compute, storage, grad or scaling
+// KEY: policy-bad-key.yaml:3:5: error: ds-assign-precision: unknown rule key 'precision'; expected op, role, param, module, compute, storage, grad, grad-storage or scaling
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-unknown-op.yaml 2>&1 | FileCheck %s --check-prefix=OP
 // OP: policy-unknown-op.yaml:2:9: error: ds-assign-precision: unknown op 'ds.matmull'
+// RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-grad-storage-fp8.yaml 2>&1 | FileCheck %s --check-prefix=GRADFP8
+// GRADFP8: policy-grad-storage-fp8.yaml:4:19: error: ds-assign-precision: grad-storage must be bf16, f16 or f32: an FP8 gradient needs a scale (give the cotangent operand FP8 with 'grad')
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-empty-rule.yaml 2>&1 | FileCheck %s --check-prefix=EMPTY
 // EMPTY: policy-empty-rule.yaml:2:5: error: ds-assign-precision: rule #0 matches nothing: give op, role, param or module
 // RUN: not ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/no-such-policy.yaml 2>&1 | FileCheck %s --check-prefix=MISSING

@@ -1,5 +1,6 @@
 // RUN: ds-opt %s --ds-autodiff --ds-assign-precision | FileCheck %s
 // RUN: ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-current-block.yaml | FileCheck %s --check-prefix=SCALING
+// RUN: ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-grad-storage.yaml | FileCheck %s --check-prefix=GRADS
 
 // The default policy on a one-head attention + GELU MLP block.
 
@@ -54,6 +55,18 @@
 // SCALING: ds.reshape %{{.*}} : tensor<16x16xf32> -> tensor<2x8x2x8xf32>
 // SCALING: ds.reduce_max %{{.*}} [1, 3] keep_dims : tensor<2x8x2x8xf32> -> tensor<2x1x2x1xf32>
 // SCALING: ds.matmul {{.*}}ds.role = "attn.k"{{.*}} : tensor<2x8x16xf32>, tensor<16x16xf32> -> tensor<2x8x16xf32>
+// grad-storage: the gradient GEMMs' results are rounded to it (and read
+// widened back), their precision map entries say so.
+// GRADS: ds.precision_map = {block = [
+// GRADS-SAME: {compute = "bf16", label = "ffn.down#{{[0-9]+}}.grad0", op = "ds.matmul", role = "ffn.down", rule = {{.*}}, storage = "bf16"}
+// GRADS-SAME: {compute = "f32", label = "attn.out#{{[0-9]+}}.grad0", op = "ds.matmul", role = "attn.out", rule = {{.*}}, storage = "f16"}
+// GRADS-LABEL: func.func @block
+// GRADS: %[[D:.*]] = ds.matmul {{.*}}ds.role = "ffn.down", ds.vjp_of = "ds.matmul"} : tensor<2x8x16xbf16>, tensor<16x32xbf16> -> tensor<2x8x32xf32>
+// GRADS-NEXT: %[[DB:.*]] = ds.cast %[[D]] {{{.*}}ds.role = "ffn.down", ds.vjp_of = "ds.matmul"} : tensor<2x8x32xf32> -> tensor<2x8x32xbf16>
+// GRADS-NEXT: ds.cast %[[DB]] {{{.*}}ds.role = "ffn.down", ds.vjp_of = "ds.matmul"} : tensor<2x8x32xbf16> -> tensor<2x8x32xf32>
+// GRADS: %[[O:.*]] = ds.matmul {{.*}}ds.role = "attn.out", ds.vjp_of = "ds.matmul"} : tensor<2x8x16xf32>, tensor<16x16xf32> -> tensor<2x8x16xf32>
+// GRADS-NEXT: %[[OH:.*]] = ds.cast %[[O]] {{.*}} : tensor<2x8x16xf32> -> tensor<2x8x16xf16>
+// GRADS-NEXT: ds.cast %[[OH]] {{.*}} : tensor<2x8x16xf16> -> tensor<2x8x16xf32>
 func.func @block(%x: tensor<2x8x16xf32> {ds.input = "x"}, %y: tensor<2x8x16xf32> {ds.input = "y"},
     %g: tensor<16xf32> {ds.param = "ln.weight", ds.init = #ds.init<ones>},
     %b: tensor<16xf32> {ds.param = "ln.bias", ds.init = #ds.init<zeros>},

@@ -43,6 +43,10 @@ llvm::StringRef stringifyFP8Scaling(FP8Scaling s);
 /// the same index. Unset fields assign nothing (the op keeps f32 there).
 struct PrecisionRule {
   Type compute, storage, grad;
+  /// The type the results of the op's gradient GEMMs (the cotangents of its
+  /// operands) are kept in; unset keeps them FP32. bf16 with `grad: bf16`
+  /// is torch.autocast's backward, whose GEMMs return the operands' type.
+  Type gradStorage;
   FP8Scaling scaling = FP8Scaling::Delayed;
   /// Where the rule is written (file:line:col), and a short description.
   LocationAttr loc;

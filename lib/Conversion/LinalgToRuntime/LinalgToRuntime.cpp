@@ -6,9 +6,13 @@
 // -> int32 products of quantized inference) becomes a call into the runtime
 // (include/ds/Runtime/ds_runtime.h). The runtime takes rank-3 strided
 // memrefs plus transpose flags; this pass derives those from the linalg op's
-// indexing maps and views 2-D operands as a batch of one.
+// indexing maps and views 2-D operands as a batch of one. On CUDA, a bf16 or
+// f16 GEMM whose f32 product every reader rounds back to that type writes
+// that type directly (NarrowGemmOutputs.h).
 //
 //===----------------------------------------------------------------------===//
+
+#include "NarrowGemmOutputs.h"
 
 #include "ds/Conversion/Passes.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
@@ -216,6 +220,19 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
                      });
     if (isBatch || la->transposed || !lb->transposed || !aligned)
       return failure();
+  }
+
+  // cuBLASLt rounds into a bf16/f16 C when every reader would round the
+  // f32 product to the operands' type anyway.
+  if (cuda && !fp8 && (inType.isBF16() || inType.isF16())) {
+    std::optional<FloatType> rounded = roundedOutputType(op, fill);
+    if (rounded && *rounded == inType) {
+      narrowOutputBuffer(op, *rounded);
+      c = op.getDpsInitOperand(0)->get();
+      et = *rounded;
+      callee = inType.isBF16() ? "dsrt_cuda_matmul_bf16_to_bf16"
+                               : "dsrt_cuda_matmul_f16_to_f16";
+    }
   }
 
   OpBuilder b(op);

@@ -99,3 +99,116 @@ func.func @fp8_e5m2_e5m2(%a: memref<64x32xf8E5M2>, %b: memref<16x32xf8E5M2>, %c:
     ins(%a, %b : memref<64x32xf8E5M2>, memref<16x32xf8E5M2>) outs(%c : memref<64x16xf32>)
   return
 }
+
+// -----
+
+// A product every reader rounds to bf16 (here through a reshape, and in a
+// reduction) is written as bf16 by cuBLASLt: the buffer becomes bf16 and
+// the readers' truncf fold away.
+// CHECK-LABEL: func.func @bf16_rounded(
+// CHECK:         %[[C:.*]] = memref.alloc() : memref<2x4x16xbf16>
+// CHECK:         call @dsrt_cuda_matmul_bf16_to_bf16({{.*}}) : (memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>, i64, i64) -> ()
+// CHECK:         %[[V:.*]] = memref.collapse_shape %[[C]] {{.*}} into memref<8x16xbf16>
+// CHECK:         linalg.generic {{.*}} ins(%[[V]] : memref<8x16xbf16>)
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: bf16, %{{.*}}: f32):
+// CHECK-NEXT:      %[[E:.*]] = arith.extf %[[IN]] : bf16 to f32
+// CHECK-NEXT:      arith.mulf %[[E]], %[[E]] : f32
+// CHECK:         linalg.generic {{.*}} ins(%[[C]] : memref<2x4x16xbf16>)
+// CHECK-NEXT:    ^bb0(%[[IN2:.*]]: bf16, %[[ACC:.*]]: f32):
+// CHECK-NEXT:      %[[E2:.*]] = arith.extf %[[IN2]] : bf16 to f32
+// CHECK-NEXT:      arith.addf %[[ACC]], %[[E2]] : f32
+// CHECK-NOT:     arith.truncf
+func.func @bf16_rounded(%a: memref<2x4x8xbf16>, %b: memref<2x8x16xbf16>,
+                        %sq: memref<8x16xf32>, %sum: memref<2x4xf32>) {
+  %c = memref.alloc() : memref<2x4x16xf32>
+  linalg.batch_matmul {ds.gemm_overwrite} ins(%a, %b : memref<2x4x8xbf16>, memref<2x8x16xbf16>) outs(%c : memref<2x4x16xf32>)
+  %v = memref.collapse_shape %c [[0, 1], [2]] : memref<2x4x16xf32> into memref<8x16xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<8x16xf32>) outs(%sq : memref<8x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.truncf %in : f32 to bf16
+    %e = arith.extf %r : bf16 to f32
+    %m = arith.mulf %e, %e : f32
+    linalg.yield %m : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%c : memref<2x4x16xf32>) outs(%sum : memref<2x4xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %r = arith.truncf %in : f32 to bf16
+    %e = arith.extf %r : bf16 to f32
+    %s = arith.addf %acc, %e : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %c : memref<2x4x16xf32>
+  return
+}
+
+// -----
+
+// f16 operands rounded back to f16, after a zero fill.
+// CHECK-LABEL: func.func @f16_rounded(
+// CHECK:         memref.alloc() : memref<4x16xf16>
+// CHECK-NOT:     linalg.fill
+// CHECK:         call @dsrt_cuda_matmul_f16_to_f16(
+func.func @f16_rounded(%a: memref<4x8xf16>, %b: memref<8x16xf16>, %d: memref<4x16xf16>) {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf16>, memref<8x16xf16>) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x16xf32>) outs(%d : memref<4x16xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %r = arith.truncf %in : f32 to f16
+    linalg.yield %r : f16
+  }
+  return
+}
+
+// -----
+
+// The product stays f32 when any reader needs more than its rounding: a
+// reader that uses the f32 value, one that rounds to another type, one
+// that is not a linalg.generic, an output that is an argument (the
+// caller's buffer), a non-default rounding mode.
+// CHECK-LABEL: func.func @f32_needed(
+// CHECK-COUNT-5: call @dsrt_cuda_matmul_bf16(
+// CHECK-NOT:     _to_bf16
+#id = affine_map<(i, j) -> (i, j)>
+func.func @f32_needed(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %arg: memref<4x16xf32>,
+                      %o: memref<4x16xf32>, %h: memref<4x16xf16>, %t: memref<16x4xf32>) {
+  %c0 = memref.alloc() : memref<4x16xf32>
+  linalg.matmul {ds.gemm_overwrite} ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c0 : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c0 : memref<4x16xf32>) outs(%o : memref<4x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.truncf %in : f32 to bf16
+    %e = arith.extf %r : bf16 to f32
+    %s = arith.addf %e, %in : f32
+    linalg.yield %s : f32
+  }
+  %c1 = memref.alloc() : memref<4x16xf32>
+  linalg.matmul {ds.gemm_overwrite} ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c1 : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c1 : memref<4x16xf32>) outs(%h : memref<4x16xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %r = arith.truncf %in : f32 to f16
+    linalg.yield %r : f16
+  }
+  %c2 = memref.alloc() : memref<4x16xf32>
+  linalg.matmul {ds.gemm_overwrite} ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c2 : memref<4x16xf32>)
+  linalg.transpose ins(%c2 : memref<4x16xf32>) outs(%t : memref<16x4xf32>) permutation = [1, 0]
+  linalg.matmul {ds.gemm_overwrite} ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%arg : memref<4x16xf32>)
+  %c3 = memref.alloc() : memref<4x16xf32>
+  linalg.matmul {ds.gemm_overwrite} ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c3 : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c3 : memref<4x16xf32>) outs(%o : memref<4x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.truncf %in to_nearest_away : f32 to bf16
+    %e = arith.extf %r : bf16 to f32
+    linalg.yield %e : f32
+  }
+  return
+}
