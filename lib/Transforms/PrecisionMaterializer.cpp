@@ -44,6 +44,13 @@ Value Materializer::reshape(OpBuilder &b, Location loc, Value x,
 
 Value Materializer::amax(OpBuilder &b, Location loc, Value x,
                          ArrayRef<int64_t> dims, bool keep) {
+  // The maximum over every element does not depend on the shape: look
+  // through reshapes, so that a tensor and its reshaped views (a gradient
+  // GEMM pair quantises its cotangent as [B, T, N] and as [B*T, N]) share
+  // one reduction after CSE instead of reading the tensor twice.
+  if (dims.empty() && !keep)
+    while (auto r = x.getDefiningOp<ReshapeOp>())
+      x = r.getInput();
   SmallVector<int64_t> all(dims);
   if (all.empty())
     for (int64_t i = 0, e = tensorType(x).getRank(); i < e; ++i)
