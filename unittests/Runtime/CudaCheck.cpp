@@ -338,31 +338,47 @@ void checkGemm(const std::string &name, Kind kind, const Tensor &a,
 float roundToBf16(float v);
 
 /// One GEMM writing a narrow C (`kindC`, bf16 or f16) from operands of
-/// type `kind` through dsrt_cuda_matmul_<kind>_to_<kindC>: the exact
-/// product (the operands are small integers, so the FP32 sum is exact)
-/// rounded once to nearest even, bit for bit.
+/// type `kind` (and `kindB` for FP8) through dsrt_cuda_matmul_*_to_<kindC>:
+/// the exact product (the operands are small integers, so the FP32 sum is
+/// exact) times the FP8 scales (powers of two), rounded once to nearest
+/// even, bit for bit.
 void checkNarrowC(const std::string &name, Kind kind, Kind kindC,
                   const Tensor &a, const Tensor &b, Tensor c, bool transA,
-                  bool transB) {
+                  bool transB, Kind kindB = Kind::F32, float scaleA = 1,
+                  float scaleB = 1) {
+  bool fp8 = kind == Kind::E4M3 || kind == Kind::E5M2;
+  if (!fp8)
+    kindB = kind;
   int64_t batches = c.sizes[0], m = c.sizes[1], n = c.sizes[2];
   int64_t k = transA ? a.sizes[1] : a.sizes[2];
   std::fill(c.values.begin(), c.values.end(), NAN);
-  std::vector<uint8_t> ea = encode(a, kind), eb = encode(b, kind);
+  std::vector<uint8_t> ea = encode(a, kind), eb = encode(b, kindB);
   std::vector<uint16_t> ec(c.values.size(), 0x7fc0); // NaN in both types
   DeviceVector<uint8_t> da(ea), db(eb);
   DeviceVector<uint16_t> dc(ec);
+  DeviceVector<float> scales(std::vector<float>{scaleA, scaleB});
+  auto *sp = static_cast<float *>(scales.device);
   auto ma = descriptorOf<dsrt_memref3_raw>(a, da.device);
   auto mb = descriptorOf<dsrt_memref3_raw>(b, db.device);
   auto mc = descriptorOf<dsrt_memref3_raw>(c, dc.device);
   bool bf16 = kindC == Kind::BF16;
-  (bf16 ? _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16
-        : _mlir_ciface_dsrt_cuda_matmul_f16_to_f16)(&ma, &mb, &mc, transA,
-                                                    transB);
+  if (!fp8)
+    (bf16 ? _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16
+          : _mlir_ciface_dsrt_cuda_matmul_f16_to_f16)(&ma, &mb, &mc, transA,
+                                                      transB);
+  else if (kind == Kind::E4M3 && kindB == Kind::E4M3)
+    _mlir_ciface_dsrt_cuda_matmul_f8_to_bf16(&ma, &mb, &mc, transA, transB,
+                                             DSRT_FP8_E4M3, DSRT_FP8_E4M3, sp,
+                                             sp + 1);
+  else
+    (kind == Kind::E5M2 ? _mlir_ciface_dsrt_cuda_matmul_e5m2_e4m3_to_bf16
+                        : _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2_to_bf16)(
+        &ma, &mb, &mc, transA, transB, sp, sp + 1);
   if (!noError(name + " (call)"))
     return;
   std::vector<uint16_t> got = dc.read();
-  std::vector<double> want =
-      reference(a, b, transA, transB, batches, m, n, k, 1.0);
+  std::vector<double> want = reference(a, b, transA, transB, batches, m, n, k,
+                                       double(scaleA) * scaleB);
   int64_t bad = 0;
   std::string detail;
   for (int64_t bt = 0; bt < batches; ++bt)
@@ -588,6 +604,14 @@ void scenarioGemm() {
   checkNarrowC("f16 x f16 -> f16, column-major C", Kind::F16, Kind::F16,
                makeTensor(1, K, M, rng, 0, 64), makeTensor(1, K, N, rng, 0, 64),
                outputTensor(1, M, N, 2), true, false);
+  checkNarrowC("e5m2 x e4m3 -> bf16 with scales", Kind::E5M2, Kind::BF16,
+               makeTensor(2, 16, 32, rng, 0, 4, 0.5f),
+               makeTensor(2, 48, 32, rng, 0, 8), outputTensor(2, 16, 48, 0),
+               false, true, Kind::E4M3, 0.25f, 2.0f);
+  checkNarrowC("e4m3 x e4m3 -> bf16 with scales", Kind::E4M3, Kind::BF16,
+               makeTensor(1, 32, 64, rng, 0, 8),
+               makeTensor(1, 16, 64, rng, 0, 8), outputTensor(1, 32, 16, 0),
+               false, true, Kind::E4M3, 0.5f, 0.125f);
   logMarker("bf16 C k=0");
   checkNarrowC("K = 0 zeroes a bf16 C", Kind::BF16, Kind::BF16,
                makeTensor(2, M, 0, rng), makeTensor(2, 0, N, rng),

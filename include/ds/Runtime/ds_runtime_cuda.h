@@ -283,6 +283,22 @@ DSRT_API void _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2(
     dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_f32 *c,
     int64_t transA, int64_t transB, float *aScale, float *bScale);
 
+/* The FP8 GEMMs above with a bf16 C: D = bf16(aScale * bScale * op(A) *
+   op(B)), the scales applied to the FP32 sum before the one rounding.
+   convert-linalg-to-ds-runtime calls them where every reader of the f32
+   product would multiply it by one dequantisation scale and round it to
+   bf16 (the scale then computed into a device f32 for aScale). */
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f8_to_bf16(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, int64_t aType, int64_t bType, float *aScale,
+    float *bScale);
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_e5m2_e4m3_to_bf16(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, float *aScale, float *bScale);
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2_to_bf16(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, float *aScale, float *bScale);
+
 /* Data types of dsrt_cuda_gemm. */
 enum {
   DSRT_GEMM_F32 = 0,

@@ -234,6 +234,20 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
                                : "dsrt_cuda_matmul_f16_to_f16";
     }
   }
+  // An FP8 product every reader scales by one dequantisation scale and
+  // rounds to bf16: cuBLASLt applies the scale (its A scale pointer, the
+  // scale computed into a device f32 first) and writes bf16.
+  Value dequantScale;
+  std::string narrowFp8Callee;
+  if (fp8) {
+    if (std::optional<ScaledRounding> r = scaledRoundedOutput(op, fill)) {
+      dequantScale = narrowScaledOutputBuffer(op, *r);
+      c = op.getDpsInitOperand(0)->get();
+      et = r->type;
+      narrowFp8Callee = (callee + "_to_bf16").str();
+      callee = narrowFp8Callee;
+    }
+  }
 
   OpBuilder b(op);
   Location loc = op.getLoc();
@@ -245,7 +259,7 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
         StridedLayoutAttr::get(ctx, dyn, ArrayRef<int64_t>{dyn, dyn, dyn}));
   };
   MemRefType m3 = strided(inType), m3b = strided(inTypeB), out3 = strided(et);
-  bool formats = callee == "dsrt_cuda_matmul_f8";
+  bool formats = callee.starts_with("dsrt_cuda_matmul_f8");
   func::FuncOp fn = getOrDeclare(module, callee, m3, out3, fp8, m3b, formats);
   Value ta =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(la->transposed));
@@ -256,13 +270,21 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   if (fp8) {
     // dsrt_cuda_matmul_f8 takes the formats (both E4M3: DSRT_FP8_E4M3 = 0).
     // No dequantisation scales (NULL: 1), as the f32 GEMM of the extended
-    // operands had none.
+    // operands had none, unless the readers' scale moved into the GEMM.
     if (formats) {
       Value e4m3 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
       args.append({e4m3, e4m3});
     }
-    Value none = LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(ctx));
-    args.append({none, none});
+    auto ptrType = LLVM::LLVMPointerType::get(ctx);
+    Value none = LLVM::ZeroOp::create(b, loc, ptrType);
+    Value scale = none;
+    if (dequantScale) {
+      Value address =
+          memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dequantScale);
+      Value bits = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
+      scale = LLVM::IntToPtrOp::create(b, loc, ptrType, bits);
+    }
+    args.append({scale, none});
   }
   func::CallOp::create(b, loc, fn, args);
   op->erase();

@@ -16,12 +16,22 @@
 // and every reader of %c is such a generic. Then %c may as well hold bf16:
 // the GEMM rounds in its epilogue and the readers take %r from memory.
 //
+// An FP8 GEMM's readers first multiply by the dequantisation scale, which
+// they compute from rank-0 buffers (delayed scaling's amaxes): %r =
+// truncf(mulf(%in, %scale)). The scale is then computed once into a rank-0
+// buffer before the GEMM, for cuBLASLt's scale pointer, and the readers
+// again take %r from memory.
+//
 //===----------------------------------------------------------------------===//
 
 #include "NarrowGemmOutputs.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -127,4 +137,272 @@ void mlir::ds::narrowOutputBuffer(linalg::LinalgOp gemm, FloatType type) {
       user->erase();
     }
   }
+}
+
+//===----------------------------------------------------------------------===//
+// FP8: a dequantisation scale, then the rounding
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The buffer `v` views (through view-like ops), for aliasing checks.
+Value rootOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// Whether `op` (and what it nests) may write to a buffer whose root is in
+/// `roots`; ops whose effects are unknown may.
+bool mayWrite(Operation *op, ArrayRef<Value> roots) {
+  if (auto effects = dyn_cast<MemoryEffectOpInterface>(op)) {
+    SmallVector<MemoryEffects::EffectInstance> list;
+    effects.getEffects(list);
+    for (const MemoryEffects::EffectInstance &e : list) {
+      if (!isa<MemoryEffects::Write, MemoryEffects::Free>(e.getEffect()))
+        continue;
+      if (!e.getValue() || llvm::is_contained(roots, rootOf(e.getValue())))
+        return true;
+    }
+  } else if (!op->hasTrait<OpTrait::HasRecursiveMemoryEffects>()) {
+    return true;
+  }
+  if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>())
+    for (Region &region : op->getRegions())
+      for (Operation &nested : region.getOps())
+        if (mayWrite(&nested, roots))
+          return true;
+  return false;
+}
+
+/// The values a loop-invariant computation in `reader`'s payload reads.
+struct Invariant {
+  linalg::GenericOp reader;
+  /// The input operands of the block arguments it reads.
+  SmallVector<OpOperand *> inputs;
+};
+
+/// Whether `v`, in `inv.reader`'s payload, is the same at every iteration:
+/// a constant, an input block argument with a constant indexing map (a
+/// rank-0 or broadcast buffer), or a pure op of such values. Collects the
+/// inputs read.
+bool isInvariant(Value v, Invariant &inv) {
+  Region &payload = inv.reader.getRegion();
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (arg.getOwner() != &payload.front())
+      return false;
+    OpOperand *operand = inv.reader.getMatchingOpOperand(arg);
+    if (!inv.reader.isDpsInput(operand) ||
+        !inv.reader.getMatchingIndexingMap(operand).isConstant())
+      return false;
+    if (!llvm::is_contained(inv.inputs, operand))
+      inv.inputs.push_back(operand);
+    return true;
+  }
+  Operation *def = v.getDefiningOp();
+  if (def->hasTrait<OpTrait::ConstantLike>())
+    return true;
+  if (!payload.isAncestor(def->getParentRegion()) || def->getNumRegions() ||
+      isa<linalg::IndexOp>(def) || !isPure(def))
+    return false;
+  return llvm::all_of(def->getOperands(),
+                      [&](Value o) { return isInvariant(o, inv); });
+}
+
+/// Whether `a` (in reader `ra`) and `b` (in `rb`) compute the same value.
+bool sameInvariant(Value a, linalg::GenericOp ra, Value b,
+                   linalg::GenericOp rb) {
+  if (a == b)
+    return true;
+  auto ba = dyn_cast<BlockArgument>(a), bb = dyn_cast<BlockArgument>(b);
+  if (ba || bb) {
+    if (!ba || !bb)
+      return false;
+    OpOperand *oa = ra.getMatchingOpOperand(ba);
+    OpOperand *ob = rb.getMatchingOpOperand(bb);
+    return oa->get() == ob->get() &&
+           ra.getMatchingIndexingMap(oa).getResults() ==
+               rb.getMatchingIndexingMap(ob).getResults();
+  }
+  Operation *da = a.getDefiningOp(), *db = b.getDefiningOp();
+  if (cast<OpResult>(a).getResultNumber() !=
+      cast<OpResult>(b).getResultNumber())
+    return false;
+  return OperationEquivalence::isEquivalentTo(
+      da, db,
+      [&](Value x, Value y) { return success(sameInvariant(x, ra, y, rb)); },
+      /*markEquivalent=*/nullptr, OperationEquivalence::IgnoreLocations);
+}
+
+/// The ops that compute `v` (all of them, to clone).
+void collectSlice(Value v, SetVector<Operation *> &ops) {
+  Operation *def = v.getDefiningOp();
+  if (!def || !ops.insert(def))
+    return;
+  for (Value operand : def->getOperands())
+    collectSlice(operand, ops);
+}
+
+/// The scale `arg` is multiplied by before every use, each product only
+/// rounded to one type (`type`), or null.
+Value scaleOf(BlockArgument arg, linalg::GenericOp reader, FloatType &type,
+              Invariant &inv) {
+  Value scale;
+  for (Operation *user : arg.getUsers()) {
+    auto mul = dyn_cast<arith::MulFOp>(user);
+    if (!mul || mul.getLhs() == mul.getRhs())
+      return nullptr;
+    Value other = mul.getLhs() == arg ? mul.getRhs() : mul.getLhs();
+    if (!other.getType().isF32() || !isInvariant(other, inv))
+      return nullptr;
+    if (scale && !sameInvariant(scale, reader, other, reader))
+      return nullptr;
+    scale = other;
+    for (Operation *r : mul->getUsers()) {
+      auto trunc = dyn_cast<arith::TruncFOp>(r);
+      if (!trunc || trunc.getRoundingmodeAttr())
+        return nullptr;
+      auto to = dyn_cast<FloatType>(trunc.getType());
+      if (!to || (type && type != to))
+        return nullptr;
+      type = to;
+    }
+  }
+  return scale;
+}
+
+} // namespace
+
+std::optional<ScaledRounding>
+mlir::ds::scaledRoundedOutput(linalg::LinalgOp gemm, Operation *ignore) {
+  memref::AllocOp alloc = outputAlloc(gemm);
+  if (!alloc || !alloc.getType().getElementType().isF32())
+    return std::nullopt;
+  SmallVector<OpOperand *> uses;
+  SmallVector<Operation *> views;
+  collectUses(alloc.getResult(), uses, views);
+  DominanceInfo dominance(gemm->getParentOp());
+  ScaledRounding result{};
+  SmallVector<Value> scaleRoots;
+  Operation *lastReader = nullptr;
+  for (OpOperand *use : uses) {
+    Operation *user = use->getOwner();
+    if (user == ignore || isa<memref::DeallocOp>(user))
+      continue;
+    if (user == gemm.getOperation()) {
+      if (!gemm.isDpsInit(use))
+        return std::nullopt;
+      continue;
+    }
+    auto reader = dyn_cast<linalg::GenericOp>(user);
+    if (!reader || !reader.isDpsInput(use) ||
+        reader->getBlock() != gemm->getBlock() ||
+        !gemm->isBeforeInBlock(reader))
+      return std::nullopt;
+    Invariant inv{reader, {}};
+    Value scale =
+        scaleOf(reader.getMatchingBlockArgument(use), reader, result.type, inv);
+    if (!scale)
+      return std::nullopt;
+    if (!result.scale) {
+      result.reader = reader;
+      result.scale = scale;
+    } else if (!sameInvariant(result.scale, result.reader, scale, reader)) {
+      return std::nullopt;
+    }
+    // The scale's buffers must hold, when the GEMM is enqueued, what the
+    // reader reads.
+    for (OpOperand *input : inv.inputs) {
+      if (!dominance.properlyDominates(input->get(), gemm))
+        return std::nullopt;
+      scaleRoots.push_back(rootOf(input->get()));
+    }
+    if (!lastReader || lastReader->isBeforeInBlock(reader))
+      lastReader = reader;
+  }
+  if (!result.scale || !result.type || !result.type.isBF16())
+    return std::nullopt;
+  for (Operation *op = gemm->getNextNode(); op != lastReader;
+       op = op->getNextNode())
+    if (mayWrite(op, scaleRoots))
+      return std::nullopt;
+  return result;
+}
+
+Value mlir::ds::narrowScaledOutputBuffer(linalg::LinalgOp gemm,
+                                         ScaledRounding r) {
+  // The scale, as a rank-0 generic over the buffers it reads.
+  Invariant inv{r.reader, {}};
+  (void)isInvariant(r.scale, inv);
+  OpBuilder b(gemm);
+  Location loc = r.reader.getLoc();
+  MLIRContext *ctx = b.getContext();
+  SmallVector<Value> inputs;
+  SmallVector<AffineMap> maps;
+  for (OpOperand *input : inv.inputs) {
+    inputs.push_back(input->get());
+    maps.push_back(AffineMap::get(
+        0, 0, r.reader.getMatchingIndexingMap(input).getResults(), ctx));
+  }
+  maps.push_back(AffineMap::get(0, 0, ctx));
+  Value buffer =
+      memref::AllocOp::create(b, loc, MemRefType::get({}, b.getF32Type()));
+  linalg::GenericOp::create(
+      b, loc, inputs, ValueRange{buffer}, maps, ArrayRef<utils::IteratorType>{},
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        IRMapping mapping;
+        for (auto [operand, arg] : llvm::zip(inv.inputs, args))
+          mapping.map(r.reader.getMatchingBlockArgument(operand), arg);
+        // The scale's ops: constants (wherever they are) first, then the
+        // payload's in its order, so operands come before their users.
+        SetVector<Operation *> slice;
+        collectSlice(r.scale, slice);
+        Block &payload = r.reader.getRegion().front();
+        for (Operation *op : slice)
+          if (op->getBlock() != &payload)
+            nb.clone(*op, mapping);
+        for (Operation &op : payload)
+          if (slice.contains(&op))
+            nb.clone(op, mapping);
+        linalg::YieldOp::create(nb, l, mapping.lookup(r.scale));
+      });
+
+  // The product's buffer in the rounded type; the readers' multiply and
+  // truncf fold away (the GEMM applies the scale).
+  memref::AllocOp alloc = outputAlloc(gemm);
+  SmallVector<OpOperand *> uses;
+  SmallVector<Operation *> views;
+  collectUses(alloc.getResult(), uses, views);
+  auto retype = [&](Value v) {
+    v.setType(cast<MemRefType>(v.getType()).clone(r.type));
+  };
+  retype(alloc.getResult());
+  for (Operation *view : views)
+    retype(view->getResult(0));
+  for (OpOperand *use : uses) {
+    auto reader = dyn_cast<linalg::GenericOp>(use->getOwner());
+    if (!reader || !reader.isDpsInput(use))
+      continue;
+    BlockArgument arg = reader.getMatchingBlockArgument(use);
+    arg.setType(r.type);
+    for (Operation *mul : llvm::make_early_inc_range(arg.getUsers())) {
+      for (Operation *trunc : llvm::make_early_inc_range(mul->getUsers())) {
+        trunc->getResult(0).replaceAllUsesWith(arg);
+        trunc->erase();
+      }
+      mul->erase();
+    }
+    // The scale's computation may now be dead in the reader.
+    Block &body = reader.getRegion().front();
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+        if (!op.hasTrait<OpTrait::IsTerminator>() && op.use_empty() &&
+            isPure(&op)) {
+          op.erase();
+          changed = true;
+        }
+    }
+  }
+  return buffer;
 }

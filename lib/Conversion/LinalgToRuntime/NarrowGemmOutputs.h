@@ -37,6 +37,34 @@ std::optional<FloatType> roundedOutputType(linalg::LinalgOp gemm,
 /// writer rounds to nearest even as arith.truncf does.
 void narrowOutputBuffer(linalg::LinalgOp gemm, FloatType type);
 
+/// An FP8 GEMM's product as every reader uses it: multiplied by one
+/// dequantisation scale, which the readers compute from values that are
+/// the same at every iteration (rank-0 or broadcast buffers, constants),
+/// then rounded to `type` (bf16).
+struct ScaledRounding {
+  FloatType type;
+  /// The scale in the first reader's payload (the one to compute).
+  linalg::GenericOp reader;
+  Value scale;
+};
+
+/// The ScaledRounding of `gemm`'s output, when its buffer is as
+/// roundedOutputType requires except that each reader's element goes
+/// through `arith.mulf` by the scale before its truncf, every reader's
+/// scale is the same computation on the same buffers, those buffers are
+/// defined before `gemm` and nothing writes them between `gemm` and the
+/// readers.
+std::optional<ScaledRounding> scaledRoundedOutput(linalg::LinalgOp gemm,
+                                                  Operation *ignore = nullptr);
+
+/// Computes the scale of `r` into a new rank-0 f32 buffer right before
+/// `gemm` (a rank-0 linalg.generic cloned from the reader's payload), then
+/// retypes `gemm`'s output buffer to `r.type` with the readers' multiply
+/// and truncf folded away. Returns the scale buffer, for the GEMM's scale
+/// pointer: exact when the GEMM applies the scale to its FP32 sum before
+/// its one rounding, as cuBLASLt does.
+Value narrowScaledOutputBuffer(linalg::LinalgOp gemm, ScaledRounding r);
+
 } // namespace mlir::ds
 
 #endif // DS_CONVERSION_LINALGTORUNTIME_NARROWGEMMOUTPUTS_H

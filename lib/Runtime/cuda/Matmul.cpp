@@ -719,6 +719,34 @@ void _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2(dsrt_memref3_raw *a,
          Element::E5M2, true, aScale, bScale);
 }
 
+void _mlir_ciface_dsrt_cuda_matmul_f8_to_bf16(dsrt_memref3_raw *a,
+                                              dsrt_memref3_raw *b,
+                                              dsrt_memref3_raw *c,
+                                              int64_t transA, int64_t transB,
+                                              int64_t aType, int64_t bType,
+                                              float *aScale, float *bScale) {
+  const char *fn = "dsrt_cuda_matmul_f8_to_bf16";
+  Element typeA, typeB;
+  if (!fp8Element(aType, fn, "A", typeA) || !fp8Element(bType, fn, "B", typeB))
+    return;
+  matmul(fn, a, b, c, transA, transB, typeA, typeB, true, aScale, bScale,
+         Element::BF16);
+}
+
+void _mlir_ciface_dsrt_cuda_matmul_e5m2_e4m3_to_bf16(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, float *aScale, float *bScale) {
+  matmul("dsrt_cuda_matmul_e5m2_e4m3_to_bf16", a, b, c, transA, transB,
+         Element::E5M2, Element::E4M3, true, aScale, bScale, Element::BF16);
+}
+
+void _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2_to_bf16(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, float *aScale, float *bScale) {
+  matmul("dsrt_cuda_matmul_e4m3_e5m2_to_bf16", a, b, c, transA, transB,
+         Element::E4M3, Element::E5M2, true, aScale, bScale, Element::BF16);
+}
+
 int dsrt_cuda_gemm(int dtype, int64_t m, int64_t n, int64_t k, const void *a,
                    const void *b, void *c, int transA, int transB,
                    const float *aScale, const float *bScale) {

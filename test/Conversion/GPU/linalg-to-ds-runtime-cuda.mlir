@@ -175,7 +175,7 @@ func.func @f16_rounded(%a: memref<4x8xf16>, %b: memref<8x16xf16>, %d: memref<4x1
 // caller's buffer), a non-default rounding mode.
 // CHECK-LABEL: func.func @f32_needed(
 // CHECK-COUNT-5: call @dsrt_cuda_matmul_bf16(
-// CHECK-NOT:     _to_bf16
+// CHECK-NOT:     call @dsrt_cuda_matmul_bf16_to_bf16
 #id = affine_map<(i, j) -> (i, j)>
 func.func @f32_needed(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %arg: memref<4x16xf32>,
                       %o: memref<4x16xf32>, %h: memref<4x16xf16>, %t: memref<16x4xf32>) {
@@ -209,6 +209,114 @@ func.func @f32_needed(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %arg: memref<
     %r = arith.truncf %in to_nearest_away : f32 to bf16
     %e = arith.extf %r : bf16 to f32
     linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+// An FP8 product every reader multiplies by one dequantisation scale
+// (computed in the payloads from rank-0 buffers: 1 / (sa * sb)) and rounds
+// to bf16: the scale is computed once into a rank-0 buffer before the GEMM
+// and handed to cuBLASLt as the A scale pointer; the product is written
+// in bf16 and the readers' multiply and truncf fold away.
+// CHECK-LABEL: func.func @fp8_scaled(
+// CHECK-SAME:    %[[SA:[a-z0-9]+]]: memref<f32>, %[[SB:[a-z0-9]+]]: memref<f32>
+// CHECK:         %[[C:.*]] = memref.alloc() : memref<32x64xbf16>
+// CHECK:         %[[S:.*]] = memref.alloc() : memref<f32>
+// CHECK:         linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}], iterator_types = []} ins(%[[SA]], %[[SB]] : memref<f32>, memref<f32>) outs(%[[S]] : memref<f32>)
+// CHECK:           %[[P:.*]] = arith.mulf
+// CHECK:           %[[Q:.*]] = arith.divf %{{.*}}, %[[P]] : f32
+// CHECK:           linalg.yield %[[Q]] : f32
+// CHECK:         %[[A:.*]] = memref.extract_aligned_pointer_as_index %[[S]]
+// CHECK:         %[[I:.*]] = arith.index_cast %[[A]] : index to i64
+// CHECK:         %[[PTR:.*]] = llvm.inttoptr %[[I]] : i64 to !llvm.ptr
+// CHECK:         call @dsrt_cuda_matmul_f8_to_bf16(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[PTR]], %{{.*}}) : (memref<?x?x?xf8E4M3FN, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf8E4M3FN, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
+// CHECK:         linalg.generic {{.*}} ins(%[[C]], %{{.*}}, %{{.*}}, %{{.*}} : memref<32x64xbf16>, memref<f32>, memref<f32>, memref<64xf32>)
+// CHECK-NEXT:    ^bb0(%[[IN:.*]]: bf16, %{{.*}}: f32, %{{.*}}: f32, %[[BIAS:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT:      %[[E:.*]] = arith.extf %[[IN]] : bf16 to f32
+// CHECK-NEXT:      arith.addf %[[E]], %[[BIAS]] : f32
+// CHECK-NEXT:      linalg.yield
+#id2 = affine_map<(i, j) -> (i, j)>
+#scalar = affine_map<(i, j) -> ()>
+#row = affine_map<(i, j) -> (j)>
+func.func @fp8_scaled(%a: memref<32x16xf8E4M3FN>, %b: memref<64x16xf8E4M3FN>,
+                      %sa: memref<f32>, %sb: memref<f32>, %bias: memref<64xf32>,
+                      %y: memref<32x64xf32>) {
+  %c = memref.alloc() : memref<32x64xf32>
+  linalg.matmul
+      indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      {ds.gemm_overwrite} ins(%a, %b : memref<32x16xf8E4M3FN>, memref<64x16xf8E4M3FN>) outs(%c : memref<32x64xf32>)
+  linalg.generic {indexing_maps = [#id2, #scalar, #scalar, #row, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %sa, %sb, %bias : memref<32x64xf32>, memref<f32>, memref<f32>, memref<64xf32>) outs(%y : memref<32x64xf32>) {
+  ^bb0(%in: f32, %s1: f32, %s2: f32, %bi: f32, %out: f32):
+    %one = arith.constant 1.0 : f32
+    %p = arith.mulf %s1, %s2 : f32
+    %q = arith.divf %one, %p : f32
+    %d = arith.mulf %in, %q : f32
+    %r = arith.truncf %d : f32 to bf16
+    %e = arith.extf %r : bf16 to f32
+    %o = arith.addf %e, %bi : f32
+    linalg.yield %o : f32
+  }
+  return
+}
+
+// -----
+
+// The scale stays in the readers when it cannot be computed before the
+// GEMM: a scale buffer written between the GEMM and its reader, two
+// readers with different scales, a scale that varies along the rows.
+// CHECK-LABEL: func.func @fp8_scale_stays(
+// CHECK-COUNT-3: call @dsrt_cuda_matmul_f8(
+// CHECK-NOT:     _to_bf16
+#id2b = affine_map<(i, j) -> (i, j)>
+#scalarb = affine_map<(i, j) -> ()>
+#rowb = affine_map<(i, j) -> (i)>
+func.func @fp8_scale_stays(%a: memref<32x16xf8E4M3FN>, %b: memref<64x16xf8E4M3FN>,
+                           %sa: memref<f32>, %sb: memref<f32>, %rows: memref<32xf32>,
+                           %y: memref<32x64xbf16>, %z: memref<32x64xbf16>) {
+  %cst = arith.constant 2.0 : f32
+  %c0 = memref.alloc() : memref<32x64xf32>
+  linalg.matmul
+      indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      {ds.gemm_overwrite} ins(%a, %b : memref<32x16xf8E4M3FN>, memref<64x16xf8E4M3FN>) outs(%c0 : memref<32x64xf32>)
+  linalg.fill ins(%cst : f32) outs(%sa : memref<f32>)
+  linalg.generic {indexing_maps = [#id2b, #scalarb, #id2b], iterator_types = ["parallel", "parallel"]}
+      ins(%c0, %sa : memref<32x64xf32>, memref<f32>) outs(%y : memref<32x64xbf16>) {
+  ^bb0(%in: f32, %s: f32, %out: bf16):
+    %d = arith.mulf %in, %s : f32
+    %r = arith.truncf %d : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  %c1 = memref.alloc() : memref<32x64xf32>
+  linalg.matmul
+      indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      {ds.gemm_overwrite} ins(%a, %b : memref<32x16xf8E4M3FN>, memref<64x16xf8E4M3FN>) outs(%c1 : memref<32x64xf32>)
+  linalg.generic {indexing_maps = [#id2b, #scalarb, #id2b], iterator_types = ["parallel", "parallel"]}
+      ins(%c1, %sa : memref<32x64xf32>, memref<f32>) outs(%y : memref<32x64xbf16>) {
+  ^bb0(%in: f32, %s: f32, %out: bf16):
+    %d = arith.mulf %in, %s : f32
+    %r = arith.truncf %d : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  linalg.generic {indexing_maps = [#id2b, #scalarb, #id2b], iterator_types = ["parallel", "parallel"]}
+      ins(%c1, %sb : memref<32x64xf32>, memref<f32>) outs(%z : memref<32x64xbf16>) {
+  ^bb0(%in: f32, %s: f32, %out: bf16):
+    %d = arith.mulf %in, %s : f32
+    %r = arith.truncf %d : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  %c2 = memref.alloc() : memref<32x64xf32>
+  linalg.matmul
+      indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      {ds.gemm_overwrite} ins(%a, %b : memref<32x16xf8E4M3FN>, memref<64x16xf8E4M3FN>) outs(%c2 : memref<32x64xf32>)
+  linalg.generic {indexing_maps = [#id2b, #rowb, #id2b], iterator_types = ["parallel", "parallel"]}
+      ins(%c2, %rows : memref<32x64xf32>, memref<32xf32>) outs(%y : memref<32x64xbf16>) {
+  ^bb0(%in: f32, %s: f32, %out: bf16):
+    %d = arith.mulf %in, %s : f32
+    %r = arith.truncf %d : f32 to bf16
+    linalg.yield %r : bf16
   }
   return
 }
