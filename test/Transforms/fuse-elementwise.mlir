@@ -74,3 +74,48 @@ func.func @loop_producer(%first: tensor<8xi64>, %vals: tensor<8xf32>) -> tensor<
   } -> tensor<f32>
   return %sum : tensor<f32>
 }
+
+// Rounding after a transpose (and a reshape) rounds before it: the
+// transpose moves bf16, and the rounding fuses into the add that produced
+// its input, so the f32 tensor is never kept. A transpose with another
+// user keeps its place (it would be computed twice).
+// CHECK-LABEL: func.func @narrow_before_transpose
+// CHECK:      %[[N:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x4x3x5xf32>, tensor<2x4x3x5xf32>) outs(%{{.*}} : tensor<2x4x3x5xbf16>)
+// CHECK:        arith.addf
+// CHECK-NEXT:   arith.truncf {{.*}} : f32 to bf16
+// CHECK:      %[[T:.*]] = linalg.transpose ins(%[[N]] : tensor<2x4x3x5xbf16>) outs(%{{.*}} : tensor<2x3x4x5xbf16>) permutation = [0, 2, 1, 3]
+// CHECK:      %[[R:.*]] = tensor.collapse_shape %[[T]] {{.*}} into tensor<2x3x20xbf16>
+// CHECK:      linalg.transpose ins(%{{.*}} : tensor<2x4x3x5xf32>) outs(%{{.*}} : tensor<2x3x4x5xf32>)
+// CHECK:      return %[[R]], %{{.*}}, %{{.*}}
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @narrow_before_transpose(%a: tensor<2x4x3x5xf32>, %b: tensor<2x4x3x5xf32>)
+    -> (tensor<2x3x20xbf16>, tensor<2x3x4x5xbf16>, tensor<2x3x4x5xf32>) {
+  %e = tensor.empty() : tensor<2x4x3x5xf32>
+  %s = linalg.generic {indexing_maps = [#id4, #id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%a, %b : tensor<2x4x3x5xf32>, tensor<2x4x3x5xf32>) outs(%e : tensor<2x4x3x5xf32>) {
+  ^bb0(%x: f32, %y: f32, %out: f32):
+    %0 = arith.addf %x, %y : f32
+    linalg.yield %0 : f32
+  } -> tensor<2x4x3x5xf32>
+  %te = tensor.empty() : tensor<2x3x4x5xf32>
+  %t = linalg.transpose ins(%s : tensor<2x4x3x5xf32>) outs(%te : tensor<2x3x4x5xf32>) permutation = [0, 2, 1, 3]
+  %v = tensor.collapse_shape %t [[0], [1], [2, 3]] : tensor<2x3x4x5xf32> into tensor<2x3x20xf32>
+  %ne = tensor.empty() : tensor<2x3x20xbf16>
+  %r = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%v : tensor<2x3x20xf32>) outs(%ne : tensor<2x3x20xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %0 = arith.truncf %in : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<2x3x20xbf16>
+  // The transpose of %a is also returned in f32: it stays.
+  %t2 = linalg.transpose ins(%a : tensor<2x4x3x5xf32>) outs(%te : tensor<2x3x4x5xf32>) permutation = [0, 2, 1, 3]
+  %ne2 = tensor.empty() : tensor<2x3x4x5xbf16>
+  %r2 = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%t2 : tensor<2x3x4x5xf32>) outs(%ne2 : tensor<2x3x4x5xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %0 = arith.truncf %in : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<2x3x4x5xbf16>
+  return %r, %r2, %t2 : tensor<2x3x20xbf16>, tensor<2x3x4x5xbf16>, tensor<2x3x4x5xf32>
+}

@@ -658,6 +658,20 @@ def shape_cases():
                           f"%r = ds.transpose %a0 [{', '.join(map(str, perm))}] : {TA(xt)} -> "
                           f"{T(out, dt)}",
                           [("%r", out, dt)], lambda v, p=perm: [v.transpose(p)]))
+    # The attention head split's pattern: an add, a transpose, a reshape and
+    # a rounding, which ds-fuse-elementwise rounds before the transpose
+    # (into the add); bit for bit.
+    ha, hb = randn("hs.a", (2, 4, 3, 5)), randn("hs.b", (2, 4, 3, 5))
+    body = f"""
+      %s = ds.add %a0, %a1 : {TA(ha)}, {TA(hb)} -> {TA(ha)}
+      %t = ds.transpose %s [0, 2, 1, 3] : {TA(ha)} -> {T((2, 3, 4, 5), F32)}
+      %v = ds.reshape %t : {T((2, 3, 4, 5), F32)} -> {T((2, 3, 20), F32)}
+      %r = ds.cast %v : {T((2, 3, 20), F32)} -> {T((2, 3, 20), BF16)}
+    """
+    cases.append(Case("transpose_then_round", [ha, hb], body, [("%r", (2, 3, 20), BF16)],
+                      lambda a, b: [torch.from_numpy((a + b).transpose(0, 2, 1, 3).reshape(2, 3, 20))
+                                    .to(torch.bfloat16).float().numpy()],
+                      rtol=0, atol=0))
     cases.append(Case("slice_strided", [x],
                       f"%r = ds.slice %a0 offsets [1, 0, 2] strides [1, 2, 2] : {TA(x)} -> "
                       f"{T((2, 3, 3), F32)}",
