@@ -53,10 +53,10 @@ void collectUses(Value v, SmallVectorImpl<OpOperand *> &uses,
   }
 }
 
-/// Whether `arg` is used only by default-rounding arith.truncf ops, all to
-/// one type, which `type` then holds (left as is for an unused argument).
-bool onlyRounded(BlockArgument arg, FloatType &type) {
-  for (Operation *user : arg.getUsers()) {
+/// Whether `v` is used only by default-rounding arith.truncf ops, all to
+/// one type, which `type` then holds (left as is for an unused value).
+bool onlyRounded(Value v, FloatType &type) {
+  for (Operation *user : v.getUsers()) {
     auto trunc = dyn_cast<arith::TruncFOp>(user);
     if (!trunc || trunc.getRoundingmodeAttr())
       return false;
@@ -81,17 +81,22 @@ memref::AllocOp outputAlloc(linalg::LinalgOp gemm) {
   return alloc;
 }
 
-} // namespace
+/// One reader of a GEMM's output: a generic and its element's argument.
+using Reader = std::pair<linalg::GenericOp, BlockArgument>;
 
-std::optional<FloatType> mlir::ds::roundedOutputType(linalg::LinalgOp gemm,
-                                                     Operation *ignore) {
+/// The readers of `gemm`'s f32 output buffer, when it is an allocation
+/// only `gemm` writes and otherwise only linalg.generic ops after it read
+/// (as inputs, directly or through reshapes), besides `ignore` and
+/// deallocations. nullopt otherwise.
+std::optional<SmallVector<Reader>> readersOf(linalg::LinalgOp gemm,
+                                             Operation *ignore) {
   memref::AllocOp alloc = outputAlloc(gemm);
   if (!alloc || !alloc.getType().getElementType().isF32())
     return std::nullopt;
   SmallVector<OpOperand *> uses;
   SmallVector<Operation *> views;
   collectUses(alloc.getResult(), uses, views);
-  FloatType type;
+  SmallVector<Reader> readers;
   for (OpOperand *use : uses) {
     Operation *user = use->getOwner();
     if (user == ignore || isa<memref::DeallocOp>(user))
@@ -106,15 +111,14 @@ std::optional<FloatType> mlir::ds::roundedOutputType(linalg::LinalgOp gemm,
         reader->getBlock() != gemm->getBlock() ||
         !gemm->isBeforeInBlock(reader))
       return std::nullopt;
-    if (!onlyRounded(reader.getMatchingBlockArgument(use), type))
-      return std::nullopt;
+    readers.push_back({reader, reader.getMatchingBlockArgument(use)});
   }
-  if (!type || !(type.isBF16() || type.isF16()))
-    return std::nullopt;
-  return type;
+  return readers;
 }
 
-void mlir::ds::narrowOutputBuffer(linalg::LinalgOp gemm, FloatType type) {
+/// Retypes `gemm`'s output buffer (checked by readersOf), its reshapes and
+/// its readers' arguments to `type`; returns the readers.
+SmallVector<Reader> retypeOutput(linalg::LinalgOp gemm, FloatType type) {
   memref::AllocOp alloc = outputAlloc(gemm);
   SmallVector<OpOperand *> uses;
   SmallVector<Operation *> views;
@@ -125,6 +129,7 @@ void mlir::ds::narrowOutputBuffer(linalg::LinalgOp gemm, FloatType type) {
   retype(alloc.getResult());
   for (Operation *view : views)
     retype(view->getResult(0));
+  SmallVector<Reader> readers;
   for (OpOperand *use : uses) {
     auto reader = dyn_cast<linalg::GenericOp>(use->getOwner());
     if (!reader || !reader.isDpsInput(use))
@@ -132,11 +137,33 @@ void mlir::ds::narrowOutputBuffer(linalg::LinalgOp gemm, FloatType type) {
                 // zero fill.
     BlockArgument arg = reader.getMatchingBlockArgument(use);
     arg.setType(type);
+    readers.push_back({reader, arg});
+  }
+  return readers;
+}
+
+} // namespace
+
+std::optional<FloatType> mlir::ds::roundedOutputType(linalg::LinalgOp gemm,
+                                                     Operation *ignore) {
+  std::optional<SmallVector<Reader>> readers = readersOf(gemm, ignore);
+  if (!readers)
+    return std::nullopt;
+  FloatType type;
+  for (auto [reader, arg] : *readers)
+    if (!onlyRounded(arg, type))
+      return std::nullopt;
+  if (!type || !(type.isBF16() || type.isF16()))
+    return std::nullopt;
+  return type;
+}
+
+void mlir::ds::narrowOutputBuffer(linalg::LinalgOp gemm, FloatType type) {
+  for (auto [reader, arg] : retypeOutput(gemm, type))
     for (Operation *user : llvm::make_early_inc_range(arg.getUsers())) {
       user->getResult(0).replaceAllUsesWith(arg);
       user->erase();
     }
-  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -258,15 +285,8 @@ Value scaleOf(BlockArgument arg, linalg::GenericOp reader, FloatType &type,
     if (scale && !sameInvariant(scale, reader, other, reader))
       return nullptr;
     scale = other;
-    for (Operation *r : mul->getUsers()) {
-      auto trunc = dyn_cast<arith::TruncFOp>(r);
-      if (!trunc || trunc.getRoundingmodeAttr())
-        return nullptr;
-      auto to = dyn_cast<FloatType>(trunc.getType());
-      if (!to || (type && type != to))
-        return nullptr;
-      type = to;
-    }
+    if (!onlyRounded(mul.getResult(), type))
+      return nullptr;
   }
   return scale;
 }
@@ -275,33 +295,16 @@ Value scaleOf(BlockArgument arg, linalg::GenericOp reader, FloatType &type,
 
 std::optional<ScaledRounding>
 mlir::ds::scaledRoundedOutput(linalg::LinalgOp gemm, Operation *ignore) {
-  memref::AllocOp alloc = outputAlloc(gemm);
-  if (!alloc || !alloc.getType().getElementType().isF32())
+  std::optional<SmallVector<Reader>> readers = readersOf(gemm, ignore);
+  if (!readers)
     return std::nullopt;
-  SmallVector<OpOperand *> uses;
-  SmallVector<Operation *> views;
-  collectUses(alloc.getResult(), uses, views);
   DominanceInfo dominance(gemm->getParentOp());
   ScaledRounding result{};
   SmallVector<Value> scaleRoots;
   Operation *lastReader = nullptr;
-  for (OpOperand *use : uses) {
-    Operation *user = use->getOwner();
-    if (user == ignore || isa<memref::DeallocOp>(user))
-      continue;
-    if (user == gemm.getOperation()) {
-      if (!gemm.isDpsInit(use))
-        return std::nullopt;
-      continue;
-    }
-    auto reader = dyn_cast<linalg::GenericOp>(user);
-    if (!reader || !reader.isDpsInput(use) ||
-        reader->getBlock() != gemm->getBlock() ||
-        !gemm->isBeforeInBlock(reader))
-      return std::nullopt;
+  for (auto [reader, arg] : *readers) {
     Invariant inv{reader, {}};
-    Value scale =
-        scaleOf(reader.getMatchingBlockArgument(use), reader, result.type, inv);
+    Value scale = scaleOf(arg, reader, result.type, inv);
     if (!scale)
       return std::nullopt;
     if (!result.scale) {
@@ -369,22 +372,7 @@ Value mlir::ds::narrowScaledOutputBuffer(linalg::LinalgOp gemm,
 
   // The product's buffer in the rounded type; the readers' multiply and
   // truncf fold away (the GEMM applies the scale).
-  memref::AllocOp alloc = outputAlloc(gemm);
-  SmallVector<OpOperand *> uses;
-  SmallVector<Operation *> views;
-  collectUses(alloc.getResult(), uses, views);
-  auto retype = [&](Value v) {
-    v.setType(cast<MemRefType>(v.getType()).clone(r.type));
-  };
-  retype(alloc.getResult());
-  for (Operation *view : views)
-    retype(view->getResult(0));
-  for (OpOperand *use : uses) {
-    auto reader = dyn_cast<linalg::GenericOp>(use->getOwner());
-    if (!reader || !reader.isDpsInput(use))
-      continue;
-    BlockArgument arg = reader.getMatchingBlockArgument(use);
-    arg.setType(r.type);
+  for (auto [reader, arg] : retypeOutput(gemm, r.type)) {
     for (Operation *mul : llvm::make_early_inc_range(arg.getUsers())) {
       for (Operation *trunc : llvm::make_early_inc_range(mul->getUsers())) {
         trunc->getResult(0).replaceAllUsesWith(arg);
