@@ -1125,7 +1125,11 @@ void scenarioBench() {
     size_t bytes;
     double peak; // H100/H200 SXM dense TFLOP/s
   } cases[] = {{DSRT_GEMM_BF16, "bf16", 2, 989},
-               {DSRT_GEMM_E4M3, "e4m3", 1, 1979}};
+               {DSRT_GEMM_E4M3, "e4m3", 1, 1979},
+               // The same writing a bf16 C (cuBLASLt's D type): what the
+               // compiled steps call where the product is kept in bf16.
+               {DSRT_GEMM_BF16 | DSRT_GEMM_C_BF16, "bf16 (bf16 C)", 2, 989},
+               {DSRT_GEMM_E4M3 | DSRT_GEMM_C_BF16, "e4m3 (bf16 C)", 1, 1979}};
   std::mt19937 rng(3);
   for (const auto &cs : cases) {
     // Small values exact in every type: 0, +-1/8, ..., +-1.
@@ -1141,10 +1145,11 @@ void scenarioBench() {
       }
     }
     DeviceVector<uint8_t> a(host), b(host);
-    void *c = dsrt_cuda_alloc(n * n * 4);
+    bool narrowC = cs.dtype & DSRT_GEMM_C_BF16;
+    void *c = dsrt_cuda_alloc(n * n * (narrowC ? 2 : 4));
     DeviceVector<float> scales(std::vector<float>{1.0f, 1.0f});
     auto *s = static_cast<float *>(scales.device);
-    bool fp8 = cs.dtype == DSRT_GEMM_E4M3;
+    bool fp8 = (cs.dtype & ~DSRT_GEMM_C_BF16) == DSRT_GEMM_E4M3;
     auto gemm = [&] {
       return dsrt_cuda_gemm(cs.dtype, n, n, n, a.device, b.device, c, 0, 1,
                             fp8 ? s : nullptr, fp8 ? s + 1 : nullptr);
