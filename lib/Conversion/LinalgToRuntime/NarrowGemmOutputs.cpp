@@ -338,7 +338,8 @@ Value mlir::ds::narrowScaledOutputBuffer(linalg::LinalgOp gemm,
   Invariant inv{r.reader, {}};
   (void)isInvariant(r.scale, inv);
   OpBuilder b(gemm);
-  Location loc = r.reader.getLoc();
+  // At the GEMM's location: the launch report lists it with the GEMM.
+  Location loc = gemm.getLoc();
   MLIRContext *ctx = b.getContext();
   SmallVector<Value> inputs;
   SmallVector<AffineMap> maps;
