@@ -222,31 +222,30 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
       return failure();
   }
 
-  // cuBLASLt rounds into a bf16/f16 C when every reader would round the
-  // f32 product to the operands' type anyway.
-  if (cuda && !fp8 && (inType.isBF16() || inType.isF16())) {
+  // A narrow C (NarrowGemmOutputs.h): cuBLASLt rounds where every reader
+  // would round the f32 product anyway, for bf16/f16 operands to their own
+  // type, for FP8 ones after the readers' dequantisation scale (its A scale
+  // pointer, the scale computed into a device f32 first) to bf16.
+  Value dequantScale;
+  std::optional<FloatType> narrow;
+  if (cuda && fp8) {
+    if (std::optional<ScaledRounding> r = scaledRoundedOutput(op, fill)) {
+      dequantScale = narrowScaledOutputBuffer(op, *r);
+      narrow = r->type;
+    }
+  } else if (cuda && (inType.isBF16() || inType.isF16())) {
     std::optional<FloatType> rounded = roundedOutputType(op, fill);
     if (rounded && *rounded == inType) {
       narrowOutputBuffer(op, *rounded);
-      c = op.getDpsInitOperand(0)->get();
-      et = *rounded;
-      callee = inType.isBF16() ? "dsrt_cuda_matmul_bf16_to_bf16"
-                               : "dsrt_cuda_matmul_f16_to_f16";
+      narrow = rounded;
     }
   }
-  // An FP8 product every reader scales by one dequantisation scale and
-  // rounds to bf16: cuBLASLt applies the scale (its A scale pointer, the
-  // scale computed into a device f32 first) and writes bf16.
-  Value dequantScale;
-  std::string narrowFp8Callee;
-  if (fp8) {
-    if (std::optional<ScaledRounding> r = scaledRoundedOutput(op, fill)) {
-      dequantScale = narrowScaledOutputBuffer(op, *r);
-      c = op.getDpsInitOperand(0)->get();
-      et = r->type;
-      narrowFp8Callee = (callee + "_to_bf16").str();
-      callee = narrowFp8Callee;
-    }
+  std::string narrowCallee;
+  if (narrow) {
+    c = op.getDpsInitOperand(0)->get();
+    et = *narrow;
+    narrowCallee = (callee + (narrow->isBF16() ? "_to_bf16" : "_to_f16")).str();
+    callee = narrowCallee;
   }
 
   OpBuilder b(op);
