@@ -50,6 +50,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.blockSize = blockSize;
   c.maxBlocks = maxBlocks;
   c.fuseRows = fuseRows;
+  c.fuseSiblings = fuseSiblings;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
   c.optLevel = optLevel;
@@ -166,6 +167,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   kernels.blockSize = config.blockSize;
   kernels.maxBlocks = config.maxBlocks;
   kernels.fuseRows = config.fuseRows;
+  kernels.fuseSiblings = config.fuseSiblings;
   pm.addPass(createConvertLinalgToGPUPass(kernels));
   cleanup();
   //    Launches that may share a kernel become one.

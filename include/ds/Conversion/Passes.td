@@ -177,6 +177,14 @@ def ConvertLinalgToGPUPass
       a block-per-row reduction becomes one launch (`fuse-rows`): a block
       per row runs them in turn with barriers between, so each row is
       read from DRAM once;
+    - a reduction over every loop (an FP8 amax, a norm) and the first
+      later elementwise op over the same loops that reads the same tensor
+      the same way (the FP8 cast) become one launch (`fuse-siblings`):
+      the reduction's threads also compute the elementwise op at each
+      element they load, so the tensor is read from DRAM once. The
+      reduction moves down to the elementwise op, and the ops between
+      that depend on it move after, only where that keeps every
+      dependence (through values, and through the buffers they touch);
     - a transpose of the two innermost dimensions moves 32 x 32 tiles
       through shared memory, so that both its reads and its writes
       coalesce;
@@ -199,7 +207,10 @@ def ConvertLinalgToGPUPass
            "Blocks at most per launch; grid-stride loops cover the rest">,
     Option<"fuseRows", "fuse-rows", "bool", /*default=*/"true",
            "Run consecutive row-wise ops over the same rows as one "
-           "block-per-row launch">
+           "block-per-row launch">,
+    Option<"fuseSiblings", "fuse-siblings", "bool", /*default=*/"true",
+           "Run a full reduction and an elementwise op reading the same "
+           "tensor (an FP8 amax and cast) as one launch">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",

@@ -49,6 +49,9 @@ struct GPUPipelineConfig {
   /// Consecutive row-wise ops over the same rows as one block-per-row
   /// launch (convert-linalg-to-ds-gpu's fuse-rows).
   bool fuseRows = true;
+  /// A full reduction and an elementwise op reading the same tensor as
+  /// one launch (convert-linalg-to-ds-gpu's fuse-siblings).
+  bool fuseSiblings = true;
   /// Launches that may share a kernel merged (ds-merge-gpu-launches).
   bool mergeLaunches = true;
   /// Where ds-gpu-launch-report writes, after the merge ("-": standard
@@ -90,6 +93,11 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "fuse-rows",
       llvm::cl::desc("Run a softmax's or a layer norm's passes over each row "
                      "as one block-per-row launch"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> fuseSiblings{
+      *this, "fuse-siblings",
+      llvm::cl::desc("Run a full reduction and an elementwise op reading the "
+                     "same tensor (an FP8 amax and cast) as one launch"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> mergeLaunches{
       *this, "merge-launches",

@@ -63,8 +63,15 @@ bool isParallelReduction(linalg::GenericOp op);
 /// is split over several blocks (threads) that write partial results into
 /// a buffer, and a second launch folds those into the output. Requires
 /// isParallelReduction(op).
+///
+/// `sibling`, for a reduction over every loop: an all-parallel generic
+/// that its threads also compute at each element they combine
+/// (canShareReductionKernel, ReductionSiblings.h), reading the tensor the
+/// two share once. The caller checks that neither writes what the other
+/// touches, and erases the sibling.
 void buildReductionLaunch(OpBuilder &b, linalg::GenericOp op,
-                          const LaunchShape &shape);
+                          const LaunchShape &shape,
+                          linalg::GenericOp sibling = {});
 
 /// Below this many reduced elements per output, a block per output wastes
 /// most of its threads: one thread per output loops instead.

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GPUKernelBuilders.h"
+#include "ReductionSiblings.h"
 #include "RowGroups.h"
 
 #include "ds/Conversion/Passes.h"
@@ -17,6 +18,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -212,9 +214,17 @@ void fuseRowGroups(func::FuncOp f, const LaunchShape &shape) {
   }
 }
 
-/// Every linalg op of `f` becomes a kernel: parallel reductions directly,
-/// the rest through scf.parallel (reduction loops stay serial inside).
-LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape) {
+/// Every linalg op of `f` becomes a kernel: parallel reductions directly
+/// (with their `siblings`, which then go), the rest through scf.parallel
+/// (reduction loops stay serial inside).
+LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
+                               ArrayRef<ReductionSibling> siblings) {
+  llvm::DenseMap<Operation *, linalg::GenericOp> siblingOf;
+  llvm::DenseSet<Operation *> absorbed;
+  for (const ReductionSibling &pair : siblings) {
+    siblingOf[pair.reduction] = pair.elementwise;
+    absorbed.insert(pair.elementwise);
+  }
   SmallVector<linalg::LinalgOp> ops;
   f.walk([&](linalg::LinalgOp op) {
     if (!inKernel(op))
@@ -222,6 +232,8 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape) {
   });
   IRRewriter rewriter(f.getContext());
   for (linalg::LinalgOp op : ops) {
+    if (absorbed.contains(op)) // erased with its reduction
+      continue;
     if (!op.hasPureBufferSemantics())
       return op->emitError("not supported by ds-gpu-pipeline: '")
              << op->getName() << "' on tensors after bufferization";
@@ -241,8 +253,11 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape) {
       int64_t n = staticReductionSize(generic);
       if (n < 0 || n >= kMinParallelReduction) {
         OpBuilder b(op);
-        buildReductionLaunch(b, generic, shape);
+        linalg::GenericOp sibling = siblingOf.lookup(op);
+        buildReductionLaunch(b, generic, shape, sibling);
         op->erase();
+        if (sibling)
+          sibling->erase();
         continue;
       }
     }
@@ -591,8 +606,15 @@ struct ConvertLinalgToGPUPass
       foldConstantInits(f);
       if (fuseRows)
         fuseRowGroups(f, shape);
+      SmallVector<ReductionSibling> siblings;
+      if (fuseSiblings) {
+        // Only a step's own arguments come with the ABI's promise.
+        bool distinct =
+            f->hasAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName());
+        siblings = scheduleReductionSiblings(f, distinct);
+      }
       convertCopies(f);
-      if (failed(convertLinalgOps(f, shape)))
+      if (failed(convertLinalgOps(f, shape, siblings)))
         return signalPassFailure();
       convertParallelLoops(f, shape);
       if (failed(wrapHostMemoryCode(f)))

@@ -6,6 +6,8 @@
 
 #include "ds/Conversion/Passes.h"
 
+#include "BufferAccess.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -25,6 +27,7 @@ namespace mlir::ds {
 } // namespace mlir::ds
 
 using namespace mlir;
+using namespace mlir::ds::gpu_kernels;
 
 namespace {
 
@@ -85,137 +88,12 @@ bool readsGridSize(gpu::LaunchOp launch) {
       .wasInterrupted();
 }
 
-/// The buffer a memref value views: through subviews, reshapes and casts
-/// to an allocation, a global, or an argument of the function.
-Value rootBuffer(Value memref) {
-  while (Operation *def = memref.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    memref = view.getViewSource();
-  }
-  return memref;
-}
-
-/// Whether two root buffers may share memory. An allocation shares none
-/// with any other root, and globals only with the same global; two
-/// arguments share none when `distinctArguments` says so, and may otherwise
-/// (a caller may pass one buffer as two arguments).
-bool mayAlias(Value a, Value b, bool distinctArguments) {
-  if (a == b)
-    return true;
-  if (distinctArguments && isa<BlockArgument>(a) && isa<BlockArgument>(b) &&
-      isa<FunctionOpInterface>(
-          cast<BlockArgument>(a).getOwner()->getParentOp()) &&
-      isa<FunctionOpInterface>(
-          cast<BlockArgument>(b).getOwner()->getParentOp()))
-    return false;
-  auto fresh = [](Value v) {
-    return v.getDefiningOp<memref::AllocOp>() ||
-           v.getDefiningOp<gpu::AllocOp>();
-  };
-  if (fresh(a) || fresh(b))
-    return false;
-  auto globalA = a.getDefiningOp<memref::GetGlobalOp>();
-  auto globalB = b.getDefiningOp<memref::GetGlobalOp>();
-  if (globalA && globalB)
-    return globalA.getName() == globalB.getName();
-  return true;
-}
-
-/// A buffer a kernel touches: the memref it names, and the buffer that
-/// memref views (rootBuffer).
-struct Access {
-  Value view;
-  Value root;
-};
-
-/// Whether `a` and `b` are static subviews of one memref whose ranges miss
-/// each other in some dimension (an FP8 amax history's newest entry and
-/// the rest, written by two kernels).
-bool disjointSubviews(Value a, Value b) {
-  auto viewA = a.getDefiningOp<memref::SubViewOp>();
-  auto viewB = b.getDefiningOp<memref::SubViewOp>();
-  if (!viewA || !viewB || viewA.getSource() != viewB.getSource())
-    return false;
-  ArrayRef<int64_t> offA = viewA.getStaticOffsets(),
-                    offB = viewB.getStaticOffsets();
-  ArrayRef<int64_t> sizeA = viewA.getStaticSizes(),
-                    sizeB = viewB.getStaticSizes();
-  ArrayRef<int64_t> strideA = viewA.getStaticStrides(),
-                    strideB = viewB.getStaticStrides();
-  for (size_t d = 0; d < offA.size(); ++d) {
-    int64_t values[] = {offA[d],  offB[d],    sizeA[d],
-                        sizeB[d], strideA[d], strideB[d]};
-    if (llvm::any_of(values, ShapedType::isDynamic) || sizeA[d] == 0 ||
-        sizeB[d] == 0)
-      continue;
-    int64_t lastA = offA[d] + (sizeA[d] - 1) * strideA[d];
-    int64_t lastB = offB[d] + (sizeB[d] - 1) * strideB[d];
-    if (lastA < offB[d] || lastB < offA[d])
-      return true;
-  }
-  return false;
-}
-
-bool mayOverlap(const Access &a, const Access &b, bool distinctArguments) {
-  return mayAlias(a.root, b.root, distinctArguments) &&
-         !disjointSubviews(a.view, b.view);
-}
-
-/// The buffers a launch reads and writes; false when an op in it touches
-/// memory in a way not stated per buffer.
-bool collectAccesses(gpu::LaunchOp launch, SmallVectorImpl<Access> &reads,
-                     SmallVectorImpl<Access> &writes) {
-  WalkResult result = launch.getBody().walk([&](Operation *op) {
-    // Collectives exchange registers within the block, not buffers (a
-    // region of an all_reduce is walked op by op).
-    if (isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::SubgroupReduceOp,
-            gpu::ShuffleOp, gpu::YieldOp>(op))
-      return WalkResult::advance();
-    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
-    if (!effects)
-      return op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() || isPure(op) ||
-                     isa<gpu::TerminatorOp>(op)
-                 ? WalkResult::advance()
-                 : WalkResult::interrupt();
-    SmallVector<MemoryEffects::EffectInstance> list;
-    effects.getEffects(list);
-    for (const MemoryEffects::EffectInstance &e : list) {
-      Value v = e.getValue();
-      bool isRead = isa<MemoryEffects::Read>(e.getEffect());
-      bool isWrite = isa<MemoryEffects::Write>(e.getEffect());
-      if (!isRead && !isWrite)
-        continue; // allocation effects of values local to the body
-      if (!v || !isa<MemRefType>(v.getType()))
-        return WalkResult::interrupt();
-      (isWrite ? writes : reads).push_back({v, rootBuffer(v)});
-    }
-    return WalkResult::advance();
-  });
-  return !result.wasInterrupted();
-}
-
 /// Whether neither launch touches a buffer the other writes, so that their
 /// bodies may run in one kernel in any interleaving.
 bool independent(gpu::LaunchOp a, gpu::LaunchOp b, bool distinctArguments) {
-  SmallVector<Access> readsA, writesA, readsB, writesB;
-  if (!collectAccesses(a, readsA, writesA) ||
-      !collectAccesses(b, readsB, writesB))
-    return false;
-  auto conflict = [&](ArrayRef<Access> writes, ArrayRef<Access> reads,
-                      ArrayRef<Access> otherWrites) {
-    for (const Access &w : writes) {
-      for (const Access &r : reads)
-        if (mayOverlap(w, r, distinctArguments))
-          return true;
-      for (const Access &o : otherWrites)
-        if (mayOverlap(w, o, distinctArguments))
-          return true;
-    }
-    return false;
-  };
-  return !conflict(writesA, readsB, writesB) && !conflict(writesB, readsA, {});
+  AccessSet accessesA(a), accessesB(b);
+  return !accessesA.unknown && !accessesB.unknown &&
+         !conflict(accessesA, accessesB, distinctArguments);
 }
 
 bool hasSynchronisation(gpu::LaunchOp launch) {

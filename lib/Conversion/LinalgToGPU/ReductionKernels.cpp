@@ -326,8 +326,18 @@ bool mlir::ds::gpu_kernels::coalescedAlong(linalg::GenericOp op, unsigned d) {
 
 void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
                                                  linalg::GenericOp op,
-                                                 const LaunchShape &shape) {
+                                                 const LaunchShape &shape,
+                                                 linalg::GenericOp sibling) {
   Reduction red(b, op);
+  // A full reduction gets a block reduction, whose threads visit each
+  // element once: the sibling's iterations, once each.
+  assert((!sibling || red.parDims.empty()) &&
+         "a sibling needs a reduction over every loop");
+  if (sibling) {
+    red.sibling = sibling;
+    red.shared = sharedInput(op, sibling);
+    assert(red.shared && "not a sibling of the reduction");
+  }
   // A block per output reads along the reduced dimensions, a thread per
   // output along the outputs: pick the one whose loads coalesce, the block
   // when both or neither do.

@@ -11,6 +11,7 @@
 
 #include "GPUKernelBuilders.h"
 #include "KernelUtils.h"
+#include "ReductionSiblings.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -38,6 +39,11 @@ struct Reduction {
   SmallVector<Value> parSizes, redSizes;
   SmallVector<int64_t> parStatic;
   int64_t numOutStatic = 1, numRedStatic = 1; // -1 when dynamic
+  // An all-parallel generic that runs at each element the reduction
+  // combines (ReductionSiblings.h), and the tensor they share; null when
+  // none.
+  linalg::GenericOp sibling;
+  std::optional<SharedInput> shared;
 
   Reduction(OpBuilder &b, linalg::GenericOp op) : op(op), comb(combinerOf(op)) {
     Location loc = op.getLoc();
@@ -92,13 +98,45 @@ struct Reduction {
   }
 
   /// `acc` combined with the element at loop indices `ivs`: the body,
-  /// its inputs loaded where their maps say.
+  /// `acc` combined with the element at loop indices `ivs` (number
+  /// `linear` in row-major order): the body, its inputs loaded where their
+  /// maps say; and the sibling's iteration there, if there is one.
   Value combineElement(OpBuilder &b, Location loc, ArrayRef<Value> ivs,
-                       Value acc) {
+                       Value linear, Value acc) {
     IRMapping map;
     map.map(outArg, acc);
     cloneBodyAt(b, loc, op, ivs, map);
+    if (sibling)
+      computeSibling(b, loc, ivs, linear, map);
     return map.lookup(comb->getResult(0));
+  }
+
+  /// The sibling's iteration at the reduction's element `ivs` (`linear`),
+  /// its results stored. The element of the tensor the two share is not
+  /// loaded again (`map`: the reduction's body cloned there).
+  void computeSibling(OpBuilder &b, Location loc, ArrayRef<Value> ivs,
+                      Value linear, const IRMapping &map) {
+    SmallVector<Value> siblingIvs(ivs);
+    if (!shared->sameLoops) {
+      SmallVector<Value> sizes;
+      for (int64_t size : sibling.getStaticLoopRanges())
+        sizes.push_back(indexConstant(b, loc, size));
+      siblingIvs = delinearize(b, loc, linear, sizes);
+    }
+    IRMapping siblingMap;
+    BlockArgument mine = op.getMatchingBlockArgument(shared->reduction);
+    if (map.contains(mine))
+      siblingMap.map(sibling.getMatchingBlockArgument(shared->elementwise),
+                     map.lookup(mine));
+    cloneBodyAt(b, loc, sibling, siblingIvs, siblingMap);
+    auto yield = cast<linalg::YieldOp>(sibling.getBody()->getTerminator());
+    for (auto [init, value] :
+         llvm::zip(sibling.getDpsInitsMutable(), yield.getValues())) {
+      SmallVector<Value> idx =
+          applyMap(b, loc, sibling.getMatchingIndexingMap(&init), siblingIvs);
+      memref::StoreOp::create(b, loc, siblingMap.lookupOrDefault(value),
+                              init.get(), idx);
+    }
   }
 
   /// The elements from `first` to `end` by `step`, folded from the
@@ -112,7 +150,7 @@ struct Reduction {
           SmallVector<Value> redIdx = delinearize(rb, l, r, redSizes);
           scf::YieldOp::create(
               rb, l,
-              combineElement(rb, l, loopIndices(parIdx, redIdx), acc[0]));
+              combineElement(rb, l, loopIndices(parIdx, redIdx), r, acc[0]));
         });
     return loop.getResult(0);
   }

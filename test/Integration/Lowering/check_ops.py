@@ -736,6 +736,34 @@ def reduction_cases():
             f"%r = ds.{op} %a0 [{', '.join(map(str, dims))}] : {TA(xi)} -> {T(out, dt)}",
             [("%r", out, dt)], lambda v, f=f, d=dims: [f(v.astype(F64), axis=d)]))
 
+    # The FP8 policy's quantisation: a tensor's amax and its scaled,
+    # saturating cast, which the GPU path runs as one kernel that reads the
+    # tensor once (convert-linalg-to-ds-gpu's fuse-siblings; 66560 elements,
+    # over its 65536-element floor): through the same loops, and through a
+    # reshape (a cotangent's amax over [B, T, N] and its cast as [B*T, N]).
+    # Both roundings bit for bit.
+    qshape = (2, 128, 260)
+    for name, view, fp8 in [("amax_and_cast_e4m3", qshape, E4M3),
+                            ("amax_and_reshaped_cast_e5m2", (256, 260), E5M2)]:
+        qx = randn(name, qshape, scale=40.0)
+        qs = np.array(0.75, F32)
+        reshape = (f"%v = ds.reshape %a0 : {TA(qx)} -> {T(view, F32)}"
+                   if view != qshape else "")
+        src = "%v" if reshape else "%a0"
+        body = f"""
+          %a = ds.abs %a0 : {TA(qx)}
+          %m = ds.reduce_max %a [0, 1, 2] : {TA(qx)} -> {T((), F32)}
+          {reshape}
+          %s = ds.mul {src}, %a1 : {T(view, F32)}, {TA(qs)} -> {T(view, F32)}
+          %q = ds.cast %s saturate : {T(view, F32)} -> {T(view, fp8)}
+          %r = ds.cast %q : {T(view, fp8)} -> {T(view, F32)}
+        """
+        cases.append(Case(
+            name, [qx, qs], body, [("%m", (), F32), ("%r", view, F32)],
+            lambda x, s, v=view, t=fp8: [np.abs(x).max(),
+                                         (x.reshape(v) * s).astype(t).astype(F32)],
+            rtol=0, atol=0))
+
     sm = randn("softmax", (3, 5, 7), scale=3.0)
     lx = randn("ln.x", (3, 5, 7), F64, 2.0) + 1.5
     lw, lb = randn("ln.w", (5, 7), F64), randn("ln.b", (5, 7), F64)

@@ -1,0 +1,132 @@
+//===- BufferAccess.cpp - Which buffers ops read and write ----------------===//
+//
+// See BufferAccess.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BufferAccess.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
+namespace mlir::ds::gpu_kernels {
+
+Value rootBuffer(Value memref) {
+  while (Operation *def = memref.getDefiningOp()) {
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
+      break;
+    memref = view.getViewSource();
+  }
+  return memref;
+}
+
+bool mayAlias(Value a, Value b, bool distinctArguments) {
+  if (a == b)
+    return true;
+  if (distinctArguments && isa<BlockArgument>(a) && isa<BlockArgument>(b) &&
+      isa<FunctionOpInterface>(
+          cast<BlockArgument>(a).getOwner()->getParentOp()) &&
+      isa<FunctionOpInterface>(
+          cast<BlockArgument>(b).getOwner()->getParentOp()))
+    return false;
+  auto fresh = [](Value v) {
+    return v.getDefiningOp<memref::AllocOp>() ||
+           v.getDefiningOp<gpu::AllocOp>();
+  };
+  if (fresh(a) || fresh(b))
+    return false;
+  auto globalA = a.getDefiningOp<memref::GetGlobalOp>();
+  auto globalB = b.getDefiningOp<memref::GetGlobalOp>();
+  if (globalA && globalB)
+    return globalA.getName() == globalB.getName();
+  return true;
+}
+
+/// Whether `a` and `b` are static subviews of one memref whose ranges miss
+/// each other in some dimension.
+static bool disjointSubviews(Value a, Value b) {
+  auto viewA = a.getDefiningOp<memref::SubViewOp>();
+  auto viewB = b.getDefiningOp<memref::SubViewOp>();
+  if (!viewA || !viewB || viewA.getSource() != viewB.getSource())
+    return false;
+  ArrayRef<int64_t> offA = viewA.getStaticOffsets(),
+                    offB = viewB.getStaticOffsets();
+  ArrayRef<int64_t> sizeA = viewA.getStaticSizes(),
+                    sizeB = viewB.getStaticSizes();
+  ArrayRef<int64_t> strideA = viewA.getStaticStrides(),
+                    strideB = viewB.getStaticStrides();
+  for (size_t d = 0; d < offA.size(); ++d) {
+    int64_t values[] = {offA[d],  offB[d],    sizeA[d],
+                        sizeB[d], strideA[d], strideB[d]};
+    if (llvm::any_of(values, ShapedType::isDynamic) || sizeA[d] == 0 ||
+        sizeB[d] == 0)
+      continue;
+    int64_t lastA = offA[d] + (sizeA[d] - 1) * strideA[d];
+    int64_t lastB = offB[d] + (sizeB[d] - 1) * strideB[d];
+    if (lastA < offB[d] || lastB < offA[d])
+      return true;
+  }
+  return false;
+}
+
+bool mayOverlap(const Access &a, const Access &b, bool distinctArguments) {
+  return mayAlias(a.root, b.root, distinctArguments) &&
+         !disjointSubviews(a.view, b.view);
+}
+
+bool collectAccesses(Operation *root, SmallVectorImpl<Access> &reads,
+                     SmallVectorImpl<Access> &writes) {
+  WalkResult result = root->walk([&](Operation *op) {
+    // Collectives exchange registers within the block, not buffers (a
+    // region of an all_reduce is walked op by op).
+    if (isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::SubgroupReduceOp,
+            gpu::ShuffleOp, gpu::YieldOp>(op))
+      return WalkResult::advance();
+    auto effects = dyn_cast<MemoryEffectOpInterface>(op);
+    if (!effects)
+      return op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() || isPure(op) ||
+                     isa<gpu::TerminatorOp>(op)
+                 ? WalkResult::advance()
+                 : WalkResult::interrupt();
+    SmallVector<MemoryEffects::EffectInstance> list;
+    effects.getEffects(list);
+    for (const MemoryEffects::EffectInstance &e : list) {
+      Value v = e.getValue();
+      bool isRead = isa<MemoryEffects::Read>(e.getEffect());
+      // A freed buffer may be reused by the next allocation: freeing
+      // conflicts with any earlier or later access, as a write does.
+      bool isWrite =
+          isa<MemoryEffects::Write, MemoryEffects::Free>(e.getEffect());
+      if (!isRead && !isWrite)
+        continue; // allocation effects of values local to the body
+      if (!v || !isa<MemRefType>(v.getType()))
+        return WalkResult::interrupt();
+      (isWrite ? writes : reads).push_back({v, rootBuffer(v)});
+    }
+    return WalkResult::advance();
+  });
+  return !result.wasInterrupted();
+}
+
+bool conflict(const AccessSet &a, const AccessSet &b, bool distinctArguments) {
+  if ((a.unknown && b.touchesMemory()) || (b.unknown && a.touchesMemory()))
+    return true;
+  auto writesInto = [&](ArrayRef<Access> writes, const AccessSet &other) {
+    for (const Access &w : writes) {
+      for (const Access &r : other.reads)
+        if (mayOverlap(w, r, distinctArguments))
+          return true;
+      for (const Access &o : other.writes)
+        if (mayOverlap(w, o, distinctArguments))
+          return true;
+    }
+    return false;
+  };
+  return writesInto(a.writes, b) || writesInto(b.writes, a);
+}
+
+} // namespace mlir::ds::gpu_kernels

@@ -1,0 +1,207 @@
+//===- ReductionSiblings.cpp - A reduction and an op reading its input ----===//
+//
+// See ReductionSiblings.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ReductionSiblings.h"
+#include "BufferAccess.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace mlir::ds::gpu_kernels;
+
+namespace {
+
+/// Ops past a reduction searched for its sibling: the FP8 cast follows its
+/// amax within a few dozen (the scale's history update between them).
+constexpr int kSearchWindow = 256;
+
+/// Reductions of fewer elements are not paired: their tensors (an amax
+/// history, a scale) are a few KiB, in cache for the second read, and
+/// moving them would only break up the chains of one-block launches that
+/// ds-merge-gpu-launches joins.
+constexpr int64_t kMinSiblingElements = 1 << 16;
+
+bool allIterators(linalg::GenericOp op, utils::IteratorType type) {
+  return llvm::all_of(op.getIteratorTypesArray(),
+                      [&](utils::IteratorType it) { return it == type; });
+}
+
+/// A reduction over every loop of at least kMinSiblingElements elements,
+/// which gets a parallel kernel of its own.
+bool isLargeFullReduction(linalg::GenericOp op) {
+  if (!isParallelReduction(op) ||
+      !allIterators(op, utils::IteratorType::reduction))
+    return false;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return false;
+  int64_t n = 1;
+  for (int64_t r : ranges)
+    n *= r;
+  return n >= std::max(kMinParallelReduction, kMinSiblingElements);
+}
+
+/// The buffer `v` reshapes (through expand_shape and collapse_shape only),
+/// when every view on the way has an identity layout: then `v` lists the
+/// buffer's elements in its own row-major order.
+Value reshapedBuffer(Value v) {
+  while (true) {
+    auto type = dyn_cast<MemRefType>(v.getType());
+    if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+      return {};
+    if (auto expand = v.getDefiningOp<memref::ExpandShapeOp>())
+      v = expand.getSrc();
+    else if (auto collapse = v.getDefiningOp<memref::CollapseShapeOp>())
+      v = collapse.getSrc();
+    else
+      return v;
+  }
+}
+
+/// Whether `a` and `b` hold the same elements in the same row-major order.
+bool sameElementsInOrder(Value a, Value b) {
+  Value root = reshapedBuffer(a);
+  return root && root == reshapedBuffer(b) &&
+         cast<MemRefType>(a.getType()).getNumElements() ==
+             cast<MemRefType>(b.getType()).getNumElements();
+}
+
+/// Whether an op nested in `op` (or `op`) uses a result of an op in `defs`.
+bool usesResultOf(Operation *op,
+                  const llvm::SmallPtrSetImpl<Operation *> &defs) {
+  WalkResult r = op->walk([&](Operation *inner) {
+    for (Value v : inner->getOperands())
+      if (Operation *def = v.getDefiningOp(); def && defs.contains(def))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return r.wasInterrupted();
+}
+
+/// Tries to bring `reduction` next to `elementwise` (later in its block);
+/// see scheduleReductionSiblings. `pairs`: the reductions already paired,
+/// each followed by its elementwise op: the two move together.
+bool schedule(linalg::GenericOp reduction, linalg::GenericOp elementwise,
+              const llvm::DenseMap<Operation *, Operation *> &pairs,
+              bool distinctArguments) {
+  // The ops between that depend on the reduction, transitively.
+  llvm::SmallPtrSet<Operation *, 16> dependents = {reduction};
+  SmallVector<AccessSet> dependentAccesses;
+  dependentAccesses.emplace_back(reduction);
+  SmallVector<Operation *> moved;
+  auto dependsOnMoved = [&](Operation *op) {
+    if (usesResultOf(op, dependents))
+      return true;
+    AccessSet accesses(op);
+    if (!accesses.touchesMemory())
+      return false;
+    return llvm::any_of(dependentAccesses, [&](const AccessSet &d) {
+      return conflict(accesses, d, distinctArguments);
+    });
+  };
+  for (Operation *op = reduction->getNextNode(); op != elementwise;) {
+    SmallVector<Operation *, 2> unit = {op};
+    if (Operation *partner = pairs.lookup(op))
+      unit.push_back(partner);
+    op = unit.back()->getNextNode();
+    if (!llvm::any_of(unit, dependsOnMoved))
+      continue;
+    for (Operation *member : unit) {
+      dependents.insert(member);
+      dependentAccesses.emplace_back(member);
+      moved.push_back(member);
+    }
+  }
+  if (dependsOnMoved(elementwise))
+    return false;
+  reduction->moveBefore(elementwise);
+  Operation *after = elementwise;
+  for (Operation *op : moved) {
+    op->moveAfter(after);
+    after = op;
+  }
+  return true;
+}
+
+} // namespace
+
+std::optional<SharedInput>
+mlir::ds::gpu_kernels::sharedInput(linalg::GenericOp reduction,
+                                   linalg::GenericOp elementwise) {
+  bool sameRanges =
+      elementwise.getStaticLoopRanges() == reduction.getStaticLoopRanges();
+  for (OpOperand *in : reduction.getDpsInputOperands()) {
+    if (!isa<MemRefType>(in->get().getType()))
+      continue;
+    AffineMap map = reduction.getMatchingIndexingMap(in);
+    for (OpOperand *other : elementwise.getDpsInputOperands()) {
+      if (!isa<MemRefType>(other->get().getType()))
+        continue;
+      AffineMap otherMap = elementwise.getMatchingIndexingMap(other);
+      if (sameRanges && other->get() == in->get() && otherMap == map &&
+          map.isPermutation())
+        return SharedInput{in, other, /*sameLoops=*/true};
+      if (map.isIdentity() && otherMap.isIdentity() &&
+          sameElementsInOrder(in->get(), other->get()))
+        return SharedInput{in, other, /*sameLoops=*/false};
+    }
+  }
+  return std::nullopt;
+}
+
+bool mlir::ds::gpu_kernels::canShareReductionKernel(
+    linalg::GenericOp reduction, linalg::GenericOp elementwise) {
+  if (!elementwise.hasPureBufferSemantics() ||
+      !allIterators(elementwise, utils::IteratorType::parallel) ||
+      llvm::any_of(elementwise.getStaticLoopRanges(), ShapedType::isDynamic))
+    return false;
+  for (Operation &inner : elementwise.getBody()->without_terminator())
+    if (inner.getNumRegions() != 0)
+      return false;
+  for (OpOperand &init : elementwise.getDpsInitsMutable())
+    if (!elementwise.getMatchingIndexingMap(&init).isPermutation())
+      return false;
+  return sharedInput(reduction, elementwise).has_value();
+}
+
+SmallVector<ReductionSibling>
+mlir::ds::gpu_kernels::scheduleReductionSiblings(func::FuncOp f,
+                                                 bool distinctArguments) {
+  SmallVector<linalg::GenericOp> reductions;
+  for (Operation &op : f.getBody().front())
+    if (auto generic = dyn_cast<linalg::GenericOp>(op);
+        generic && isLargeFullReduction(generic))
+      reductions.push_back(generic);
+  SmallVector<ReductionSibling> pairs;
+  llvm::SmallPtrSet<Operation *, 16> paired;        // elementwise ops taken
+  llvm::DenseMap<Operation *, Operation *> partner; // reduction -> sibling
+  for (linalg::GenericOp reduction : reductions) {
+    Operation *op = reduction->getNextNode();
+    for (int seen = 0; op && seen < kSearchWindow;
+         op = op->getNextNode(), ++seen) {
+      auto generic = dyn_cast<linalg::GenericOp>(op);
+      if (generic && !paired.contains(generic) &&
+          canShareReductionKernel(reduction, generic))
+        break;
+    }
+    auto elementwise = dyn_cast_or_null<linalg::GenericOp>(op);
+    if (!elementwise ||
+        !schedule(reduction, elementwise, partner, distinctArguments))
+      continue;
+    paired.insert(elementwise);
+    partner[reduction] = elementwise;
+    pairs.push_back({reduction, elementwise});
+  }
+  assert(llvm::all_of(pairs,
+                      [](const ReductionSibling &p) {
+                        return p.reduction->getNextNode() == p.elementwise;
+                      }) &&
+         "a pair moves as a unit");
+  return pairs;
+}

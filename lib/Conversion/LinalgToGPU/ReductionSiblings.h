@@ -1,0 +1,67 @@
+//===- ReductionSiblings.h - A reduction and an op reading its input -*- C++
+//-*-===//
+//
+// FP8 scaling reads each tensor it quantises twice: once for its amax (a
+// reduction over every element) and once to scale and cast it (an
+// elementwise op). As two kernels, the tensor comes from DRAM twice: 546 MB
+// per layer of the benchmark's FP8 GPT step. Where the two can run as one
+// kernel, the reduction's threads also compute the elementwise op at each
+// element they load (buildReductionLaunch with a sibling), and the tensor
+// is read once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_CONVERSION_LINALGTOGPU_REDUCTIONSIBLINGS_H
+#define DS_LIB_CONVERSION_LINALGTOGPU_REDUCTIONSIBLINGS_H
+
+#include "GPUKernelBuilders.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <optional>
+
+namespace mlir::ds::gpu_kernels {
+
+/// A full reduction and the all-parallel generic that runs in its kernel.
+struct ReductionSibling {
+  linalg::GenericOp reduction;
+  linalg::GenericOp elementwise;
+};
+
+/// The tensor a full reduction and an elementwise op both read: the
+/// operand of each, and how their iterations meet. `sameLoops`: both read
+/// one buffer through one permutation map over loops of the same sizes, so
+/// loop d of one is loop d of the other. Otherwise both read it through
+/// identity maps, as views of one contiguous buffer that differ only by
+/// reshapes (a cotangent's amax over [B, T, N] and its cast as [B*T, N]):
+/// iteration k of each, in row-major order, reads element k.
+struct SharedInput {
+  OpOperand *reduction;
+  OpOperand *elementwise;
+  bool sameLoops;
+};
+std::optional<SharedInput> sharedInput(linalg::GenericOp reduction,
+                                       linalg::GenericOp elementwise);
+
+/// Whether `elementwise` can run in the kernel of the full reduction
+/// `reduction` (every loop reduced, a kernel of its own: an amax, a norm),
+/// judged on the two ops alone: an all-parallel generic on static buffers,
+/// writing each of its outputs once per iteration (permutation maps), that
+/// shares an input tensor with the reduction (sharedInput).
+bool canShareReductionKernel(linalg::GenericOp reduction,
+                             linalg::GenericOp elementwise);
+
+/// Pairs each full reduction of `f`'s body with the first later op that
+/// canShareReductionKernel, where the two can meet: the reduction moves
+/// down to just before it, and the ops between that depend on the
+/// reduction (through values or buffers, transitively) move to just after
+/// it. Only when the elementwise op depends on none of them, and neither
+/// op writes what the other touches. `distinctArguments`: `f`'s buffer
+/// arguments never share memory (the step ABI's promise). Returns the
+/// pairs, each now adjacent.
+SmallVector<ReductionSibling> scheduleReductionSiblings(func::FuncOp f,
+                                                        bool distinctArguments);
+
+} // namespace mlir::ds::gpu_kernels
+
+#endif // DS_LIB_CONVERSION_LINALGTOGPU_REDUCTIONSIBLINGS_H

@@ -1,0 +1,196 @@
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu --split-input-file | FileCheck %s
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu=fuse-siblings=false --split-input-file \
+// RUN:   | FileCheck %s --check-prefix=UNFUSED
+
+// The FP8 policy's quantisation: an amax over every element of x, a history
+// update that reads it, then the scaled cast of x. The cast runs in the
+// amax's kernel (x loaded once per element for both); the history update,
+// which needs the whole amax, moves after it.
+// CHECK-LABEL: func.func @amax_and_cast
+// CHECK:         gpu.launch
+// CHECK:           scf.for
+// CHECK:             %[[X:.*]] = memref.load %arg0[%[[I:.*]], %[[J:.*]]] : memref<256x512xf32>
+// CHECK-NEXT:        math.absf %[[X]]
+// CHECK-NEXT:        arith.maximumf
+// CHECK-NOT:         memref.load %arg0
+// CHECK:             %[[P:.*]] = arith.mulf %[[X]],
+// CHECK-NEXT:        %[[T:.*]] = arith.truncf %[[P]] : f32 to f8E4M3FN
+// CHECK-NEXT:        memref.store %[[T]], %arg3[%[[I]], %[[J]]]
+// CHECK:           gpu.all_reduce maximumf
+// The partial results folded, then the history.
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce maximumf
+// CHECK:         gpu.launch
+// CHECK:           arith.minimumf
+// CHECK-NOT:     arith.truncf
+// CHECK:         return
+// UNFUSED-LABEL: func.func @amax_and_cast
+// UNFUSED:         gpu.launch
+// UNFUSED-NOT:       arith.truncf
+// UNFUSED:           gpu.all_reduce maximumf
+// UNFUSED:         gpu.launch
+// UNFUSED:         gpu.launch
+// UNFUSED:           arith.minimumf
+// UNFUSED:         gpu.launch
+// UNFUSED:           arith.truncf
+#id2 = affine_map<(i, j) -> (i, j)>
+#all2 = affine_map<(i, j) -> ()>
+#s = affine_map<() -> ()>
+func.func @amax_and_cast(%x: memref<256x512xf32>, %hist: memref<f32>,
+                         %scale: memref<f32>, %q: memref<256x512xf8E4M3FN>,
+                         %newhist: memref<f32>) attributes {llvm.emit_c_interface} {
+  %m = memref.alloc() : memref<f32>
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<256x512xf32>) outs(%m : memref<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %abs = math.absf %a : f32
+    %mx = arith.maximumf %acc, %abs : f32
+    linalg.yield %mx : f32
+  }
+  linalg.generic {indexing_maps = [#s, #s, #s], iterator_types = []}
+      ins(%m, %hist : memref<f32>, memref<f32>) outs(%newhist : memref<f32>) {
+  ^bb0(%a: f32, %h: f32, %o: f32):
+    %mx = arith.minimumf %a, %h : f32
+    linalg.yield %mx : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %scale : memref<256x512xf32>, memref<f32>) outs(%q : memref<256x512xf8E4M3FN>) {
+  ^bb0(%a: f32, %s: f32, %o: f8E4M3FN):
+    %p = arith.mulf %a, %s : f32
+    %t = arith.truncf %p : f32 to f8E4M3FN
+    linalg.yield %t : f8E4M3FN
+  }
+  memref.dealloc %m : memref<f32>
+  return
+}
+
+// -----
+
+// A cotangent's amax over [B, T, N] and its cast as [B*T, N]: the same
+// elements in the same order, so iteration k of the reduction runs
+// iteration k of the cast, its indices taken apart in the cast's shape.
+// CHECK-LABEL: func.func @reshaped
+// CHECK:         gpu.launch
+// CHECK:           scf.for %[[K:[a-z0-9]+]] = {{.*}} iter_args
+// CHECK:             %[[X:.*]] = memref.load %arg0[
+// CHECK:             arith.maximumf
+// CHECK:             %[[J:.*]] = arith.remui %[[K]], %{{.*}}
+// CHECK:             %[[I:.*]] = arith.divui %[[K]], %{{.*}}
+// CHECK:             arith.truncf %[[X]] : f32 to f8E5M2
+// CHECK:             memref.store %{{.*}}, %arg1[%[[I]], %[[J]]] : memref<256x512xf8E5M2>
+// CHECK:         gpu.launch
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+#id3 = affine_map<(b, t, n) -> (b, t, n)>
+#all3 = affine_map<(b, t, n) -> ()>
+#id2 = affine_map<(i, j) -> (i, j)>
+func.func @reshaped(%x: memref<2x128x512xf32>, %q: memref<256x512xf8E5M2>,
+                    %m: memref<f32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id3, #all3], iterator_types = ["reduction", "reduction", "reduction"]}
+      ins(%x : memref<2x128x512xf32>) outs(%m : memref<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %abs = math.absf %a : f32
+    %mx = arith.maximumf %acc, %abs : f32
+    linalg.yield %mx : f32
+  }
+  %v = memref.collapse_shape %x [[0, 1], [2]] : memref<2x128x512xf32> into memref<256x512xf32>
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<256x512xf32>) outs(%q : memref<256x512xf8E5M2>) {
+  ^bb0(%a: f32, %o: f8E5M2):
+    %t = arith.truncf %a : f32 to f8E5M2
+    linalg.yield %t : f8E5M2
+  }
+  return
+}
+
+// -----
+
+// Left apart: an elementwise op that needs the reduction's result (it
+// would read it before the kernel wrote it), one that writes the
+// reduction's input in place, one with a call between that may write the
+// input, and a reduction too small to be worth it (fewer than 65536
+// elements: its second read hits the cache).
+// CHECK-LABEL: func.func @apart
+// CHECK:         gpu.launch
+// CHECK-NOT:       arith.divf
+// CHECK:           gpu.all_reduce
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce
+// CHECK:         gpu.launch
+// CHECK:           arith.divf
+// CHECK:         gpu.launch
+// CHECK-NOT:       arith.mulf
+// CHECK:           gpu.all_reduce
+// CHECK:         gpu.launch
+// CHECK:         gpu.launch
+// CHECK:           arith.mulf
+// CHECK:         gpu.launch
+// CHECK-NOT:       arith.negf
+// CHECK:           gpu.all_reduce
+// CHECK:         gpu.launch
+// CHECK:         call @touch
+// CHECK:         gpu.launch
+// CHECK:           arith.negf
+// CHECK:         gpu.launch
+// CHECK-NOT:       arith.truncf
+// CHECK:           gpu.all_reduce
+// CHECK:         gpu.launch
+// CHECK:           arith.truncf
+#id2 = affine_map<(i, j) -> (i, j)>
+#all2 = affine_map<(i, j) -> ()>
+func.func private @touch(memref<256x512xf32>)
+func.func @apart(%x: memref<256x512xf32>, %y: memref<256x512xf32>,
+                 %small: memref<64x64xf32>, %qs: memref<64x64xbf16>,
+                 %m: memref<f32>, %n: memref<f32>, %o: memref<f32>,
+                 %p: memref<f32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<256x512xf32>) outs(%m : memref<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %mx = arith.maximumf %acc, %a : f32
+    linalg.yield %mx : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : memref<256x512xf32>, memref<f32>) outs(%y : memref<256x512xf32>) {
+  ^bb0(%a: f32, %s: f32, %r: f32):
+    %d = arith.divf %a, %s : f32
+    linalg.yield %d : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%y : memref<256x512xf32>) outs(%n : memref<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<256x512xf32>) outs(%y : memref<256x512xf32>) {
+  ^bb0(%a: f32, %r: f32):
+    %t = arith.mulf %a, %a : f32
+    linalg.yield %t : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<256x512xf32>) outs(%o : memref<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.minimumf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  call @touch(%x) : (memref<256x512xf32>) -> ()
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<256x512xf32>) outs(%y : memref<256x512xf32>) {
+  ^bb0(%a: f32, %r: f32):
+    %t = arith.negf %a : f32
+    linalg.yield %t : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%small : memref<64x64xf32>) outs(%p : memref<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %mx = arith.maximumf %acc, %a : f32
+    linalg.yield %mx : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%small : memref<64x64xf32>) outs(%qs : memref<64x64xbf16>) {
+  ^bb0(%a: f32, %r: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
