@@ -19,7 +19,7 @@
 #     the PyTorch parity cases (check_parity.py --export: each model,
 #     optimizer and dtype with PyTorch's losses and final tensors); compiles the GPT benchmark step (gen_examples.py gpt
 #     --d-model 1024 --heads 16 --seq 1024 --batch 8 --layers L) in f32,
-#     BF16-mixed and the FP8 policy (and FP8 without row groups, to measure
+#     BF16-mixed and the FP8 policy (and FP8 without row groups and amax-and-cast kernels, to measure
 #     them); and copies the sources of the runtime's
 #     CUDA backend, of ds-step-run and of the runtime check, with a
 #     CMakeLists.txt and PyTorch's side of the benchmark, into one bundle of
@@ -189,13 +189,14 @@ prepare() {
     mkdir -p "$out/bench"
     "$python" "$root/examples/gen_examples.py" gpt "${size[@]}" --dropout 0 \
       --layers "$layers" -o "$out/bench/gpt.mlir" || die "cannot generate the GPT step"
-    # fp8-unfused: the FP8 step without row groups (ds-run
-    # --gpu-fuse-rows=false), to measure what they save.
+    # fp8-unfused: the FP8 step without row groups and with each amax in
+    # a kernel of its own (ds-run --gpu-fuse-rows=false
+    # --gpu-fuse-siblings=false), to measure what the two fusions save.
     local -A policies=(
       [f32]=""
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
       [fp8]="--precision=$root/scripts/gpu-check/fp8.yaml"
-      [fp8-unfused]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-fuse-rows=false"
+      [fp8-unfused]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-fuse-rows=false --gpu-fuse-siblings=false"
     )
     local variant
     for variant in f32 bf16 fp8 fp8-unfused; do
@@ -408,7 +409,7 @@ run_parity() {
 }
 
 # The GPT step: ds (f32, BF16-mixed, FP8 policy) and PyTorch on one shape,
-# then ds's FP8 step without row groups (last: the least important when
+# then ds's FP8 step without row groups and amax-and-cast kernels (last: the least important when
 # the budget runs short).
 bench_gpt() {
   local bundle=$1 build=$2 size variant out ms_ds_fp8="" ms_pt_bf16="" ms_unfused=""

@@ -584,6 +584,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.emulateKernels = options.gpuEmulateKernels;
       gpu.maxBlocks = options.gpuMaxBlocks;
       gpu.fuseRows = options.gpuFuseRows;
+      gpu.fuseSiblings = options.gpuFuseSiblings;
       gpu.launchReport = options.gpuLaunchReport;
       std::string why;
       if (failed(mlir::ds::buildGPUPipeline(pm, gpu, why)))

@@ -79,6 +79,13 @@ cl::opt<bool> gpuFuseRows(
              "over each row as one block-per-row launch (ds-gpu-pipeline's "
              "fuse-rows; default true, =false to compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<bool> gpuFuseSiblings(
+    "gpu-fuse-siblings",
+    cl::desc("With --device cuda: run a tensor's amax (a reduction over "
+             "every element) and the elementwise op after it that reads the "
+             "tensor (its FP8 cast) as one launch (ds-gpu-pipeline's "
+             "fuse-siblings; default true, =false to compare)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<std::string> gpuLaunchReport(
     "gpu-launch-report",
     cl::desc("With --device cuda: write what each kernel launch and "
@@ -586,7 +593,7 @@ int main(int argc, char **argv) {
   if (device == "cpu")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuFuseRows,
-             &gpuLaunchReport, &cudaGraphs})
+             &gpuFuseSiblings, &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -640,6 +647,7 @@ int main(int argc, char **argv) {
   prepare.gpuEmulateKernels = gpuEmulateKernels;
   prepare.gpuMaxBlocks = gpuMaxBlocks;
   prepare.gpuFuseRows = gpuFuseRows;
+  prepare.gpuFuseSiblings = gpuFuseSiblings;
   prepare.gpuLaunchReport = gpuLaunchReport;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;

@@ -72,6 +72,9 @@ struct PrepareOptions {
   int64_t gpuMaxBlocks = 4096;
   /// Row groups as one launch (ds-gpu-pipeline's fuse-rows).
   bool gpuFuseRows = true;
+  /// A full reduction and the elementwise op reading its tensor as one
+  /// launch (ds-gpu-pipeline's fuse-siblings).
+  bool gpuFuseSiblings = true;
   /// Where ds-gpu-launch-report writes ("-": standard error); empty: none.
   std::string gpuLaunchReport;
   /// Compile without running here: keep the machine code so that

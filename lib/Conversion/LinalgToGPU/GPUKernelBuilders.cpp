@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
@@ -35,9 +36,13 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildGridStrideLaunch(
     OpBuilder &b, Location loc, Value total, const LaunchShape &shape,
     function_ref<void(OpBuilder &, Location, Value)> body) {
   Value threads = indexConstant(b, loc, shape.blockSize);
+  std::optional<int64_t> size = getConstantIntValue(total);
   Value blocks =
-      clampBlocks(b, loc, arith::CeilDivUIOp::create(b, loc, total, threads),
-                  shape.maxBlocks);
+      size && *size <= kOneBlockElements
+          ? indexConstant(b, loc, 1)
+          : clampBlocks(b, loc,
+                        arith::CeilDivUIOp::create(b, loc, total, threads),
+                        shape.maxBlocks);
   return buildLaunch(
       b, loc, blocks, threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
         Value first = arith::AddIOp::create(

@@ -299,15 +299,17 @@ void convertParallelLoops(func::FuncOp f, const LaunchShape &shape) {
   for (scf::ParallelOp p : loops) {
     OpBuilder b(p);
     Location loc = p.getLoc();
+    // Folded as they are built: a constant total lets
+    // buildGridStrideLaunch size the grid (one block for a small space).
     SmallVector<Value> counts;
     for (auto [lb, ub, step] :
          llvm::zip(p.getLowerBound(), p.getUpperBound(), p.getStep())) {
-      Value extent = arith::SubIOp::create(b, loc, ub, lb);
-      counts.push_back(arith::CeilDivUIOp::create(b, loc, extent, step));
+      Value extent = b.createOrFold<arith::SubIOp>(loc, ub, lb);
+      counts.push_back(b.createOrFold<arith::CeilDivUIOp>(loc, extent, step));
     }
     Value total = arith::ConstantIndexOp::create(b, loc, 1);
     for (Value c : counts)
-      total = arith::MulIOp::create(b, loc, total, c);
+      total = b.createOrFold<arith::MulIOp>(loc, total, c);
     buildGridStrideLaunch(
         b, loc, total, shape, [&](OpBuilder &kb, Location l, Value i) {
           SmallVector<Value> idx = delinearize(kb, l, i, counts);
