@@ -44,6 +44,25 @@ bool isNarrowingCast(linalg::GenericOp g) {
          yield.getValues()[0] == trunc.getResult();
 }
 
+/// `source` rounded to `narrow` elementwise: a generic with one truncf,
+/// what isNarrowingCast matches.
+Value narrowingCast(OpBuilder &b, Location loc, Value source, Type narrow) {
+  auto sourceType = cast<RankedTensorType>(source.getType());
+  Value empty = tensor::EmptyOp::create(b, loc, sourceType.getShape(), narrow);
+  int64_t rank = sourceType.getRank();
+  AffineMap id = b.getMultiDimIdentityMap(rank);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{empty.getType()}, ValueRange{source},
+             ValueRange{empty}, ArrayRef<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value r = arith::TruncFOp::create(nb, l, narrow, args[0]);
+               linalg::YieldOp::create(nb, l, r);
+             })
+      .getResult(0);
+}
+
 struct NarrowBeforeTranspose : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -67,29 +86,14 @@ struct NarrowBeforeTranspose : OpRewritePattern<linalg::GenericOp> {
 
     Location loc = round.getLoc();
     Type narrow = getElementTypeOrSelf(round.getResult(0).getType());
-    Value source = transpose.getInput();
-    auto sourceType = cast<RankedTensorType>(source.getType());
-    // The cast on the transpose's input, with the cast's payload.
-    Value empty =
-        tensor::EmptyOp::create(rewriter, loc, sourceType.getShape(), narrow);
-    int64_t rank = sourceType.getRank();
-    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
-    auto rounded = linalg::GenericOp::create(
-        rewriter, loc, TypeRange{empty.getType()}, ValueRange{source},
-        ValueRange{empty}, ArrayRef<AffineMap>{id, id},
-        SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          Value r = arith::TruncFOp::create(b, l, narrow, args[0]);
-          linalg::YieldOp::create(b, l, r);
-        });
+    Value rounded = narrowingCast(rewriter, loc, transpose.getInput(), narrow);
     auto resultType =
         cast<RankedTensorType>(transpose.getResult()[0].getType());
     Value init =
         tensor::EmptyOp::create(rewriter, loc, resultType.getShape(), narrow);
-    Value moved =
-        linalg::TransposeOp::create(rewriter, loc, rounded.getResult(0), init,
-                                    transpose.getPermutation())
-            .getResult()[0];
+    Value moved = linalg::TransposeOp::create(rewriter, loc, rounded, init,
+                                              transpose.getPermutation())
+                      .getResult()[0];
     // The reshapes again, innermost first, on the narrow tensor.
     for (Operation *reshape : llvm::reverse(reshapes)) {
       auto type = cast<RankedTensorType>(reshape->getResult(0).getType());
@@ -104,9 +108,51 @@ struct NarrowBeforeTranspose : OpRewritePattern<linalg::GenericOp> {
   }
 };
 
+/// `truncf(reshape(x))`, the reshape used only there and `x` an elementwise
+/// generic's result used only by it, becomes `reshape(truncf(x))`: the
+/// cast then fuses into `x`'s producer, and `x` is never written wide. The head
+/// split reshapes the bias add's [B, T, H*D] result to [B, T, H, D] before
+/// transposing it; without this hop the cast that NarrowBeforeTranspose moved
+/// stops at that reshape, and the add writes f32 for a kernel of its own to
+/// round.
+struct NarrowBeforeReshape : OpRewritePattern<linalg::GenericOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::GenericOp round,
+                                PatternRewriter &rewriter) const override {
+    if (!round.hasPureTensorSemantics() || !isNarrowingCast(round))
+      return rewriter.notifyMatchFailure(round, "not a narrowing cast");
+    Value v = round.getDpsInputOperand(0)->get();
+    Operation *reshape = v.getDefiningOp();
+    if (!isa_and_nonnull<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+            reshape) ||
+        !v.hasOneUse())
+      return rewriter.notifyMatchFailure(round, "not a reshape's only use");
+    // Only where the cast will join the producer: an elementwise generic
+    // whose result nothing else reads. Elsewhere (a GEMM's result) the cast
+    // would only stop fusing into its consumers across the reshape.
+    Value source = reshape->getOperand(0);
+    auto producer = source.getDefiningOp<linalg::GenericOp>();
+    if (!producer || !source.hasOneUse() ||
+        producer.getNumParallelLoops() != producer.getNumLoops())
+      return rewriter.notifyMatchFailure(round, "no elementwise producer");
+    Type narrow = getElementTypeOrSelf(round.getResult(0).getType());
+    Value rounded =
+        narrowingCast(rewriter, round.getLoc(), reshape->getOperand(0), narrow);
+    IRMapping mapping;
+    mapping.map(reshape->getOperand(0), rounded);
+    Operation *copy = rewriter.clone(*reshape, mapping);
+    copy->getResult(0).setType(
+        cast<RankedTensorType>(v.getType()).clone(narrow));
+    rewriter.replaceOp(round, copy->getResults());
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::ds::populateNarrowBeforeTransposePatterns(
     RewritePatternSet &patterns) {
-  patterns.add<NarrowBeforeTranspose>(patterns.getContext());
+  patterns.add<NarrowBeforeTranspose, NarrowBeforeReshape>(
+      patterns.getContext());
 }

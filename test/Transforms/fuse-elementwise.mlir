@@ -119,3 +119,54 @@ func.func @narrow_before_transpose(%a: tensor<2x4x3x5xf32>, %b: tensor<2x4x3x5xf
   } -> tensor<2x3x4x5xbf16>
   return %r, %r2, %t2 : tensor<2x3x20xbf16>, tensor<2x3x4x5xbf16>, tensor<2x3x4x5xf32>
 }
+
+// The head split's order: the bias add's result is reshaped, then
+// transposed, then rounded. The rounding moves before the transpose and
+// then before the reshape, into the add: the add writes bf16. Where the
+// reshaped tensor comes from something other than an elementwise op (a
+// matmul), the cast stays after the reshape, free to fuse into its
+// consumers instead.
+// CHECK-LABEL: func.func @narrow_before_reshape
+// CHECK:      %[[N:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x3x20xbf16>)
+// CHECK:        arith.addf
+// CHECK-NEXT:   arith.truncf {{.*}} : f32 to bf16
+// CHECK:      %[[E:.*]] = tensor.expand_shape %[[N]] {{.*}} into tensor<2x3x4x5xbf16>
+// CHECK:      %[[T:.*]] = linalg.transpose ins(%[[E]] : tensor<2x3x4x5xbf16>)
+// CHECK:      %[[M:.*]] = linalg.matmul
+// CHECK:      %[[ME:.*]] = tensor.expand_shape %[[M]] {{.*}} into tensor<2x3x4xf32>
+// CHECK:      linalg.generic {{.*}} ins(%[[ME]] : tensor<2x3x4xf32>) outs(%{{.*}} : tensor<2x3x4xbf16>)
+// CHECK:      return %[[T]]
+func.func @narrow_before_reshape(%a: tensor<2x3x20xf32>, %b: tensor<2x3x20xf32>,
+                                 %p: tensor<6x5xf32>, %q: tensor<5x4xf32>)
+    -> (tensor<2x4x3x5xbf16>, tensor<2x3x4xbf16>) {
+  %e = tensor.empty() : tensor<2x3x20xf32>
+  %s = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%a, %b : tensor<2x3x20xf32>, tensor<2x3x20xf32>) outs(%e : tensor<2x3x20xf32>) {
+  ^bb0(%x: f32, %y: f32, %out: f32):
+    %0 = arith.addf %x, %y : f32
+    linalg.yield %0 : f32
+  } -> tensor<2x3x20xf32>
+  %h = tensor.expand_shape %s [[0], [1], [2, 3]] output_shape [2, 3, 4, 5] : tensor<2x3x20xf32> into tensor<2x3x4x5xf32>
+  %te = tensor.empty() : tensor<2x4x3x5xf32>
+  %t = linalg.transpose ins(%h : tensor<2x3x4x5xf32>) outs(%te : tensor<2x4x3x5xf32>) permutation = [0, 2, 1, 3]
+  %ne = tensor.empty() : tensor<2x4x3x5xbf16>
+  %r = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%t : tensor<2x4x3x5xf32>) outs(%ne : tensor<2x4x3x5xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %0 = arith.truncf %in : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<2x4x3x5xbf16>
+  %z = arith.constant 0.0 : f32
+  %me = tensor.empty() : tensor<6x4xf32>
+  %mz = linalg.fill ins(%z : f32) outs(%me : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %m = linalg.matmul ins(%p, %q : tensor<6x5xf32>, tensor<5x4xf32>) outs(%mz : tensor<6x4xf32>) -> tensor<6x4xf32>
+  %mv = tensor.expand_shape %m [[0, 1], [2]] output_shape [2, 3, 4] : tensor<6x4xf32> into tensor<2x3x4xf32>
+  %ce = tensor.empty() : tensor<2x3x4xbf16>
+  %c = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%mv : tensor<2x3x4xf32>) outs(%ce : tensor<2x3x4xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %0 = arith.truncf %in : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<2x3x4xbf16>
+  return %r, %c : tensor<2x4x3x5xbf16>, tensor<2x3x4xbf16>
+}

@@ -672,6 +672,21 @@ def shape_cases():
                       lambda a, b: [torch.from_numpy((a + b).transpose(0, 2, 1, 3).reshape(2, 3, 20))
                                     .to(torch.bfloat16).float().numpy()],
                       rtol=0, atol=0))
+    # The head split's own order: the add's result reshaped, transposed,
+    # then rounded; the rounding moves before both, into the add.
+    body = f"""
+      %s = ds.add %a0, %a1 : {T((2, 3, 20), F32)}, {T((2, 3, 20), F32)} -> {T((2, 3, 20), F32)}
+      %h = ds.reshape %s : {T((2, 3, 20), F32)} -> {T((2, 3, 4, 5), F32)}
+      %t = ds.transpose %h [0, 2, 1, 3] : {T((2, 3, 4, 5), F32)} -> {T((2, 4, 3, 5), F32)}
+      %r = ds.cast %t : {T((2, 4, 3, 5), F32)} -> {T((2, 4, 3, 5), BF16)}
+    """
+    ra, rb = randn("rs.a", (2, 3, 20)), randn("rs.b", (2, 3, 20))
+    cases.append(Case("reshape_transpose_then_round", [ra, rb], body,
+                      [("%r", (2, 4, 3, 5), BF16)],
+                      lambda a, b: [torch.from_numpy((a + b).reshape(2, 3, 4, 5)
+                                                     .transpose(0, 2, 1, 3).copy())
+                                    .to(torch.bfloat16).float().numpy()],
+                      rtol=0, atol=0))
     cases.append(Case("slice_strided", [x],
                       f"%r = ds.slice %a0 offsets [1, 0, 2] strides [1, 2, 2] : {TA(x)} -> "
                       f"{T((2, 3, 3), F32)}",
