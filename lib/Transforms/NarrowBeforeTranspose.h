@@ -1,8 +1,8 @@
 //===- NarrowBeforeTranspose.h - Round before moving, not after -*- C++ -*-===//
 //
-// Internal to lib/Transforms: the pattern ds-fuse-elementwise adds so that
-// a narrowing cast of a transposed tensor rounds before the transpose
-// (NarrowBeforeTranspose.cpp).
+// Internal to lib/Transforms: the patterns ds-fuse-elementwise adds so that
+// a narrowing cast of a transposed (reshaped) tensor rounds before the
+// transpose (and the reshape) (NarrowBeforeTranspose.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,7 +14,10 @@
 namespace mlir::ds {
 
 /// `truncf(reshape*(linalg.transpose(x)))`, each op its producer's only
-/// user, becomes `reshape*(linalg.transpose(truncf(x)))`.
+/// user, becomes `reshape*(linalg.transpose(truncf(x)))`; and
+/// `truncf(reshape(x))`, where `x` is an elementwise generic's result used
+/// only by the reshape, becomes `reshape(truncf(x))`, so the cast fuses
+/// into that generic.
 void populateNarrowBeforeTransposePatterns(RewritePatternSet &patterns);
 
 } // namespace mlir::ds
