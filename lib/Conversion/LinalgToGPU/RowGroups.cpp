@@ -5,7 +5,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "RowGroups.h"
+#include "BufferAccess.h"
 #include "KernelUtils.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -17,7 +20,7 @@ namespace {
 
 /// One buffer access of a member: the value, the map from the member's
 /// loops, and whether it writes.
-struct Access {
+struct RowAccess {
   Value buffer;
   AffineMap map;
   bool writes;
@@ -28,7 +31,7 @@ struct Access {
 /// reshape's source and the map composed with it, so that two members
 /// reaching one buffer through such views compare equal. An index into a
 /// unit dimension can only be 0.
-void throughUnitReshapes(Access &a) {
+void throughUnitReshapes(RowAccess &a) {
   MLIRContext *ctx = a.map.getContext();
   while (true) {
     Value source;
@@ -82,7 +85,7 @@ enum class Kind { None, Reduction, OverRows, OverRowElements };
 /// What `op` is to a group over `rows` x `reduced` (None: not a member),
 /// with its buffer accesses.
 Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
-              const LaunchShape &shape, SmallVectorImpl<Access> &accesses) {
+              const LaunchShape &shape, SmallVectorImpl<RowAccess> &accesses) {
   SmallVector<int64_t> rowElements(rows);
   llvm::append_range(rowElements, reduced);
   auto spaceKind = [&](ArrayRef<int64_t> space) {
@@ -121,7 +124,8 @@ Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
     if (!isa<MemRefType>(operand.get().getType()))
       continue;
     bool writes = generic.isDpsInit(&operand);
-    Access a{operand.get(), generic.getMatchingIndexingMap(&operand), writes};
+    RowAccess a{operand.get(), generic.getMatchingIndexingMap(&operand),
+                writes};
     throughUnitReshapes(a);
     accesses.push_back(a);
   }
@@ -162,12 +166,12 @@ bool rowLocal(AffineMap map, unsigned numRows) {
 
 /// Whether no row of `accesses` (all the group's) touches an element of a
 /// buffer the group writes that another row touches.
-bool rowsIndependent(ArrayRef<Access> accesses, unsigned numRows) {
+bool rowsIndependent(ArrayRef<RowAccess> accesses, unsigned numRows) {
   llvm::DenseMap<Value, Value> written; // root -> the one value reaching it
-  for (const Access &a : accesses)
+  for (const RowAccess &a : accesses)
     if (a.writes)
       written[viewRoot(a.buffer)] = a.buffer;
-  for (const Access &a : accesses) {
+  for (const RowAccess &a : accesses) {
     auto it = written.find(viewRoot(a.buffer));
     if (it == written.end())
       continue;
@@ -189,12 +193,29 @@ bool mayLieBetween(Operation *op) {
          !op->hasTrait<OpTrait::IsTerminator>();
 }
 
+/// Whether `op`, between members, may instead run after the group: it has
+/// no results (nothing between uses it). It then runs after the members
+/// before it, as it did, and after the members that follow it, which must
+/// not touch a buffer it writes nor write one it touches (dependsOnAny).
+bool mayMoveAfter(Operation *op) {
+  return op->getNumResults() == 0 && !op->hasTrait<OpTrait::IsTerminator>();
+}
+
+bool dependsOnAny(const AccessSet &accesses, ArrayRef<AccessSet> ops,
+                  bool distinctArguments) {
+  return llvm::any_of(ops, [&](const AccessSet &o) {
+    return conflict(accesses, o, distinctArguments);
+  });
+}
+
 } // namespace
 
 SmallVector<RowGroup>
 mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
   SmallVector<RowGroup> groups;
   Block &block = f.getBody().front();
+  // Only a step's own arguments come with the ABI's promise.
+  bool distinct = f->hasAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName());
   for (auto it = block.begin(); it != block.end(); ++it) {
     auto first = dyn_cast<linalg::GenericOp>(&*it);
     if (!first || !isBlockRowReduction(first, shape))
@@ -204,21 +225,32 @@ mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
     unsigned numRows = first.getNumParallelLoops();
     group.rows.assign(ranges.begin(), ranges.begin() + numRows);
     group.reduced.assign(ranges.begin() + numRows, ranges.end());
-    SmallVector<Access> accesses;
+    SmallVector<RowAccess> accesses;
     SmallVector<Kind> kinds;
     classify(first, group.rows, group.reduced, shape, accesses);
     group.ops.push_back(first);
     kinds.push_back(Kind::Reduction);
+    // Ops between members that the members do not depend on (a layer
+    // norm gradient's column sums between its row statistics and dx) move
+    // after the group rather than end it.
+    SmallVector<AccessSet> movedAccesses;
+    SmallVector<Operation *> moved;
     auto last = it;
     for (auto next = std::next(it); next != block.end(); ++next) {
-      SmallVector<Access> more(accesses);
+      SmallVector<RowAccess> more(accesses);
       Kind kind = classify(&*next, group.rows, group.reduced, shape, more);
       if (kind == Kind::None) {
         if (mayLieBetween(&*next))
           continue;
-        break;
+        if (!mayMoveAfter(&*next))
+          break;
+        moved.push_back(&*next);
+        movedAccesses.emplace_back(&*next);
+        continue;
       }
-      if (!rowsIndependent(more, numRows))
+      AccessSet member(&*next);
+      if (!rowsIndependent(more, numRows) ||
+          dependsOnAny(member, movedAccesses, distinct))
         break;
       accesses = std::move(more);
       group.ops.push_back(&*next);
@@ -233,7 +265,14 @@ mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
         llvm::count_if(kinds, [](Kind k) { return k != Kind::OverRows; });
     if (passes < 2)
       continue;
-    // Trimmed ops stay after the launch, at the last kept member.
+    // Trimmed ops stay after the launch, at the last kept member; the ops
+    // moved out of the group's way follow it, in order.
+    Operation *after = group.ops.back();
+    for (Operation *op : moved)
+      if (op->isBeforeInBlock(group.ops.back())) {
+        op->moveAfter(after);
+        after = op;
+      }
     last = group.ops.back()->getIterator();
     groups.push_back(std::move(group));
     it = last;

@@ -32,13 +32,17 @@ struct RowGroup {
 ///   - an all-parallel linalg.generic, linalg.fill or memref.copy whose
 ///     loops are the rows, or the rows and the row elements (its loads
 ///     coalescing along the row),
-/// and nothing but pure ops and allocations lies between them. Every
+/// and between them lie pure ops, allocations, and ops without results
+/// that touch no buffer a member writes and write none a member touches
+/// (checked against every member, before and after, through
+/// BufferAccess.h): those move to just after the group, in order. Every
 /// buffer a member writes must be reached, by every member, through one
 /// value of identity layout and maps whose leading results are the row
 /// loops themselves (and whose others do not involve them): then a row's
 /// ops touch only their row's elements of it, and blocks never share one.
 /// A group reads at least two of its rows' tensors (fewer would save no
 /// pass); trailing ops over the rows alone are left out.
+/// The moves happen here; the caller builds the launches.
 SmallVector<RowGroup> findRowGroups(func::FuncOp f, const LaunchShape &shape);
 
 } // namespace mlir::ds::gpu_kernels

@@ -651,3 +651,89 @@ func.func @racy_map(%x: memref<8xf32>, %y: memref<4xf32>) {
   }
   return
 }
+
+// -----
+
+// A layer norm gradient's shape: row statistics, then column sums that read
+// them (the weight's gradient), then the rows' own results. The column sums
+// need nothing the later member writes and write nothing it reads, so they
+// move after the group, which keeps the rows' two passes in one launch.
+// When what lies between writes a buffer a later member reads (@row_group_
+// blocked), the group ends there.
+// CHECK-LABEL: func.func @row_group_past_column_sum
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+// CHECK:           gpu.barrier
+// CHECK:           arith.divf
+// CHECK:           memref.store %{{.*}}, %arg3
+// CHECK:         gpu.launch
+// CHECK:           arith.mulf
+// CHECK:           memref.store %{{.*}}, %arg2
+// CHECK-NOT:       arith.divf
+// CHECK:         return
+// CHECK-LABEL: func.func @row_group_blocked
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+// CHECK-NOT:       arith.divf
+// CHECK:         gpu.launch
+// CHECK:           arith.mulf
+// CHECK:         gpu.launch
+// CHECK:           arith.divf
+func.func @row_group_past_column_sum(%x: memref<4096x512xf32>, %s: memref<4096xf32>,
+                                     %c: memref<512xf32>, %y: memref<4096x512xf32>)
+    attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4096x512xf32>) outs(%s : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (j)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x, %s : memref<4096x512xf32>, memref<4096xf32>) outs(%c : memref<512xf32>) {
+  ^bb0(%a: f32, %sum: f32, %b: f32):
+    %p = arith.mulf %a, %sum : f32
+    %r = arith.addf %b, %p : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : memref<4096x512xf32>, memref<4096xf32>) outs(%y : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %sum: f32, %o: f32):
+    %r = arith.divf %a, %sum : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+func.func @row_group_blocked(%x: memref<4096x512xf32>, %s: memref<4096xf32>,
+                             %v: memref<512xf32>, %y: memref<4096x512xf32>)
+    attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4096x512xf32>) outs(%s : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(j) -> (j)>, affine_map<(j) -> (j)>],
+                  iterator_types = ["parallel"]}
+      ins(%v : memref<512xf32>) outs(%v : memref<512xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.mulf %a, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s, %v : memref<4096x512xf32>, memref<4096xf32>, memref<512xf32>)
+      outs(%y : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %sum: f32, %w: f32, %o: f32):
+    %d = arith.divf %a, %sum : f32
+    %r = arith.divf %d, %w : f32
+    linalg.yield %r : f32
+  }
+  return
+}
