@@ -34,11 +34,11 @@ SmallVector<Value> mlir::ds::gpu_kernels::delinearize(OpBuilder &b,
 
 gpu::LaunchOp mlir::ds::gpu_kernels::buildGridStrideLaunch(
     OpBuilder &b, Location loc, Value total, const LaunchShape &shape,
-    function_ref<void(OpBuilder &, Location, Value)> body) {
+    function_ref<void(OpBuilder &, Location, Value)> body, bool elementwise) {
   Value threads = indexConstant(b, loc, shape.blockSize);
   std::optional<int64_t> size = getConstantIntValue(total);
   Value blocks =
-      size && *size <= kOneBlockElements
+      elementwise && size && *size <= kOneBlockElements
           ? indexConstant(b, loc, 1)
           : clampBlocks(b, loc,
                         arith::CeilDivUIOp::create(b, loc, total, threads),

@@ -28,19 +28,22 @@ struct LaunchShape {
 SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
                                ArrayRef<Value> sizes);
 
-/// Iteration spaces of at most this many elements (a constant count) run
-/// in one block: a few iterations per thread cost less than a launch, and
-/// a one-block launch can join the one-block launches around it
+/// Elementwise spaces of at most this many elements (a constant count) run
+/// in one block: a few elements per thread cost less than a launch, and a
+/// one-block launch can join the one-block launches around it
 /// (ds-merge-gpu-launches), as the FP8 amax history's updates do.
 constexpr int64_t kOneBlockElements = 4096;
 
-/// Emits a launch of min(ceil(total / blockSize), maxBlocks) blocks (one
-/// for a constant total of at most kOneBlockElements) in which every i in
-/// [0, total) runs `body(b, loc, i)` once, in a grid-stride loop.
+/// Emits a launch of min(ceil(total / blockSize), maxBlocks) blocks in
+/// which every i in [0, total) runs `body(b, loc, i)` once, in a
+/// grid-stride loop. `elementwise`: each iteration is one element's work,
+/// so a constant total of at most kOneBlockElements gets one block (not so
+/// for a column reduction's tasks, each a run of many elements).
 gpu::LaunchOp
 buildGridStrideLaunch(OpBuilder &b, Location loc, Value total,
                       const LaunchShape &shape,
-                      function_ref<void(OpBuilder &, Location, Value)> body);
+                      function_ref<void(OpBuilder &, Location, Value)> body,
+                      bool elementwise = false);
 
 /// On a reduction for buildReductionLaunch or buildRowGroupLaunch: the
 /// constant its output holds when it starts (a filled accumulator), which

@@ -26,6 +26,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/SetVector.h"
@@ -310,8 +311,15 @@ void convertParallelLoops(func::FuncOp f, const LaunchShape &shape) {
     Value total = arith::ConstantIndexOp::create(b, loc, 1);
     for (Value c : counts)
       total = b.createOrFold<arith::MulIOp>(loc, total, c);
+    // An iteration with a loop inside (a reduction left serial per output)
+    // is more than one element's work: no one-block grid for it.
+    bool hasInnerLoop =
+        p.getBody()
+            ->walk([](LoopLikeOpInterface) { return WalkResult::interrupt(); })
+            .wasInterrupted();
     buildGridStrideLaunch(
-        b, loc, total, shape, [&](OpBuilder &kb, Location l, Value i) {
+        b, loc, total, shape,
+        [&](OpBuilder &kb, Location l, Value i) {
           SmallVector<Value> idx = delinearize(kb, l, i, counts);
           IRMapping map;
           for (auto [d, iv] : llvm::enumerate(p.getInductionVars())) {
@@ -321,7 +329,8 @@ void convertParallelLoops(func::FuncOp f, const LaunchShape &shape) {
           }
           for (Operation &op : p.getBody()->without_terminator())
             kb.clone(op, map);
-        });
+        },
+        /*elementwise=*/!hasInnerLoop);
     p.erase();
   }
 }
