@@ -63,6 +63,18 @@ Value narrowingCast(OpBuilder &b, Location loc, Value source, Type narrow) {
       .getResult(0);
 }
 
+/// `reshape` applied again to `narrowSource`, its source rounded: the same
+/// reshape, of the narrow element type.
+Value reshapeNarrow(OpBuilder &b, Operation *reshape, Value narrowSource) {
+  IRMapping mapping;
+  mapping.map(reshape->getOperand(0), narrowSource);
+  Operation *copy = b.clone(*reshape, mapping);
+  auto type = cast<RankedTensorType>(reshape->getResult(0).getType());
+  copy->getResult(0).setType(
+      type.clone(getElementTypeOrSelf(narrowSource.getType())));
+  return copy->getResult(0);
+}
+
 struct NarrowBeforeTranspose : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -95,14 +107,8 @@ struct NarrowBeforeTranspose : OpRewritePattern<linalg::GenericOp> {
                                               transpose.getPermutation())
                       .getResult()[0];
     // The reshapes again, innermost first, on the narrow tensor.
-    for (Operation *reshape : llvm::reverse(reshapes)) {
-      auto type = cast<RankedTensorType>(reshape->getResult(0).getType());
-      IRMapping mapping;
-      mapping.map(reshape->getOperand(0), moved);
-      Operation *copy = rewriter.clone(*reshape, mapping);
-      copy->getResult(0).setType(type.clone(narrow));
-      moved = copy->getResult(0);
-    }
+    for (Operation *reshape : llvm::reverse(reshapes))
+      moved = reshapeNarrow(rewriter, reshape, moved);
     rewriter.replaceOp(round, moved);
     return success();
   }
@@ -137,14 +143,8 @@ struct NarrowBeforeReshape : OpRewritePattern<linalg::GenericOp> {
         producer.getNumParallelLoops() != producer.getNumLoops())
       return rewriter.notifyMatchFailure(round, "no elementwise producer");
     Type narrow = getElementTypeOrSelf(round.getResult(0).getType());
-    Value rounded =
-        narrowingCast(rewriter, round.getLoc(), reshape->getOperand(0), narrow);
-    IRMapping mapping;
-    mapping.map(reshape->getOperand(0), rounded);
-    Operation *copy = rewriter.clone(*reshape, mapping);
-    copy->getResult(0).setType(
-        cast<RankedTensorType>(v.getType()).clone(narrow));
-    rewriter.replaceOp(round, copy->getResults());
+    Value rounded = narrowingCast(rewriter, round.getLoc(), source, narrow);
+    rewriter.replaceOp(round, reshapeNarrow(rewriter, reshape, rounded));
     return success();
   }
 };

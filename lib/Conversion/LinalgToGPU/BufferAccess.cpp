@@ -5,24 +5,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "BufferAccess.h"
+#include "KernelUtils.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::ds::gpu_kernels {
-
-Value rootBuffer(Value memref) {
-  while (Operation *def = memref.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    memref = view.getViewSource();
-  }
-  return memref;
-}
 
 bool mayAlias(Value a, Value b, bool distinctArguments) {
   if (a == b)
@@ -105,7 +95,7 @@ bool collectAccesses(Operation *root, SmallVectorImpl<Access> &reads,
         continue; // allocation effects of values local to the body
       if (!v || !isa<MemRefType>(v.getType()))
         return WalkResult::interrupt();
-      (isWrite ? writes : reads).push_back({v, rootBuffer(v)});
+      (isWrite ? writes : reads).push_back({v, viewRoot(v)});
     }
     return WalkResult::advance();
   });
@@ -127,6 +117,13 @@ bool conflict(const AccessSet &a, const AccessSet &b, bool distinctArguments) {
     return false;
   };
   return writesInto(a.writes, b) || writesInto(b.writes, a);
+}
+
+bool conflictsWithAny(const AccessSet &a, ArrayRef<AccessSet> others,
+                      bool distinctArguments) {
+  return llvm::any_of(others, [&](const AccessSet &o) {
+    return conflict(a, o, distinctArguments);
+  });
 }
 
 } // namespace mlir::ds::gpu_kernels

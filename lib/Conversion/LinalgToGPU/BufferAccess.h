@@ -16,10 +16,6 @@
 
 namespace mlir::ds::gpu_kernels {
 
-/// The buffer a memref value views: through subviews, reshapes and casts
-/// to an allocation, a global, or an argument of the function.
-Value rootBuffer(Value memref);
-
 /// Whether two root buffers may share memory. An allocation shares none
 /// with any other root, and globals only with the same global; two
 /// arguments share none when `distinctArguments` says so, and may otherwise
@@ -27,7 +23,7 @@ Value rootBuffer(Value memref);
 bool mayAlias(Value a, Value b, bool distinctArguments);
 
 /// A buffer an op touches: the memref it names, and the buffer that memref
-/// views (rootBuffer).
+/// views (viewRoot, KernelUtils.h).
 struct Access {
   Value view;
   Value root;
@@ -60,6 +56,10 @@ struct AccessSet {
 /// Whether one of `a` and `b` may write memory the other reads or writes:
 /// then they cannot swap places, nor run as one kernel in any interleaving.
 bool conflict(const AccessSet &a, const AccessSet &b, bool distinctArguments);
+
+/// Whether `a` conflicts with any of `others`.
+bool conflictsWithAny(const AccessSet &a, ArrayRef<AccessSet> others,
+                      bool distinctArguments);
 
 } // namespace mlir::ds::gpu_kernels
 

@@ -99,11 +99,8 @@ bool schedule(linalg::GenericOp reduction, linalg::GenericOp elementwise,
     if (usesResultOf(op, dependents))
       return true;
     AccessSet accesses(op);
-    if (!accesses.touchesMemory())
-      return false;
-    return llvm::any_of(dependentAccesses, [&](const AccessSet &d) {
-      return conflict(accesses, d, distinctArguments);
-    });
+    return accesses.touchesMemory() &&
+           conflictsWithAny(accesses, dependentAccesses, distinctArguments);
   };
   for (Operation *op = reduction->getNextNode(); op != elementwise;) {
     SmallVector<Operation *, 2> unit = {op};

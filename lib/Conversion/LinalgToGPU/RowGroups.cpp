@@ -9,7 +9,6 @@
 #include "KernelUtils.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -196,16 +195,9 @@ bool mayLieBetween(Operation *op) {
 /// Whether `op`, between members, may instead run after the group: it has
 /// no results (nothing between uses it). It then runs after the members
 /// before it, as it did, and after the members that follow it, which must
-/// not touch a buffer it writes nor write one it touches (dependsOnAny).
+/// not touch a buffer it writes nor write one it touches (conflictsWithAny).
 bool mayMoveAfter(Operation *op) {
   return op->getNumResults() == 0 && !op->hasTrait<OpTrait::IsTerminator>();
-}
-
-bool dependsOnAny(const AccessSet &accesses, ArrayRef<AccessSet> ops,
-                  bool distinctArguments) {
-  return llvm::any_of(ops, [&](const AccessSet &o) {
-    return conflict(accesses, o, distinctArguments);
-  });
 }
 
 } // namespace
@@ -248,9 +240,9 @@ mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
         movedAccesses.emplace_back(&*next);
         continue;
       }
-      AccessSet member(&*next);
       if (!rowsIndependent(more, numRows) ||
-          dependsOnAny(member, movedAccesses, distinct))
+          (!moved.empty() &&
+           conflictsWithAny(AccessSet(&*next), movedAccesses, distinct)))
         break;
       accesses = std::move(more);
       group.ops.push_back(&*next);
