@@ -341,11 +341,12 @@ float roundToBf16(float v);
 /// type `kind` (and `kindB` for FP8) through dsrt_cuda_matmul_*_to_<kindC>:
 /// the exact product (the operands are small integers, so the FP32 sum is
 /// exact) times the FP8 scales (powers of two), rounded once to nearest
-/// even, bit for bit.
+/// even, bit for bit. With `bias` (N values exact in C's type), through
+/// the *_bias entries: the bias of each column added before the rounding.
 void checkNarrowC(const std::string &name, Kind kind, Kind kindC,
                   const Tensor &a, const Tensor &b, Tensor c, bool transA,
                   bool transB, Kind kindB = Kind::F32, float scaleA = 1,
-                  float scaleB = 1) {
+                  float scaleB = 1, const std::vector<float> &bias = {}) {
   bool fp8 = kind == Kind::E4M3 || kind == Kind::E5M2;
   if (!fp8)
     kindB = kind;
@@ -362,7 +363,22 @@ void checkNarrowC(const std::string &name, Kind kind, Kind kindC,
   auto mb = descriptorOf<dsrt_memref3_raw>(b, db.device);
   auto mc = descriptorOf<dsrt_memref3_raw>(c, dc.device);
   bool bf16 = kindC == Kind::BF16;
-  if (!fp8)
+  Tensor biasTensor{{1, 1, static_cast<int64_t>(bias.size())},
+                    {0, 0, 1},
+                    0,
+                    bias.empty() ? std::vector<float>{0} : bias};
+  std::vector<uint8_t> eBias = encode(biasTensor, kindC);
+  DeviceVector<uint8_t> dBias(eBias);
+  dsrt_memref1_raw mBias{dBias.device, dBias.device, 0, {n}, {1}};
+  if (!bias.empty() && !fp8)
+    (bf16 ? _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16_bias
+          : _mlir_ciface_dsrt_cuda_matmul_f16_to_f16_bias)(
+        &ma, &mb, &mc, transA, transB, &mBias);
+  else if (!bias.empty())
+    _mlir_ciface_dsrt_cuda_matmul_f8_to_bf16_bias(
+        &ma, &mb, &mc, transA, transB, kind == Kind::E4M3 ? 0 : 1,
+        kindB == Kind::E4M3 ? 0 : 1, sp, sp + 1, &mBias);
+  else if (!fp8)
     (bf16 ? _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16
           : _mlir_ciface_dsrt_cuda_matmul_f16_to_f16)(&ma, &mb, &mc, transA,
                                                       transB);
@@ -386,7 +402,8 @@ void checkNarrowC(const std::string &name, Kind kind, Kind kindC,
       for (int64_t j = 0; j < n; ++j) {
         uint16_t bits = got[c.offset + bt * c.strides[0] + i * c.strides[1] +
                             j * c.strides[2]];
-        float w = float(want[(bt * m + i) * n + j]);
+        float w = float(want[(bt * m + i) * n + j] +
+                        (bias.empty() ? 0.0 : double(bias[j])));
         uint16_t expected;
         if (bf16) {
           float r = roundToBf16(w);
@@ -682,6 +699,27 @@ void scenarioGemm() {
     }
   }
 
+  // A bias in the epilogue (halves, exact in bf16 and f16), added to the
+  // exact sum before the one rounding: batched with padded rows, f16, and
+  // FP8 with its scales.
+  logMarker("bias");
+  auto biasOf = [&](int64_t n) {
+    Tensor t = makeTensor(1, 1, n, rng, 0, 8, 0.5f);
+    return t.values;
+  };
+  checkNarrowC("bf16 x bf16 -> bf16 + bias, batched, padded C", Kind::BF16,
+               Kind::BF16, makeTensor(2, M, K, rng, 0, 64),
+               makeTensor(2, N, K, rng, 0, 64), outputTensor(2, M, N, 1), false,
+               true, Kind::F32, 1, 1, biasOf(N));
+  checkNarrowC("f16 x f16 -> f16 + bias", Kind::F16, Kind::F16,
+               makeTensor(1, M, K, rng, 0, 64), makeTensor(1, K, N, rng, 0, 64),
+               outputTensor(1, M, N, 0), false, false, Kind::F32, 1, 1,
+               biasOf(N));
+  checkNarrowC("e4m3 x e4m3 -> bf16 with scales + bias", Kind::E4M3, Kind::BF16,
+               makeTensor(1, 32, 64, rng, 0, 8),
+               makeTensor(1, 16, 64, rng, 0, 8), outputTensor(1, 32, 16, 0),
+               false, true, Kind::E4M3, 0.5f, 0.125f, biasOf(16));
+
   // The same shape again takes the cached plan (one heuristic call).
   logMarker("cached plan");
   checkGemm("f32 again (cached plan)", Kind::F32, makeTensor(1, M, K, rng),
@@ -722,6 +760,31 @@ void scenarioGemm() {
                           nullptr, nullptr) == -1,
            "dsrt_cuda_gemm refuses f16 operands into a bf16 C");
     expectError("f16 into bf16", "no f16 x f16 GEMM writing bf16");
+
+    // A bias: only along a unit-strided N, of N elements, with K > 0.
+    auto raw = [&](int64_t b, int64_t r, int64_t c, int64_t sb, int64_t sr,
+                   int64_t sc) {
+      return dsrt_memref3_raw{
+          buffer.device, buffer.device, 0, {b, r, c}, {sb, sr, sc}};
+    };
+    dsrt_memref3_raw ra = raw(1, 3, 4, 12, 4, 1), rb = raw(1, 4, 5, 20, 5, 1);
+    dsrt_memref3_raw columnMajor = raw(1, 3, 5, 15, 1, 3);
+    dsrt_memref1_raw bias{buffer.device, buffer.device, 0, {5}, {1}};
+    _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16_bias(&ra, &rb, &columnMajor, 0,
+                                                    0, &bias);
+    expectError("bias with a column-major C",
+                "a bias needs C unit-strided along N");
+    dsrt_memref3_raw rowMajor = raw(1, 3, 5, 15, 5, 1);
+    dsrt_memref1_raw shortBias{buffer.device, buffer.device, 0, {4}, {1}};
+    _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16_bias(&ra, &rb, &rowMajor, 0, 0,
+                                                    &shortBias);
+    expectError("bias of another length",
+                "the bias must be 5 contiguous elements");
+    dsrt_memref3_raw emptyA = raw(1, 3, 0, 0, 0, 1),
+                     emptyB = raw(1, 0, 5, 0, 5, 1);
+    _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16_bias(&emptyA, &emptyB, &rowMajor,
+                                                    0, 0, &bias);
+    expectError("bias with K = 0", "K = 0 with a bias");
   }
   dsrt_cuda_shutdown();
   noError("dsrt_cuda_shutdown");

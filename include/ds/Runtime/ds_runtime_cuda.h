@@ -299,6 +299,37 @@ DSRT_API void _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2_to_bf16(
     dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
     int64_t transA, int64_t transB, float *aScale, float *bScale);
 
+/* A rank-1 memref of any element type, laid out as dsrt_memref1_f32. */
+typedef struct dsrt_memref1_raw {
+  void *allocated;
+  void *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+} dsrt_memref1_raw;
+
+/* The narrow-C GEMMs above with a bias added before the one rounding, in
+   cuBLASLt's epilogue (CUBLASLT_EPILOGUE_BIAS): C[b, i, j] = round(sum +
+   bias[j]), the bias a vector of C's type (bf16 or f16) with N elements,
+   unit-strided, the same for every batch; the sum as above (FP8: the
+   scales applied first). A linear layer's output as torch.autocast's
+   F.linear and Transformer Engine's Linear round it: once, after the
+   bias. convert-linalg-to-ds-runtime calls them where every reader of the
+   f32 product would add such a vector and round. C must be unit-strided
+   along N (cuBLASLt adds the bias along the rows of its column-major D,
+   which are C's columns only then); a bias of another length, a strided
+   one, and a column-major C record an error before anything is enqueued. */
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16_bias(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, dsrt_memref1_raw *bias);
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f16_to_f16_bias(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, dsrt_memref1_raw *bias);
+DSRT_API void _mlir_ciface_dsrt_cuda_matmul_f8_to_bf16_bias(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, int64_t aType, int64_t bType, float *aScale,
+    float *bScale, dsrt_memref1_raw *bias);
+
 /* Data types of dsrt_cuda_gemm. */
 enum {
   DSRT_GEMM_F32 = 0,

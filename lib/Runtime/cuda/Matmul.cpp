@@ -148,6 +148,8 @@ struct Problem {
   int64_t batches, m, n, k;
   /// FP8 dequantisation scales (device pointers) or null.
   const float *scaleA = nullptr, *scaleB = nullptr;
+  /// The epilogue's bias (N elements of C's type, device memory) or null.
+  const void *bias = nullptr;
   /// For messages: "A [1, 7, 3] (transA = 0), ...".
   char shapes[400];
 };
@@ -395,17 +397,19 @@ uint32_t alignmentOf(const void *ptr) {
 }
 
 /// Everything a plan depends on.
+/// A bias pointer's alignment is part of it: the heuristic reads it.
 using PlanKey =
     std::tuple<int, int, int, decltype(LtMatrix().key()),
                decltype(LtMatrix().key()), decltype(LtMatrix().key()), uint32_t,
-               uint32_t, uint32_t, bool>;
+               uint32_t, uint32_t, bool, bool, uint32_t>;
 
-PlanKey keyOf(const LtProblem &lt, Element typeD, bool scaled) {
-  return PlanKey(static_cast<int>(lt.typeFirst),
-                 static_cast<int>(lt.typeSecond), static_cast<int>(typeD),
-                 lt.lfirst.key(), lt.lsecond.key(), lt.d.key(),
-                 alignmentOf(lt.first), alignmentOf(lt.second),
-                 alignmentOf(lt.dData), scaled);
+PlanKey keyOf(const LtProblem &lt, Element typeD, bool scaled,
+              const void *bias) {
+  return PlanKey(
+      static_cast<int>(lt.typeFirst), static_cast<int>(lt.typeSecond),
+      static_cast<int>(typeD), lt.lfirst.key(), lt.lsecond.key(), lt.d.key(),
+      alignmentOf(lt.first), alignmentOf(lt.second), alignmentOf(lt.dData),
+      scaled, bias != nullptr, bias ? alignmentOf(bias) : 0);
 }
 
 /// A ready-to-run cublasLtMatmul: descriptors and the heuristic's choice.
@@ -463,6 +467,18 @@ Status createPlan(const Problem &p, const LtProblem &lt, bool fp8,
   if (fp8) // Keep promoting partial sums to FP32: no fast accumulation.
     DS_RETURN_IF_ERROR(
         setDescAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(0)));
+  if (p.bias) {
+    // D = sum + bias[row of D], a vector of D's type (cuBLASLt's default
+    // for bf16 and f16 D, set anyway), broadcast over the batches. The
+    // heuristic takes the pointer's alignment from its value.
+    DS_RETURN_IF_ERROR(setDescAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                        uint32_t(CUBLASLT_EPILOGUE_BIAS)));
+    DS_RETURN_IF_ERROR(
+        setDescAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                         static_cast<int32_t>(dataType(p.typeC))));
+    DS_RETURN_IF_ERROR(
+        setDescAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias));
+  }
   DS_RETURN_IF_ERROR(createLayout(lt.typeFirst, lt.lfirst, plan.first));
   DS_RETURN_IF_ERROR(createLayout(lt.typeSecond, lt.lsecond, plan.second));
   // C (read only with beta != 0, never here) and D share D's layout.
@@ -561,6 +577,10 @@ Status run(Problem &p, bool fp8) {
                       static_cast<long long>(p.n), static_cast<long long>(p.k));
   }
   LtProblem lt;
+  if (p.k == 0 && p.bias)
+    return DS_ERROR("%s: K = 0 with a bias (C would be the bias broadcast, "
+                    "which is no GEMM); %s",
+                    p.fn, p.shapes);
   if (p.k == 0) {
     // Only C matters; map with trivially valid operands.
     View unit{nullptr, p.batches, 1, 1, 0, 1, 1};
@@ -572,12 +592,18 @@ Status run(Problem &p, bool fp8) {
     return zeroFill(lt, p.typeC);
   }
   DS_RETURN_IF_ERROR(mapProblem(p, fp8, lt));
+  // cuBLASLt adds the bias along D's rows, C's columns in the C^T
+  // orientation only.
+  if (p.bias && !lt.swapped)
+    return DS_ERROR("%s: a bias needs C unit-strided along N (cuBLASLt adds "
+                    "it along the rows of its column-major D); %s",
+                    p.fn, p.shapes);
 
   std::lock_guard<std::mutex> lock(gemmMutex);
   LtSession *session = nullptr;
   DS_RETURN_IF_ERROR(ltSession(session));
   bool scaled = fp8 && (p.scaleA || p.scaleB);
-  PlanKey key = keyOf(lt, p.typeC, scaled);
+  PlanKey key = keyOf(lt, p.typeC, scaled, p.bias);
   auto it = plans.find(key);
   if (it == plans.end()) {
     auto plan = std::make_unique<Plan>();
@@ -595,6 +621,9 @@ Status run(Problem &p, bool fp8) {
     DS_RETURN_IF_ERROR(setDescAttribute(
         plan.desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, second));
   }
+  if (p.bias)
+    DS_RETURN_IF_ERROR(setDescAttribute(
+        plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias));
   counters().gemms.fetch_add(1, std::memory_order_relaxed);
   counters().gemmFlops.fetch_add(uint64_t(2 * p.batches * p.m * p.n * p.k),
                                  std::memory_order_relaxed);
@@ -606,11 +635,33 @@ Status run(Problem &p, bool fp8) {
                session->workspaceBytes, stepStream());
 }
 
+/// The bias of `p` from its descriptor: N elements of C's type, unit
+/// stride (any stride for N <= 1).
+Status checkBias(const dsrt_memref1_raw *bias, Problem &p) {
+  if (!bias)
+    return DS_ERROR("%s: the descriptor of the bias is null", p.fn);
+  if (bias->offset < 0 || bias->sizes[0] != p.n ||
+      (p.n > 1 && bias->strides[0] != 1) || (p.n > 0 && !bias->aligned))
+    return DS_ERROR("%s: the bias must be %lld contiguous elements of C's type "
+                    "(one per column of C); got size %lld, stride %lld, "
+                    "offset %lld%s",
+                    p.fn, static_cast<long long>(p.n),
+                    static_cast<long long>(bias->sizes[0]),
+                    static_cast<long long>(bias->strides[0]),
+                    static_cast<long long>(bias->offset),
+                    bias->aligned ? "" : ", null data");
+  if (p.n > 0)
+    p.bias = static_cast<const char *>(bias->aligned) +
+             bias->offset * elementBytes(p.typeC);
+  return Status::success();
+}
+
 template <typename DA, typename DC>
 void matmul(const char *fn, DA *a, DA *b, DC *c, int64_t transA, int64_t transB,
             Element typeA, Element typeB, bool fp8,
             const float *scaleA = nullptr, const float *scaleB = nullptr,
-            Element typeC = Element::F32) {
+            Element typeC = Element::F32,
+            const dsrt_memref1_raw *bias = nullptr, bool biased = false) {
   Memref3 ma, mb, mc;
   if (a)
     ma = toMemref3(*a);
@@ -625,6 +676,8 @@ void matmul(const char *fn, DA *a, DA *b, DC *c, int64_t transA, int64_t transB,
     return;
   p.scaleA = scaleA;
   p.scaleB = scaleB;
+  if (biased && checkBias(bias, p).failed())
+    return;
   (void)run(p, fp8);
 }
 
@@ -745,6 +798,34 @@ void _mlir_ciface_dsrt_cuda_matmul_e4m3_e5m2_to_bf16(
     int64_t transA, int64_t transB, float *aScale, float *bScale) {
   matmul("dsrt_cuda_matmul_e4m3_e5m2_to_bf16", a, b, c, transA, transB,
          Element::E4M3, Element::E5M2, true, aScale, bScale, Element::BF16);
+}
+
+void _mlir_ciface_dsrt_cuda_matmul_bf16_to_bf16_bias(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, dsrt_memref1_raw *bias) {
+  matmul("dsrt_cuda_matmul_bf16_to_bf16_bias", a, b, c, transA, transB,
+         Element::BF16, Element::BF16, false, nullptr, nullptr, Element::BF16,
+         bias, true);
+}
+
+void _mlir_ciface_dsrt_cuda_matmul_f16_to_f16_bias(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, dsrt_memref1_raw *bias) {
+  matmul("dsrt_cuda_matmul_f16_to_f16_bias", a, b, c, transA, transB,
+         Element::F16, Element::F16, false, nullptr, nullptr, Element::F16,
+         bias, true);
+}
+
+void _mlir_ciface_dsrt_cuda_matmul_f8_to_bf16_bias(
+    dsrt_memref3_raw *a, dsrt_memref3_raw *b, dsrt_memref3_raw *c,
+    int64_t transA, int64_t transB, int64_t aType, int64_t bType, float *aScale,
+    float *bScale, dsrt_memref1_raw *bias) {
+  const char *fn = "dsrt_cuda_matmul_f8_to_bf16_bias";
+  Element typeA, typeB;
+  if (!fp8Element(aType, fn, "A", typeA) || !fp8Element(bType, fn, "B", typeB))
+    return;
+  matmul(fn, a, b, c, transA, transB, typeA, typeB, true, aScale, bScale,
+         Element::BF16, bias, true);
 }
 
 int dsrt_cuda_gemm(int dtype, int64_t m, int64_t n, int64_t k, const void *a,

@@ -6,6 +6,7 @@
 // prototypes, and runs cublasLtMatmul as a plain loop over cuBLASLt's
 // documented column-major semantics
 //   D[b] = alpha * (scaleA * scaleB) * opA(A[b]) * opB(B[b]) + beta * C[b]
+//          (+ bias, a vector along D's rows, with CUBLASLT_EPILOGUE_BIAS)
 // (f32, bf16, f16, E4M3 and E5M2 inputs; f32 C and D, or bf16/f16 ones
 // rounded to nearest even from the sum, as cuBLASLt's type table allows),
 // so a test can check
@@ -40,6 +41,9 @@ struct Desc {
   int32_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
   const float *scaleA = nullptr, *scaleB = nullptr;
   int8_t fastAccum = 0;
+  uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  int32_t biasType = -1; // -1: D's type.
 };
 
 struct Layout {
@@ -216,6 +220,14 @@ cublasStatus_t validate(const Desc &d, const Layout &a, const Layout &b,
     why = "mixed-types";
   else if ((d.scaleA || d.scaleB) && !isFp8(a.type))
     why = "scales-without-fp8";
+  else if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
+           d.epilogue != CUBLASLT_EPILOGUE_BIAS)
+    why = "unsupported-epilogue";
+  // Bias vectors of D's type (bf16 D from FP8 may take f32 too; the
+  // runtime never asks).
+  else if (d.epilogue == CUBLASLT_EPILOGUE_BIAS &&
+           !(d.biasType == -1 || d.biasType == int32_t(dl.type)))
+    why = "bias-type-differs-from-d";
   return why ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
 }
 
@@ -296,6 +308,12 @@ cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
     return set(d->scaleB);
   case CUBLASLT_MATMUL_DESC_FAST_ACCUM:
     return set(d->fastAccum);
+  case CUBLASLT_MATMUL_DESC_EPILOGUE:
+    return set(d->epilogue);
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    return set(d->bias);
+  case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+    return set(d->biasType);
   default:
     logLine("cublasLtMatmulDescSetAttribute unsupported-attribute=%d",
             static_cast<int>(attr));
@@ -433,7 +451,7 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
       line, sizeof(line),
       "cublasLtMatmul m=%llu n=%llu k=%llu transa=%c transb=%c "
       "types=%s,%s,%s lda=%lld ldb=%lld ldd=%lld batch=%d "
-      "strides=%lld,%lld,%lld scales=%s,%s workspace=%zu stream=%s",
+      "strides=%lld,%lld,%lld scales=%s,%s%s workspace=%zu stream=%s",
       static_cast<unsigned long long>(m), static_cast<unsigned long long>(n),
       static_cast<unsigned long long>(k), d.transa == CUBLAS_OP_N ? 'N' : 'T',
       d.transb == CUBLAS_OP_N ? 'N' : 'T', typeName(a.type), typeName(b.type),
@@ -442,11 +460,13 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
       static_cast<long long>(a.batchStride),
       static_cast<long long>(b.batchStride),
       static_cast<long long>(dl.batchStride), d.scaleA ? "set" : "none",
-      d.scaleB ? "set" : "none", workspaceSizeInBytes,
-      streamName(stream, streamBuf, sizeof(streamBuf)));
+      d.scaleB ? "set" : "none",
+      d.epilogue == CUBLASLT_EPILOGUE_BIAS ? " epilogue=bias" : "",
+      workspaceSizeInBytes, streamName(stream, streamBuf, sizeof(streamBuf)));
   const char *why = nullptr;
   if (validate(d, a, b, c, dl, why) != CUBLAS_STATUS_SUCCESS || !algo ||
-      algo->data[0] != 42) {
+      algo->data[0] != 42 ||
+      (d.epilogue == CUBLASLT_EPILOGUE_BIAS && !d.bias)) {
     logLine("%s", line);
     return CUBLAS_STATUS_INVALID_VALUE;
   }
@@ -472,7 +492,8 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
 }
 
 namespace {
-/// D = alpha * scaleA * scaleB * opA(A) * opB(B) + beta * C, column-major.
+/// D = alpha * scaleA * scaleB * opA(A) * opB(B) + beta * C (+ bias[row]),
+/// column-major.
 void runGemm(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
              const Layout &dl, uint64_t m, uint64_t n, uint64_t k,
              float alphaValue, float betaValue, const char *pa, const char *pb,
@@ -497,6 +518,10 @@ void runGemm(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
         // beta == 0: C is not read (it may hold NaN), as in cuBLASLt.
         if (betaValue != 0.0f)
           result += betaValue * load(pc, c.type, ic);
+        // The bias of D's row i, the same for every batch.
+        if (d.epilogue == CUBLASLT_EPILOGUE_BIAS)
+          result +=
+              load(static_cast<const char *>(d.bias), dl.type, int64_t(i));
         store(pd, dl.type, id, result);
       }
     }
