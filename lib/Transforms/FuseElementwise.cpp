@@ -11,6 +11,7 @@
 #include "ds/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -24,6 +25,23 @@ namespace mlir::ds {
 using namespace mlir;
 
 namespace {
+
+/// Whether `op` widens its one input elementwise and does nothing else:
+/// identity maps, parallel loops, a payload of one arith.extf.
+bool isWideningCast(Operation *op) {
+  auto g = dyn_cast<linalg::GenericOp>(op);
+  if (!g || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
+      g.getNumParallelLoops() != g.getNumLoops() ||
+      !llvm::all_of(g.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }))
+    return false;
+  Block &body = g.getRegion().front();
+  auto widen = dyn_cast<arith::ExtFOp>(body.front());
+  return body.getOperations().size() == 2 && widen &&
+         widen.getIn() == body.getArgument(0) &&
+         body.getTerminator()->getOperand(0) == widen.getResult();
+}
+
 struct FuseElementwisePass
     : public mlir::ds::impl::FuseElementwisePassBase<FuseElementwisePass> {
   void runOnOperation() override {
@@ -35,6 +53,22 @@ struct FuseElementwisePass
         return isa_and_nonnull<linalg::MatmulOp, linalg::BatchMatmulOp>(op);
       };
       if (isGemm(consumer) || isGemm(producer))
+        return false;
+      // A value kept narrow (a policy's `storage`) and read widened: the
+      // widening joins the readers, not the producer, so that the producer
+      // writes the narrow type and the readers read it (half the traffic
+      // both ways). An FP8 policy's GELU output, rounded to bf16 and read by
+      // its amax and its scaled cast, was written in f32 otherwise.
+      // Reshapes count as readers: the widening moves past them
+      // (WidenAfterReshape).
+      if (isWideningCast(consumer) &&
+          llvm::all_of(consumer->getResult(0).getUses(), [&](OpOperand &use) {
+            Operation *reader = use.getOwner();
+            return (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
+                        reader) &&
+                    ds::readersTakeWidening(reader)) ||
+                   (!isGemm(reader) && linalg::areElementwiseOpsFusable(&use));
+          }))
         return false;
       // A producer whose body loops (the GPU embedding gradient's list
       // walk) is computed once: in a reduction it would also turn the

@@ -115,12 +115,15 @@ struct NarrowBeforeTranspose : OpRewritePattern<linalg::GenericOp> {
 };
 
 /// `truncf(reshape(x))`, the reshape used only there and `x` an elementwise
-/// generic's result used only by it, becomes `reshape(truncf(x))`: the
-/// cast then fuses into `x`'s producer, and `x` is never written wide. The head
-/// split reshapes the bias add's [B, T, H*D] result to [B, T, H, D] before
-/// transposing it; without this hop the cast that NarrowBeforeTranspose moved
-/// stops at that reshape, and the add writes f32 for a kernel of its own to
-/// round.
+/// generic's result that is otherwise only rounded to the same type (directly
+/// or through other such reshapes), becomes `reshape(truncf(x))`, with one
+/// truncf for all: the cast then fuses into `x`'s producer, and `x` is never
+/// written wide. The head split reshapes the bias add's [B, T, H*D] result to
+/// [B, T, H, D] before transposing it; without this hop the cast that
+/// NarrowBeforeTranspose moved stops at that reshape, and the add writes f32
+/// for a kernel of its own to round. The GELU's output is rounded for the
+/// next GEMM and, flattened to [B*T, F], for that GEMM's weight gradient:
+/// two casts, so the GELU wrote f32 for both to read.
 struct NarrowBeforeReshape : OpRewritePattern<linalg::GenericOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -135,24 +138,110 @@ struct NarrowBeforeReshape : OpRewritePattern<linalg::GenericOp> {
         !v.hasOneUse())
       return rewriter.notifyMatchFailure(round, "not a reshape's only use");
     // Only where the cast will join the producer: an elementwise generic
-    // whose result nothing else reads. Elsewhere (a GEMM's result) the cast
-    // would only stop fusing into its consumers across the reshape.
+    // whose result nothing else reads unrounded. Elsewhere (a GEMM's result)
+    // the cast would only stop fusing into its consumers across the reshape.
     Value source = reshape->getOperand(0);
     auto producer = source.getDefiningOp<linalg::GenericOp>();
-    if (!producer || !source.hasOneUse() ||
-        producer.getNumParallelLoops() != producer.getNumLoops())
+    if (!producer || producer.getNumParallelLoops() != producer.getNumLoops())
       return rewriter.notifyMatchFailure(round, "no elementwise producer");
     Type narrow = getElementTypeOrSelf(round.getResult(0).getType());
+    auto roundsTo = [&](Operation *op) {
+      auto g = dyn_cast<linalg::GenericOp>(op);
+      return g && g.hasPureTensorSemantics() && isNarrowingCast(g) &&
+             getElementTypeOrSelf(g.getResult(0).getType()) == narrow &&
+             g->getBlock() == producer->getBlock();
+    };
+    SmallVector<Operation *> direct;
+    SmallVector<std::pair<Operation *, Operation *>> reshaped;
+    for (Operation *user : source.getUsers()) {
+      if (roundsTo(user)) {
+        direct.push_back(user);
+        continue;
+      }
+      Value view = user->getNumResults() == 1 ? user->getResult(0) : Value();
+      if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(user) ||
+          !view.hasOneUse() || !roundsTo(*view.getUsers().begin()))
+        return rewriter.notifyMatchFailure(round, "the source is read wide");
+      reshaped.push_back({user, *view.getUsers().begin()});
+    }
+    rewriter.setInsertionPointAfter(producer);
     Value rounded = narrowingCast(rewriter, round.getLoc(), source, narrow);
-    rewriter.replaceOp(round, reshapeNarrow(rewriter, reshape, rounded));
+    for (Operation *cast : direct)
+      rewriter.replaceOp(cast, rounded);
+    for (auto [view, cast] : reshaped) {
+      rewriter.setInsertionPoint(cast);
+      rewriter.replaceOp(cast, reshapeNarrow(rewriter, view, rounded));
+    }
+    return success();
+  }
+};
+
+/// Whether `g` widens its one input elementwise and does nothing else:
+/// identity maps, parallel loops, a payload of one arith.extf.
+bool isWideningCast(linalg::GenericOp g) {
+  if (g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
+      g.getNumParallelLoops() != g.getNumLoops() ||
+      !llvm::all_of(g.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }))
+    return false;
+  Block &body = g.getRegion().front();
+  auto widen = dyn_cast<arith::ExtFOp>(body.front());
+  return body.getOperations().size() == 2 && widen &&
+         widen.getIn() == body.getArgument(0) &&
+         body.getTerminator()->getOperand(0) == widen.getResult();
+}
+
+/// `reshape(extf(x))` becomes `extf(reshape(x))`: the widening then fuses
+/// into the reshape's readers, and the reshape no longer needs the wide
+/// tensor in memory. A value a policy keeps in bf16 is read widened; when
+/// the backward reads it reshaped (the GELU output, flattened for the
+/// second MLP GEMM's weight gradient), that reshape kept the widening out
+/// of its other readers.
+template <typename ReshapeOp>
+struct WidenAfterReshape : OpRewritePattern<ReshapeOp> {
+  using OpRewritePattern<ReshapeOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ReshapeOp reshape,
+                                PatternRewriter &rewriter) const override {
+    auto widen = reshape.getSrc().template getDefiningOp<linalg::GenericOp>();
+    if (!widen || !widen.hasPureTensorSemantics() || !isWideningCast(widen))
+      return rewriter.notifyMatchFailure(reshape, "not of a widening cast");
+    // Only where the widening will fuse into every reader (else it is one
+    // more kernel, and the wide tensor is written anyway).
+    if (!ds::readersTakeWidening(reshape))
+      return rewriter.notifyMatchFailure(reshape, "read other than fused");
+    Value narrow =
+        reshapeNarrow(rewriter, reshape, widen.getDpsInputOperand(0)->get());
+    auto type = cast<RankedTensorType>(reshape.getType());
+    Value empty = tensor::EmptyOp::create(
+        rewriter, reshape.getLoc(), type.getShape(), type.getElementType());
+    AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
+    rewriter.replaceOpWithNewOp<linalg::GenericOp>(
+        reshape, TypeRange{type}, ValueRange{narrow}, ValueRange{empty},
+        ArrayRef<AffineMap>{id, id},
+        SmallVector<utils::IteratorType>(type.getRank(),
+                                         utils::IteratorType::parallel),
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value wide =
+              arith::ExtFOp::create(nb, l, type.getElementType(), args[0]);
+          linalg::YieldOp::create(nb, l, wide);
+        });
     return success();
   }
 };
 
 } // namespace
 
+bool mlir::ds::readersTakeWidening(Operation *reshape) {
+  return llvm::all_of(reshape->getUses(), [](OpOperand &use) {
+    auto reader = dyn_cast<linalg::GenericOp>(use.getOwner());
+    return reader && reader.hasPureTensorSemantics() && reader.isDpsInput(&use);
+  });
+}
+
 void mlir::ds::populateNarrowBeforeTransposePatterns(
     RewritePatternSet &patterns) {
-  patterns.add<NarrowBeforeTranspose, NarrowBeforeReshape>(
-      patterns.getContext());
+  patterns.add<NarrowBeforeTranspose, NarrowBeforeReshape,
+               WidenAfterReshape<tensor::CollapseShapeOp>,
+               WidenAfterReshape<tensor::ExpandShapeOp>>(patterns.getContext());
 }

@@ -18,7 +18,15 @@ namespace mlir::ds {
 /// `truncf(reshape(x))`, where `x` is an elementwise generic's result used
 /// only by the reshape, becomes `reshape(truncf(x))`, so the cast fuses
 /// into that generic.
+/// Also `reshape(extf(x))` becomes `extf(reshape(x))` where the reshape's
+/// readers all take the widening (readersTakeWidening), so that it fuses
+/// into them.
 void populateNarrowBeforeTransposePatterns(RewritePatternSet &patterns);
+
+/// Whether every reader of `reshape`'s result is a linalg.generic (tensor
+/// semantics) reading it as an input, which a widening cast moved past the
+/// reshape would fuse into.
+bool readersTakeWidening(Operation *reshape);
 
 } // namespace mlir::ds
 

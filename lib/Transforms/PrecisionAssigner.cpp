@@ -297,6 +297,10 @@ void PrecisionAssigner::addEntry(Operation *op, StringRef role, StringRef label,
 }
 
 LogicalResult PrecisionAssigner::materializeForward() {
+  llvm::DenseSet<Operation *> ruled;
+  for (const Decision &d : decisions)
+    if (d.rule)
+      ruled.insert(d.op);
   for (Decision &d : decisions) {
     Operation *op = d.op;
     const PrecisionRule *rule = d.rule;
@@ -358,12 +362,55 @@ LogicalResult PrecisionAssigner::materializeForward() {
       narrow.replaceAllUsesExcept(result, result.getDefiningOp());
     }
     // Storage: what consumers (and the backward) read is the value kept in
-    // the storage type; an op that computed in it already is.
+    // the storage type; an op that computed in it already is. A linear
+    // layer's product is kept after its bias add (roundedAfterBias).
     if (rule->storage && result && !(narrow && storage == compute) &&
-        tensorType(result).getElementType() == f32)
+        tensorType(result).getElementType() == f32) {
+      if (isa<MatMulOp>(op))
+        if (Value sum = roundedAfterBias(result, storage, ruled))
+          result = sum;
       keepResultIn(result, storage);
+    }
   }
   return success();
+}
+
+/// The bias operand of `add` when it adds a vector along the last
+/// dimension to `product` (shape [..., N] against [1, ..., 1, N] or [N]),
+/// else null.
+static Value biasOperand(AddOp add, Value product) {
+  auto sum = tensorType(add.getResult());
+  Value bias = add.getLhs() == product ? add.getRhs() : add.getLhs();
+  auto biasType = tensorType(bias);
+  if (add.getLhs() == add.getRhs() || !sum || !biasType ||
+      tensorType(product) != sum || !biasType.hasStaticShape() ||
+      !sum.hasStaticShape() || biasType.getRank() == 0 ||
+      biasType.getRank() > sum.getRank() || !biasType.getElementType().isF32())
+    return nullptr;
+  ArrayRef<int64_t> shape = biasType.getShape();
+  if (shape.back() != sum.getShape().back() ||
+      llvm::any_of(shape.drop_back(), [](int64_t d) { return d != 1; }))
+    return nullptr;
+  return bias;
+}
+
+Value PrecisionAssigner::roundedAfterBias(
+    Value product, Type storage, const llvm::DenseSet<Operation *> &ruled) {
+  if (observe || !(storage.isBF16() || storage.isF16()) || !product.hasOneUse())
+    return nullptr;
+  auto add = dyn_cast<AddOp>(*product.getUsers().begin());
+  if (!add || ruled.contains(add) || !isForwardOp(add))
+    return nullptr;
+  Value bias = biasOperand(add, product);
+  if (!bias)
+    return nullptr;
+  // The bias in the storage type too, as autocast casts it with the
+  // weight: the GEMM's epilogue then adds a vector of D's type.
+  b.setInsertionPoint(add);
+  Value rounded = m->cast(b, bias.getLoc(), bias, storage);
+  Value back = m->cast(b, bias.getLoc(), rounded, f32);
+  add->setOperand(add.getLhs() == bias ? 0 : 1, back);
+  return add.getResult();
 }
 
 LogicalResult PrecisionAssigner::materializeBackward() {

@@ -18,6 +18,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <deque>
@@ -75,6 +76,16 @@ private:
                                       std::array<bool, 2> cotangent,
                                       const PrecisionRule &rule, StringRef role,
                                       StringRef label);
+  /// A linear layer's storage rounding comes after its bias, as
+  /// torch.autocast's F.linear and Transformer Engine's Linear round once,
+  /// in the GEMM's epilogue: when `product` (a matmul's f32 result) is only
+  /// read by a ds.add without a rule of its own (not in `ruled`) that adds
+  /// a vector along the last dimension, and `storage` is bf16 or f16, the
+  /// bias is rounded to `storage` (autocast casts it with the weight) and
+  /// the sum is returned, to be kept in `storage` instead of the product.
+  /// Null otherwise, or in observe mode.
+  Value roundedAfterBias(Value product, Type storage,
+                         const llvm::DenseSet<Operation *> &ruled);
   /// Makes every user of `result` (f32) read it as kept in `type`: rounded
   /// to it and widened back. Nothing for f32 or in observe mode.
   void keepResultIn(Value result, Type type);

@@ -149,9 +149,10 @@ Value asRank3(OpBuilder &b, Location loc, Value v, MemRefType target) {
 /// For FP8 GEMMs the rhs has its own type `inB`, and extra arguments
 /// follow: the operand formats (i64, i64; `formats`, dsrt_cuda_matmul_f8
 /// only) and the dequantisation scale pointers (!llvm.ptr, !llvm.ptr).
+/// The *_bias entries take the bias last, a rank-1 memref (`bias`).
 func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType in,
                           MemRefType out, bool fp8 = false, MemRefType inB = {},
-                          bool formats = false) {
+                          bool formats = false, MemRefType bias = {}) {
   if (auto f = module.lookupSymbol<func::FuncOp>(name))
     return f;
   OpBuilder b(module.getBodyRegion());
@@ -164,6 +165,8 @@ func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType in,
       inputs.append({i64, i64});
     inputs.append({ptr, ptr});
   }
+  if (bias)
+    inputs.push_back(bias);
   auto type = b.getFunctionType(inputs, {});
   auto f = func::FuncOp::create(b, module.getLoc(), name, type);
   f.setPrivate();
@@ -224,27 +227,32 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
 
   // A narrow C (NarrowGemmOutputs.h): cuBLASLt rounds where every reader
   // would round the f32 product anyway, for bf16/f16 operands to their own
-  // type, for FP8 ones after the readers' dequantisation scale (its A scale
-  // pointer, the scale computed into a device f32 first) to bf16.
-  Value dequantScale;
-  std::optional<FloatType> narrow;
-  if (cuda && fp8) {
-    if (std::optional<ScaledRounding> r = scaledRoundedOutput(op, fill)) {
-      dequantScale = narrowScaledOutputBuffer(op, *r);
-      narrow = r->type;
-    }
-  } else if (cuda && (inType.isBF16() || inType.isF16())) {
-    std::optional<FloatType> rounded = roundedOutputType(op, fill);
-    if (rounded && *rounded == inType) {
-      narrowOutputBuffer(op, *rounded);
-      narrow = rounded;
-    }
+  // type, for FP8 ones to bf16 after the readers' dequantisation scale (its
+  // A scale pointer, the scale computed into a device f32 first); both after
+  // a linear layer's bias (its bias epilogue, for E4M3 x E4M3 among FP8).
+  std::optional<GemmEpilogue> epilogue;
+  if (cuda && (fp8 || inType.isBF16() || inType.isF16()))
+    epilogue = gemmEpilogue(op, /*allowScale=*/fp8, fill);
+  if (epilogue && (fp8 ? !epilogue->type.isBF16() : epilogue->type != inType))
+    epilogue.reset();
+  if (epilogue && epilogue->bias) {
+    // cuBLASLt's bias entries: E4M3 x E4M3 among FP8, and K > 0 (an empty
+    // sum plus a bias is no GEMM).
+    int64_t kSize = cast<MemRefType>(a.getType())
+                        .getDimSize(la->transposed ? off + 0 : off + 1);
+    if ((fp8 && callee != "dsrt_cuda_matmul_f8") ||
+        ShapedType::isDynamic(kSize) || kSize == 0)
+      epilogue.reset();
   }
+  EpilogueBuffers buffers;
   std::string narrowCallee;
-  if (narrow) {
+  if (epilogue) {
+    buffers = applyEpilogue(op, *epilogue);
     c = op.getDpsInitOperand(0)->get();
-    et = *narrow;
-    narrowCallee = (callee + (narrow->isBF16() ? "_to_bf16" : "_to_f16")).str();
+    et = epilogue->type;
+    narrowCallee = (callee + (et.isBF16() ? "_to_bf16" : "_to_f16") +
+                    (buffers.bias ? "_bias" : ""))
+                       .str();
     callee = narrowCallee;
   }
 
@@ -259,7 +267,11 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   };
   MemRefType m3 = strided(inType), m3b = strided(inTypeB), out3 = strided(et);
   bool formats = callee.starts_with("dsrt_cuda_matmul_f8");
-  func::FuncOp fn = getOrDeclare(module, callee, m3, out3, fp8, m3b, formats);
+  MemRefType bias1;
+  if (buffers.bias)
+    bias1 = MemRefType::get({dyn}, et, StridedLayoutAttr::get(ctx, dyn, {dyn}));
+  func::FuncOp fn =
+      getOrDeclare(module, callee, m3, out3, fp8, m3b, formats, bias1);
   Value ta =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(la->transposed));
   Value tb =
@@ -277,14 +289,16 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
     auto ptrType = LLVM::LLVMPointerType::get(ctx);
     Value none = LLVM::ZeroOp::create(b, loc, ptrType);
     Value scale = none;
-    if (dequantScale) {
+    if (buffers.scale) {
       Value address =
-          memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dequantScale);
+          memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffers.scale);
       Value bits = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
       scale = LLVM::IntToPtrOp::create(b, loc, ptrType, bits);
     }
     args.append({scale, none});
   }
+  if (buffers.bias)
+    args.push_back(memref::CastOp::create(b, loc, bias1, buffers.bias));
   func::CallOp::create(b, loc, fn, args);
   op->erase();
   if (fill)

@@ -5,7 +5,9 @@
 // policy stores it so (`storage: bf16`): after fusion every reader of the
 // product's buffer applies `arith.truncf` to it. cuBLASLt can round in its
 // epilogue instead (its D type), which halves the product's write and every
-// read of it. These helpers find such buffers and retype them.
+// read of it, after an FP8 GEMM's dequantisation scale and a linear layer's
+// bias, which the epilogue applies too. These helpers find such buffers and
+// retype them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,52 +20,58 @@
 
 namespace mlir::ds {
 
-/// The type every reader of `gemm`'s output buffer rounds it to, when the
-/// buffer can hold that type instead: it is a `memref.alloc` of static
-/// shape in `gemm`'s block that only `gemm` writes (as its sole output)
-/// and that is otherwise only read, after `gemm`, directly or through
-/// `memref.expand_shape` / `memref.collapse_shape`, as inputs of
-/// `linalg.generic` ops whose payloads use the element only through
-/// `arith.truncf` to that one type (default rounding), or freed. `ignore` is a
-/// user about to be erased (the zero fill a library call replaces). nullopt
-/// otherwise.
-std::optional<FloatType> roundedOutputType(linalg::LinalgOp gemm,
-                                           Operation *ignore = nullptr);
-
-/// Retypes the output buffer of `gemm` (checked by roundedOutputType) to
-/// `type`: the alloc and its reshapes change element type, the readers'
-/// block arguments become `type` and their `arith.truncf`s fold away.
-/// Exact: each reader sees the value its truncf produced, provided the
-/// writer rounds to nearest even as arith.truncf does.
-void narrowOutputBuffer(linalg::LinalgOp gemm, FloatType type);
-
-/// An FP8 GEMM's product as every reader uses it: multiplied by one
-/// dequantisation scale, which the readers compute from values that are
-/// the same at every iteration (rank-0 or broadcast buffers, constants),
-/// then rounded to `type` (bf16).
-struct ScaledRounding {
+/// What every reader of a library GEMM's f32 product does to each element
+/// before anything else, which cuBLASLt's epilogue can do instead:
+///
+///   truncf( [mulf(p, scale)]  [addf(., extf(bias))] ) to `type`
+///
+/// `scale` (FP8 only) is the same at every iteration (computed from rank-0
+/// or broadcast buffers and constants), `bias` the same along the product's
+/// rows: a value of `type` computed from buffers read only at the reader's
+/// loop along the product's columns (N) and constants, as a linear layer's
+/// bias is. The GEMM then writes `type` (its D type): half the product's
+/// write and of every read of it.
+struct GemmEpilogue {
   FloatType type;
-  /// The scale in the first reader's payload (the one to compute).
-  linalg::GenericOp reader;
+  /// The dequantisation scale, as `scaleReader`'s payload computes it, or
+  /// null.
+  linalg::GenericOp scaleReader;
   Value scale;
+  /// The bias in `type` (the operand of the extf), as `biasReader`'s
+  /// payload computes it at its loop `biasLoop`, or null.
+  linalg::GenericOp biasReader;
+  Value bias;
+  unsigned biasLoop = 0;
 };
 
-/// The ScaledRounding of `gemm`'s output, when its buffer is as
-/// roundedOutputType requires except that each reader's element goes
-/// through `arith.mulf` by the scale before its truncf, every reader's
-/// scale is the same computation on the same buffers, those buffers are
-/// defined before `gemm` and nothing writes them between `gemm` and the
-/// readers.
-std::optional<ScaledRounding> scaledRoundedOutput(linalg::LinalgOp gemm,
-                                                  Operation *ignore = nullptr);
+/// The epilogue of `gemm`'s output, when its buffer is a `memref.alloc` of
+/// static shape in `gemm`'s block that only `gemm` writes (as its sole
+/// output) and that is otherwise only read, after `gemm`, directly or
+/// through `memref.expand_shape` / `memref.collapse_shape`, as inputs of
+/// `linalg.generic` ops whose payloads use the element only as above, with
+/// one type, scale and bias for all (default rounding; a scale only with
+/// `allowScale`; a bias only where the views keep the last dimension whole).
+/// The buffers the scale and bias read must be defined before `gemm` and
+/// not written between `gemm` and its readers. `ignore` is a user about to
+/// be erased (the zero fill a library call replaces). The type is bf16 or
+/// f16. nullopt otherwise.
+std::optional<GemmEpilogue> gemmEpilogue(linalg::LinalgOp gemm, bool allowScale,
+                                         Operation *ignore = nullptr);
 
-/// Computes the scale of `r` into a new rank-0 f32 buffer right before
-/// `gemm` (a rank-0 linalg.generic cloned from the reader's payload), then
-/// retypes `gemm`'s output buffer to `r.type` with the readers' multiply
-/// and truncf folded away. Returns the scale buffer, for the GEMM's scale
-/// pointer: exact when the GEMM applies the scale to its FP32 sum before
-/// its one rounding, as cuBLASLt does.
-Value narrowScaledOutputBuffer(linalg::LinalgOp gemm, ScaledRounding r);
+/// The buffers a library call takes for an applied epilogue: the scale (a
+/// rank-0 f32) and the bias (a rank-1 buffer of N elements of the type),
+/// each null when absent.
+struct EpilogueBuffers {
+  Value scale, bias;
+};
+
+/// Applies `e` (from gemmEpilogue): computes the scale and the bias into
+/// new buffers right before `gemm` (generics cloned from the reader's
+/// payload), then retypes the output buffer and its views to `e.type`;
+/// the readers' block arguments take that type and their multiply, add and
+/// truncf fold away. Exact when the GEMM applies the scale to its FP32 sum,
+/// adds the bias, and rounds once to nearest even, as cuBLASLt does.
+EpilogueBuffers applyEpilogue(linalg::LinalgOp gemm, const GemmEpilogue &e);
 
 } // namespace mlir::ds
 
