@@ -88,6 +88,7 @@ LogicalResult PrecisionAssigner::run() {
   splitter.emplace(*m, policy.channel);
   if (failed(materializeForward()) || failed(materializeBackward()))
     return failure();
+  keepLinearCotangentsNarrow();
   keepNarrowCopiesForBackward();
   m->finish();
   return success();
@@ -304,6 +305,7 @@ LogicalResult PrecisionAssigner::materializeForward() {
   for (Decision &d : decisions) {
     Operation *op = d.op;
     const PrecisionRule *rule = d.rule;
+    auto opId = op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName);
     Type compute = rule && rule->compute ? rule->compute : f32;
     // Matmuls and convolutions accumulate and return FP32; other ops keep
     // their result in the type they compute in unless told otherwise.
@@ -367,8 +369,13 @@ LogicalResult PrecisionAssigner::materializeForward() {
     if (rule->storage && result && !(narrow && storage == compute) &&
         tensorType(result).getElementType() == f32) {
       if (isa<MatMulOp>(op))
-        if (Value sum = roundedAfterBias(result, storage, ruled))
+        if (Value sum = roundedAfterBias(result, storage, ruled)) {
+          auto addId = sum.getDefiningOp()->getAttrOfType<IntegerAttr>(
+              DSDialect::kOpIdAttrName);
+          if (opId && addId && rule->grad)
+            linears.push_back({opId.getInt(), addId.getInt(), storage});
           result = sum;
+        }
       keepResultIn(result, storage);
     }
   }
@@ -411,6 +418,39 @@ Value PrecisionAssigner::roundedAfterBias(
   Value back = m->cast(b, bias.getLoc(), rounded, f32);
   add->setOperand(add.getLhs() == bias ? 0 : 1, back);
   return add.getResult();
+}
+
+void PrecisionAssigner::keepLinearCotangentsNarrow() {
+  auto idOf = [](Operation *op) -> std::optional<int64_t> {
+    if (auto id = op->getAttrOfType<IntegerAttr>(DSDialect::kOpIdAttrName))
+      return id.getInt();
+    return std::nullopt;
+  };
+  for (const LinearLayer &linear : linears) {
+    // The bias gradient sums the cotangent of the layer's output.
+    ReduceSumOp biasGrad;
+    for (auto sum : body->getOps<ReduceSumOp>())
+      if (!isForwardOp(sum) && idOf(sum) == linear.biasAdd)
+        biasGrad = sum;
+    if (!biasGrad)
+      continue;
+    Value cotangent = biasGrad.getInput();
+    // The layer's own backward ops read it rounded: the bias gradient and
+    // the GEMMs' gradient kernels (through their casts and reshapes). Other
+    // readers (a residual stream's gradient is the same value) keep f32.
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : cotangent.getUses()) {
+      std::optional<int64_t> id = idOf(use.getOwner());
+      if (id == linear.biasAdd || id == linear.matmul)
+        uses.push_back(&use);
+    }
+    b.setInsertionPointAfterValue(cotangent);
+    Location loc = cotangent.getLoc();
+    Value rounded = m->cast(b, loc, cotangent, linear.storage);
+    Value widened = m->cast(b, loc, rounded, f32);
+    for (OpOperand *use : uses)
+      use->set(widened);
+  }
 }
 
 LogicalResult PrecisionAssigner::materializeBackward() {

@@ -86,6 +86,13 @@ private:
   /// Null otherwise, or in observe mode.
   Value roundedAfterBias(Value product, Type storage,
                          const llvm::DenseSet<Operation *> &ruled);
+  /// The gradient of a linear layer's output kept after its bias
+  /// (roundedAfterBias) in that type too, as autocast keeps a bf16 tensor's
+  /// gradient in bf16: the bias gradient and the layer's gradient kernels
+  /// read the cotangent rounded (an FP8 `grad` quantises the rounded
+  /// value, as Transformer Engine quantises a bf16 gradient). Its other
+  /// readers keep the f32 value.
+  void keepLinearCotangentsNarrow();
   /// Makes every user of `result` (f32) read it as kept in `type`: rounded
   /// to it and widened back. Nothing for f32 or in observe mode.
   void keepResultIn(Value result, Type type);
@@ -105,6 +112,13 @@ private:
   Type f32;
 
   SmallVector<Decision> decisions;
+  /// The linear layers kept after their bias whose rule has a `grad` type:
+  /// the matmul's and the add's `ds.op_id`, and the storage type.
+  struct LinearLayer {
+    int64_t matmul, biasAdd;
+    Type storage;
+  };
+  SmallVector<LinearLayer> linears;
   /// The rules made for layers a quant rule keeps in a type (stable
   /// addresses: decisions point at them).
   std::deque<PrecisionRule> keptRules;

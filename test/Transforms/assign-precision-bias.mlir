@@ -1,4 +1,5 @@
 // RUN: ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-storage-bias.yaml | FileCheck %s
+// RUN: ds-opt %s --ds-autodiff --ds-assign-precision=policy=%S/Inputs/policy-storage-bias-grad.yaml | FileCheck %s --check-prefix=GRAD
 
 // A matmul kept in bf16 (`storage`) whose product only a bias add reads
 // (a vector along the last dimension) is kept after the bias instead, the
@@ -29,6 +30,15 @@
 // The backward's GELU gradient reads the rounded sum (its bf16 copy).
 // CHECK:      %[[SB:.*]] = ds.cast %[[SN]] {{.*}} : tensor<4x32xbf16> -> tensor<4x32xf32>
 // CHECK-NEXT: ds.gelu_grad %[[SB]]
+// With `grad: bf16`, the gradient of the linear layer's output is kept in
+// bf16 too (autocast keeps a bf16 tensor's gradient in bf16): the bias
+// gradient and the layer's gradient GEMMs read the rounded cotangent.
+// GRAD-LABEL: func.func @linear
+// GRAD:      %[[GG:.*]] = ds.gelu_grad
+// GRAD-NEXT: %[[GN:.*]] = ds.cast %[[GG]] : tensor<4x32xf32> -> tensor<4x32xbf16>
+// GRAD:      %[[GW:.*]] = ds.cast %[[GN]] {{.*}} : tensor<4x32xbf16> -> tensor<4x32xf32>
+// GRAD-NEXT: ds.reduce_sum %[[GW]] [0]
+// GRAD:      ds.cast %[[GW]] {{.*}}ds.role = "ffn.up"{{.*}} : tensor<4x32xf32> -> tensor<4x32xbf16>
 func.func @linear(%x: tensor<4x16xf32> {ds.input = "x"}, %y: tensor<4x16xf32> {ds.input = "y"},
     %w1: tensor<32x16xf32> {ds.param = "fc1.weight", ds.init = #ds.init<normal, 0.1>},
     %b1: tensor<32xf32> {ds.param = "fc1.bias", ds.init = #ds.init<normal, 0.1>},
