@@ -435,15 +435,23 @@ void PrecisionAssigner::keepLinearCotangentsNarrow() {
     if (!biasGrad)
       continue;
     Value cotangent = biasGrad.getInput();
-    // The layer's own backward ops read it rounded: the bias gradient and
-    // the GEMMs' gradient kernels (through their casts and reshapes). Other
-    // readers (a residual stream's gradient is the same value) keep f32.
+    // Only where the layer's own backward ops are its only readers: the
+    // bias gradient and the GEMMs' gradient kernels (through their casts
+    // and reshapes). A residual stream's gradient is also the cotangent of
+    // the projections that feed it; it stays f32 for the stream, and a
+    // rounded copy beside it would be one more pass (and, fused into the
+    // stream's chain of adds, a recomputation of it).
     SmallVector<OpOperand *> uses;
     for (OpOperand &use : cotangent.getUses()) {
       std::optional<int64_t> id = idOf(use.getOwner());
-      if (id == linear.biasAdd || id == linear.matmul)
-        uses.push_back(&use);
+      if (id != linear.biasAdd && id != linear.matmul)
+        break;
+      uses.push_back(&use);
     }
+    if (uses.size() != static_cast<size_t>(std::distance(
+                           cotangent.getUses().begin(),
+                           cotangent.getUses().end())))
+      continue;
     b.setInsertionPointAfterValue(cotangent);
     Location loc = cotangent.getLoc();
     Value rounded = m->cast(b, loc, cotangent, linear.storage);
