@@ -26,22 +26,6 @@ using namespace mlir;
 
 namespace {
 
-/// Whether `op` widens its one input elementwise and does nothing else:
-/// identity maps, parallel loops, a payload of one arith.extf.
-bool isWideningCast(Operation *op) {
-  auto g = dyn_cast<linalg::GenericOp>(op);
-  if (!g || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
-      g.getNumParallelLoops() != g.getNumLoops() ||
-      !llvm::all_of(g.getIndexingMapsArray(),
-                    [](AffineMap m) { return m.isIdentity(); }))
-    return false;
-  Block &body = g.getRegion().front();
-  auto widen = dyn_cast<arith::ExtFOp>(body.front());
-  return body.getOperations().size() == 2 && widen &&
-         widen.getIn() == body.getArgument(0) &&
-         body.getTerminator()->getOperand(0) == widen.getResult();
-}
-
 struct FuseElementwisePass
     : public mlir::ds::impl::FuseElementwisePassBase<FuseElementwisePass> {
   void runOnOperation() override {
@@ -61,7 +45,7 @@ struct FuseElementwisePass
       // its amax and its scaled cast, was written in f32 otherwise.
       // Reshapes count as readers: the widening moves past them
       // (WidenAfterReshape).
-      if (isWideningCast(consumer) &&
+      if (ds::isWideningCast(consumer) &&
           llvm::all_of(consumer->getResult(0).getUses(), [&](OpOperand &use) {
             Operation *reader = use.getOwner();
             return (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(

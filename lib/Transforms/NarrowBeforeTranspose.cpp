@@ -25,23 +25,24 @@ using namespace mlir;
 
 namespace {
 
-/// Whether `g` rounds its one input elementwise to a narrower float type
-/// and does nothing else: identity maps, parallel loops, a payload of one
-/// arith.truncf of the input.
-bool isNarrowingCast(linalg::GenericOp g) {
+/// Whether `g` applies one `CastOp` to its one input elementwise and does
+/// nothing else: identity maps, parallel loops, a payload of that cast.
+template <typename CastOp> bool isElementwiseCast(linalg::GenericOp g) {
   if (g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
       g.getNumParallelLoops() != g.getNumLoops() ||
       !llvm::all_of(g.getIndexingMapsArray(),
                     [](AffineMap m) { return m.isIdentity(); }))
     return false;
   Block &body = g.getRegion().front();
-  if (body.getOperations().size() != 2)
-    return false;
-  auto trunc = dyn_cast<arith::TruncFOp>(body.front());
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  return trunc && trunc.getIn() == body.getArgument(0) &&
-         yield.getValues().size() == 1 &&
-         yield.getValues()[0] == trunc.getResult();
+  auto cast = dyn_cast<CastOp>(body.front());
+  return body.getOperations().size() == 2 && cast &&
+         cast->getOperand(0) == body.getArgument(0) &&
+         body.getTerminator()->getOperand(0) == cast->getResult(0);
+}
+
+/// A generic that only rounds its input to a narrower float type.
+bool isNarrowingCast(linalg::GenericOp g) {
+  return isElementwiseCast<arith::TruncFOp>(g);
 }
 
 /// `source` rounded to `narrow` elementwise: a generic with one truncf,
@@ -176,21 +177,6 @@ struct NarrowBeforeReshape : OpRewritePattern<linalg::GenericOp> {
   }
 };
 
-/// Whether `g` widens its one input elementwise and does nothing else:
-/// identity maps, parallel loops, a payload of one arith.extf.
-bool isWideningCast(linalg::GenericOp g) {
-  if (g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
-      g.getNumParallelLoops() != g.getNumLoops() ||
-      !llvm::all_of(g.getIndexingMapsArray(),
-                    [](AffineMap m) { return m.isIdentity(); }))
-    return false;
-  Block &body = g.getRegion().front();
-  auto widen = dyn_cast<arith::ExtFOp>(body.front());
-  return body.getOperations().size() == 2 && widen &&
-         widen.getIn() == body.getArgument(0) &&
-         body.getTerminator()->getOperand(0) == widen.getResult();
-}
-
 /// `reshape(extf(x))` becomes `extf(reshape(x))`: the widening then fuses
 /// into the reshape's readers, and the reshape no longer needs the wide
 /// tensor in memory. A value a policy keeps in bf16 is read widened; when
@@ -204,7 +190,7 @@ struct WidenAfterReshape : OpRewritePattern<ReshapeOp> {
   LogicalResult matchAndRewrite(ReshapeOp reshape,
                                 PatternRewriter &rewriter) const override {
     auto widen = reshape.getSrc().template getDefiningOp<linalg::GenericOp>();
-    if (!widen || !widen.hasPureTensorSemantics() || !isWideningCast(widen))
+    if (!widen || !widen.hasPureTensorSemantics() || !ds::isWideningCast(widen))
       return rewriter.notifyMatchFailure(reshape, "not of a widening cast");
     // Only where the widening will fuse into every reader (else it is one
     // more kernel, and the wide tensor is written anyway).
@@ -231,6 +217,11 @@ struct WidenAfterReshape : OpRewritePattern<ReshapeOp> {
 };
 
 } // namespace
+
+bool mlir::ds::isWideningCast(Operation *op) {
+  auto g = dyn_cast<linalg::GenericOp>(op);
+  return g && isElementwiseCast<arith::ExtFOp>(g);
+}
 
 bool mlir::ds::readersTakeWidening(Operation *reshape) {
   return llvm::all_of(reshape->getUses(), [](OpOperand &use) {

@@ -23,6 +23,10 @@ namespace mlir::ds {
 /// into them.
 void populateNarrowBeforeTransposePatterns(RewritePatternSet &patterns);
 
+/// Whether `op` is a linalg.generic that only widens its one input
+/// elementwise (identity maps, parallel loops, one arith.extf).
+bool isWideningCast(Operation *op);
+
 /// Whether every reader of `reshape`'s result is a linalg.generic (tensor
 /// semantics) reading it as an input, which a widening cast moved past the
 /// reshape would fuse into.

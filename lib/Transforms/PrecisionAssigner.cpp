@@ -147,7 +147,7 @@ void PrecisionAssigner::decide() {
     StringRef role = roles.roleOf(&op);
     SmallVector<StringRef> params = consumedParamNames(&op);
     Decision d{&op, policy.match(&op, role, params), role.str(),
-               opLabel(&op, role, counter++)};
+               opLabel(&op, role, counter++), /*overridden=*/""};
     // A layer a quant rule keeps unquantized in a type: that type, whatever
     // the precision rule says (DESIGN.md: the quant rule wins).
     if (auto keep = op.getAttrOfType<TypeAttr>(DSDialect::kQuantKeepAttrName)) {
@@ -441,23 +441,17 @@ void PrecisionAssigner::keepLinearCotangentsNarrow() {
     // the projections that feed it; it stays f32 for the stream, and a
     // rounded copy beside it would be one more pass (and, fused into the
     // stream's chain of adds, a recomputation of it).
-    SmallVector<OpOperand *> uses;
-    for (OpOperand &use : cotangent.getUses()) {
+    auto own = [&](OpOperand &use) {
       std::optional<int64_t> id = idOf(use.getOwner());
-      if (id != linear.biasAdd && id != linear.matmul)
-        break;
-      uses.push_back(&use);
-    }
-    if (uses.size() != static_cast<size_t>(std::distance(
-                           cotangent.getUses().begin(),
-                           cotangent.getUses().end())))
+      return id == linear.biasAdd || id == linear.matmul;
+    };
+    if (!llvm::all_of(cotangent.getUses(), own))
       continue;
     b.setInsertionPointAfterValue(cotangent);
     Location loc = cotangent.getLoc();
     Value rounded = m->cast(b, loc, cotangent, linear.storage);
     Value widened = m->cast(b, loc, rounded, f32);
-    for (OpOperand *use : uses)
-      use->set(widened);
+    cotangent.replaceAllUsesExcept(widened, rounded.getDefiningOp());
   }
 }
 
