@@ -73,14 +73,53 @@ Value Materializer::scaleFrom(OpBuilder &b, Location loc, Value amaxV,
   return SelectOp::create(b, loc, ok, raw, f32(b, loc, 1.0));
 }
 
+/// What quantising `x` per tensor quantises, as (value, widened-to type):
+/// reshapes are looked through (one scale for all elements, and the cast
+/// moves no element), and a widening ds.cast is named by its input and
+/// result type, since the backward re-creates the widening of a value kept
+/// narrow (`storage`) next to its own readers. So the weight-gradient
+/// GEMM's copy of a linear layer's input, and a cotangent quantised as
+/// [B, T, N] and as [B*T, N], find the quantisation already made.
+static std::pair<Value, Type> quantisationSource(Value x) {
+  while (auto r = x.getDefiningOp<ReshapeOp>())
+    x = r.getInput();
+  if (auto c = x.getDefiningOp<CastOp>()) {
+    auto from = dyn_cast<FloatType>(getElementTypeOrSelf(c.getInput()));
+    auto to = dyn_cast<FloatType>(getElementTypeOrSelf(c.getType()));
+    if (from && to && from.getWidth() < to.getWidth())
+      return {c.getInput(), to};
+  }
+  return {x, Type()};
+}
+
+/// Whether `v` may be used at `b`'s insertion point: a block argument of
+/// its block, or a value defined before it there.
+static bool isAvailable(OpBuilder &b, Value v) {
+  Block *block = b.getInsertionBlock();
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return cast<BlockArgument>(v).getOwner() == block;
+  return def->getBlock() == block &&
+         (b.getInsertionPoint() == block->end() ||
+          def->isBeforeInBlock(&*b.getInsertionPoint()));
+}
+
 std::pair<Value, Value> Materializer::quantize(OpBuilder &b, Location loc,
                                                Value x, Type t,
                                                FP8Scaling scaling,
                                                StringRef key) {
-  auto cacheKey =
-      std::make_tuple(x.getAsOpaquePointer(), t.getAsOpaquePointer());
-  if (auto it = quantized.find(cacheKey); it != quantized.end())
-    return it->second;
+  auto [source, widened] = quantisationSource(x);
+  auto cacheKey = std::make_tuple(
+      source.getAsOpaquePointer(), widened.getAsOpaquePointer(),
+      t.getAsOpaquePointer(), static_cast<int>(scaling));
+  if (auto it = quantized.find(cacheKey);
+      it != quantized.end() && isAvailable(b, it->second.first)) {
+    auto [q, scale] = it->second;
+    if (!scale)
+      return {x, Value()};
+    // The FP8 tensor made for another view of the same elements.
+    return {reshape(b, loc, q, tensorType(x).getShape()), scale};
+  }
   double fmax = largestFinite(t);
   Value scale;
   Value now = amax(b, loc, x);

@@ -65,7 +65,11 @@ public:
   /// Per-tensor FP8 quantisation of f32 `x` to `t`: returns the FP8 tensor
   /// and its scale (rank-0 f32): x ~= cast(q) / scale. Delayed scaling
   /// keeps the amax history `fp8.amax_history.<key>` as state. In observe
-  /// mode: `x` and a null scale, the history still recorded.
+  /// mode: `x` and a null scale, the history still recorded. A tensor is
+  /// quantised once: a reshape of it, or another widening of the same
+  /// narrow tensor (the backward's copy of a forward input), reads the
+  /// same FP8 tensor and scale, reshaped, as Transformer Engine's
+  /// weight-gradient GEMM reads the input its forward quantised.
   std::pair<Value, Value> quantize(OpBuilder &b, Location loc, Value x, Type t,
                                    FP8Scaling scaling, StringRef key);
   /// Block-scaled FP8 round trip of f32 `x` (DeepSeek-V3): per 1 x B tile
@@ -102,7 +106,11 @@ public:
 private:
   StepEditor editor;
   const PrecisionPolicy &policy;
-  std::map<std::tuple<void *, const void *>, std::pair<Value, Value>> quantized;
+  /// Per-tensor quantisations made so far, by what they quantise
+  /// (quantisationSource in the .cpp), target type and scaling.
+  std::map<std::tuple<void *, const void *, const void *, int>,
+           std::pair<Value, Value>>
+      quantized;
 };
 
 } // namespace mlir::ds::detail
