@@ -147,6 +147,9 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   cleanup();
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   cleanup();
+  //    The FP8 GEMMs' transposed operands are written by the casts that
+  //    make them (TE's cast-transpose), not copied after.
+  pm.addNestedPass<func::FuncOp>(createFuseTransposesPass());
   pm.addNestedPass<func::FuncOp>(createPrepareLibraryGemmsPass());
   math::MathExpandOpsPassOptions expandPowI;
   expandPowI.opMnemonics = {"fpowi"};

@@ -109,9 +109,9 @@ std::pair<Value, Value> Materializer::quantize(OpBuilder &b, Location loc,
                                                FP8Scaling scaling,
                                                StringRef key) {
   auto [source, widened] = quantisationSource(x);
-  auto cacheKey = std::make_tuple(
-      source.getAsOpaquePointer(), widened.getAsOpaquePointer(),
-      t.getAsOpaquePointer(), static_cast<int>(scaling));
+  auto cacheKey =
+      std::make_tuple(source.getAsOpaquePointer(), widened.getAsOpaquePointer(),
+                      t.getAsOpaquePointer(), static_cast<int>(scaling));
   if (auto it = quantized.find(cacheKey);
       it != quantized.end() && isAvailable(b, it->second.first)) {
     auto [q, scale] = it->second;

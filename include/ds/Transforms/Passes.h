@@ -23,6 +23,7 @@ namespace mlir {
 class RewriterBase;
 namespace linalg {
 class LinalgOp;
+class TransposeOp;
 } // namespace linalg
 } // namespace mlir
 
@@ -310,6 +311,13 @@ LogicalResult prepareStepABI(ModuleOp module);
 /// vectoriser rejects); if vectorising the tile fails, the tiled op stays.
 LogicalResult vectorizeLinalgOpForCPU(RewriterBase &rewriter,
                                       linalg::LinalgOp op);
+
+/// Makes the transposed copy `transpose` a second output of the
+/// all-parallel linalg.generic that computes its input (see
+/// ds-fuse-transposes), replacing and erasing `transpose`. Fails, changing
+/// nothing, when the copy is not of that form.
+LogicalResult fuseTransposeIntoProducer(RewriterBase &rewriter,
+                                        linalg::TransposeOp transpose);
 
 /// The narrow float types ds-emulate-narrow-floats can emulate: bf16, f16,
 /// f8E4M3FN and f8E5M2.

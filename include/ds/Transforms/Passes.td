@@ -1049,6 +1049,27 @@ def FuseElementwisePass : InterfacePass<"ds-fuse-elementwise", "::mlir::Function
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def FuseTransposesPass : InterfacePass<"ds-fuse-transposes", "::mlir::FunctionOpInterface"> {
+  let summary = "Write a transposed copy from the op that computes the value";
+  let description = [{
+    A `linalg.transpose` that swaps the two innermost dimensions of an
+    all-parallel `linalg.generic`'s result (directly, or of a collapse of it
+    that keeps the innermost dimension, as a [B, T, K] tensor read as
+    [B*T, K]) becomes a second output of that generic, written through the
+    permuted indexing map, and the transpose goes: the copy is made where
+    the value is computed, not by reading it back. ds-gpu-pipeline runs it
+    for the copies that give cuBLASLt's FP8 GEMMs their TN layout: the
+    scaled cast of a weight, an input or a gradient then writes the FP8
+    tensor and its transpose in one pass, as Transformer Engine's
+    cast-transpose kernel does (with the amax in the same kernel, when the
+    cast has one: convert-linalg-to-ds-gpu). The generic keeps its other
+    results; the transposed output is `tensor.empty`, and the copy is
+    exact.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def ApproximateMathPass : InterfacePass<"ds-approximate-math", "::mlir::FunctionOpInterface"> {
   let summary = "Replace f32 transcendental calls by inline polynomials";
   let description = [{

@@ -127,6 +127,21 @@ bool isTiledTranspose(linalg::TransposeOp op);
 void buildTiledTransposeLaunch(OpBuilder &b, linalg::TransposeOp op,
                                const LaunchShape &shape);
 
+/// Whether `op` is an all-parallel generic on static buffers that writes
+/// some outputs (of 8- to 64-bit elements) transposed: innermost along
+/// another loop than its innermost one, which its inputs and other outputs
+/// are read and written along (ds-fuse-transposes' cast-transposes).
+bool isTransposingGeneric(linalg::GenericOp op);
+
+/// Emits `op` (isTransposingGeneric) as a launch over 32 x 32 tiles of
+/// its innermost loop and the transposed outputs' one, as
+/// buildTiledTransposeLaunch moves them: a warp computes a tile row,
+/// writes the other outputs' elements directly, and after a barrier
+/// writes a tile column of each transposed output from shared memory. So
+/// the transposed writes coalesce as well as the rest.
+void buildTransposingLaunch(OpBuilder &b, linalg::GenericOp op,
+                            const LaunchShape &shape);
+
 /// Moves `ops` (consecutive in one block, in order) into a one-block,
 /// one-thread launch inserted where the first was. Their results must not
 /// be used after the last.

@@ -54,6 +54,36 @@ Value clampBlocks(OpBuilder &b, Location loc, Value n, int64_t cap) {
   return arith::MinUIOp::create(b, loc, atLeastOne, indexConstant(b, loc, cap));
 }
 
+MemRefType transposeTileType(Type et) {
+  MLIRContext *ctx = et.getContext();
+  unsigned width = et.getIntOrFloatBitWidth();
+  Type word = IntegerType::get(ctx, width > 32 ? 64 : 32);
+  return MemRefType::get({kTransposeTile, kTransposeTile + 1}, word,
+                         AffineMap(),
+                         gpu::AddressSpaceAttr::get(
+                             ctx, gpu::GPUDialect::getWorkgroupAddressSpace()));
+}
+
+void storeToTile(OpBuilder &b, Location loc, Value v, Value tile, Value row,
+                 Value col) {
+  Type word = cast<MemRefType>(tile.getType()).getElementType();
+  Type bits = b.getIntegerType(v.getType().getIntOrFloatBitWidth());
+  Value raw = arith::BitcastOp::create(b, loc, bits, v);
+  if (bits != word)
+    raw = arith::ExtUIOp::create(b, loc, word, raw);
+  memref::StoreOp::create(b, loc, raw, tile, ValueRange{row, col});
+}
+
+Value loadFromTile(OpBuilder &b, Location loc, Type et, Value tile, Value row,
+                   Value col) {
+  Type word = cast<MemRefType>(tile.getType()).getElementType();
+  Type bits = b.getIntegerType(et.getIntOrFloatBitWidth());
+  Value raw = memref::LoadOp::create(b, loc, tile, ValueRange{row, col});
+  if (bits != word)
+    raw = arith::TruncIOp::create(b, loc, bits, raw);
+  return arith::BitcastOp::create(b, loc, et, raw);
+}
+
 /// The values of `map`'s results at `ivs`.
 SmallVector<Value> applyMap(OpBuilder &b, Location loc, AffineMap map,
                             ArrayRef<Value> ivs) {

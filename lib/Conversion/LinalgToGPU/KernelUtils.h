@@ -34,6 +34,23 @@ gpu::LaunchOp buildLaunch(OpBuilder &b, Location loc, Value blocks,
 /// min(max(n, 1), cap): a launch needs one block even for an empty space.
 Value clampBlocks(OpBuilder &b, Location loc, Value n, int64_t cap);
 
+/// A transpose tile's side: a warp's width, so that each warp reads one
+/// tile row and writes one tile column, both contiguous in memory.
+constexpr int64_t kTransposeTile = 32;
+
+/// A 32 x 33 shared-memory tile for elements of `et` (8 to 64 bits): raw
+/// bits widened to 32 (or 64), so that each element is a whole bank word
+/// and FP8, BF16 and f32 share the code; the extra column staggers a tile
+/// column across the banks.
+MemRefType transposeTileType(Type et);
+
+/// Stores `v` into `tile` (transposeTileType) at (`row`, `col`), and loads
+/// it back as `et`.
+void storeToTile(OpBuilder &b, Location loc, Value v, Value tile, Value row,
+                 Value col);
+Value loadFromTile(OpBuilder &b, Location loc, Type et, Value tile, Value row,
+                   Value col);
+
 /// The values of `map`'s results at `ivs`.
 SmallVector<Value> applyMap(OpBuilder &b, Location loc, AffineMap map,
                             ArrayRef<Value> ivs);

@@ -250,6 +250,12 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
       continue;
     }
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (generic && isTransposingGeneric(generic)) {
+      OpBuilder b(op);
+      buildTransposingLaunch(b, generic, shape);
+      op->erase();
+      continue;
+    }
     if (generic && isParallelReduction(generic)) {
       int64_t n = staticReductionSize(generic);
       if (n < 0 || n >= kMinParallelReduction) {

@@ -33,10 +33,6 @@ bool mlir::ds::gpu_kernels::isParallelReduction(linalg::GenericOp op) {
 
 namespace {
 
-/// Blocks that fill a large GPU (an H100/H200 runs 132 SMs x 8 blocks of
-/// 256 threads at once): a reduction with fewer outputs than this splits
-/// each output's range over several blocks.
-constexpr int64_t kBlocksToFill = 1024;
 /// Reduced elements per thread at least, in each block of a split
 /// reduction: fewer, and the second pass costs more than it saves.
 constexpr int64_t kMinElementsPerThread = 8;
@@ -337,6 +333,9 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
     red.sibling = sibling;
     red.shared = sharedInput(op, sibling);
     assert(red.shared && "not a sibling of the reduction");
+    // A cast-transpose's tiles set the order the elements are visited in.
+    if (isTransposingGeneric(sibling))
+      return buildTransposingSiblingLaunch(b, red, shape);
   }
   // A block per output reads along the reduced dimensions, a thread per
   // output along the outputs: pick the one whose loads coalesce, the block

@@ -25,6 +25,11 @@ namespace mlir::ds::gpu_kernels {
 /// A warp's width on NVIDIA GPUs: the lanes gpu.subgroup_reduce combines.
 constexpr int64_t kWarpSize = 32;
 
+/// Blocks that fill a large GPU (an H100/H200 runs 132 SMs x 8 blocks of
+/// 256 threads at once): a reduction with fewer outputs than this splits
+/// each output's range over several blocks.
+constexpr int64_t kBlocksToFill = 1024;
+
 /// A parallel reduction generic taken apart: its combiner, its loops split
 /// into the output (parallel) and reduced dimensions, and their sizes.
 struct Reduction {
@@ -276,6 +281,13 @@ bool warpPerRow(int64_t numOut, int64_t numRed, const LaunchShape &shape);
 void buildRowLaunch(OpBuilder &b, Location loc, int64_t numRows, bool warp,
                     int64_t threads, const LaunchShape &shape,
                     function_ref<void(OpBuilder &, Location, RowTeam &)> body);
+
+/// A full reduction whose sibling is a transposing generic
+/// (isTransposingGeneric): buildTransposingLaunch's tiles, each block
+/// folding the reduction over the elements of its tiles into one partial
+/// result, which a second launch folds into the output.
+void buildTransposingSiblingLaunch(OpBuilder &b, Reduction &red,
+                                   const LaunchShape &shape);
 
 } // namespace mlir::ds::gpu_kernels
 

@@ -31,10 +31,6 @@ bool mlir::ds::gpu_kernels::isTiledTranspose(linalg::TransposeOp op) {
          et.getIntOrFloatBitWidth() >= 8 && et.getIntOrFloatBitWidth() <= 64;
 }
 
-/// The transpose tile's side: a warp's width, so that each warp reads one
-/// tile row and writes one tile column, both contiguous in memory.
-constexpr int64_t kTransposeTile = 32;
-
 void mlir::ds::gpu_kernels::buildTiledTransposeLaunch(
     OpBuilder &b, linalg::TransposeOp op, const LaunchShape &shape) {
   Location loc = op.getLoc();
@@ -48,17 +44,8 @@ void mlir::ds::gpu_kernels::buildTiledTransposeLaunch(
   const int64_t t = kTransposeTile;
   int64_t tileRows = llvm::divideCeil(rows, t),
           tileCols = llvm::divideCeil(cols, t);
-  // The tile holds raw bits, widened to 32 (or 64) so that each element is
-  // a whole shared-memory bank word; the extra column staggers a tile
-  // column across the banks.
   Type et = inType.getElementType();
-  unsigned width = et.getIntOrFloatBitWidth();
-  Type bits = b.getIntegerType(width);
-  Type word = b.getIntegerType(width > 32 ? 64 : 32);
-  auto tileType = MemRefType::get(
-      {t, t + 1}, word, AffineMap(),
-      gpu::AddressSpaceAttr::get(b.getContext(),
-                                 gpu::GPUDialect::getWorkgroupAddressSpace()));
+  MemRefType tileType = transposeTileType(et);
   int64_t numTiles = batch * tileRows * tileCols;
   Value blocks =
       clampBlocks(b, loc, indexConstant(b, loc, numTiles), shape.maxBlocks);
@@ -124,27 +111,19 @@ void mlir::ds::gpu_kernels::buildTiledTransposeLaunch(
         SmallVector<Value> lead(ArrayRef(idx).drop_back(2));
         // In: tile[k][tx] = input[..., r0 + k, c0 + tx] (a warp reads one
         // row's 32 consecutive elements).
-        forTileRows(
-            ob, l, r0, c0, rowsV, colsV,
-            [&](OpBuilder &ib, Location il, Value k, Value r, Value c) {
-              SmallVector<Value> at(lead);
-              at.append({r, c});
-              Value v = memref::LoadOp::create(ib, il, input, at);
-              Value raw = arith::BitcastOp::create(ib, il, bits, v);
-              if (bits != word)
-                raw = arith::ExtUIOp::create(ib, il, word, raw);
-              memref::StoreOp::create(ib, il, raw, tile, ValueRange{k, tx});
-            });
+        forTileRows(ob, l, r0, c0, rowsV, colsV,
+                    [&](OpBuilder &ib, Location il, Value k, Value r, Value c) {
+                      SmallVector<Value> at(lead);
+                      at.append({r, c});
+                      Value v = memref::LoadOp::create(ib, il, input, at);
+                      storeToTile(ib, il, v, tile, k, tx);
+                    });
         gpu::BarrierOp::create(ob, l);
         // Out: output[..., c0 + k, r0 + tx] = tile[tx][k] (a warp writes one
         // output row's 32 consecutive elements).
         forTileRows(ob, l, c0, r0, colsV, rowsV,
                     [&](OpBuilder &ib, Location il, Value k, Value c, Value r) {
-                      Value raw = memref::LoadOp::create(ib, il, tile,
-                                                         ValueRange{tx, k});
-                      if (bits != word)
-                        raw = arith::TruncIOp::create(ib, il, bits, raw);
-                      Value v = arith::BitcastOp::create(ib, il, et, raw);
+                      Value v = loadFromTile(ib, il, et, tile, tx, k);
                       SmallVector<Value> at(lead);
                       at.append({c, r});
                       memref::StoreOp::create(ib, il, v, output, at);

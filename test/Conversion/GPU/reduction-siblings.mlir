@@ -194,3 +194,85 @@ func.func @apart(%x: memref<256x512xf32>, %y: memref<256x512xf32>,
   }
   return
 }
+
+// -----
+
+// A cast-transpose (ds-fuse-transposes): the cast writes the FP8 tensor and
+// its transpose. Beside the amax, one launch over 32 x 32 tiles: a warp
+// casts a tile row, stores q directly and the transposed copy's elements
+// into a shared-memory tile; after a barrier it writes a tile column of qt.
+// Each thread's running maximum waits in shared memory between tiles; the
+// blocks' partial results (one per block, 128 tiles here) are folded by a
+// second launch.
+// CHECK-LABEL: func.func @amax_and_cast_transpose
+// CHECK:         %[[P:.*]] = gpu.alloc () : memref<128xf32>
+// CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x33xi32, #gpu.address_space<workgroup>>, %[[ACC:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.for
+// CHECK:             memref.load %[[ACC]]
+// CHECK:             scf.for
+// CHECK:               scf.if
+// CHECK:                 %[[X:.*]] = memref.load %arg0[
+// CHECK:                 arith.maximumf
+// CHECK:                 %[[T:.*]] = arith.truncf
+// CHECK:                 memref.store %[[T]], %arg2[
+// CHECK:                 %[[B:.*]] = arith.bitcast %[[T]] : f8E4M3FN to i8
+// CHECK:                 %[[W:.*]] = arith.extui %[[B]] : i8 to i32
+// CHECK:                 memref.store %[[W]], %[[TILE]][
+// CHECK:             memref.store %{{.*}}, %[[ACC]]
+// CHECK:             gpu.barrier
+// CHECK:             scf.for
+// CHECK:               memref.load %[[TILE]]
+// CHECK:               memref.store %{{.*}}, %arg3[
+// CHECK:             gpu.barrier
+// CHECK:           gpu.all_reduce maximumf
+// CHECK:           memref.store %{{.*}}, %[[P]][
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce maximumf
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+#id2 = affine_map<(i, j) -> (i, j)>
+#tr2 = affine_map<(i, j) -> (j, i)>
+#all2 = affine_map<(i, j) -> ()>
+func.func @amax_and_cast_transpose(%x: memref<256x512xf32>, %scale: memref<f32>,
+                                   %q: memref<256x512xf8E4M3FN>, %qt: memref<512x256xf8E4M3FN>,
+                                   %m: memref<f32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<256x512xf32>) outs(%m : memref<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %abs = math.absf %a : f32
+    %mx = arith.maximumf %acc, %abs : f32
+    linalg.yield %mx : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2, #id2, #tr2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %scale : memref<256x512xf32>, memref<f32>) outs(%q, %qt : memref<256x512xf8E4M3FN>, memref<512x256xf8E4M3FN>) {
+  ^bb0(%a: f32, %s: f32, %o: f8E4M3FN, %ot: f8E4M3FN):
+    %p = arith.mulf %a, %s : f32
+    %t = arith.truncf %p : f32 to f8E4M3FN
+    linalg.yield %t, %t : f8E4M3FN, f8E4M3FN
+  }
+  return
+}
+
+// -----
+
+// Alone, the cast-transpose gets the same tiles, without a reduction.
+// CHECK-LABEL: func.func @cast_transpose
+// CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x33xi32, #gpu.address_space<workgroup>>)
+// CHECK:           arith.truncf
+// CHECK:           memref.store %{{.*}}, %[[TILE]][
+// CHECK:           gpu.barrier
+// CHECK:           memref.load %[[TILE]]
+// CHECK:           memref.store %{{.*}}, %arg1[
+// CHECK-NOT:     gpu.all_reduce
+// CHECK:         return
+#id2 = affine_map<(i, j) -> (i, j)>
+#tr2 = affine_map<(i, j) -> (j, i)>
+func.func @cast_transpose(%x: memref<70x45xf32>, %qt: memref<45x70xbf16>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id2, #tr2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<70x45xf32>) outs(%qt : memref<45x70xbf16>) {
+  ^bb0(%a: f32, %ot: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}

@@ -779,6 +779,48 @@ def reduction_cases():
                                          (x.reshape(v) * s).astype(t).astype(F32)],
             rtol=0, atol=0))
 
+    # The FP8 GEMMs' transposed operands (TN layout) are written by the cast
+    # that makes them (ds-fuse-transposes: Transformer Engine's
+    # cast-transpose), over 32 x 32 tiles through shared memory, with the
+    # amax in the same kernel: through the same loops (a batched swap), and
+    # through a reshape (a [B, T, K] input transposed as [K, B*T]). 260 and
+    # 130 are not multiples of 32: partial tiles at both edges. Bit for bit.
+    for name, view, perm, fp8 in [("amax_cast_transpose_e4m3", (2, 130, 260), [0, 2, 1], E4M3),
+                                  ("amax_cast_reshape_transpose_e5m2", (260, 260), [1, 0], E5M2)]:
+        qx = randn(name, (2, 130, 260), scale=40.0)
+        qs = np.array(0.75, F32)
+        out = tuple(view[p] for p in perm)
+        reshape = (f"%qv = ds.reshape %q : {T(qx.shape, fp8)} -> {T(view, fp8)}"
+                   if view != qx.shape else "")
+        src = "%qv" if reshape else "%q"
+        body = f"""
+          %a = ds.abs %a0 : {TA(qx)}
+          %m = ds.reduce_max %a [0, 1, 2] : {TA(qx)} -> {T((), F32)}
+          %s = ds.mul %a0, %a1 : {TA(qx)}, {TA(qs)} -> {TA(qx)}
+          %q = ds.cast %s saturate : {TA(qx)} -> {T(qx.shape, fp8)}
+          {reshape}
+          %t = ds.transpose {src} [{', '.join(map(str, perm))}] : {T(view, fp8)} -> {T(out, fp8)}
+          %r = ds.cast %q : {T(qx.shape, fp8)} -> {TA(qx)}
+          %rt = ds.cast %t : {T(out, fp8)} -> {T(out, F32)}
+        """
+        cases.append(Case(
+            name, [qx, qs], body, [("%m", (), F32), ("%r", qx.shape, F32), ("%rt", out, F32)],
+            lambda x, s, v=view, p=perm, t=fp8: [
+                np.abs(x).max(), (x * s).astype(t).astype(F32),
+                (x * s).astype(t).astype(F32).reshape(v).transpose(p)],
+            rtol=0, atol=0))
+    # Without a reduction beside it: the tiles alone, the transposed copy the
+    # cast's only output (70 x 45, partial tiles).
+    cx = randn("cast_transpose_bf16", (70, 45))
+    body = f"""
+      %s = ds.mul %a0, %a0 : {TA(cx)}, {TA(cx)} -> {TA(cx)}
+      %q = ds.cast %s : {TA(cx)} -> {T(cx.shape, BF16)}
+      %r = ds.transpose %q [1, 0] : {T(cx.shape, BF16)} -> {T((45, 70), BF16)}
+    """
+    cases.append(Case("cast_transpose_bf16", [cx], body, [("%r", (45, 70), BF16)],
+                      lambda x: [torch.from_numpy(x * x).to(torch.bfloat16).float().numpy().T],
+                      rtol=0, atol=0))
+
     sm = randn("softmax", (3, 5, 7), scale=3.0)
     lx = randn("ln.x", (3, 5, 7), F64, 2.0) + 1.5
     lw, lb = randn("ln.w", (5, 7), F64), randn("ln.b", (5, 7), F64)

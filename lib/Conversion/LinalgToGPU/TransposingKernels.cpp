@@ -1,0 +1,325 @@
+//===- TransposingKernels.cpp - Elementwise ops with transposed outputs ---===//
+//
+// Implements isTransposingGeneric, buildTransposingLaunch
+// (GPUKernelBuilders.h) and buildTransposingSiblingLaunch
+// (ReductionKernels.h): Transformer Engine's cast-transpose, the scaled
+// FP8 cast writing the tensor and its transpose (and, beside a full
+// reduction, the amax too) in one pass over 32 x 32 tiles.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ReductionKernels.h"
+
+using namespace mlir;
+using namespace mlir::ds::gpu_kernels;
+
+namespace {
+
+/// The loop that output `out`'s innermost dimension runs along; nullopt
+/// when that is not a plain loop.
+std::optional<unsigned> innermostLoop(linalg::GenericOp op, OpOperand *out) {
+  AffineMap map = op.getMatchingIndexingMap(out);
+  if (map.getNumResults() == 0)
+    return std::nullopt;
+  auto dim = dyn_cast<AffineDimExpr>(map.getResults().back());
+  if (!dim)
+    return std::nullopt;
+  return dim.getPosition();
+}
+
+/// The transposed outputs of `op` and the loop they are innermost along
+/// (isTransposingGeneric); none when `op` is not one.
+struct Transposed {
+  SmallVector<OpOperand *> outputs;
+  unsigned rowLoop = 0;
+};
+Transposed transposedOutputs(linalg::GenericOp op) {
+  Transposed none, t;
+  unsigned n = op.getNumLoops();
+  if (!op.hasPureBufferSemantics() || n < 2 || op.getNumParallelLoops() != n ||
+      llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
+      !coalescedAlong(op, n - 1))
+    return none;
+  for (OpOperand &out : op.getDpsInitsMutable()) {
+    auto type = dyn_cast<MemRefType>(out.get().getType());
+    std::optional<unsigned> inner = innermostLoop(op, &out);
+    if (!type || !inner || !op.getMatchingIndexingMap(&out).isPermutation())
+      return none;
+    if (*inner == n - 1)
+      continue;
+    // One other loop for all transposed outputs, whose elements fit a
+    // tile's bank words.
+    Type et = type.getElementType();
+    if ((!t.outputs.empty() && *inner != t.rowLoop) || !et.isIntOrFloat() ||
+        et.getIntOrFloatBitWidth() < 8 || et.getIntOrFloatBitWidth() > 64)
+      return none;
+    t.rowLoop = *inner;
+    t.outputs.push_back(&out);
+  }
+  return t;
+}
+
+/// The launch for both builders: `red` (null: none) is folded over the
+/// elements of each block's tiles, `op` is its sibling or stands alone.
+void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
+                          const LaunchShape &shape, Reduction *red) {
+  Location loc = op.getLoc();
+  Transposed t = transposedOutputs(op);
+  SmallVector<int64_t> sizes = op.getStaticLoopRanges();
+  unsigned n = sizes.size(), colLoop = n - 1, rowLoop = t.rowLoop;
+  const int64_t tile = kTransposeTile;
+  // Tiles: the other loops in order, then the tile rows and columns.
+  SmallVector<unsigned> outer;
+  SmallVector<int64_t> tileSpace;
+  for (unsigned d = 0; d < n; ++d)
+    if (d != rowLoop && d != colLoop) {
+      outer.push_back(d);
+      tileSpace.push_back(sizes[d]);
+    }
+  tileSpace.push_back(llvm::divideCeil(sizes[rowLoop], tile));
+  tileSpace.push_back(llvm::divideCeil(sizes[colLoop], tile));
+  int64_t numTiles = 1;
+  for (int64_t s : tileSpace)
+    numTiles *= s;
+
+  SmallVector<Type> tileTypes;
+  for (OpOperand *out : t.outputs)
+    tileTypes.push_back(transposeTileType(
+        cast<MemRefType>(out->get().getType()).getElementType()));
+  // Each thread's running reduction, kept in shared memory between tiles
+  // rather than carried in a register across the tiles' barriers (which
+  // the host emulation of kernels cannot split a loop at).
+  if (red)
+    tileTypes.push_back(MemRefType::get(
+        {shape.blockSize}, red->identity.getType(), AffineMap(),
+        gpu::AddressSpaceAttr::get(
+            b.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace())));
+  // With a reduction, every block writes one partial result, so the grid
+  // is fixed (no more blocks than tiles: none is left without one), and
+  // only as large as fills the GPU: its partials are folded by one block.
+  int64_t numBlocks =
+      std::min({numTiles, shape.maxBlocks, red ? kBlocksToFill : numTiles});
+  Value partials = red ? red->allocPartials(b, loc, numBlocks) : Value();
+  Value blocks = red ? indexConstant(b, loc, numBlocks)
+                     : clampBlocks(b, loc, indexConstant(b, loc, numTiles),
+                                   shape.maxBlocks);
+  Value one = indexConstant(b, loc, 1);
+  auto launch = gpu::LaunchOp::create(
+      b, loc, blocks, one, one, indexConstant(b, loc, shape.blockSize), one,
+      one, /*dynamicSharedMemorySize=*/Value(), /*asyncTokenType=*/Type(),
+      /*asyncDependencies=*/ValueRange{}, tileTypes);
+  ValueRange tiles = launch.getWorkgroupAttributions();
+  Value running;
+  if (red) {
+    running = tiles.back();
+    tiles = tiles.drop_back();
+  }
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  Value tid = launch.getThreadIds().x;
+  Value tv = indexConstant(b, loc, tile);
+  Value tx = arith::RemUIOp::create(b, loc, tid, tv);
+  Value ty = arith::DivUIOp::create(b, loc, tid, tv);
+  Value passStride = indexConstant(b, loc, shape.blockSize / tile);
+  Value rowsV = indexConstant(b, loc, sizes[rowLoop]),
+        colsV = indexConstant(b, loc, sizes[colLoop]);
+  SmallVector<Value> tileSpaceV, loopSizesV, redSizesV;
+  for (int64_t s : tileSpace)
+    tileSpaceV.push_back(indexConstant(b, loc, s));
+  for (int64_t s : sizes)
+    loopSizesV.push_back(indexConstant(b, loc, s));
+  if (red)
+    memref::StoreOp::create(b, loc,
+                            arith::ConstantOp::create(b, loc, red->identity),
+                            running, ValueRange{tid});
+
+  // The loop indices of `op` at tile element (row, col).
+  auto ivsAt = [&](ArrayRef<Value> outerIdx, Value row, Value col) {
+    SmallVector<Value> ivs(n);
+    for (auto [i, d] : llvm::enumerate(outer))
+      ivs[d] = outerIdx[i];
+    ivs[rowLoop] = row;
+    ivs[colLoop] = col;
+    return ivs;
+  };
+  // Rows ty, ty + blockSize/32, ... of a tile at column tx, in range:
+  // `body` gets the tile row, the element's loop indices and the carried
+  // value, and returns the new one.
+  auto forTileRows =
+      [&](OpBuilder &ob, Location l, ValueRange init,
+          function_ref<Value(OpBuilder &, Location, Value, Value, Value)>
+              inRange,
+          function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value,
+                                          ValueRange)>
+              body) {
+        return scf::ForOp::create(
+                   ob, l, ty, tv, passStride, init,
+                   [&](OpBuilder &fb, Location fl, Value k, ValueRange acc) {
+                     Value ok = inRange(fb, fl, k, Value(), Value());
+                     auto branch =
+                         scf::IfOp::create(fb, fl, TypeRange(ValueRange(acc)),
+                                           ok, /*withElseRegion=*/true);
+                     // Each branch yields the carried value (the body's
+                     // result, or unchanged out of range).
+                     auto fill = [&](Block *block, bool then) {
+                       if (!block->empty())
+                         block->back().erase();
+                       OpBuilder ib = OpBuilder::atBlockEnd(block);
+                       SmallVector<Value> out(acc);
+                       if (then)
+                         out = body(ib, fl, k, tx, acc);
+                       scf::YieldOp::create(ib, fl, out);
+                     };
+                     fill(branch.thenBlock(), true);
+                     fill(branch.elseBlock(), false);
+                     scf::YieldOp::create(fb, fl, branch.getResults());
+                   })
+            .getResults();
+      };
+  auto below = [&](OpBuilder &ob, Location l, Value a, Value bound) {
+    return arith::CmpIOp::create(ob, l, arith::CmpIPredicate::ult, a, bound);
+  };
+
+  // Tiles are uniform across the block, as its barriers require.
+  scf::ForOp::create(
+      b, loc, launch.getBlockIds().x, indexConstant(b, loc, numTiles),
+      launch.getGridSize().x, ValueRange{},
+      [&](OpBuilder &ob, Location l, Value tileId, ValueRange) {
+        SmallVector<Value> acc;
+        if (red)
+          acc.push_back(
+              memref::LoadOp::create(ob, l, running, ValueRange{tid}));
+        SmallVector<Value> idx = delinearize(ob, l, tileId, tileSpaceV);
+        SmallVector<Value> outerIdx(ArrayRef(idx).drop_back(2));
+        Value r0 = arith::MulIOp::create(ob, l, idx[idx.size() - 2], tv);
+        Value c0 = arith::MulIOp::create(ob, l, idx.back(), tv);
+        // In: the element at (r0 + k, c0 + tx) is computed (a warp along
+        // the innermost loop), the plain outputs stored, the transposed
+        // ones put in the tiles at [k][tx].
+        ValueRange folded = forTileRows(
+            ob, l, acc,
+            [&](OpBuilder &fb, Location fl, Value k, Value, Value) {
+              Value r = arith::AddIOp::create(fb, fl, r0, k);
+              Value c = arith::AddIOp::create(fb, fl, c0, tx);
+              return arith::AndIOp::create(fb, fl, below(fb, fl, r, rowsV),
+                                           below(fb, fl, c, colsV))
+                  .getResult();
+            },
+            [&](OpBuilder &ib, Location il, Value k, Value x,
+                ValueRange accIn) -> SmallVector<Value> {
+              Value r = arith::AddIOp::create(ib, il, r0, k);
+              Value c = arith::AddIOp::create(ib, il, c0, x);
+              SmallVector<Value> ivs = ivsAt(outerIdx, r, c);
+              IRMapping map;
+              SmallVector<Value> accOut;
+              if (red) {
+                // The reduction's element: the same loops, or the same
+                // row-major position of a reshaped view.
+                SmallVector<Value> redIvs = ivs;
+                if (!red->shared->sameLoops) {
+                  Value linear = indexConstant(ib, il, 0);
+                  for (auto [iv, size] : llvm::zip(ivs, loopSizesV))
+                    linear = arith::AddIOp::create(
+                        ib, il, arith::MulIOp::create(ib, il, linear, size),
+                        iv);
+                  redIvs = red->loopIndices(
+                      {}, delinearize(ib, il, linear, red->redSizes));
+                }
+                IRMapping redMap;
+                redMap.map(red->outArg, accIn.front());
+                cloneBodyAt(ib, il, red->op, redIvs, redMap);
+                accOut.push_back(redMap.lookup(red->comb->getResult(0)));
+                BlockArgument mine =
+                    red->op.getMatchingBlockArgument(red->shared->reduction);
+                if (redMap.contains(mine))
+                  map.map(op.getMatchingBlockArgument(red->shared->elementwise),
+                          redMap.lookup(mine));
+              }
+              cloneBodyAt(ib, il, op, ivs, map);
+              auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+              for (auto [out, value] :
+                   llvm::zip(op.getDpsInitsMutable(), yield.getValues())) {
+                Value v = map.lookupOrDefault(value);
+                auto *it = llvm::find(t.outputs, &out);
+                if (it != t.outputs.end()) {
+                  storeToTile(ib, il, v, tiles[it - t.outputs.begin()], k, x);
+                  continue;
+                }
+                memref::StoreOp::create(
+                    ib, il, v, out.get(),
+                    applyMap(ib, il, op.getMatchingIndexingMap(&out), ivs));
+              }
+              return accOut;
+            });
+        if (red)
+          memref::StoreOp::create(ob, l, folded.front(), running,
+                                  ValueRange{tid});
+        gpu::BarrierOp::create(ob, l);
+        // Out: tile column tx, the elements (r0 + tx, c0 + k), written
+        // where the transposed outputs' maps put them (a warp along their
+        // innermost dimension).
+        forTileRows(
+            ob, l, ValueRange{},
+            [&](OpBuilder &fb, Location fl, Value k, Value, Value) {
+              Value r = arith::AddIOp::create(fb, fl, r0, tx);
+              Value c = arith::AddIOp::create(fb, fl, c0, k);
+              return arith::AndIOp::create(fb, fl, below(fb, fl, r, rowsV),
+                                           below(fb, fl, c, colsV))
+                  .getResult();
+            },
+            [&](OpBuilder &ib, Location il, Value k, Value x,
+                ValueRange) -> SmallVector<Value> {
+              Value r = arith::AddIOp::create(ib, il, r0, x);
+              Value c = arith::AddIOp::create(ib, il, c0, k);
+              SmallVector<Value> ivs = ivsAt(outerIdx, r, c);
+              for (auto [out, tileMem] : llvm::zip(t.outputs, tiles)) {
+                Type et =
+                    cast<MemRefType>(out->get().getType()).getElementType();
+                Value v = loadFromTile(ib, il, et, tileMem, x, k);
+                memref::StoreOp::create(
+                    ib, il, v, out->get(),
+                    applyMap(ib, il, op.getMatchingIndexingMap(out), ivs));
+              }
+              return {};
+            });
+        // The next tile overwrites these.
+        gpu::BarrierOp::create(ob, l);
+        scf::YieldOp::create(ob, l);
+      });
+  if (red) {
+    Value mine = memref::LoadOp::create(b, loc, running, ValueRange{tid});
+    Value total = gpu::AllReduceOp::create(
+        b, loc, mine,
+        gpu::AllReduceOperationAttr::get(b.getContext(), red->kind),
+        /*uniform=*/true);
+    Value isFirst = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid,
+                                          indexConstant(b, loc, 0));
+    scf::IfOp::create(b, loc, isFirst, [&](OpBuilder &ib, Location il) {
+      memref::StoreOp::create(ib, il, total, partials,
+                              ValueRange{launch.getBlockIds().x});
+      scf::YieldOp::create(ib, il);
+    });
+  }
+  gpu::TerminatorOp::create(b, loc);
+  if (red) {
+    b.setInsertionPointAfter(launch);
+    red->foldPartials(b, loc, partials, shape);
+  }
+}
+
+} // namespace
+
+bool mlir::ds::gpu_kernels::isTransposingGeneric(linalg::GenericOp op) {
+  return !transposedOutputs(op).outputs.empty();
+}
+
+void mlir::ds::gpu_kernels::buildTransposingLaunch(OpBuilder &b,
+                                                   linalg::GenericOp op,
+                                                   const LaunchShape &shape) {
+  buildLaunchOverTiles(b, op, shape, /*red=*/nullptr);
+}
+
+void mlir::ds::gpu_kernels::buildTransposingSiblingLaunch(
+    OpBuilder &b, Reduction &red, const LaunchShape &shape) {
+  buildLaunchOverTiles(b, red.sibling, shape, &red);
+}
