@@ -10,6 +10,8 @@
 
 #include "ds/Transforms/Passes.h"
 
+#include "ds/Dialect/Linalg/IndexingMaps.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
@@ -22,24 +24,10 @@ namespace mlir::ds {
 
 using namespace mlir;
 
-namespace {
-
-/// Whether `perm` swaps the two innermost dimensions and keeps the others.
-bool swapsInnermostTwo(ArrayRef<int64_t> perm) {
-  int64_t n = perm.size();
-  if (n < 2 || perm[n - 2] != n - 1 || perm[n - 1] != n - 2)
-    return false;
-  for (int64_t i = 0; i + 2 < n; ++i)
-    if (perm[i] != i)
-      return false;
-  return true;
-}
-
-} // namespace
-
 LogicalResult mlir::ds::fuseTransposeIntoProducer(RewriterBase &rewriter,
                                                   linalg::TransposeOp op) {
-  if (!op.hasPureTensorSemantics() || !swapsInnermostTwo(op.getPermutation()))
+  if (!op.hasPureTensorSemantics() ||
+      !ds::swapsInnermostTwo(op.getPermutation()))
     return failure();
   // The transposed value: a generic's result, or a collapse of one that
   // keeps the innermost dimension ([B, T, K] read as [B*T, K]).

@@ -8,6 +8,8 @@
 #include "GPUKernelBuilders.h"
 #include "KernelUtils.h"
 
+#include "ds/Dialect/Linalg/IndexingMaps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -18,13 +20,8 @@ using namespace mlir::ds::gpu_kernels;
 bool mlir::ds::gpu_kernels::isTiledTranspose(linalg::TransposeOp op) {
   if (!op.hasPureBufferSemantics())
     return false;
-  ArrayRef<int64_t> perm = op.getPermutation();
-  int64_t n = perm.size();
-  if (n < 2 || perm[n - 2] != n - 1 || perm[n - 1] != n - 2)
+  if (!ds::swapsInnermostTwo(op.getPermutation()))
     return false;
-  for (int64_t i = 0; i + 2 < n; ++i)
-    if (perm[i] != i)
-      return false;
   auto in = cast<MemRefType>(op.getInput().getType());
   Type et = in.getElementType();
   return in.hasStaticShape() && et.isIntOrFloat() &&

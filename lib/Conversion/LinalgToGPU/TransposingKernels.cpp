@@ -10,22 +10,12 @@
 
 #include "ReductionKernels.h"
 
+#include "ds/Dialect/Linalg/IndexingMaps.h"
+
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
 
 namespace {
-
-/// The loop that output `out`'s innermost dimension runs along; nullopt
-/// when that is not a plain loop.
-std::optional<unsigned> innermostLoop(linalg::GenericOp op, OpOperand *out) {
-  AffineMap map = op.getMatchingIndexingMap(out);
-  if (map.getNumResults() == 0)
-    return std::nullopt;
-  auto dim = dyn_cast<AffineDimExpr>(map.getResults().back());
-  if (!dim)
-    return std::nullopt;
-  return dim.getPosition();
-}
 
 /// The transposed outputs of `op` and the loop they are innermost along
 /// (isTransposingGeneric); none when `op` is not one.
@@ -42,7 +32,8 @@ Transposed transposedOutputs(linalg::GenericOp op) {
     return none;
   for (OpOperand &out : op.getDpsInitsMutable()) {
     auto type = dyn_cast<MemRefType>(out.get().getType());
-    std::optional<unsigned> inner = innermostLoop(op, &out);
+    std::optional<unsigned> inner =
+        ds::getInnermostLoop(op.getMatchingIndexingMap(&out));
     if (!type || !inner || !op.getMatchingIndexingMap(&out).isPermutation())
       return none;
     if (*inner == n - 1)
@@ -142,20 +133,27 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
     ivs[colLoop] = col;
     return ivs;
   };
-  // Rows ty, ty + blockSize/32, ... of a tile at column tx, in range:
-  // `body` gets the tile row, the element's loop indices and the carried
-  // value, and returns the new one.
+  // Rows ty, ty + blockSize/32, ... of a tile at column tx: `position`
+  // gives the element (row, column) a tile row stands for; `body` runs on
+  // those in range, with the value carried through the rows, and returns
+  // the new one.
+  using Position = std::pair<Value, Value>;
   auto forTileRows =
       [&](OpBuilder &ob, Location l, ValueRange init,
-          function_ref<Value(OpBuilder &, Location, Value, Value, Value)>
-              inRange,
+          function_ref<Position(OpBuilder &, Location, Value)> position,
           function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value,
-                                          ValueRange)>
+                                          Value, ValueRange)>
               body) {
         return scf::ForOp::create(
                    ob, l, ty, tv, passStride, init,
                    [&](OpBuilder &fb, Location fl, Value k, ValueRange acc) {
-                     Value ok = inRange(fb, fl, k, Value(), Value());
+                     auto [r, c] = position(fb, fl, k);
+                     Value ok = arith::AndIOp::create(
+                         fb, fl,
+                         arith::CmpIOp::create(
+                             fb, fl, arith::CmpIPredicate::ult, r, rowsV),
+                         arith::CmpIOp::create(
+                             fb, fl, arith::CmpIPredicate::ult, c, colsV));
                      auto branch =
                          scf::IfOp::create(fb, fl, TypeRange(ValueRange(acc)),
                                            ok, /*withElseRegion=*/true);
@@ -167,7 +165,7 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                        OpBuilder ib = OpBuilder::atBlockEnd(block);
                        SmallVector<Value> out(acc);
                        if (then)
-                         out = body(ib, fl, k, tx, acc);
+                         out = body(ib, fl, k, r, c, acc);
                        scf::YieldOp::create(ib, fl, out);
                      };
                      fill(branch.thenBlock(), true);
@@ -176,9 +174,6 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                    })
             .getResults();
       };
-  auto below = [&](OpBuilder &ob, Location l, Value a, Value bound) {
-    return arith::CmpIOp::create(ob, l, arith::CmpIPredicate::ult, a, bound);
-  };
 
   // Tiles are uniform across the block, as its barriers require.
   scf::ForOp::create(
@@ -198,17 +193,12 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
         // ones put in the tiles at [k][tx].
         ValueRange folded = forTileRows(
             ob, l, acc,
-            [&](OpBuilder &fb, Location fl, Value k, Value, Value) {
-              Value r = arith::AddIOp::create(fb, fl, r0, k);
-              Value c = arith::AddIOp::create(fb, fl, c0, tx);
-              return arith::AndIOp::create(fb, fl, below(fb, fl, r, rowsV),
-                                           below(fb, fl, c, colsV))
-                  .getResult();
+            [&](OpBuilder &fb, Location fl, Value k) -> Position {
+              return {arith::AddIOp::create(fb, fl, r0, k),
+                      arith::AddIOp::create(fb, fl, c0, tx)};
             },
-            [&](OpBuilder &ib, Location il, Value k, Value x,
+            [&](OpBuilder &ib, Location il, Value k, Value r, Value c,
                 ValueRange accIn) -> SmallVector<Value> {
-              Value r = arith::AddIOp::create(ib, il, r0, k);
-              Value c = arith::AddIOp::create(ib, il, c0, x);
               SmallVector<Value> ivs = ivsAt(outerIdx, r, c);
               IRMapping map;
               SmallVector<Value> accOut;
@@ -242,7 +232,7 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                 Value v = map.lookupOrDefault(value);
                 auto *it = llvm::find(t.outputs, &out);
                 if (it != t.outputs.end()) {
-                  storeToTile(ib, il, v, tiles[it - t.outputs.begin()], k, x);
+                  storeToTile(ib, il, v, tiles[it - t.outputs.begin()], k, tx);
                   continue;
                 }
                 memref::StoreOp::create(
@@ -260,22 +250,17 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
         // innermost dimension).
         forTileRows(
             ob, l, ValueRange{},
-            [&](OpBuilder &fb, Location fl, Value k, Value, Value) {
-              Value r = arith::AddIOp::create(fb, fl, r0, tx);
-              Value c = arith::AddIOp::create(fb, fl, c0, k);
-              return arith::AndIOp::create(fb, fl, below(fb, fl, r, rowsV),
-                                           below(fb, fl, c, colsV))
-                  .getResult();
+            [&](OpBuilder &fb, Location fl, Value k) -> Position {
+              return {arith::AddIOp::create(fb, fl, r0, tx),
+                      arith::AddIOp::create(fb, fl, c0, k)};
             },
-            [&](OpBuilder &ib, Location il, Value k, Value x,
+            [&](OpBuilder &ib, Location il, Value k, Value r, Value c,
                 ValueRange) -> SmallVector<Value> {
-              Value r = arith::AddIOp::create(ib, il, r0, x);
-              Value c = arith::AddIOp::create(ib, il, c0, k);
               SmallVector<Value> ivs = ivsAt(outerIdx, r, c);
               for (auto [out, tileMem] : llvm::zip(t.outputs, tiles)) {
                 Type et =
                     cast<MemRefType>(out->get().getType()).getElementType();
-                Value v = loadFromTile(ib, il, et, tileMem, x, k);
+                Value v = loadFromTile(ib, il, et, tileMem, tx, k);
                 memref::StoreOp::create(
                     ib, il, v, out->get(),
                     applyMap(ib, il, op.getMatchingIndexingMap(out), ivs));

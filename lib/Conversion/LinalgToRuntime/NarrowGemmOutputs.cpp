@@ -32,6 +32,8 @@
 
 #include "NarrowGemmOutputs.h"
 
+#include "ds/Dialect/Linalg/IndexingMaps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Dominance.h"
@@ -135,13 +137,7 @@ std::optional<unsigned> columnLoop(Reader r, Value buffer) {
     if (groups.empty() || groups.back().size() != 1)
       return std::nullopt;
   }
-  AffineMap map = r.op.getMatchingIndexingMap(r.operand);
-  if (map.getNumResults() == 0)
-    return std::nullopt;
-  auto dim = dyn_cast<AffineDimExpr>(map.getResults().back());
-  if (!dim)
-    return std::nullopt;
-  return dim.getPosition();
+  return getInnermostLoop(r.op.getMatchingIndexingMap(r.operand));
 }
 
 //===----------------------------------------------------------------------===//

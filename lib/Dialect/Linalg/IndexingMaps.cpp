@@ -28,3 +28,22 @@ FailureOr<SmallVector<int64_t>> mlir::ds::getMapResultDims(AffineMap map) {
   }
   return dims;
 }
+
+std::optional<unsigned> mlir::ds::getInnermostLoop(AffineMap map) {
+  if (map.getNumResults() == 0)
+    return std::nullopt;
+  auto dim = dyn_cast<AffineDimExpr>(map.getResults().back());
+  if (!dim)
+    return std::nullopt;
+  return dim.getPosition();
+}
+
+bool mlir::ds::swapsInnermostTwo(ArrayRef<int64_t> permutation) {
+  int64_t n = permutation.size();
+  if (n < 2 || permutation[n - 2] != n - 1 || permutation[n - 1] != n - 2)
+    return false;
+  for (int64_t i = 0; i + 2 < n; ++i)
+    if (permutation[i] != i)
+      return false;
+  return true;
+}

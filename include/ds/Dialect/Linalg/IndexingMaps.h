@@ -1,8 +1,8 @@
 //===- IndexingMaps.h - Reading linalg indexing maps ------------*- C++ -*-===//
 //
-// The one reading of a linalg indexing map that the import (raising a
-// generic into ds ops) and the generic's gradient rule share: which loop
-// dimension each operand dimension follows.
+// Readings of linalg indexing maps and permutations shared by the import
+// (raising a generic into ds ops), the generic's gradient rule and the GPU
+// path's kernels: which loop dimension each operand dimension follows.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,12 +13,23 @@
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
+
 namespace mlir::ds {
 
 /// The loop dimension of each result of `map`, -1 for a constant 0 (a
 /// broadcast dimension); fails for any other expression or a repeated
 /// dimension.
 FailureOr<SmallVector<int64_t>> getMapResultDims(AffineMap map);
+
+/// The loop dimension `map`'s last result (an operand's innermost
+/// dimension) follows; nullopt when there is none or it is not a plain
+/// loop dimension.
+std::optional<unsigned> getInnermostLoop(AffineMap map);
+
+/// Whether `permutation` swaps the two innermost dimensions and keeps the
+/// others (a batched matrix transpose).
+bool swapsInnermostTwo(ArrayRef<int64_t> permutation);
 
 } // namespace mlir::ds
 
