@@ -86,9 +86,14 @@ LogicalResult PrecisionAssigner::run() {
     return failure();
   m.emplace(func, policy, observe);
   splitter.emplace(*m, policy.channel);
-  if (failed(materializeForward()) || failed(materializeBackward()))
+  if (failed(materializeForward()))
     return failure();
+  // Before the gradient GEMMs are rebuilt, so that their FP8 quantisation
+  // (its amax included) reads the rounded cotangent, as TE quantises the
+  // bf16 gradient.
   keepLinearCotangentsNarrow();
+  if (failed(materializeBackward()))
+    return failure();
   keepNarrowCopiesForBackward();
   m->finish();
   return success();
@@ -451,6 +456,14 @@ void PrecisionAssigner::keepLinearCotangentsNarrow() {
     Location loc = cotangent.getLoc();
     Value rounded = m->cast(b, loc, cotangent, linear.storage);
     Value widened = m->cast(b, loc, rounded, f32);
+    if (widened == cotangent)
+      continue;
+    // Backward ops, like the rest of the cotangent's computation: the
+    // gradient GEMMs' FP8 quantisation reads them as a cotangent (`grad`),
+    // not as a forward value (SeedDependence follows `ds.vjp_of`).
+    for (Value v : {rounded, widened})
+      v.getDefiningOp()->setAttr(DSDialect::kVjpOfAttrName,
+                                 b.getStringAttr(CastOp::getOperationName()));
     cotangent.replaceAllUsesExcept(widened, rounded.getDefiningOp());
   }
 }

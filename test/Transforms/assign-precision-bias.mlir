@@ -35,7 +35,7 @@
 // gradient and the layer's gradient GEMMs read the rounded cotangent.
 // GRAD-LABEL: func.func @linear
 // GRAD:      %[[GG:.*]] = ds.gelu_grad
-// GRAD-NEXT: %[[GN:.*]] = ds.cast %[[GG]] : tensor<4x32xf32> -> tensor<4x32xbf16>
+// GRAD-NEXT: %[[GN:.*]] = ds.cast %[[GG]] {ds.vjp_of = "ds.cast"} : tensor<4x32xf32> -> tensor<4x32xbf16>
 // GRAD:      %[[GW:.*]] = ds.cast %[[GN]] {{.*}} : tensor<4x32xbf16> -> tensor<4x32xf32>
 // GRAD-NEXT: ds.reduce_sum %[[GW]] [0]
 // GRAD:      ds.cast %[[GW]] {{.*}}ds.role = "ffn.up"{{.*}} : tensor<4x32xf32> -> tensor<4x32xbf16>

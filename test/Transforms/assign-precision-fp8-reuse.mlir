@@ -1,4 +1,4 @@
-// RUN: ds-opt %s --ds-autodiff "--ds-assign-precision=policy=%ds_src_root/scripts/gpu-check/fp8.yaml" | FileCheck %s
+// RUN: ds-opt %s --split-input-file --ds-autodiff "--ds-assign-precision=policy=%ds_src_root/scripts/gpu-check/fp8.yaml" | FileCheck %s
 
 // Each tensor is quantised to FP8 once, as Transformer Engine's Linear
 // does: the weight-gradient GEMM reads the FP8 input its forward made
@@ -48,5 +48,31 @@ func.func @mlp(%x: tensor<2x8x16xf32> {ds.input = "x"}, %t: tensor<2x8x16xf32> {
   %a = ds.gelu %h approximate = tanh {ds.role = "ffn.act"} : tensor<2x8x32xf32>
   %y = ds.matmul %a, %w2 transpose_rhs {ds.role = "ffn.down"} : tensor<2x8x32xf32>, tensor<16x32xf32> -> tensor<2x8x16xf32>
   %l = ds.mse_loss %y, %t : tensor<2x8x16xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A linear layer's output kept in bf16 (`storage`, after the bias) and
+// read through a reshape and a transpose, as attention's v projection is:
+// its gradient is kept in bf16 for the layer's own backward, and the FP8
+// quantisation reads that rounded gradient, its amax included (the amax
+// looks through reshapes, and used to read the f32 gradient before the
+// head merge, in a pass of its own).
+// CHECK-LABEL: func.func @viewed
+// CHECK:         %[[W:.*]] = ds.cast %{{.*}} {ds.vjp_of = "ds.cast"} : tensor<2x8x32xbf16> -> tensor<2x8x32xf32>
+// CHECK:         ds.abs %[[W]] {{.*}}ds.role = "attn.v"
+// CHECK-NOT:     ds.abs {{.*}}tensor<2x8x4x8xf32>
+// CHECK:         ds.cast %{{.*}} saturate {{.*}} -> tensor<16x32xf8E5M2>
+func.func @viewed(%x: tensor<2x8x16xf32> {ds.input = "x"}, %t: tensor<2x4x8x8xf32> {ds.input = "t"},
+                  %w: tensor<32x16xf32> {ds.param = "v.weight", ds.init = #ds.init<normal, 0.1>},
+                  %b: tensor<32xf32> {ds.param = "v.bias", ds.init = #ds.init<zeros>})
+    -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %h = ds.matmul %x, %w transpose_rhs {ds.role = "attn.v"} : tensor<2x8x16xf32>, tensor<32x16xf32> -> tensor<2x8x32xf32>
+  %bb = ds.reshape %b : tensor<32xf32> -> tensor<1x1x32xf32>
+  %y = ds.add %h, %bb : tensor<2x8x32xf32>, tensor<1x1x32xf32> -> tensor<2x8x32xf32>
+  %v = ds.reshape %y : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %vt = ds.transpose %v [0, 2, 1, 3] : tensor<2x8x4x8xf32> -> tensor<2x4x8x8xf32>
+  %l = ds.mse_loss %vt, %t : tensor<2x4x8x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
