@@ -282,7 +282,9 @@ void checkGemm(const std::string &name, Kind kind, const Tensor &a,
   std::vector<uint8_t> ea = encode(a, kind), eb = encode(b, kindB);
   DeviceVector<uint8_t> da(ea), db(eb);
   DeviceVector<float> dc(c.values);
-  DeviceVector<float> scales(std::vector<float>{scaleA, scaleB});
+  // Each scale 16-byte aligned, as cuBLASLt reads them in place.
+  DeviceVector<float> scales(
+      std::vector<float>{scaleA, 0, 0, 0, scaleB, 0, 0, 0});
   dsrt_memref3_f32 mc = descriptorOf<dsrt_memref3_f32>(c, dc.device);
   switch (kind) {
   case Kind::F32: {
@@ -307,7 +309,7 @@ void checkGemm(const std::string &name, Kind kind, const Tensor &a,
     auto *s = static_cast<float *>(scales.device);
     _mlir_ciface_dsrt_cuda_matmul_f8(&ma, &mb, &mc, transA, transB,
                                      kind == Kind::E4M3 ? 0 : 1,
-                                     kindB == Kind::E4M3 ? 0 : 1, s, s + 1);
+                                     kindB == Kind::E4M3 ? 0 : 1, s, s + 4);
     break;
   }
   }
@@ -357,8 +359,10 @@ void checkNarrowC(const std::string &name, Kind kind, Kind kindC,
   std::vector<uint16_t> ec(c.values.size(), 0x7fc0); // NaN in both types
   DeviceVector<uint8_t> da(ea), db(eb);
   DeviceVector<uint16_t> dc(ec);
-  DeviceVector<float> scales(std::vector<float>{scaleA, scaleB});
-  auto *sp = static_cast<float *>(scales.device);
+  // Scales 4 and 8 bytes into an allocation: the runtime copies each into
+  // an aligned slot first (cuBLASLt refuses them in place).
+  DeviceVector<float> scales(std::vector<float>{0, scaleA, scaleB});
+  auto *sp = static_cast<float *>(scales.device) + 1;
   auto ma = descriptorOf<dsrt_memref3_raw>(a, da.device);
   auto mb = descriptorOf<dsrt_memref3_raw>(b, db.device);
   auto mc = descriptorOf<dsrt_memref3_raw>(c, dc.device);
@@ -450,7 +454,8 @@ Tensor outputTensor(int64_t b, int64_t m, int64_t n, int layout) {
 //===----------------------------------------------------------------------===//
 
 /// A minimal ELF64 header: what the stub's log measures (64 bytes, no
-/// sections). A real driver would refuse it; only `basic` uses it.
+/// sections). A real driver would refuse it; only the stub's failure
+/// scenarios use it.
 std::vector<unsigned char> fakeCubin() {
   std::vector<unsigned char> image(64, 0);
   std::memcpy(image.data(),
@@ -462,6 +467,14 @@ std::vector<unsigned char> fakeCubin() {
   image[0x3a] = 64; // e_shentsize
   image[0x3c] = 0;  // e_shnum
   return image;
+}
+
+/// A PTX module of one empty kernel `name(.param .u64)`, for sm_90 (the
+/// cluster launch below needs sm_90 anyway).
+std::string ptxModule(const char *name) {
+  return std::string(".version 8.0\n.target sm_90\n.address_size 64\n"
+                     ".visible .entry ") +
+         name + "(.param .u64 p)\n{\n  ret;\n}\n";
 }
 
 void scenarioBasic() {
@@ -493,12 +506,14 @@ void scenarioBasic() {
 
   // What a compiled step does, in the order the host code of
   // ds-gpu-pipeline issues it: nothing here may synchronise.
+  // Real (empty) kernels, so that a driver loads and launches them: PTX,
+  // which the driver compiles (the stub only logs it).
   logMarker("step");
-  std::vector<unsigned char> cubin = fakeCubin();
-  void *module = mgpuModuleLoad(cubin.data(), int64_t(cubin.size()));
+  std::string stepPtx = ptxModule("step_kernel");
+  void *module = mgpuModuleLoad(stepPtx.data(), int64_t(stepPtx.size() + 1));
   report(module != nullptr, "mgpuModuleLoad", lastError());
-  const char *ptx = ".version 8.0\n.target sm_90\n.address_size 64\n";
-  void *jitModule = mgpuModuleLoadJIT(const_cast<char *>(ptx), 2);
+  std::string bigPtx = ptxModule("big_smem_kernel");
+  void *jitModule = mgpuModuleLoadJIT(bigPtx.data(), 2);
   report(jitModule != nullptr, "mgpuModuleLoadJIT", lastError());
   void *kernel = mgpuModuleGetFunction(module, "step_kernel");
   void *bigKernel = mgpuModuleGetFunction(jitModule, "big_smem_kernel");
@@ -1210,12 +1225,12 @@ void scenarioBench() {
     DeviceVector<uint8_t> a(host), b(host);
     bool narrowC = cs.dtype & DSRT_GEMM_C_BF16;
     void *c = dsrt_cuda_alloc(n * n * (narrowC ? 2 : 4));
-    DeviceVector<float> scales(std::vector<float>{1.0f, 1.0f});
+    DeviceVector<float> scales(std::vector<float>{1, 0, 0, 0, 1});
     auto *s = static_cast<float *>(scales.device);
     bool fp8 = (cs.dtype & ~DSRT_GEMM_C_BF16) == DSRT_GEMM_E4M3;
     auto gemm = [&] {
       return dsrt_cuda_gemm(cs.dtype, n, n, n, a.device, b.device, c, 0, 1,
-                            fp8 ? s : nullptr, fp8 ? s + 1 : nullptr);
+                            fp8 ? s : nullptr, fp8 ? s + 4 : nullptr);
     };
     bool ok = c && gemm() == 0 && dsrt_cuda_synchronize() == 0;
     const int iterations = 10;

@@ -23,6 +23,8 @@ using namespace dsrt::cuda;
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+/// The FP8 scale slots after the workspace (LtSession::scaleSlots).
+constexpr size_t kScaleSlotBytes = 256;
 
 CublasLtApi table;
 bool loaded = false;
@@ -103,11 +105,13 @@ Status dsrt::cuda::ltSession(LtSession *&out) {
   cublasLtHandle_t handle = nullptr;
   DS_RETURN_IF_ERROR(DS_LT(cublasLtCreate, &handle));
   CUdeviceptr workspace = 0;
-  if (DS_CU(cuMemAlloc, &workspace, kWorkspaceBytes).failed()) {
+  if (DS_CU(cuMemAlloc, &workspace, kWorkspaceBytes + kScaleSlotBytes)
+          .failed()) {
     (void)table.cublasLtDestroy(handle);
     return Status::failure();
   }
-  session = new LtSession{handle, workspace, kWorkspaceBytes};
+  session = new LtSession{handle, workspace, kWorkspaceBytes,
+                          workspace + kWorkspaceBytes};
   out = session;
   return Status::success();
 }

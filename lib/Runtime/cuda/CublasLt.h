@@ -47,11 +47,14 @@ const CublasLtApi &cublasLt();
 Status checkStatus(cublasStatus_t status, const char *fn, const char *file,
                    int line);
 
-/// What every GEMM shares: the handle and the workspace.
+/// What every GEMM shares: the handle, the workspace and, just past it,
+/// two 16-byte aligned slots for FP8 scales (Matmul.cpp copies a scale that
+/// is not 16-byte aligned into one: cuBLASLt refuses such a scale pointer).
 struct LtSession {
   cublasLtHandle_t handle = nullptr;
   CUdeviceptr workspace = 0;
   size_t workspaceBytes = 0;
+  CUdeviceptr scaleSlots = 0;
 };
 
 /// The session, created on the first call: loads cuBLASLt, creates the

@@ -452,8 +452,44 @@ Status createLayout(Element type, const LtMatrix &m, MatrixLayout &out) {
   return Status::success();
 }
 
+/// The FP8 scale pointers in cuBLASLt's operand order (A first, B second),
+/// 16-byte aligned (see alignScales).
+struct LtScales {
+  const float *first = nullptr, *second = nullptr;
+};
+
+Status setScales(cublasLtMatmulDesc_t desc, const LtScales &scales) {
+  DS_RETURN_IF_ERROR(setDescAttribute(
+      desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scales.first));
+  return setDescAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                          scales.second);
+}
+
+/// `p`'s scales in cuBLASLt's order. cuBLASLt refuses a scale pointer that
+/// is not 16-byte aligned (CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmul;
+/// seen on the H200 with cuBLASLt 13: a scale 4 bytes past another one),
+/// so such a scale is first copied, in stream order, into one of the
+/// session's aligned slots (the GEMM before has read the slot by then).
+Status alignScales(const Problem &p, const LtProblem &lt,
+                   const LtSession &session, LtScales &out) {
+  const float *scales[] = {lt.swapped ? p.scaleB : p.scaleA,
+                           lt.swapped ? p.scaleA : p.scaleB};
+  for (int i = 0; i < 2; ++i) {
+    if (scales[i] && reinterpret_cast<uintptr_t>(scales[i]) % 16) {
+      CUdeviceptr slot = session.scaleSlots + 16 * i;
+      DS_RETURN_IF_ERROR(DS_CU(cuMemcpyAsync, slot,
+                               reinterpret_cast<CUdeviceptr>(scales[i]),
+                               sizeof(float), stepStream()));
+      scales[i] = reinterpret_cast<const float *>(slot);
+    }
+  }
+  out = LtScales{scales[0], scales[1]};
+  return Status::success();
+}
+
 Status createPlan(const Problem &p, const LtProblem &lt, bool fp8,
-                  const LtSession &session, Plan &plan) {
+                  const LtScales &scales, const LtSession &session,
+                  Plan &plan) {
   cublasLtMatmulDesc_t desc = nullptr;
   // FP32 accumulation and f32 alpha/beta for every input type.
   // CUBLAS_COMPUTE_32F never uses TF32 (CUBLAS_COMPUTE_32F_FAST_TF32 would).
@@ -464,9 +500,13 @@ Status createPlan(const Problem &p, const LtProblem &lt, bool fp8,
                                       static_cast<int32_t>(lt.lfirst.op)));
   DS_RETURN_IF_ERROR(setDescAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                       static_cast<int32_t>(lt.lsecond.op)));
-  if (fp8) // Keep promoting partial sums to FP32: no fast accumulation.
+  if (fp8) {
+    // Keep promoting partial sums to FP32: no fast accumulation. The scales
+    // are set before the heuristic, as the algorithm may depend on them.
     DS_RETURN_IF_ERROR(
         setDescAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(0)));
+    DS_RETURN_IF_ERROR(setScales(desc, scales));
+  }
   if (p.bias) {
     // D = sum + bias[row of D], a vector of D's type (cuBLASLt's default
     // for bf16 and f16 D, set anyway), broadcast over the batches. The
@@ -603,24 +643,21 @@ Status run(Problem &p, bool fp8) {
   LtSession *session = nullptr;
   DS_RETURN_IF_ERROR(ltSession(session));
   bool scaled = fp8 && (p.scaleA || p.scaleB);
+  LtScales scales;
+  if (scaled)
+    DS_RETURN_IF_ERROR(alignScales(p, lt, *session, scales));
   PlanKey key = keyOf(lt, p.typeC, scaled, p.bias);
   auto it = plans.find(key);
   if (it == plans.end()) {
     auto plan = std::make_unique<Plan>();
-    DS_RETURN_IF_ERROR(createPlan(p, lt, fp8, *session, *plan));
+    DS_RETURN_IF_ERROR(createPlan(p, lt, fp8, scales, *session, *plan));
     if (plans.size() >= kMaxPlans)
       plans.clear();
     it = plans.emplace(key, std::move(plan)).first;
   }
   Plan &plan = *it->second;
-  if (fp8) {
-    const float *first = lt.swapped ? p.scaleB : p.scaleA;
-    const float *second = lt.swapped ? p.scaleA : p.scaleB;
-    DS_RETURN_IF_ERROR(setDescAttribute(
-        plan.desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, first));
-    DS_RETURN_IF_ERROR(setDescAttribute(
-        plan.desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, second));
-  }
+  if (fp8)
+    DS_RETURN_IF_ERROR(setScales(plan.desc.get(), scales));
   if (p.bias)
     DS_RETURN_IF_ERROR(setDescAttribute(
         plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias));

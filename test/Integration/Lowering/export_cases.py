@@ -105,10 +105,12 @@ def reference(a, dtype):
     return a.astype(np.float64)
 
 
-def tolerances(case, dtype):
+def tolerances(case, dtype, device):
     dtype = np.dtype(dtype)
     if dtype.kind not in "f" and dtype not in (BF16,):
         return 0.0, 0.0
+    if device == "cuda" and case.device_tol:
+        return case.device_tol
     default = {F64: (1e-9, 1e-12), F32: (1e-4, 1e-5), BF16: (1e-2, 1e-2),
                F16: (1e-3, 1e-3)}[dtype]
     return (case.rtol if case.rtol is not None else default[0],
@@ -183,7 +185,7 @@ def main():
                 metric = f"c{ci}_o{k}"
                 np.save(os.path.join(ref_dir, metric + ".npy"),
                         reference(np.asarray(want).reshape(shape), dtype))
-                rtol, atol = tolerances(case, carried(dtype))
+                rtol, atol = tolerances(case, carried(dtype), args.device)
                 outputs.append({"metric": metric,
                                 "dtype": check_ops.MLIR_ELEM[carried(dtype)],
                                 "rtol": rtol, "atol": atol})

@@ -464,6 +464,15 @@ cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
       d.epilogue == CUBLASLT_EPILOGUE_BIAS ? " epilogue=bias" : "",
       workspaceSizeInBytes, streamName(stream, streamBuf, sizeof(streamBuf)));
   const char *why = nullptr;
+  // As the H200's cuBLASLt 13 does: a scale pointer that is not 16-byte
+  // aligned is refused when the GEMM is called.
+  auto misaligned = [](const float *scale) {
+    return reinterpret_cast<uintptr_t>(scale) % 16 != 0;
+  };
+  if (misaligned(d.scaleA) || misaligned(d.scaleB)) {
+    logLine("%s refused=scale-not-16-byte-aligned", line);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   if (validate(d, a, b, c, dl, why) != CUBLAS_STATUS_SUCCESS || !algo ||
       algo->data[0] != 42 ||
       (d.epilogue == CUBLASLT_EPILOGUE_BIAS && !d.bias)) {
