@@ -448,6 +448,33 @@ bench_gpt() {
   if [[ -n "$ms_ds_fp8" && -n "$ms_unfused" ]]; then
     row "ds fp8: row groups vs unfused" "-" "$(awk -v a="$ms_unfused" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx faster", a/b}')"
   fi
+  profile_ds "$bundle" "$build" fp8 "$layers"
+  profile_ds "$bundle" "$build" bf16 "$layers"
+}
+
+# Where one ds variant's device time goes: 4 steps with ds-step-run
+# --profile (every kernel and GEMM between two events), the whole list in
+# $report/profile-<variant>.txt, and a row with the GEMMs' and the
+# kernels' shares and the longest kernel.
+profile_ds() {
+  local bundle=$1 build=$2 variant=$3 layers=$4 dir="$bundle/bench/gpt-$3" out
+  [[ -d $dir ]] || return 0
+  t=$(allow 60)
+  ((t > 0)) || { over_budget "gpt ${layers}x1024 profile $variant"; return 0; }
+  out=$(timeout "$t" "$build/ds-step-run" "$dir" --init-random 0 "${bench_data[@]}" \
+          --steps 4 --quiet --profile 100000 2>&1)
+  local rc=$?
+  [[ -n $report ]] && printf '%s\n' "$out" > "$report/profile-$variant.txt"
+  if [[ $rc -ne 0 ]]; then
+    row "gpt ${layers}x1024 profile $variant" FAIL "$(grep -m1 error <<< "$out" || echo "exit $rc")" "$out"
+    return 0
+  fi
+  row "gpt ${layers}x1024 profile $variant" "-" "$(awk '
+    /profile of steps/ { for (i = 1; i <= NF; ++i) if ($i == "ms" && $(i+2) == "device") total = $(i-1) }
+    /profile +[0-9.]+ ms +[0-9.]+% +[0-9.]+ calls/ {
+      if ($0 ~ /cublasLt/) gemm += $3; else { kernel += $3; if (!top) { top = $NF; share = $5 } } }
+    END { printf "device %.2f ms/step: GEMMs %.2f ms, kernels %.2f ms; longest kernel %s (%s)",
+                 total, gemm, kernel, top, share }' <<< "$out")"
 }
 
 # One ds variant of the GPT step, 12 steps from a random state; its

@@ -350,6 +350,10 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
       firstDone = now();
 #ifdef DSRT_HAVE_CUDA
       dsrt_cuda_get_stats(&firstStats);
+      if (options.profile && dsrt_cuda_profile_begin() != 0) {
+        error = runtimeError("cannot profile");
+        return false;
+      }
 #endif
     }
   }
@@ -359,6 +363,17 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
   }
 #ifdef DSRT_HAVE_CUDA
   result.graphsCaptured = graphs ? graphs->captures() : 0;
+  if (options.profile && options.steps > untimed) {
+    const dsrt_cuda_profile_entry *entries = nullptr;
+    int64_t count = dsrt_cuda_profile_end(&entries);
+    if (count < 0) {
+      error = runtimeError("cannot read the profile");
+      return false;
+    }
+    for (int64_t i = 0; i < count; ++i)
+      result.profile.push_back(
+          {entries[i].name, entries[i].calls, entries[i].ms});
+  }
 #endif
   if (options.steps > untimed) {
     double timed = double(options.steps - untimed);

@@ -31,6 +31,16 @@ struct RunOptions {
   bool keepResults = false;
   /// On a device, replay the step as CUDA graphs (StepGraphs.h).
   bool cudaGraphs = false;
+  /// On a device, profile the timed steps (dsrt_cuda_profile_begin):
+  /// RunResult::profile.
+  bool profile = false;
+};
+
+/// One kernel's or GEMM's device time over the profiled steps.
+struct ProfileEntry {
+  std::string name;
+  uint64_t calls = 0;
+  double ms = 0;
 };
 
 /// One step's scalars, as the host read them.
@@ -56,6 +66,9 @@ struct RunResult {
   /// the kernels the host still launched itself, and graphs captured.
   double graphLaunchesPerStep = 0, hostKernelLaunchesPerStep = 0;
   size_t graphsCaptured = 0;
+  /// With RunOptions::profile: the device time of each kernel and GEMM over
+  /// the timed steps, longest first.
+  std::vector<ProfileEntry> profile;
   /// The parameters and state after the last step.
   std::vector<Tensor> finalArgs;
   /// With RunOptions::keepResults, the last step's results (an update's is

@@ -60,9 +60,41 @@ const char *kUsage =
     "                       graphs (one per set of buffers, from the second\n"
     "                       step on) and replay them: one launch per step\n"
     "                       instead of one per kernel\n"
+    "  --profile N          on a CUDA device, time each kernel and GEMM\n"
+    "                       of the timed steps with events and print the N\n"
+    "                       longest (device ms per step); the events slow\n"
+    "                       the step a little (ms/step includes them)\n"
     "  --quiet              no progress lines\n"
     "  --device-info        print the CUDA device (or why there is none) and\n"
     "                       exit: 0 with a device, 1 without\n";
+
+/// The `top` longest entries of a profile, per timed step, and the rest
+/// in one line.
+void printProfile(const RunResult &result, int64_t top, int64_t steps) {
+  double timed = double(steps - result.timedFrom + 1), all = 0;
+  for (const ProfileEntry &e : result.profile)
+    all += e.ms;
+  std::printf("ds-step-run: profile of steps %lld..%lld: %.3f ms of device "
+              "time per step in %zu kernels and GEMMs (%.3f ms/step wall)\n",
+              (long long)result.timedFrom, (long long)steps, all / timed,
+              result.profile.size(), result.msPerStep);
+  double rest = 0;
+  int64_t restCount = 0;
+  for (size_t i = 0; i < result.profile.size(); ++i) {
+    const ProfileEntry &e = result.profile[i];
+    if (int64_t(i) >= top) {
+      rest += e.ms;
+      ++restCount;
+      continue;
+    }
+    std::printf("ds-step-run: profile %9.3f ms %5.1f%% %7.1f calls  %s\n",
+                e.ms / timed, 100 * e.ms / all, double(e.calls) / timed,
+                e.name.c_str());
+  }
+  if (restCount)
+    std::printf("ds-step-run: profile %9.3f ms %5.1f%%  (%lld others)\n",
+                rest / timed, 100 * rest / all, (long long)restCount);
+}
 
 /// Creates `dir` and its missing parents (mkdir -p).
 bool makeDirs(const std::string &dir, std::string &error) {
@@ -126,6 +158,7 @@ int main(int argc, char **argv) {
   std::string initDir, lossesPath, expectPath, saveDir, resultsDir;
   double rtol = 1e-4;
   int64_t randomSeed = -1;
+  int64_t profileTop = 0;
   std::vector<std::string> dataArgs;
   enum {
     Steps = 1,
@@ -141,7 +174,8 @@ int main(int argc, char **argv) {
     Help,
     DeviceInfo,
     InitRandom,
-    CudaGraphs
+    CudaGraphs,
+    Profile
   };
   static const option longOptions[] = {
       {"steps", required_argument, nullptr, Steps},
@@ -158,6 +192,7 @@ int main(int argc, char **argv) {
       {"device-info", no_argument, nullptr, DeviceInfo},
       {"init-random", required_argument, nullptr, InitRandom},
       {"cuda-graphs", no_argument, nullptr, CudaGraphs},
+      {"profile", required_argument, nullptr, Profile},
       {nullptr, 0, nullptr, 0}};
   auto number = [](const char *text, double &out) {
     char *end = nullptr;
@@ -211,6 +246,13 @@ int main(int argc, char **argv) {
     case CudaGraphs:
       options.cudaGraphs = true;
       break;
+    case Profile:
+      if (!number(optarg, v) || v < 1 || v != std::floor(v))
+        return fail(std::string("--profile expects an integer >= 1, got '") +
+                    optarg + "'");
+      options.profile = true;
+      profileTop = int64_t(v);
+      break;
     case Help:
       std::fputs(kUsage, stdout);
       return 0;
@@ -243,6 +285,11 @@ int main(int argc, char **argv) {
   if (options.cudaGraphs && manifest.device != "cuda")
     return fail("--cuda-graphs needs a step compiled for CUDA; " +
                 manifest.dir + " runs on the " + manifest.device);
+  if (options.profile && (manifest.device != "cuda" ||
+                          manifest.emulatedKernels || options.cudaGraphs))
+    return fail(std::string("--profile times kernels on a CUDA device") +
+                (options.cudaGraphs ? ", one at a time: not with --cuda-graphs"
+                                    : "; this step's kernels run on the host"));
   if (options.cudaGraphs && manifest.emulatedKernels)
     return fail("--cuda-graphs cannot capture this step: its kernels run on "
                 "the host (compiled with --gpu-emulate-kernels), outside "
@@ -350,6 +397,8 @@ int main(int argc, char **argv) {
                 "GEMMs (%.4g GFLOP), %.0f stream-ordered allocations\n",
                 result.launchesPerStep, result.gemmsPerStep,
                 result.gemmGflopPerStep, result.allocationsPerStep);
+  if (!result.profile.empty())
+    printProfile(result, profileTop, options.steps);
   if (!options.quiet && options.cudaGraphs) {
     std::printf("ds-step-run: CUDA graphs: %zu captured",
                 result.graphsCaptured);

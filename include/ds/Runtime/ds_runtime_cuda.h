@@ -107,6 +107,30 @@ DSRT_API void dsrt_cuda_get_stats(dsrt_cuda_stats *out);
 DSRT_API void dsrt_cuda_reset_stats(void);
 
 /*===------------------------------------------------------------------------===
+ * Device time per kernel
+ *===------------------------------------------------------------------------===*/
+
+/* Where a step's device time goes. Between dsrt_cuda_profile_begin and
+   dsrt_cuda_profile_end every kernel launch and cuBLASLt GEMM on the step
+   stream is bracketed by two events, and the device time between them is
+   summed per name: a kernel's symbol, a GEMM's "cublasLt A x B -> C MxNxK"
+   (xBATCHES when batched). The events cost some device time themselves
+   (a few microseconds a kernel), so the shares matter, not the sum.
+   Profiling cannot be combined with a CUDA graph capture.
+
+   dsrt_cuda_profile_begin: 0, or -1 with an error (no device, capturing).
+   dsrt_cuda_profile_end waits for the profiled work and returns the number
+   of entries, sorted by time, longest first, in *entries (valid until the
+   next begin); -1 with an error (no profile begun, the device failed). */
+typedef struct dsrt_cuda_profile_entry {
+  const char *name;
+  uint64_t calls;
+  double ms; /* device time in all calls together */
+} dsrt_cuda_profile_entry;
+DSRT_API int dsrt_cuda_profile_begin(void);
+DSRT_API int64_t dsrt_cuda_profile_end(const dsrt_cuda_profile_entry **entries);
+
+/*===------------------------------------------------------------------------===
  * CUDA graphs of a step
  *===------------------------------------------------------------------------===*/
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Context.h"
+#include "Profile.h"
 
 #include "ds/Runtime/ds_runtime_cuda.h"
 
@@ -72,6 +73,12 @@ Status dsrt::cuda::refuseWhileCapturing(const char *fn, const char *what) {
 int dsrt_cuda_graph_begin(void) {
   if (ensureReady().failed())
     return -1;
+  if (profiling()) {
+    // A graph would record the profile's events as its own nodes.
+    (void)DS_ERROR("dsrt_cuda_graph_begin: cannot capture a graph while "
+                   "profiling (dsrt_cuda_profile_begin)");
+    return -1;
+  }
   if (capturing()) {
     (void)DS_ERROR("dsrt_cuda_graph_begin: a capture is already in progress");
     return -1;

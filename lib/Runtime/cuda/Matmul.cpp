@@ -33,6 +33,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CublasLt.h"
+#include "Profile.h"
 
 #include "ds/Runtime/ds_runtime_cuda.h"
 
@@ -596,6 +597,21 @@ Status checkOutputType(const Problem &p) {
                   elementName(p.typeC));
 }
 
+/// A GEMM's name in a profile: "cublasLt e4m3 x e4m3 -> bf16 MxNxK[xB]".
+std::string profileName(const Problem &p) {
+  char name[128];
+  std::snprintf(name, sizeof(name), "cublasLt %s x %s -> %s %lldx%lldx%lld",
+                elementName(p.typeA), elementName(p.typeB),
+                elementName(p.typeC), static_cast<long long>(p.m),
+                static_cast<long long>(p.n), static_cast<long long>(p.k));
+  std::string out = name;
+  if (p.batches > 1)
+    out += "x" + std::to_string(p.batches);
+  if (p.bias)
+    out += " +bias";
+  return out;
+}
+
 /// Checks, maps and enqueues one problem.
 Status run(Problem &p, bool fp8) {
   DS_RETURN_IF_ERROR(checkOutputType(p));
@@ -661,6 +677,7 @@ Status run(Problem &p, bool fp8) {
   if (p.bias)
     DS_RETURN_IF_ERROR(setDescAttribute(
         plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias));
+  ProfiledWork work(profiling() ? profileName(p) : std::string());
   counters().gemms.fetch_add(1, std::memory_order_relaxed);
   counters().gemmFlops.fetch_add(uint64_t(2 * p.batches * p.m * p.n * p.k),
                                  std::memory_order_relaxed);

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Context.h"
+#include "Profile.h"
 
 #include "ds/Runtime/ds_runtime_cuda.h"
 
@@ -176,6 +177,15 @@ KernelFunctions &kernelFunctions() {
 }
 } // namespace
 
+std::string dsrt::cuda::kernelName(CUfunction function) {
+  KernelFunctions &cache = kernelFunctions();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  for (const KernelFunctions::Entry &e : cache.entries)
+    if (e.function == function)
+      return e.name;
+  return "?";
+}
+
 void dsrt::cuda::forgetKernelFunctions() {
   std::lock_guard<std::mutex> lock(kernelFunctions().mutex);
   kernelFunctions().entries.clear();
@@ -248,6 +258,7 @@ void mgpuLaunchKernel(void *function, int64_t gridX, int64_t gridY,
   auto *f = static_cast<CUfunction>(function);
   if (prepareSharedMemory(f, smem, fn).failed())
     return;
+  ProfiledWork work(profiling() ? kernelName(f) : std::string());
   counters().kernelLaunches.fetch_add(1, std::memory_order_relaxed);
   (void)checkIn(driver().cuLaunchKernel(f, g[0], g[1], g[2], b[0], b[1], b[2],
                                         static_cast<unsigned>(smem),
@@ -319,6 +330,7 @@ void mgpuLaunchClusterKernel(void *function, int64_t clusterX, int64_t clusterY,
   config.hStream = resolveStream(stream);
   config.attrs = attributes;
   config.numAttrs = 2;
+  ProfiledWork work(profiling() ? kernelName(f) : std::string());
   counters().kernelLaunches.fetch_add(1, std::memory_order_relaxed);
   (void)checkIn(driver().cuLaunchKernelEx(&config, f, params, extra), fn,
                 "cuLaunchKernelEx", __FILE__, __LINE__);

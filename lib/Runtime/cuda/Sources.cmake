@@ -9,4 +9,5 @@ set(DSRT_CUDA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/Matmul.cpp
   ${CMAKE_CURRENT_LIST_DIR}/Memory.cpp
   ${CMAKE_CURRENT_LIST_DIR}/MgpuWrappers.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/Profile.cpp
   )

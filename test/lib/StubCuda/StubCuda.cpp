@@ -31,6 +31,7 @@
 #include <cuda.h>
 #pragma GCC visibility pop
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,8 @@ namespace {
 
 struct Event {
   int id;
+  /// When it was last recorded, in the stub's clock: one tick per record.
+  uint64_t recordedAt = 0;
 };
 struct Module {
   int id;
@@ -518,8 +521,23 @@ CUresult cuEventDestroy(CUevent hEvent) {
 
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   char streamBuf[32];
+  static std::atomic<uint64_t> clock{0};
+  reinterpret_cast<Event *>(hEvent)->recordedAt = ++clock;
   logLine("cuEventRecord event=e%d stream=%s",
           reinterpret_cast<Event *>(hEvent)->id, STREAM(hStream));
+  return CUDA_SUCCESS;
+}
+
+/// The stub's clock: a microsecond per record between the two events.
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart,
+                            CUevent hEnd) {
+  auto *start = reinterpret_cast<Event *>(hStart);
+  auto *end = reinterpret_cast<Event *>(hEnd);
+  if (!pMilliseconds || !start || !end || !start->recordedAt ||
+      !end->recordedAt)
+    return CUDA_ERROR_INVALID_HANDLE;
+  *pMilliseconds = 1e-3f * float(end->recordedAt - start->recordedAt);
+  logLine("cuEventElapsedTime start=e%d end=e%d", start->id, end->id);
   return CUDA_SUCCESS;
 }
 
