@@ -23,8 +23,8 @@ namespace dsrt::cuda {
 bool profiling();
 
 /// Brackets the work `name` enqueues on the step stream within its scope
-/// with two events while profiling(); does nothing otherwise. A failure to
-/// record is reported once and stops the profile, not the step.
+/// with two events while profiling(); does nothing otherwise. A failed
+/// event call records its error like any driver call (the step fails).
 class ProfiledWork {
 public:
   explicit ProfiledWork(const std::string &name);
