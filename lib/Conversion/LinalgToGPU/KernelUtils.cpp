@@ -64,6 +64,15 @@ MemRefType transposeTileType(Type et) {
                              ctx, gpu::GPUDialect::getWorkgroupAddressSpace()));
 }
 
+TileThread tileThread(OpBuilder &b, Location loc, gpu::LaunchOp launch,
+                      int64_t blockSize) {
+  Value tid = launch.getThreadIds().x;
+  Value side = indexConstant(b, loc, kTransposeTile);
+  return {side, arith::RemUIOp::create(b, loc, tid, side),
+          arith::DivUIOp::create(b, loc, tid, side),
+          indexConstant(b, loc, blockSize / kTransposeTile)};
+}
+
 void storeToTile(OpBuilder &b, Location loc, Value v, Value tile, Value row,
                  Value col) {
   Type word = cast<MemRefType>(tile.getType()).getElementType();

@@ -44,6 +44,16 @@ constexpr int64_t kTransposeTile = 32;
 /// column across the banks.
 MemRefType transposeTileType(Type et);
 
+/// Where a thread of a tiled launch (built at the start of its body) works
+/// in each tile: column `tx` = tid mod 32 and first row `ty` = tid / 32,
+/// then every `passStride` = blockSize / 32 rows; `side` is the tile's side
+/// as an index.
+struct TileThread {
+  Value side, tx, ty, passStride;
+};
+TileThread tileThread(OpBuilder &b, Location loc, gpu::LaunchOp launch,
+                      int64_t blockSize);
+
 /// Stores `v` into `tile` (transposeTileType) at (`row`, `col`), and loads
 /// it back as `et`.
 void storeToTile(OpBuilder &b, Location loc, Value v, Value tile, Value row,

@@ -57,11 +57,9 @@ void mlir::ds::gpu_kernels::buildTiledTransposeLaunch(
   Value tile = launch.getWorkgroupAttributions().front();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
-  Value tid = launch.getThreadIds().x;
-  Value tv = indexConstant(b, loc, t);
-  Value tx = arith::RemUIOp::create(b, loc, tid, tv);
-  Value ty = arith::DivUIOp::create(b, loc, tid, tv);
-  Value passStride = indexConstant(b, loc, shape.blockSize / t);
+  TileThread thread = tileThread(b, loc, launch, shape.blockSize);
+  Value tv = thread.side, tx = thread.tx, ty = thread.ty,
+        passStride = thread.passStride;
   Value rowsV = indexConstant(b, loc, rows),
         colsV = indexConstant(b, loc, cols);
   SmallVector<Value> tileSpace;

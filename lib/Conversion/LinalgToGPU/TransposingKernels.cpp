@@ -108,10 +108,9 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
-  Value tv = indexConstant(b, loc, tile);
-  Value tx = arith::RemUIOp::create(b, loc, tid, tv);
-  Value ty = arith::DivUIOp::create(b, loc, tid, tv);
-  Value passStride = indexConstant(b, loc, shape.blockSize / tile);
+  TileThread thread = tileThread(b, loc, launch, shape.blockSize);
+  Value tv = thread.side, tx = thread.tx, ty = thread.ty,
+        passStride = thread.passStride;
   Value rowsV = indexConstant(b, loc, sizes[rowLoop]),
         colsV = indexConstant(b, loc, sizes[colLoop]);
   SmallVector<Value> tileSpaceV, loopSizesV, redSizesV;
@@ -147,7 +146,8 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
         return scf::ForOp::create(
                    ob, l, ty, tv, passStride, init,
                    [&](OpBuilder &fb, Location fl, Value k, ValueRange acc) {
-                     auto [r, c] = position(fb, fl, k);
+                     Position rc = position(fb, fl, k);
+                     Value r = rc.first, c = rc.second;
                      Value ok = arith::AndIOp::create(
                          fb, fl,
                          arith::CmpIOp::create(
