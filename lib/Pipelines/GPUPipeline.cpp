@@ -181,6 +181,8 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMergeGPULaunchesPass(merge));
     cleanup();
   }
+  // Kernels named <function>_k<N>, as the launch report and profiles show.
+  pm.addNestedPass<func::FuncOp>(createNameGPUKernelsPass());
   if (!config.launchReport.empty()) {
     GPULaunchReportPassOptions report;
     report.output = config.launchReport;

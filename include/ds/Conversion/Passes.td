@@ -361,6 +361,23 @@ def GPULaunchReportPass
   ];
 }
 
+def NameGPUKernelsPass
+    : Pass<"ds-name-gpu-kernels", "::mlir::func::FuncOp"> {
+  let summary = "Names each gpu.launch's kernel after its function and its "
+                "place in it";
+  let description = [{
+    Gives every `gpu.launch` without a `function` attribute the name
+    `<function>_k<N>`, N counting the function's launches from 0 in the
+    order the step enqueues them; gpu-kernel-outlining then names the
+    kernel so (instead of `<function>_kernel`, uniqued). ds-gpu-pipeline
+    runs it before ds-gpu-launch-report, which prints the names, so a
+    kernel's measured device time (ds-step-run --profile, which reports
+    kernels by name) can be set against its line. A kernel that
+    ds-merge-gpu-modules finds identical to an earlier one keeps the
+    earlier one's name: the profile then counts several calls of it.
+  }];
+}
+
 def MergeGPULaunchesPass
     : Pass<"ds-merge-gpu-launches", "::mlir::func::FuncOp"> {
   let summary = "Appends launches to the launch before them";

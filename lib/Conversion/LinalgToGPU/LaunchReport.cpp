@@ -75,13 +75,14 @@ struct Row {
   double peakTflops = 0; // of the GEMM's operand width
   bool complete = true;  // every buffer it touches has a static size
   Location loc;
+  std::string kernel; // a launch's kernel name (ds-name-gpu-kernels), if any
 };
 
 /// The distinct buffers a launch reads and writes, each counted once at its
 /// full (view's) size: the DRAM traffic of a kernel that streams its
 /// operands, as the step's fused elementwise and reduction kernels do.
 Row launchRow(gpu::LaunchOp launch) {
-  Row row{Row::Kernel, "", 0, 0, 0, 0, true, launch.getLoc()};
+  Row row{Row::Kernel, "", 0, 0, 0, 0, true, launch.getLoc(), ""};
   auto extent = [](Value v) {
     std::optional<int64_t> c = getConstantIntValue(v);
     return c ? std::to_string(*c) : std::string("?");
@@ -91,6 +92,8 @@ Row launchRow(gpu::LaunchOp launch) {
   row.shape = extent(grid.x) + "," + extent(grid.y) + "," + extent(grid.z) +
               " x " + extent(block.x) + "," + extent(block.y) + "," +
               extent(block.z);
+  if (FlatSymbolRefAttr name = launch.getFunctionAttr())
+    row.kernel = name.getValue().str();
   llvm::SetVector<Value> reads, writes;
   launch.getBody().walk([&](MemoryEffectOpInterface op) {
     SmallVector<MemoryEffects::EffectInstance> effects;
@@ -130,7 +133,7 @@ std::optional<Row> gemmRow(func::CallOp call) {
   if (!call.getCallee().starts_with("dsrt_cuda_matmul") ||
       call.getNumOperands() < 3)
     return std::nullopt;
-  Row row{Row::Gemm, "", 0, 0, 0, 0, true, call.getLoc()};
+  Row row{Row::Gemm, "", 0, 0, 0, 0, true, call.getLoc(), ""};
   auto typeOf = [&](unsigned i) {
     return dyn_cast<MemRefType>(castSource(call.getOperand(i)).getType());
   };
@@ -203,7 +206,7 @@ struct GPULaunchReportPass
         }
       }
       if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
-        Row r{Row::Copy, "", 0, 0, 0, 0, true, copy.getLoc()};
+        Row r{Row::Copy, "", 0, 0, 0, 0, true, copy.getLoc(), ""};
         std::optional<int64_t> src = staticBytes(copy.getSrc().getType());
         std::optional<int64_t> dst = staticBytes(copy.getDst().getType());
         r.complete = src && dst;
@@ -238,15 +241,16 @@ struct GPULaunchReportPass
        << " copies\n";
     os << llvm::format("%5s  %-6s  %-26s  %10s  %10s  %9s  %9s  %s\n", "#",
                        "kind", "grid x block / b x MxNxK", "read MB",
-                       "written MB", "GFLOP", "bound us", "location");
+                       "written MB", "GFLOP", "bound us", "location [kernel]");
     const char *kinds[] = {"kernel", "gemm", "copy"};
     for (auto [i, r] : llvm::enumerate(rows)) {
       std::string gflop =
           r.flops > 0 ? llvm::formatv("{0:f2}", r.flops / 1e9).str() : "-";
       os << llvm::format(
-          "%5zu  %-6s  %-26s  %10.3f  %10.3f  %9s  %9.2f  %s%s\n", i + 1,
+          "%5zu  %-6s  %-26s  %10.3f  %10.3f  %9s  %9.2f  %s%s%s\n", i + 1,
           kinds[r.kind], r.shape.c_str(), r.read / 1e6, r.written / 1e6,
           gflop.c_str(), boundUs(r), where(r.loc).c_str(),
+          r.kernel.empty() ? "" : ("  " + r.kernel).c_str(),
           r.complete ? "" : " (a dynamic size: not counted)");
     }
     os << llvm::format("  kernels: %d, %.1f MB moved: %.1f us at %g GB/s\n",
