@@ -214,6 +214,7 @@ prepare() {
     rm -f "$out/bench/gpt.mlir"
     echo "${size[*]} --layers $layers" > "$out/bench/size.txt"
     cp "$root/scripts/gpu-check/torch_gpt.py" "$out/bench/"
+    cp "$root/benchmarks/profile_vs_bound.py" "$out/bench/"
   fi
   # The sources the GPU machine builds, in the tree's layout.
   local src="$out/src"
@@ -322,9 +323,23 @@ $out"
   fi
   [[ -f "$bundle/bench/size.txt" ]] && bench_gpt "$bundle" "$build"
   print_table "$device${emulated:+; $emulated}" "$built"
+  pack_report
   ((failed)) && return 1
   ((skipped)) && return 2
   return 0
+}
+
+# The device tool brings back at most 8 files from $OUT: when the report
+# is there and holds more, everything but the table goes into details.tgz.
+pack_report() {
+  [[ -n ${OUT:-} && $report == "$OUT" ]] || return 0
+  local files
+  files=$(cd "$report" && find . -type f | wc -l)
+  ((files > 7)) || return 0
+  (cd "$report" && find . -type f ! -name gpu-check.txt ! -name details.tgz -printf '%P\n' |
+     tar czf details.tgz -T - &&
+     find . -mindepth 1 ! -name gpu-check.txt ! -name details.tgz -delete) &&
+    echo "gpu-check: the logs, build log and profiles are in $report/details.tgz"
 }
 
 # One case again with --cuda-graphs: the same losses as the direct run on
@@ -454,7 +469,8 @@ bench_gpt() {
 
 # Where one ds variant's device time goes: 4 steps with ds-step-run
 # --profile (every kernel and GEMM between two events), the whole list in
-# $report/profile-<variant>.txt, and a row with the GEMMs' and the
+# $report/profile-<variant>.txt (joined with the launch report in
+# profile-vs-bound-<variant>.txt), and a row with the GEMMs' and the
 # kernels' shares and the longest kernel.
 profile_ds() {
   local bundle=$1 build=$2 variant=$3 layers=$4 dir="$bundle/bench/gpt-$3" out
@@ -464,7 +480,14 @@ profile_ds() {
   out=$(timeout "$t" "$build/ds-step-run" "$dir" --init-random 0 "${bench_data[@]}" \
           --steps 4 --quiet --profile 100000 2>&1)
   local rc=$?
-  [[ -n $report ]] && printf '%s\n' "$out" > "$report/profile-$variant.txt"
+  if [[ -n $report ]]; then
+    printf '%s\n' "$out" > "$report/profile-$variant.txt"
+    # Each kernel's and GEMM's time against its line of the launch report.
+    [[ $rc -eq 0 && -f "$bundle/bench/launch-report-$variant.txt" ]] &&
+      python3 "$bundle/bench/profile_vs_bound.py" "$report/profile-$variant.txt" \
+        "$bundle/bench/launch-report-$variant.txt" --top 60 \
+        > "$report/profile-vs-bound-$variant.txt" 2>&1
+  fi
   if [[ $rc -ne 0 ]]; then
     row "gpt ${layers}x1024 profile $variant" FAIL "$(grep -m1 error <<< "$out" || echo "exit $rc")" "$out"
     return 0
