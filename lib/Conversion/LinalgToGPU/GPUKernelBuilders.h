@@ -113,19 +113,16 @@ void buildRowGroupLaunch(OpBuilder &b, ArrayRef<Operation *> ops,
                          const LaunchShape &shape);
 
 /// Whether `op` swaps its two innermost dimensions (the leading ones kept)
-/// on static buffers of 8- to 64-bit elements: what buildTiledTransposeLaunch
+/// on static buffers of 8- to 64-bit elements: what asTransposingCopy
 /// takes. PrepareLibraryGemms makes such copies for cuBLASLt's FP8 GEMMs,
 /// which need the TN layout.
 bool isTiledTranspose(linalg::TransposeOp op);
 
-/// Emits, at the builder's point, `op` as a launch that
-/// moves 32 x 32 tiles through shared memory: a warp reads a tile row and
-/// writes a tile column, so both sides coalesce, where a thread per output
-/// element would read one element per row (one useful byte of every 32-byte
-/// sector for FP8). A grid-stride loop over tiles, with barriers after the
-/// tile fills and after it empties. Requires isTiledTranspose(op).
-void buildTiledTransposeLaunch(OpBuilder &b, linalg::TransposeOp op,
-                               const LaunchShape &shape);
+/// `op` (isTiledTranspose) as a copy over its input's loops that writes its
+/// output transposed, built at the builder's point (`op` is left in place):
+/// an isTransposingGeneric op, which buildTransposingLaunch moves through
+/// shared-memory tiles, so that both the reads and the writes coalesce.
+linalg::GenericOp asTransposingCopy(OpBuilder &b, linalg::TransposeOp op);
 
 /// Whether `op` is an all-parallel generic on static buffers that writes
 /// some outputs (of 8- to 64-bit elements) transposed: innermost along
@@ -134,11 +131,13 @@ void buildTiledTransposeLaunch(OpBuilder &b, linalg::TransposeOp op,
 bool isTransposingGeneric(linalg::GenericOp op);
 
 /// Emits `op` (isTransposingGeneric) as a launch over 32 x 32 tiles of
-/// its innermost loop and the transposed outputs' one, as
-/// buildTiledTransposeLaunch moves them: a warp computes a tile row,
-/// writes the other outputs' elements directly, and after a barrier
-/// writes a tile column of each transposed output from shared memory. So
-/// the transposed writes coalesce as well as the rest.
+/// its innermost loop and the transposed outputs' one, in a grid-stride
+/// loop over the tiles: a warp computes a tile row, writes the other
+/// outputs' elements directly, and after a barrier writes a tile column of
+/// each transposed output from shared memory (a barrier again before the
+/// next tile). So the transposed writes coalesce as well as the rest,
+/// where a thread per element would use one byte of every 32-byte sector
+/// it writes for FP8.
 void buildTransposingLaunch(OpBuilder &b, linalg::GenericOp op,
                             const LaunchShape &shape);
 

@@ -244,8 +244,12 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
              << " (its iterations would race on the same elements)";
     if (auto transpose = dyn_cast<linalg::TransposeOp>(op.getOperation());
         transpose && isTiledTranspose(transpose)) {
+      // The copy as a generic with a transposed output, which gets the
+      // cast-transposes' tiled kernel.
       OpBuilder b(op);
-      buildTiledTransposeLaunch(b, transpose, shape);
+      linalg::GenericOp copy = asTransposingCopy(b, transpose);
+      buildTransposingLaunch(b, copy, shape);
+      copy->erase();
       op->erase();
       continue;
     }

@@ -1,10 +1,11 @@
 //===- TransposingKernels.cpp - Elementwise ops with transposed outputs ---===//
 //
-// Implements isTransposingGeneric, buildTransposingLaunch
-// (GPUKernelBuilders.h) and buildTransposingSiblingLaunch
-// (ReductionKernels.h): Transformer Engine's cast-transpose, the scaled
-// FP8 cast writing the tensor and its transpose (and, beside a full
-// reduction, the amax too) in one pass over 32 x 32 tiles.
+// Implements isTiledTranspose, asTransposingCopy, isTransposingGeneric,
+// buildTransposingLaunch (GPUKernelBuilders.h) and
+// buildTransposingSiblingLaunch (ReductionKernels.h): Transformer Engine's
+// cast-transpose, the scaled FP8 cast writing the tensor and its transpose
+// (and, beside a full reduction, the amax too) in one pass over 32 x 32
+// tiles, and a plain transposing copy the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -293,6 +294,35 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
 }
 
 } // namespace
+
+bool mlir::ds::gpu_kernels::isTiledTranspose(linalg::TransposeOp op) {
+  if (!op.hasPureBufferSemantics() ||
+      !ds::swapsInnermostTwo(op.getPermutation()))
+    return false;
+  auto in = cast<MemRefType>(op.getInput().getType());
+  Type et = in.getElementType();
+  return in.hasStaticShape() && et.isIntOrFloat() &&
+         et.getIntOrFloatBitWidth() >= 8 && et.getIntOrFloatBitWidth() <= 64;
+}
+
+linalg::GenericOp
+mlir::ds::gpu_kernels::asTransposingCopy(OpBuilder &b, linalg::TransposeOp op) {
+  // Loops over the input: output dimension j is input dimension perm[j].
+  unsigned rank = op.getPermutation().size();
+  MLIRContext *ctx = b.getContext();
+  SmallVector<unsigned> perm(op.getPermutation().begin(),
+                             op.getPermutation().end());
+  SmallVector<AffineMap> maps = {AffineMap::getMultiDimIdentityMap(rank, ctx),
+                                 AffineMap::getPermutationMap(perm, ctx)};
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+      b, op.getLoc(), TypeRange{}, ValueRange{op.getInput()},
+      ValueRange{op.getInit()}, maps, iterators,
+      [](OpBuilder &nb, Location loc, ValueRange args) {
+        linalg::YieldOp::create(nb, loc, args.front());
+      });
+}
 
 bool mlir::ds::gpu_kernels::isTransposingGeneric(linalg::GenericOp op) {
   return !transposedOutputs(op).outputs.empty();
