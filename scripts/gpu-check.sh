@@ -191,15 +191,19 @@ prepare() {
       --layers "$layers" -o "$out/bench/gpt.mlir" || die "cannot generate the GPT step"
     # fp8-unfused: the FP8 step without row groups and with each amax in
     # a kernel of its own (ds-run --gpu-fuse-rows=false
-    # --gpu-fuse-siblings=false), to measure what the two fusions save.
+    # --gpu-fuse-siblings=false), to measure what the two fusions save;
+    # *-unroll1: the elementwise kernels one element a thread at a time
+    # (--gpu-unroll 1), to measure what loading several at once saves.
     local -A policies=(
       [f32]=""
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
       [fp8]="--precision=$root/scripts/gpu-check/fp8.yaml"
       [fp8-unfused]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-fuse-rows=false --gpu-fuse-siblings=false"
+      [bf16-unroll1]="--precision=$root/scripts/gpu-check/bf16.yaml --gpu-unroll 1"
+      [fp8-unroll1]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-unroll 1"
     )
     local variant
-    for variant in f32 bf16 fp8 fp8-unfused; do
+    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1; do
       echo "gpu-check: gpt benchmark ($layers layers, d_model 1024) $variant: compiling for $chip"
       # shellcheck disable=SC2086
       "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
@@ -427,7 +431,7 @@ run_parity() {
 # then ds's FP8 step without row groups and amax-and-cast kernels (last: the least important when
 # the budget runs short).
 bench_gpt() {
-  local bundle=$1 build=$2 size variant out ms_ds_fp8="" ms_pt_bf16="" ms_unfused=""
+  local bundle=$1 build=$2 size variant out ms_ds_fp8="" ms_ds_bf16="" ms_pt_bf16="" ms_unfused="" ms_base
   read -r -a size < "$bundle/bench/size.txt"
   local layers=${size[-1]}
   bench_data=()
@@ -435,6 +439,7 @@ bench_gpt() {
   for variant in f32 bf16 fp8; do
     bench_ds "$bundle" "$build" "$variant" "$layers"
     [[ $variant == fp8 ]] && ms_ds_fp8=$bench_ms
+    [[ $variant == bf16 ]] && ms_ds_bf16=$bench_ms
   done
   t=$(allow 180)
   if ((t == 0)); then
@@ -463,6 +468,14 @@ bench_gpt() {
   if [[ -n "$ms_ds_fp8" && -n "$ms_unfused" ]]; then
     row "ds fp8: row groups vs unfused" "-" "$(awk -v a="$ms_unfused" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx faster", a/b}')"
   fi
+  local base
+  for base in bf16 fp8; do
+    [[ $base == bf16 ]] && ms_base=$ms_ds_bf16 || ms_base=$ms_ds_fp8
+    bench_ds "$bundle" "$build" "$base-unroll1" "$layers"
+    if [[ -n "$ms_base" && -n "$bench_ms" ]]; then
+      row "ds $base: unrolled vs one element a thread" "-" "$(awk -v a="$bench_ms" -v b="$ms_base" 'BEGIN{printf "%.2fx faster", a/b}')"
+    fi
+  done
   profile_ds "$bundle" "$build" fp8 "$layers"
   profile_ds "$bundle" "$build" bf16 "$layers"
 }

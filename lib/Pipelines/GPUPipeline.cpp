@@ -49,6 +49,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.format = format;
   c.blockSize = blockSize;
   c.maxBlocks = maxBlocks;
+  c.unroll = unroll;
   c.fuseRows = fuseRows;
   c.fuseSiblings = fuseSiblings;
   c.mergeLaunches = mergeLaunches;
@@ -105,6 +106,11 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
             "1024] and max-blocks at least 1 (got " +
             std::to_string(config.blockSize) + " and " +
             std::to_string(config.maxBlocks) + ")";
+    return failure();
+  }
+  if (config.unroll < 0 || config.unroll > 16) { // the pass's kMaxUnroll
+    error = "ds-gpu-pipeline: unroll must be in [0, 16] (got " +
+            std::to_string(config.unroll) + ")";
     return failure();
   }
   if (!llvm::is_contained({"bin", "isa", "fatbin", "llvm"}, config.format)) {
@@ -169,6 +175,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   ConvertLinalgToGPUPassOptions kernels;
   kernels.blockSize = config.blockSize;
   kernels.maxBlocks = config.maxBlocks;
+  kernels.unroll = config.unroll;
   kernels.fuseRows = config.fuseRows;
   kernels.fuseSiblings = config.fuseSiblings;
   pm.addPass(createConvertLinalgToGPUPass(kernels));

@@ -583,6 +583,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.chip = options.gpuChip;
       gpu.emulateKernels = options.gpuEmulateKernels;
       gpu.maxBlocks = options.gpuMaxBlocks;
+      gpu.unroll = options.gpuUnroll;
       gpu.fuseRows = options.gpuFuseRows;
       gpu.fuseSiblings = options.gpuFuseSiblings;
       gpu.launchReport = options.gpuLaunchReport;

@@ -73,6 +73,13 @@ cl::opt<int64_t> gpuMaxBlocks(
              "value makes those loops take several trips, which the "
              "emulated kernels' tests use"),
     cl::init(4096), cl::cat(runCat));
+cl::opt<int64_t> gpuUnroll(
+    "gpu-unroll",
+    cl::desc("With --device cuda: elements per thread per iteration of an "
+             "elementwise kernel, their loads issued together "
+             "(ds-gpu-pipeline's unroll; default 0: 16 bytes' worth of the "
+             "widest element, 2 to 8; 1 to compare)"),
+    cl::init(0), cl::cat(runCat));
 cl::opt<bool> gpuFuseRows(
     "gpu-fuse-rows",
     cl::desc("With --device cuda: run a softmax's or a layer norm's passes "
@@ -592,8 +599,8 @@ int main(int argc, char **argv) {
     return badOption("--emit-init goes with --emit-step");
   if (device == "cpu")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
-             &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuFuseRows,
-             &gpuFuseSiblings, &gpuLaunchReport, &cudaGraphs})
+             &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
+             &gpuFuseRows, &gpuFuseSiblings, &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -646,6 +653,7 @@ int main(int argc, char **argv) {
   prepare.gpuChip = gpuChip;
   prepare.gpuEmulateKernels = gpuEmulateKernels;
   prepare.gpuMaxBlocks = gpuMaxBlocks;
+  prepare.gpuUnroll = gpuUnroll;
   prepare.gpuFuseRows = gpuFuseRows;
   prepare.gpuFuseSiblings = gpuFuseSiblings;
   prepare.gpuLaunchReport = gpuLaunchReport;

@@ -191,7 +191,9 @@ def ConvertLinalgToGPUPass
     - everything else (elementwise chains, fills, copies, transposes, and
       reductions it cannot parallelise, serial per output) becomes a 1-D
       grid-stride loop over its parallel iteration space with
-      `block-size` threads per block.
+      `block-size` threads per block; an elementwise one takes `unroll`
+      elements a grid stride apart per thread and iteration, and loads
+      them all before it stores any.
     Host memory operations follow the data: `memref.alloc`/`dealloc`
     become `gpu.alloc`/`gpu.dealloc`, contiguous copies `gpu.memcpy` (any
     other copy a kernel), constants used by kernels are cloned into them
@@ -205,6 +207,10 @@ def ConvertLinalgToGPUPass
            "Threads per block (a multiple of 32, at most 1024)">,
     Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"4096",
            "Blocks at most per launch; grid-stride loops cover the rest">,
+    Option<"unroll", "unroll", "int64_t", /*default=*/"0",
+           "Elements per thread per iteration of an elementwise kernel, "
+           "their loads issued together (0: 16 bytes' worth of the widest "
+           "element, 2 to 8; 1: one at a time)">,
     Option<"fuseRows", "fuse-rows", "bool", /*default=*/"true",
            "Run consecutive row-wise ops over the same rows as one "
            "block-per-row launch">,

@@ -46,6 +46,10 @@ struct GPUPipelineConfig {
   std::string format = "bin";
   int64_t blockSize = 256;
   int64_t maxBlocks = 4096;
+  /// Elements per thread per iteration of an elementwise kernel, loaded
+  /// together (convert-linalg-to-ds-gpu's unroll; 0: from the element
+  /// types, 1: one at a time).
+  int64_t unroll = 0;
   /// Consecutive row-wise ops over the same rows as one block-per-row
   /// launch (convert-linalg-to-ds-gpu's fuse-rows).
   bool fuseRows = true;
@@ -89,6 +93,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "max-blocks",
       llvm::cl::desc("Blocks at most per launch (grid-stride loops)"),
       llvm::cl::init(4096)};
+  PassOptions::Option<int64_t> unroll{
+      *this, "unroll",
+      llvm::cl::desc("Elements per thread per iteration of an elementwise "
+                     "kernel, loaded together (0: 16 bytes' worth of the "
+                     "widest element, 2 to 8; 1: one at a time)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> fuseRows{
       *this, "fuse-rows",
       llvm::cl::desc("Run a softmax's or a layer norm's passes over each row "

@@ -70,6 +70,9 @@ struct PrepareOptions {
   bool gpuEmulateKernels = false;
   /// Blocks at most per kernel launch (ds-gpu-pipeline's max-blocks).
   int64_t gpuMaxBlocks = 4096;
+  /// Elements per thread per iteration of an elementwise kernel
+  /// (ds-gpu-pipeline's unroll; 0: from the element types).
+  int64_t gpuUnroll = 0;
   /// Row groups as one launch (ds-gpu-pipeline's fuse-rows).
   bool gpuFuseRows = true;
   /// A full reduction and the elementwise op reading its tensor as one

@@ -10,8 +10,10 @@
 #include "KernelUtils.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
@@ -32,19 +34,71 @@ SmallVector<Value> mlir::ds::gpu_kernels::delinearize(OpBuilder &b,
   return idx;
 }
 
+int64_t mlir::ds::gpu_kernels::buildStridedLoop(
+    OpBuilder &b, Location loc, Value lb, Value ub, Value stride,
+    int64_t unroll, function_ref<void(OpBuilder &, Location, Value)> body) {
+  // The loop one element at a time, which also shows what an iteration is.
+  auto single =
+      scf::ForOp::create(b, loc, lb, ub, stride, ValueRange{},
+                         [&](OpBuilder &fb, Location l, Value i, ValueRange) {
+                           body(fb, l, i);
+                           scf::YieldOp::create(fb, l);
+                         });
+  Block &iteration = *single.getBody();
+  if (unroll == 1 || !canUnrollElementwise(iteration))
+    return 1;
+  unroll = unrollFactor(iteration, unroll);
+  if (unroll == 1)
+    return 1;
+  // Before it, groups i, i + stride, ..., i + (unroll - 1) * stride while
+  // the last is in range (the bounds compare signed: a negative bound runs
+  // no group). The loop carries where the single loop then starts: after
+  // the last full group, or at `lb` when there is none.
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(single);
+  Value span =
+      arith::MulIOp::create(b, loc, stride, indexConstant(b, loc, unroll - 1));
+  Value step = arith::AddIOp::create(b, loc, span, stride);
+  Value end = arith::SubIOp::create(b, loc, ub, span);
+  auto groups = scf::ForOp::create(b, loc, lb, end, step, ValueRange{lb});
+  OpBuilder gb = OpBuilder::atBlockEnd(groups.getBody());
+  Value i = groups.getInductionVar();
+  for (int64_t k = 0; k < unroll; ++k) {
+    body(gb, loc, i);
+    if (k + 1 < unroll)
+      i = arith::AddIOp::create(gb, loc, i, stride);
+  }
+  auto yield = scf::YieldOp::create(
+      gb, loc,
+      arith::AddIOp::create(gb, loc, groups.getInductionVar(), step)
+          .getResult());
+  // Every load of the group before any store.
+  SmallVector<memref::StoreOp> stores(
+      groups.getBody()->getOps<memref::StoreOp>());
+  for (memref::StoreOp store : stores)
+    store->moveBefore(yield);
+  single.setLowerBound(groups.getResult(0));
+  return unroll;
+}
+
 gpu::LaunchOp mlir::ds::gpu_kernels::buildGridStrideLaunch(
     OpBuilder &b, Location loc, Value total, const LaunchShape &shape,
-    function_ref<void(OpBuilder &, Location, Value)> body, bool elementwise) {
+    function_ref<void(OpBuilder &, Location, Value)> body, bool elementwise,
+    int64_t unroll) {
   Value threads = indexConstant(b, loc, shape.blockSize);
   std::optional<int64_t> size = getConstantIntValue(total);
-  Value blocks =
-      elementwise && size && *size <= kOneBlockElements
-          ? indexConstant(b, loc, 1)
-          : clampBlocks(b, loc,
-                        arith::CeilDivUIOp::create(b, loc, total, threads),
-                        shape.maxBlocks);
-  return buildLaunch(
-      b, loc, blocks, threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
+  bool oneBlock = elementwise && size && *size <= kOneBlockElements;
+  auto gridFor = [&](int64_t perThread) -> Value {
+    if (oneBlock)
+      return indexConstant(b, loc, 1);
+    Value perBlock = indexConstant(b, loc, shape.blockSize * perThread);
+    return clampBlocks(b, loc,
+                       arith::CeilDivUIOp::create(b, loc, total, perBlock),
+                       shape.maxBlocks);
+  };
+  int64_t used = 1;
+  gpu::LaunchOp launch = buildLaunch(
+      b, loc, gridFor(1), threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
         Value first = arith::AddIOp::create(
             kb, loc,
             arith::MulIOp::create(kb, loc, launch.getBlockIds().x,
@@ -52,12 +106,73 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildGridStrideLaunch(
             launch.getThreadIds().x);
         Value stride = arith::MulIOp::create(kb, loc, launch.getGridSize().x,
                                              launch.getBlockSize().x);
-        scf::ForOp::create(kb, loc, first, total, stride, ValueRange{},
-                           [&](OpBuilder &fb, Location l, Value i, ValueRange) {
-                             body(fb, l, i);
-                             scf::YieldOp::create(fb, l);
-                           });
+        used = buildStridedLoop(kb, loc, first, total, stride, unroll, body);
       });
+  // Elements in groups of `used` a thread: a grid that many times smaller
+  // still gives each thread a group.
+  if (used > 1 && !oneBlock) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(launch);
+    Value unused = launch.getGridSizeX();
+    launch.getGridSizeXMutable().assign(gridFor(used));
+    if (Operation *def = unused.getDefiningOp(); def && def->use_empty())
+      def->erase(); // the minui; canonicalization drops the rest
+  }
+  return launch;
+}
+
+bool mlir::ds::gpu_kernels::canUnrollElementwise(Block &body) {
+  bool stored = false;
+  for (Operation &op : body.without_terminator()) {
+    if (isa<memref::LoadOp>(op)) {
+      if (stored)
+        return false;
+      continue;
+    }
+    if (isa<memref::StoreOp>(op)) {
+      stored = true;
+      continue;
+    }
+    if (!isMemoryEffectFree(&op))
+      return false;
+  }
+  return true;
+}
+
+int64_t mlir::ds::gpu_kernels::unrollFactor(Block &body, int64_t requested) {
+  if (requested > 0)
+    return requested;
+  // The widest element moved, and the loads that differ from element to
+  // element: a load at indices from outside the loop (a rank-0 scalar, a
+  // row's maximum in a row's loop) is the same for every element, and LLVM
+  // keeps one; an output's load the payload never reads is dead.
+  auto variesInLoop = [&](Value v) {
+    if (Operation *def = v.getDefiningOp())
+      return body.findAncestorOpInBlock(*def) != nullptr;
+    return cast<BlockArgument>(v).getOwner() == &body;
+  };
+  int64_t widest = 1, loads = 0;
+  for (Operation &op : body.without_terminator()) {
+    Type t;
+    if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      t = load.getType();
+      loads +=
+          !load->use_empty() && llvm::any_of(load.getIndices(), variesInLoop);
+    } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      t = store.getValueToStore().getType();
+    } else {
+      continue;
+    }
+    widest = std::max<int64_t>(
+        widest, t.isIntOrFloat() ? (t.getIntOrFloatBitWidth() + 7) / 8 : 8);
+  }
+  // 16 bytes of the widest element, at most 8 loads in flight: more cost
+  // registers (each a value and a 64-bit address) past what the
+  // occupancy they take back repays (an AdamW update's 4 tensors at 4
+  // elements used 80 registers and spilled).
+  return std::clamp<int64_t>(
+      std::min(16 / widest, kLoadsInFlight / std::max<int64_t>(loads, 1)), 1,
+      8);
 }
 
 gpu::LaunchOp

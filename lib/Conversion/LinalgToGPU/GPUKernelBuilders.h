@@ -21,7 +21,13 @@ namespace mlir::ds::gpu_kernels {
 struct LaunchShape {
   int64_t blockSize = 256;
   int64_t maxBlocks = 4096;
+  /// Elements per thread per iteration of an elementwise grid-stride loop
+  /// (unrollFactor); 0 picks it from the element types.
+  int64_t unroll = 0;
 };
+
+/// The most elements per thread per iteration of an elementwise loop.
+constexpr int64_t kMaxUnroll = 16;
 
 /// The index values of `linear` in a row-major space of `sizes` (the last
 /// dimension fastest).
@@ -34,16 +40,49 @@ SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
 /// (ds-merge-gpu-launches), as the FP8 amax history's updates do.
 constexpr int64_t kOneBlockElements = 4096;
 
-/// Emits a launch of min(ceil(total / blockSize), maxBlocks) blocks in
-/// which every i in [0, total) runs `body(b, loc, i)` once, in a
-/// grid-stride loop. `elementwise`: each iteration is one element's work,
-/// so a constant total of at most kOneBlockElements gets one block (not so
-/// for a column reduction's tasks, each a run of many elements).
+/// Emits `for (i = lb; i < ub; i += stride) body(b, loc, i)` as a loop
+/// nothing reorders. `unroll` (0: unrollFactor's choice, 1: none, N: N)
+/// elements may instead go in groups: each iteration of a first loop takes
+/// `unroll` elements a stride apart, and the bodies' stores move after all
+/// of them, so that a thread has `unroll` loads in flight rather than one
+/// (without the move, a load could not pass the previous element's store:
+/// the buffers may alias; and one small load per thread at a time keeps too
+/// few bytes in flight to fill the memory system); the loop one element at
+/// a time then takes what is left. Only where an iteration
+/// canUnrollElementwise (the iterations being independent, as a parallel
+/// loop's are). Returns the elements per group (1: no groups).
+int64_t buildStridedLoop(OpBuilder &b, Location loc, Value lb, Value ub,
+                         Value stride, int64_t unroll,
+                         function_ref<void(OpBuilder &, Location, Value)> body);
+
+/// Emits a launch of min(ceil(total / (blockSize * u)), maxBlocks) blocks
+/// in which every i in [0, total) runs `body(b, loc, i)` once, in a
+/// grid-stride loop (buildStridedLoop, with `unroll`; u elements a group).
+/// `elementwise`: each iteration is one element's work, so a constant total
+/// of at most kOneBlockElements gets one block (not so for a column
+/// reduction's tasks, each a run of many elements).
 gpu::LaunchOp
 buildGridStrideLaunch(OpBuilder &b, Location loc, Value total,
                       const LaunchShape &shape,
                       function_ref<void(OpBuilder &, Location, Value)> body,
-                      bool elementwise = false);
+                      bool elementwise = false, int64_t unroll = 1);
+
+/// Whether the operations of `body` (an iteration of a parallel loop) may
+/// run `unroll` iterations with their stores moved after all of them: each
+/// is a memref.load, a memref.store or a memory-effect-free operation, and
+/// no load follows a store.
+bool canUnrollElementwise(Block &body);
+
+/// The loads an elementwise kernel's thread has in flight at most, by
+/// default (unrollFactor).
+constexpr int64_t kLoadsInFlight = 8;
+
+/// The elements per thread per iteration for the elementwise body `body`
+/// (canUnrollElementwise): `requested` when positive; otherwise 16 bytes'
+/// worth of its widest loaded or stored element (4 for f32, 8 for bf16 and
+/// FP8), as PyTorch's elementwise kernels take 4 to 16, but no more than
+/// kLoadsInFlight loads that differ between elements, and between 1 and 8.
+int64_t unrollFactor(Block &body, int64_t requested);
 
 /// On a reduction for buildReductionLaunch or buildRowGroupLaunch: the
 /// constant its output holds when it starts (a filled accumulator), which

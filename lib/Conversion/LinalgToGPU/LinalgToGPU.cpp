@@ -340,7 +340,7 @@ void convertParallelLoops(func::FuncOp f, const LaunchShape &shape) {
           for (Operation &op : p.getBody()->without_terminator())
             kb.clone(op, map);
         },
-        /*elementwise=*/!hasInnerLoop);
+        /*elementwise=*/!hasInnerLoop, shape.unroll);
     p.erase();
   }
 }
@@ -612,15 +612,17 @@ struct ConvertLinalgToGPUPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (blockSize < 32 || blockSize > 1024 || blockSize % 32 != 0 ||
-        maxBlocks < 1) {
+        maxBlocks < 1 || unroll < 0 || unroll > kMaxUnroll) {
       module.emitError() << "convert-linalg-to-ds-gpu: block-size must be a "
-                            "multiple of 32 in [32, 1024] and max-blocks "
-                            "positive (got "
+                            "multiple of 32 in [32, 1024], max-blocks "
+                            "positive and unroll in [0, "
+                         << kMaxUnroll << "] (got "
                          << static_cast<int64_t>(blockSize) << ", "
-                         << static_cast<int64_t>(maxBlocks) << ")";
+                         << static_cast<int64_t>(maxBlocks) << ", "
+                         << static_cast<int64_t>(unroll) << ")";
       return signalPassFailure();
     }
-    LaunchShape shape{blockSize, maxBlocks};
+    LaunchShape shape{blockSize, maxBlocks, unroll};
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal())
         continue;

@@ -300,15 +300,15 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
               });
             }
           } else {
-            // The row's elements, strided over the team's threads.
+            // The row's elements, strided over the team's threads, several
+            // loaded at once.
             RowTeam::emitIf(ob, ol, team.real, [&](OpBuilder &ib, Location il) {
-              scf::ForOp::create(
-                  ib, il, team.first, numRedValue, team.stride, ValueRange{},
-                  [&](OpBuilder &eb, Location el, Value c, ValueRange) {
+              buildStridedLoop(
+                  ib, il, team.first, numRedValue, team.stride, shape.unroll,
+                  [&](OpBuilder &eb, Location el, Value c) {
                     SmallVector<Value> ivs(rowIdx);
                     llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
                     emitMemberIteration(eb, el, op, ivs);
-                    scf::YieldOp::create(eb, el);
                   });
             });
           }

@@ -3,14 +3,18 @@
 // RUN:   | FileCheck %s --check-prefix=UNFUSED
 
 // Elementwise: one grid-stride kernel of 256 threads per block over the
-// flattened iteration space (64 x 1000 = 64000 elements -> 250 blocks).
+// flattened iteration space (64 x 1000 = 64000 elements), 4 f32 elements
+// per thread and iteration (-> 63 blocks), then the rest one at a time
+// (unroll-elementwise.mlir has the details).
 // CHECK-LABEL: func.func @elementwise
 // CHECK-DAG:     %[[T:.*]] = arith.constant 256 : index
 // CHECK:         gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%[[BD:.*]] = %[[T]],
 // CHECK:           %[[SCALED:.*]] = arith.muli %[[BX]], %[[BD]]
 // CHECK:           %[[FIRST:.*]] = arith.addi %[[SCALED]], %[[TX]]
 // CHECK:           %[[STRIDE:.*]] = arith.muli %{{.*}}, %[[BD]]
-// CHECK:           scf.for %{{.*}} = %[[FIRST]] to %{{.*}} step %[[STRIDE]]
+// CHECK:           %[[REST:.*]] = scf.for %{{.*}} = %[[FIRST]] to %{{.*}} step %{{.*}} iter_args
+// CHECK-COUNT-4:     math.exp
+// CHECK:           scf.for %{{.*}} = %[[REST]] to %{{.*}} step %[[STRIDE]]
 // CHECK:             arith.remui
 // CHECK:             arith.divui
 // CHECK:             math.exp
