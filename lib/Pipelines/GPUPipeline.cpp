@@ -202,7 +202,14 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   emulate.sourceTypeStrs = {"bf16", "f16", "f8E4M3FN", "f8E5M2"};
   emulate.targetTypeStr = "f32";
   pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
-  pm.addPass(createEmulateNarrowFloatsPass());
+  // Kernels for sm_80 and newer convert between f32 and bf16/f16 in one
+  // instruction (cvt.rn.bf16.f32), where the integer code takes a dozen:
+  // those casts stay for NVPTX once the kernels are outlined (the host's
+  // are emulated, as LLVM's x86 bf16 rounding is a libcall). Emulated
+  // kernels run on the host, so there everything is emulated.
+  bool nativeHalfCasts = !config.emulateKernels && sm >= 80;
+  if (!nativeHalfCasts)
+    pm.addPass(createEmulateNarrowFloatsPass());
   // Testing without a GPU: the kernels as host loops (nothing is outlined).
   if (config.emulateKernels)
     pm.addPass(createEmulateGPUKernelsPass());
@@ -217,6 +224,13 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createMergeGPUModulesPass());
+  if (nativeHalfCasts) {
+    pm.addNestedPass<func::FuncOp>(createEmulateNarrowFloatsPass());
+    EmulateNarrowFloatsPassOptions kernelCasts;
+    kernelCasts.keepF32Casts = true;
+    pm.addNestedPass<gpu::GPUModuleOp>(
+        createEmulateNarrowFloatsPass(kernelCasts));
+  }
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
   pm.addNestedPass<func::FuncOp>(createGPUStreamOrderPass());
   // 8. Kernels to NVVM for the chip.

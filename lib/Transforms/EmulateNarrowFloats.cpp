@@ -286,13 +286,42 @@ bool isScalarOrVector(Type type) {
   return !isa<ShapedType>(type) || isa<VectorType>(type);
 }
 
+/// Under keep-f32-casts: a cast between f32 and bf16 or f16, which the
+/// target converts with one instruction.
+bool isKeptCast(Type from, Type to, bool keepF32Casts) {
+  auto half = [](Type t) { return t.isBF16() || t.isF16(); };
+  return keepF32Casts &&
+         ((from.isF32() && half(to)) || (half(from) && to.isF32()));
+}
+
+/// A kept cast stays, without the `contract` flag of
+/// arith-emulate-unsupported-floats: with it on both, arith folds
+/// extf(truncf(x)) to x, which would drop a rounding after a narrow op.
+template <typename CastOp>
+LogicalResult keepCast(CastOp op, PatternRewriter &rewriter) {
+  arith::FastMathFlags flags =
+      op.getFastmath().value_or(arith::FastMathFlags::none);
+  if (!bitEnumContainsAny(flags, arith::FastMathFlags::contract))
+    return rewriter.notifyMatchFailure(op, "a kept cast");
+  flags = bitEnumClear(flags, arith::FastMathFlags::contract);
+  rewriter.modifyOpInPlace(op, [&] {
+    if (flags == arith::FastMathFlags::none)
+      op.removeFastmathAttr();
+    else
+      op.setFastmath(flags);
+  });
+  return success();
+}
+
 struct TruncFToIntegers : OpRewritePattern<arith::TruncFOp> {
-  TruncFToIntegers(MLIRContext *ctx, ArrayRef<Type> types)
-      : OpRewritePattern(ctx), types(types) {}
+  TruncFToIntegers(MLIRContext *ctx, ArrayRef<Type> types, bool keepF32Casts)
+      : OpRewritePattern(ctx), types(types), keepF32Casts(keepF32Casts) {}
   LogicalResult matchAndRewrite(arith::TruncFOp op,
                                 PatternRewriter &rewriter) const override {
     Type srcElem = getElementTypeOrSelf(op.getIn().getType());
     Type dstElem = getElementTypeOrSelf(op.getType());
+    if (isKeptCast(srcElem, dstElem, keepF32Casts) && isNearestEven(op))
+      return keepCast(op, rewriter);
     if (!isEmulated(dstElem, types) || !isNearestEven(op) ||
         !isScalarOrVector(op.getType()))
       return rewriter.notifyMatchFailure(op, "not an emulated truncf");
@@ -315,15 +344,18 @@ struct TruncFToIntegers : OpRewritePattern<arith::TruncFOp> {
     return success();
   }
   SmallVector<Type> types;
+  bool keepF32Casts;
 };
 
 struct ExtFToIntegers : OpRewritePattern<arith::ExtFOp> {
-  ExtFToIntegers(MLIRContext *ctx, ArrayRef<Type> types)
-      : OpRewritePattern(ctx), types(types) {}
+  ExtFToIntegers(MLIRContext *ctx, ArrayRef<Type> types, bool keepF32Casts)
+      : OpRewritePattern(ctx), types(types), keepF32Casts(keepF32Casts) {}
   LogicalResult matchAndRewrite(arith::ExtFOp op,
                                 PatternRewriter &rewriter) const override {
     Type srcElem = getElementTypeOrSelf(op.getIn().getType());
     Type dstElem = getElementTypeOrSelf(op.getType());
+    if (isKeptCast(srcElem, dstElem, keepF32Casts))
+      return keepCast(op, rewriter);
     if (!isEmulated(srcElem, types) || !isScalarOrVector(op.getType()))
       return rewriter.notifyMatchFailure(op, "not an emulated extf");
     Location loc = op.getLoc();
@@ -341,6 +373,7 @@ struct ExtFToIntegers : OpRewritePattern<arith::ExtFOp> {
     return success();
   }
   SmallVector<Type> types;
+  bool keepF32Casts;
 };
 
 struct EmulateNarrowFloatsPass
@@ -368,7 +401,7 @@ struct EmulateNarrowFloatsPass
     if (failed(checkNarrowFloatCasts(getOperation(), types)))
       return signalPassFailure();
     RewritePatternSet patterns(ctx);
-    populateEmulateNarrowFloatsPatterns(patterns, types);
+    populateEmulateNarrowFloatsPatterns(patterns, types, keepF32Casts);
     // No folding: arith-emulate-unsupported-floats marks its extf/truncf
     // pairs `contract`, and arith folds extf(truncf(x)) with that flag to
     // x, which would drop the rounding after every narrow op (PyTorch
@@ -389,9 +422,10 @@ SmallVector<Type> mlir::ds::getDefaultNarrowFloatTypes(MLIRContext *ctx) {
 }
 
 void mlir::ds::populateEmulateNarrowFloatsPatterns(RewritePatternSet &patterns,
-                                                   ArrayRef<Type> types) {
+                                                   ArrayRef<Type> types,
+                                                   bool keepF32Casts) {
   MLIRContext *ctx = patterns.getContext();
-  patterns.add<TruncFToIntegers, ExtFToIntegers>(ctx, types);
+  patterns.add<TruncFToIntegers, ExtFToIntegers>(ctx, types, keepF32Casts);
 }
 
 LogicalResult mlir::ds::checkNarrowFloatCasts(Operation *root,

@@ -326,9 +326,12 @@ SmallVector<Type> getDefaultNarrowFloatTypes(MLIRContext *ctx);
 /// Adds the patterns of ds-emulate-narrow-floats: `arith.truncf` into and
 /// `arith.extf` out of the float types `types` (a subset of
 /// getDefaultNarrowFloatTypes) become integer code on bitcasts, on scalars
-/// and vectors, exactly rounded (nearest, ties to even).
+/// and vectors, exactly rounded (nearest, ties to even). `keepF32Casts`:
+/// casts between f32 and bf16 or f16 stay casts, without their `contract`
+/// flag (ds-emulate-narrow-floats{keep-f32-casts}).
 void populateEmulateNarrowFloatsPatterns(RewritePatternSet &patterns,
-                                         ArrayRef<Type> types);
+                                         ArrayRef<Type> types,
+                                         bool keepF32Casts = false);
 
 /// Checks that every narrow-float cast under `root` can be emulated for
 /// `types` (see ds-emulate-narrow-floats); emits a located error otherwise.

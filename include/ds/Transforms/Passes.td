@@ -1140,6 +1140,13 @@ def EmulateNarrowFloatsPass : Pass<"ds-emulate-narrow-floats"> {
     which turns arithmetic on the same types into f32 arithmetic between
     `extf`/`truncf` pairs that this pass then expands. Saturating casts
     (`ds.cast ... saturate`) arrive here already clamped in the wider type.
+    With `keep-f32-casts`, casts between f32 and bf16 or f16 stay casts
+    (for a target with conversion instructions: NVPTX on sm_80 and newer
+    has `cvt.rn.bf16.f32`, and LLVM's own lowering rounds the same way),
+    and only lose their `contract` flag, with which arith would fold
+    extf(truncf(x)) to x. Casts from f64 and FP8 casts are still
+    emulated.
+
     A cast this pass cannot emulate is an error: an FP8 type other than
     f8E4M3FN/f8E5M2 (LLVM cannot represent it), a `truncf` into an emulated
     type with a rounding mode other than to_nearest_even, or a cast on
@@ -1159,6 +1166,10 @@ def EmulateNarrowFloatsPass : Pass<"ds-emulate-narrow-floats"> {
     ListOption<"typeNames", "types", "std::string",
                "Narrow float types to emulate (default: bf16, f16, "
                "f8E4M3FN, f8E5M2); casts on the others are left to LLVM">,
+    Option<"keepF32Casts", "keep-f32-casts", "bool", /*default=*/"false",
+           "Leave casts between f32 and bf16 or f16 to LLVM, for a target "
+           "that converts them in one instruction (NVPTX on sm_80 and "
+           "newer), with their `contract` flag dropped">,
   ];
 }
 

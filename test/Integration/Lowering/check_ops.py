@@ -560,6 +560,33 @@ def elementwise_cases():
     cases.append(Case("cast_nosat_f16", [sat],
                       f"%r = ds.cast %a0 : {TA(sat)} -> {T(sat.shape, F16)}",
                       [("%r", sat.shape, F16)], nosat_ref, rtol=0, atol=0))
+    # The rounding's edges, which a GPU converts with its own instructions
+    # (cvt.rn.bf16.f32, cvt.rn.f16.f32 on sm_80 and newer) where the CPU
+    # runs integer code: ties to even, subnormal results and sources,
+    # the largest finite values and the first that overflow, inf, NaN.
+    edges = np.array([
+        0x3F808000, 0x3F818000, 0x3F80C000, 0xBF808000,  # bf16 ties, above a tie
+        0x00000001, 0x00400000, 0x007FFFFF, 0x00800000, 0x80000001,  # f32 subnormals
+        0x7F7F7FFF, 0x7F7F8000, 0x7F7FFFFF, 0xFF7F8000,  # bf16's max, overflow
+        0x33000000, 0x33000001, 0x33800000, 0x387FC000, 0x38800000,  # f16 subnormals
+        0x477FE000, 0x477FEFFF, 0x477FF000, 0xC77FF000,  # f16's max, overflow
+        0x7F800000, 0xFF800000, 0x7FC00000, 0x00000000, 0x80000000],
+        dtype=np.uint32).view(F32)
+    cases.append(Case("cast_f32_bf16_edges", [edges],
+                      f"%r = ds.cast %a0 : {TA(edges)} -> {T(edges.shape, BF16)}",
+                      [("%r", edges.shape, BF16)],
+                      lambda v: [torch.from_numpy(v).to(torch.bfloat16).float().numpy()],
+                      rtol=0, atol=0))
+    cases.append(Case("cast_f32_f16_edges", [edges],
+                      f"%r = ds.cast %a0 : {TA(edges)} -> {T(edges.shape, F16)}",
+                      [("%r", edges.shape, F16)], nosat_ref, rtol=0, atol=0))
+    # Extension: bf16 subnormals, its largest value, inf and NaN, exactly.
+    bedges = np.array([0x0001, 0x007F, 0x0080, 0x8001, 0x7F7F, 0xFF7F, 0x7F80,
+                       0xFF80, 0x7FC0, 0x3F80], dtype=np.uint16).view(BF16)
+    cases.append(Case("cast_bf16_f32_edges", [bedges],
+                      f"%r = ds.cast %a0 : {TA(bedges)} -> {T(bedges.shape, F32)}",
+                      [("%r", bedges.shape, F32)], lambda v: [v.astype(F32)],
+                      rtol=0, atol=0))
     cases.append(Case("cast_f32_i32", [cx], f"%r = ds.cast %a0 : {TA(cx)} -> {T(cx.shape, I32)}",
                       [("%r", cx.shape, I32)], lambda v: [np.trunc(v).astype(I32)]))
     ii = rng_for("cast.i").integers(-(2**40), 2**40, (7,)).astype(I64)
