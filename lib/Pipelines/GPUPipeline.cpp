@@ -50,6 +50,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.blockSize = blockSize;
   c.maxBlocks = maxBlocks;
   c.unroll = unroll;
+  c.nativeCasts = nativeCasts;
   c.fuseRows = fuseRows;
   c.fuseSiblings = fuseSiblings;
   c.mergeLaunches = mergeLaunches;
@@ -207,7 +208,8 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   // those casts stay for NVPTX once the kernels are outlined (the host's
   // are emulated, as LLVM's x86 bf16 rounding is a libcall). Emulated
   // kernels run on the host, so there everything is emulated.
-  bool nativeHalfCasts = !config.emulateKernels && sm >= 80;
+  bool nativeHalfCasts =
+      config.nativeCasts && !config.emulateKernels && sm >= 80;
   if (!nativeHalfCasts)
     pm.addPass(createEmulateNarrowFloatsPass());
   // Testing without a GPU: the kernels as host loops (nothing is outlined).
@@ -225,6 +227,10 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createMergeGPUModulesPass());
   if (nativeHalfCasts) {
+    // FP8 casts as sm_89's cvt instructions, before the emulation would
+    // take them.
+    if (sm >= 89)
+      pm.addNestedPass<gpu::GPUModuleOp>(createLowerFP8CastsToNVVMPass());
     pm.addNestedPass<func::FuncOp>(createEmulateNarrowFloatsPass());
     EmulateNarrowFloatsPassOptions kernelCasts;
     kernelCasts.keepF32Casts = true;

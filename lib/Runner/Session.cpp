@@ -584,6 +584,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.emulateKernels = options.gpuEmulateKernels;
       gpu.maxBlocks = options.gpuMaxBlocks;
       gpu.unroll = options.gpuUnroll;
+      gpu.nativeCasts = options.gpuNativeCasts;
       gpu.fuseRows = options.gpuFuseRows;
       gpu.fuseSiblings = options.gpuFuseSiblings;
       gpu.launchReport = options.gpuLaunchReport;

@@ -80,6 +80,13 @@ cl::opt<int64_t> gpuUnroll(
              "(ds-gpu-pipeline's unroll; default 0: 16 bytes' worth of the "
              "widest element, 2 to 8; 1 to compare)"),
     cl::init(0), cl::cat(runCat));
+cl::opt<bool> gpuNativeCasts(
+    "gpu-native-casts",
+    cl::desc("With --device cuda: convert bf16/f16 (sm_80+) and FP8 "
+             "(sm_89+) in kernels with the chip's instructions "
+             "(ds-gpu-pipeline's native-casts; default true, =false for the "
+             "integer code the CPU runs, to compare)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<bool> gpuFuseRows(
     "gpu-fuse-rows",
     cl::desc("With --device cuda: run a softmax's or a layer norm's passes "
@@ -600,7 +607,8 @@ int main(int argc, char **argv) {
   if (device == "cpu")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
-             &gpuFuseRows, &gpuFuseSiblings, &gpuLaunchReport, &cudaGraphs})
+             &gpuNativeCasts, &gpuFuseRows, &gpuFuseSiblings, &gpuLaunchReport,
+             &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -654,6 +662,7 @@ int main(int argc, char **argv) {
   prepare.gpuEmulateKernels = gpuEmulateKernels;
   prepare.gpuMaxBlocks = gpuMaxBlocks;
   prepare.gpuUnroll = gpuUnroll;
+  prepare.gpuNativeCasts = gpuNativeCasts;
   prepare.gpuFuseRows = gpuFuseRows;
   prepare.gpuFuseSiblings = gpuFuseSiblings;
   prepare.gpuLaunchReport = gpuLaunchReport;

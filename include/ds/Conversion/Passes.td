@@ -309,6 +309,32 @@ def MergeGPUModulesPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def LowerFP8CastsToNVVMPass
+    : Pass<"ds-lower-fp8-casts-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "FP8 casts in kernels as sm_89's cvt instructions";
+  let description = [{
+    LLVM has no FP8 type, so ds-emulate-narrow-floats rounds into
+    f8E4M3FN and f8E5M2 with about 30 integer instructions. At one byte
+    per element, a memory-bound kernel can afford about 4. Ada and Hopper
+    (sm_89 and newer) convert two values per instruction. This pass
+    rewrites a kernel's scalar `arith.truncf` into FP8, from f32, f16 or
+    bf16 (widened first, exactly), as `nvvm.convert.f32x2.to.f8x2` (rn,
+    satfinite) with x in both halves. The instruction saturates where the
+    arith op does not: past 464 an E4M3FN rounding is NaN, and from 61440
+    an E5M2 rounding is inf. So a compare and a select restore those
+    (2 instructions; a saturating `ds.cast` has clamped its input already).
+    It rewrites `arith.extf` out of FP8 as `nvvm.convert.f8x2.to.f16x2`,
+    then an exact widening to the result type.
+
+    Casts from f64 are left for ds-emulate-narrow-floats: through f32 they
+    would round twice. ds-gpu-pipeline runs this pass on sm_89 and newer,
+    unless `native-casts=false`.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect"];
+}
+
 def LowerGPUSubgroupReducePass
     : Pass<"ds-lower-gpu-subgroup-reduce", "::mlir::gpu::GPUModuleOp"> {
   let summary = "gpu.subgroup_reduce as butterfly shuffles, for NVVM";

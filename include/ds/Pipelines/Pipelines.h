@@ -50,6 +50,10 @@ struct GPUPipelineConfig {
   /// together (convert-linalg-to-ds-gpu's unroll; 0: from the element
   /// types, 1: one at a time).
   int64_t unroll = 0;
+  /// Kernels convert narrow floats with the chip's instructions: bf16 and
+  /// f16 on sm_80 and newer, FP8 on sm_89 and newer (false: integer code,
+  /// as on the CPU).
+  bool nativeCasts = true;
   /// Consecutive row-wise ops over the same rows as one block-per-row
   /// launch (convert-linalg-to-ds-gpu's fuse-rows).
   bool fuseRows = true;
@@ -99,6 +103,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
                      "kernel, loaded together (0: 16 bytes' worth of the "
                      "widest element, 2 to 8; 1: one at a time)"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> nativeCasts{
+      *this, "native-casts",
+      llvm::cl::desc("Convert narrow floats in kernels with the chip's "
+                     "instructions (bf16/f16 on sm_80+, FP8 on sm_89+); "
+                     "false: integer code, as on the CPU"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> fuseRows{
       *this, "fuse-rows",
       llvm::cl::desc("Run a softmax's or a layer norm's passes over each row "

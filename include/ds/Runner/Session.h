@@ -73,6 +73,9 @@ struct PrepareOptions {
   /// Elements per thread per iteration of an elementwise kernel
   /// (ds-gpu-pipeline's unroll; 0: from the element types).
   int64_t gpuUnroll = 0;
+  /// Narrow-float casts in kernels as the chip's instructions
+  /// (ds-gpu-pipeline's native-casts).
+  bool gpuNativeCasts = true;
   /// Row groups as one launch (ds-gpu-pipeline's fuse-rows).
   bool gpuFuseRows = true;
   /// A full reduction and the elementwise op reading its tensor as one

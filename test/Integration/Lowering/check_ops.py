@@ -587,6 +587,33 @@ def elementwise_cases():
                       f"%r = ds.cast %a0 : {TA(bedges)} -> {T(bedges.shape, F32)}",
                       [("%r", bedges.shape, F32)], lambda v: [v.astype(F32)],
                       rtol=0, atol=0))
+    # FP8 roundings and widenings, which sm_89 and newer run as cvt
+    # instructions (ds-lower-fp8-casts-to-nvvm) that saturate where the
+    # arith cast gives NaN (E4M3FN past 464) or inf (E5M2 from 61440): the
+    # thresholds on both sides, ties, subnormals, inf, NaN; and every FP8
+    # bit pattern widened.
+    fp8_edges = {
+        E4M3: [0x43E00000, 0x43E08000, 0x43E80000, 0x43E80001, 0xC3E80001, 0x43F00000,
+               0x3F880000, 0x3F980000, 0x3B000000, 0x3A800000, 0x3AC00000, 0x3C800000,
+               0x3B400000, 0x00000001, 0x7F800000, 0xFF800000, 0x7FC00000, 0x80000000],
+        E5M2: [0x47600000, 0x476FFFFF, 0x47700000, 0xC7700000, 0x47800000, 0x3F900000,
+               0x3FB00000, 0x37800000, 0x37000000, 0x37C00000, 0x38800000, 0x00000001,
+               0x7F800000, 0xFF800000, 0x7FC00000, 0x80000000]}
+    for fp8, tname, torch_t in ((E4M3, "e4m3", torch.float8_e4m3fn),
+                                (E5M2, "e5m2", torch.float8_e5m2)):
+        fx = np.array(fp8_edges[fp8], dtype=np.uint32).view(F32)
+        body = f"""
+          %q = ds.cast %a0 : {TA(fx)} -> {T(fx.shape, fp8)}
+          %r = ds.cast %q : {T(fx.shape, fp8)} -> {T(fx.shape, F32)}
+        """
+        cases.append(Case(f"cast_f32_{tname}_edges", [fx], body, [("%r", fx.shape, F32)],
+                          lambda v, t=torch_t: [torch.from_numpy(v).to(t).float().numpy()],
+                          rtol=0, atol=0))
+        every = np.arange(256, dtype=np.uint8).view(fp8)
+        cases.append(Case(f"cast_{tname}_f32_all", [every],
+                          f"%r = ds.cast %a0 : {TA(every)} -> {T(every.shape, F32)}",
+                          [("%r", every.shape, F32)], lambda v: [v.astype(F32)],
+                          rtol=0, atol=0))
     cases.append(Case("cast_f32_i32", [cx], f"%r = ds.cast %a0 : {TA(cx)} -> {T(cx.shape, I32)}",
                       [("%r", cx.shape, I32)], lambda v: [np.trunc(v).astype(I32)]))
     ii = rng_for("cast.i").integers(-(2**40), 2**40, (7,)).astype(I64)
