@@ -195,7 +195,9 @@ prepare() {
     # *-unroll1: the elementwise kernels one element a thread at a time
     # (--gpu-unroll 1), to measure what loading several at once saves;
     # fp8-intcasts: bf16 and FP8 casts as the CPU's integer code
-    # (--gpu-native-casts=false), to measure the cvt instructions.
+    # (--gpu-native-casts=false), to measure the cvt instructions;
+    # fp8-index32: 32-bit kernel indices (--gpu-index32), to decide its
+    # default.
     local -A policies=(
       [f32]=""
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
@@ -204,9 +206,10 @@ prepare() {
       [bf16-unroll1]="--precision=$root/scripts/gpu-check/bf16.yaml --gpu-unroll 1"
       [fp8-unroll1]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-unroll 1"
       [fp8-intcasts]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-native-casts=false"
+      [fp8-index32]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-index32"
     )
     local variant
-    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 fp8-intcasts; do
+    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 fp8-intcasts fp8-index32; do
       echo "gpu-check: gpt benchmark ($layers layers, d_model 1024) $variant: compiling for $chip"
       # shellcheck disable=SC2086
       "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
@@ -479,9 +482,14 @@ bench_gpt() {
       row "ds $base: unrolled vs one element a thread" "-" "$(awk -v a="$bench_ms" -v b="$ms_base" 'BEGIN{printf "%.2fx faster", a/b}')"
     fi
   done
+  local other what
   bench_ds "$bundle" "$build" fp8-intcasts "$layers"
   if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
     row "ds fp8: cvt casts vs integer code" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx faster", a/b}')"
+  fi
+  bench_ds "$bundle" "$build" fp8-index32 "$layers"
+  if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
+    row "ds fp8: 32-bit vs 64-bit indices" "-" "$(awk -v a="$ms_ds_fp8" -v b="$bench_ms" 'BEGIN{printf "%.2fx faster", a/b}')"
   fi
   profile_ds "$bundle" "$build" fp8 "$layers"
   profile_ds "$bundle" "$build" bf16 "$layers"

@@ -51,6 +51,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.maxBlocks = maxBlocks;
   c.unroll = unroll;
   c.nativeCasts = nativeCasts;
+  c.index32 = index32;
   c.fuseRows = fuseRows;
   c.fuseSiblings = fuseSiblings;
   c.mergeLaunches = mergeLaunches;
@@ -258,9 +259,12 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
     // Warp reductions as shuffles first: convert-gpu-to-nvvm lowers only
     // i32 ones.
     k.addPass(createLowerGPUSubgroupReducePass());
-    ConvertGpuOpsToNVVMOpsOptions nvvm;
-    nvvm.useBarePtrCallConv = true;
-    k.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+    // Index arithmetic in 32 bits where every index fits (the grid's
+    // threads times 16 elements within kIndex32Limit's margin).
+    ConvertKernelsToNVVMPassOptions nvvm;
+    nvvm.index32 = config.index32 && config.maxBlocks * config.blockSize * 16 <=
+                                         (int64_t(1) << 31) - kIndex32Limit;
+    k.addPass(createConvertKernelsToNVVMPass(nvvm));
     k.addPass(createCanonicalizerPass());
     k.addPass(createCSEPass());
     k.addPass(createReconcileUnrealizedCastsPass());

@@ -585,6 +585,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.maxBlocks = options.gpuMaxBlocks;
       gpu.unroll = options.gpuUnroll;
       gpu.nativeCasts = options.gpuNativeCasts;
+      gpu.index32 = options.gpuIndex32;
       gpu.fuseRows = options.gpuFuseRows;
       gpu.fuseSiblings = options.gpuFuseSiblings;
       gpu.launchReport = options.gpuLaunchReport;

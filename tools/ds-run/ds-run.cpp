@@ -87,6 +87,12 @@ cl::opt<bool> gpuNativeCasts(
              "(ds-gpu-pipeline's native-casts; default true, =false for the "
              "integer code the CPU runs, to compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<bool> gpuIndex32(
+    "gpu-index32",
+    cl::desc("With --device cuda: kernels' index arithmetic in 32 bits "
+             "where every index fits (ds-gpu-pipeline's index32; off by "
+             "default until measured on a GPU)"),
+    cl::init(false), cl::cat(runCat));
 cl::opt<bool> gpuFuseRows(
     "gpu-fuse-rows",
     cl::desc("With --device cuda: run a softmax's or a layer norm's passes "
@@ -607,8 +613,8 @@ int main(int argc, char **argv) {
   if (device == "cpu")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
-             &gpuNativeCasts, &gpuFuseRows, &gpuFuseSiblings, &gpuLaunchReport,
-             &cudaGraphs})
+             &gpuNativeCasts, &gpuIndex32, &gpuFuseRows, &gpuFuseSiblings,
+             &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -663,6 +669,7 @@ int main(int argc, char **argv) {
   prepare.gpuMaxBlocks = gpuMaxBlocks;
   prepare.gpuUnroll = gpuUnroll;
   prepare.gpuNativeCasts = gpuNativeCasts;
+  prepare.gpuIndex32 = gpuIndex32;
   prepare.gpuFuseRows = gpuFuseRows;
   prepare.gpuFuseSiblings = gpuFuseSiblings;
   prepare.gpuLaunchReport = gpuLaunchReport;

@@ -309,6 +309,36 @@ def MergeGPUModulesPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def ConvertKernelsToNVVMPass
+    : Pass<"ds-convert-kernels-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "convert-gpu-to-nvvm, with 32-bit indices where they fit";
+  let description = [{
+    Runs upstream's `convert-gpu-to-nvvm` with bare-pointer kernel
+    arguments. With `index32`, the module's index arithmetic is 32-bit
+    when every index its kernels can form fits in 32 bits (see
+    kernelsFitIn32BitIndices): every memref static, addressing elements
+    below 2^31 - 2^27, every index constant within that, and no kernel
+    taking an index argument (the host passes 64 bits).
+
+    The margin covers what a grid-stride loop adds past the last element:
+    at most 16 elements a thread times a grid of blocks. ds-gpu-pipeline
+    caps that product below 2^27, or sets no `index32`. PyTorch's kernels
+    make the same choice (`canUse32BitIndexMath`).
+
+    A GPU's integer units are 32-bit. 64-bit adds and multiplies take two
+    or more instructions, and an address or loop counter holds two
+    registers. So a memory-bound kernel with narrow elements can spend
+    more on its indices than on its loads. The addresses themselves stay
+    64-bit: a 32-bit element index is widened into the address.
+  }];
+  let options = [
+    Option<"index32", "index32", "bool", /*default=*/"true",
+           "32-bit index arithmetic where every index fits">,
+  ];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 def LowerFP8CastsToNVVMPass
     : Pass<"ds-lower-fp8-casts-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
   let summary = "FP8 casts in kernels as sm_89's cvt instructions";

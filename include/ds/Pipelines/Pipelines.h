@@ -54,6 +54,10 @@ struct GPUPipelineConfig {
   /// f16 on sm_80 and newer, FP8 on sm_89 and newer (false: integer code,
   /// as on the CPU).
   bool nativeCasts = true;
+  /// Kernels' index arithmetic in 32 bits where every index fits
+  /// (ds-convert-kernels-to-nvvm{index32}). Off until a GPU has measured
+  /// it: ptxas spilled in one merged kernel of a GPT block with it.
+  bool index32 = false;
   /// Consecutive row-wise ops over the same rows as one block-per-row
   /// launch (convert-linalg-to-ds-gpu's fuse-rows).
   bool fuseRows = true;
@@ -109,6 +113,11 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
                      "instructions (bf16/f16 on sm_80+, FP8 on sm_89+); "
                      "false: integer code, as on the CPU"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> index32{
+      *this, "index32",
+      llvm::cl::desc("Kernels' index arithmetic in 32 bits where every "
+                     "index fits (default: 64 bits)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> fuseRows{
       *this, "fuse-rows",
       llvm::cl::desc("Run a softmax's or a layer norm's passes over each row "

@@ -76,6 +76,8 @@ struct PrepareOptions {
   /// Narrow-float casts in kernels as the chip's instructions
   /// (ds-gpu-pipeline's native-casts).
   bool gpuNativeCasts = true;
+  /// 32-bit kernel indices where they fit (ds-gpu-pipeline's index32).
+  bool gpuIndex32 = false;
   /// Row groups as one launch (ds-gpu-pipeline's fuse-rows).
   bool gpuFuseRows = true;
   /// A full reduction and the elementwise op reading its tensor as one

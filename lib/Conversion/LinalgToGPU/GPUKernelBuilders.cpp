@@ -14,6 +14,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/bit.h"
 
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
@@ -106,7 +107,12 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildGridStrideLaunch(
             launch.getThreadIds().x);
         Value stride = arith::MulIOp::create(kb, loc, launch.getGridSize().x,
                                              launch.getBlockSize().x);
-        used = buildStridedLoop(kb, loc, first, total, stride, unroll, body);
+        // A one-block launch (at most 16 elements a thread) joins the
+        // one-block chains of a step's bookkeeping (ds-merge-gpu-launches),
+        // where every group's addresses would add to one kernel's
+        // registers: a GPT block's merged AdamW updates spilled.
+        used = buildStridedLoop(kb, loc, first, total, stride,
+                                oneBlock ? 1 : unroll, body);
       });
   // Elements in groups of `used` a thread: a grid that many times smaller
   // still gives each thread a group.
@@ -151,7 +157,7 @@ int64_t mlir::ds::gpu_kernels::unrollFactor(Block &body, int64_t requested) {
       return body.findAncestorOpInBlock(*def) != nullptr;
     return cast<BlockArgument>(v).getOwner() == &body;
   };
-  int64_t widest = 1, loads = 0;
+  int64_t widest = 1, loads = 0, stores = 0;
   for (Operation &op : body.without_terminator()) {
     Type t;
     if (auto load = dyn_cast<memref::LoadOp>(op)) {
@@ -160,19 +166,23 @@ int64_t mlir::ds::gpu_kernels::unrollFactor(Block &body, int64_t requested) {
           !load->use_empty() && llvm::any_of(load.getIndices(), variesInLoop);
     } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
       t = store.getValueToStore().getType();
+      ++stores;
     } else {
       continue;
     }
     widest = std::max<int64_t>(
         widest, t.isIntOrFloat() ? (t.getIntOrFloatBitWidth() + 7) / 8 : 8);
   }
-  // 16 bytes of the widest element, at most 8 loads in flight: more cost
-  // registers (each a value and a 64-bit address) past what the
-  // occupancy they take back repays (an AdamW update's 4 tensors at 4
-  // elements used 80 registers and spilled).
+  // 16 bytes of the widest element, at most kAccessesPerGroup loads and
+  // stores a group: each holds a value and an address until the group's
+  // stores, and more cost registers past what the occupancy they take
+  // back repays (an AdamW update's 4 loads and 3 stores, at 4 elements,
+  // used 80 registers and spilled). A power of two.
+  int64_t byAccesses = kAccessesPerGroup / std::max<int64_t>(loads + stores, 1);
   return std::clamp<int64_t>(
-      std::min(16 / widest, kLoadsInFlight / std::max<int64_t>(loads, 1)), 1,
-      8);
+      llvm::bit_floor(static_cast<uint64_t>(
+          std::max<int64_t>(std::min(16 / widest, byAccesses), 1))),
+      1, 8);
 }
 
 gpu::LaunchOp

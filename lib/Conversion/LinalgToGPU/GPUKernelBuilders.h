@@ -73,15 +73,16 @@ buildGridStrideLaunch(OpBuilder &b, Location loc, Value total,
 /// no load follows a store.
 bool canUnrollElementwise(Block &body);
 
-/// The loads an elementwise kernel's thread has in flight at most, by
-/// default (unrollFactor).
-constexpr int64_t kLoadsInFlight = 8;
+/// The loads and stores of a group of elements at most, by default
+/// (unrollFactor): every one holds registers until the group's stores.
+constexpr int64_t kAccessesPerGroup = 16;
 
 /// The elements per thread per iteration for the elementwise body `body`
 /// (canUnrollElementwise): `requested` when positive; otherwise 16 bytes'
 /// worth of its widest loaded or stored element (4 for f32, 8 for bf16 and
 /// FP8), as PyTorch's elementwise kernels take 4 to 16, but no more than
-/// kLoadsInFlight loads that differ between elements, and between 1 and 8.
+/// kAccessesPerGroup loads (that differ between elements) and stores in
+/// all, rounded down to a power of two, and between 1 and 8.
 int64_t unrollFactor(Block &body, int64_t requested);
 
 /// On a reduction for buildReductionLaunch or buildRowGroupLaunch: the

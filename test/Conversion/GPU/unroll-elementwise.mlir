@@ -68,12 +68,12 @@ func.func @bf16(%x: memref<64000xbf16>, %y: memref<64000xbf16>) {
 
 // -----
 
-// An optimizer's update, in place: four tensors read per element (the
-// learning rate, a scalar, is one load for all) would be 16 loads at 4
-// elements, which cost more registers than they repay: at most 8 loads in
-// flight, so 2 elements.
+// An optimizer's update, in place: four tensors read and three written
+// per element (the learning rate, a scalar, is one load for all) would be
+// 28 accesses at 4 elements, which cost more registers than they repay:
+// at most 16 a group, so 2 elements (32 bytes read a thread).
 // CHECK-LABEL: func.func @update
-// CHECK:         gpu.launch
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c137
 // CHECK:           scf.for {{.*}} iter_args
 // CHECK-COUNT-2:     memref.load %arg0
 // CHECK-NOT:         memref.store
@@ -103,6 +103,26 @@ func.func @update(%p: memref<70000xf32>, %g: memref<70000xf32>, %m: memref<70000
 
 // -----
 
+// A one-block launch (4096 elements) keeps one element at a time: such
+// launches join the step's one-block chains (ds-merge-gpu-launches),
+// whose registers would add up.
+// CHECK-LABEL: func.func @one_block
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c1{{.*}}, {{.*}} threads
+// CHECK-NOT:       iter_args
+// CHECK:         gpu.terminator
+func.func @one_block(%x: memref<4096xf32>, %y: memref<4096xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                  iterator_types = ["parallel"]}
+      ins(%x : memref<4096xf32>) outs(%y : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
 // A short reduction runs serially in each thread (a loop inside the
 // element's work): no unrolling.
 // CHECK-LABEL: func.func @short_rows
@@ -125,7 +145,8 @@ func.func @short_rows(%x: memref<10000x4xf32>, %y: memref<10000xf32>) {
 // A row group's elementwise member (a softmax's normalisation) loops over
 // the row's elements in the same groups. The row's maximum and sum are
 // loaded at the row's index, the same for every element: they do not
-// count against the 8 loads in flight, so 4 f32 elements a group.
+// count against the 16 accesses a group (one load, one store per
+// element), so 4 f32 elements a group.
 // CHECK-LABEL: func.func @row_member
 // CHECK:         gpu.launch
 // CHECK:           gpu.all_reduce maximumf
