@@ -205,13 +205,14 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   emulate.targetTypeStr = "f32";
   pm.addPass(arith::createArithEmulateUnsupportedFloats(emulate));
   // Kernels for sm_80 and newer convert between f32 and bf16/f16 in one
-  // instruction (cvt.rn.bf16.f32), where the integer code takes a dozen:
-  // those casts stay for NVPTX once the kernels are outlined (the host's
-  // are emulated, as LLVM's x86 bf16 rounding is a libcall). Emulated
-  // kernels run on the host, so there everything is emulated.
-  bool nativeHalfCasts =
+  // instruction (cvt.rn.bf16.f32), where the integer code takes a dozen,
+  // and sm_89 and newer FP8 too: those casts stay for NVPTX once the
+  // kernels are outlined (the host's are emulated, as LLVM's x86 bf16
+  // rounding is a libcall). Emulated kernels run on the host, so there
+  // everything is emulated.
+  bool nativeCasts =
       config.nativeCasts && !config.emulateKernels && sm >= 80;
-  if (!nativeHalfCasts)
+  if (!nativeCasts)
     pm.addPass(createEmulateNarrowFloatsPass());
   // Testing without a GPU: the kernels as host loops (nothing is outlined).
   if (config.emulateKernels)
@@ -227,7 +228,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createMergeGPUModulesPass());
-  if (nativeHalfCasts) {
+  if (nativeCasts) {
     // FP8 casts as sm_89's cvt instructions, before the emulation would
     // take them.
     if (sm >= 89)
