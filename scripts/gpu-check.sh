@@ -193,7 +193,10 @@ prepare() {
     # a kernel of its own (ds-run --gpu-fuse-rows=false
     # --gpu-fuse-siblings=false), to measure what the two fusions save;
     # *-unroll1: the elementwise kernels one element a thread at a time
-    # (--gpu-unroll 1), to measure what loading several at once saves;
+    # (--gpu-unroll 1 --gpu-vectorize=false), to measure what loading
+    # several at once saves; *-scalar: several elements a thread, but each
+    # access one element (--gpu-vectorize=false), to measure the 16-byte
+    # vectors;
     # fp8-intcasts: bf16 and FP8 casts as the CPU's integer code
     # (--gpu-native-casts=false), to measure the cvt instructions;
     # fp8-index32: 32-bit kernel indices (--gpu-index32), to decide its
@@ -203,13 +206,15 @@ prepare() {
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
       [fp8]="--precision=$root/scripts/gpu-check/fp8.yaml"
       [fp8-unfused]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-fuse-rows=false --gpu-fuse-siblings=false"
-      [bf16-unroll1]="--precision=$root/scripts/gpu-check/bf16.yaml --gpu-unroll 1"
-      [fp8-unroll1]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-unroll 1"
+      [bf16-unroll1]="--precision=$root/scripts/gpu-check/bf16.yaml --gpu-unroll 1 --gpu-vectorize=false"
+      [fp8-unroll1]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-unroll 1 --gpu-vectorize=false"
+      [bf16-scalar]="--precision=$root/scripts/gpu-check/bf16.yaml --gpu-vectorize=false"
+      [fp8-scalar]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-vectorize=false"
       [fp8-intcasts]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-native-casts=false"
       [fp8-index32]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-index32"
     )
     local variant
-    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 fp8-intcasts fp8-index32; do
+    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 bf16-scalar fp8-scalar fp8-intcasts fp8-index32; do
       echo "gpu-check: gpt benchmark ($layers layers, d_model 1024) $variant: compiling for $chip"
       # shellcheck disable=SC2086
       "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
@@ -479,7 +484,11 @@ bench_gpt() {
     [[ $base == bf16 ]] && ms_base=$ms_ds_bf16 || ms_base=$ms_ds_fp8
     bench_ds "$bundle" "$build" "$base-unroll1" "$layers"
     if [[ -n "$ms_base" && -n "$bench_ms" ]]; then
-      row "ds $base: unrolled vs one element a thread" "-" "$(awk -v a="$bench_ms" -v b="$ms_base" 'BEGIN{printf "%.2fx faster", a/b}')"
+      row "ds $base: vectors vs one element a thread" "-" "$(awk -v a="$bench_ms" -v b="$ms_base" 'BEGIN{printf "%.2fx faster", a/b}')"
+    fi
+    bench_ds "$bundle" "$build" "$base-scalar" "$layers"
+    if [[ -n "$ms_base" && -n "$bench_ms" ]]; then
+      row "ds $base: vectors vs scalar groups" "-" "$(awk -v a="$bench_ms" -v b="$ms_base" 'BEGIN{printf "%.2fx faster", a/b}')"
     fi
   done
   local other what

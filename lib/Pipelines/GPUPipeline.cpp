@@ -50,6 +50,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.blockSize = blockSize;
   c.maxBlocks = maxBlocks;
   c.unroll = unroll;
+  c.vectorize = vectorize;
   c.nativeCasts = nativeCasts;
   c.index32 = index32;
   c.fuseRows = fuseRows;
@@ -178,6 +179,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   kernels.blockSize = config.blockSize;
   kernels.maxBlocks = config.maxBlocks;
   kernels.unroll = config.unroll;
+  kernels.vectorize = config.vectorize;
   kernels.fuseRows = config.fuseRows;
   kernels.fuseSiblings = config.fuseSiblings;
   pm.addPass(createConvertLinalgToGPUPass(kernels));

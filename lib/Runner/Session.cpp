@@ -584,6 +584,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.emulateKernels = options.gpuEmulateKernels;
       gpu.maxBlocks = options.gpuMaxBlocks;
       gpu.unroll = options.gpuUnroll;
+      gpu.vectorize = options.gpuVectorize;
       gpu.nativeCasts = options.gpuNativeCasts;
       gpu.index32 = options.gpuIndex32;
       gpu.fuseRows = options.gpuFuseRows;

@@ -80,6 +80,13 @@ cl::opt<int64_t> gpuUnroll(
              "(ds-gpu-pipeline's unroll; default 0: 16 bytes' worth of the "
              "widest element, 2 to 8; 1 to compare)"),
     cl::init(0), cl::cat(runCat));
+cl::opt<bool> gpuVectorize(
+    "gpu-vectorize",
+    cl::desc("With --device cuda: elementwise kernels over buffers "
+             "contiguous along the innermost dimension load and store "
+             "16-byte vectors (ds-gpu-pipeline's vectorize; default true, "
+             "=false to compare)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<bool> gpuNativeCasts(
     "gpu-native-casts",
     cl::desc("With --device cuda: convert bf16/f16 (sm_80+) and FP8 "
@@ -613,6 +620,7 @@ int main(int argc, char **argv) {
   if (device == "cpu")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
+             &gpuVectorize,
              &gpuNativeCasts, &gpuIndex32, &gpuFuseRows, &gpuFuseSiblings,
              &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
@@ -668,6 +676,7 @@ int main(int argc, char **argv) {
   prepare.gpuEmulateKernels = gpuEmulateKernels;
   prepare.gpuMaxBlocks = gpuMaxBlocks;
   prepare.gpuUnroll = gpuUnroll;
+  prepare.gpuVectorize = gpuVectorize;
   prepare.gpuNativeCasts = gpuNativeCasts;
   prepare.gpuIndex32 = gpuIndex32;
   prepare.gpuFuseRows = gpuFuseRows;

@@ -191,9 +191,12 @@ def ConvertLinalgToGPUPass
     - everything else (elementwise chains, fills, copies, transposes, and
       reductions it cannot parallelise, serial per output) becomes a 1-D
       grid-stride loop over its parallel iteration space with
-      `block-size` threads per block; an elementwise one takes `unroll`
-      elements a grid stride apart per thread and iteration, and loads
-      them all before it stores any.
+      `block-size` threads per block. An elementwise one over buffers
+      contiguous along the innermost dimension (broadcasts and outer
+      permutations included) moves 16-byte vectors (`vectorize`) when its
+      buffers are 16-byte aligned, which it checks at run time; otherwise
+      it takes `unroll` elements a grid stride apart per thread and
+      iteration, and loads them all before it stores any.
     Host memory operations follow the data: `memref.alloc`/`dealloc`
     become `gpu.alloc`/`gpu.dealloc`, contiguous copies `gpu.memcpy` (any
     other copy a kernel), constants used by kernels are cloned into them
@@ -211,6 +214,9 @@ def ConvertLinalgToGPUPass
            "Elements per thread per iteration of an elementwise kernel, "
            "their loads issued together (0: 16 bytes' worth of the widest "
            "element, 2 to 8; 1: one at a time)">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Elementwise kernels over contiguous buffers load and store "
+           "16-byte vectors (false: one element an access)">,
     Option<"fuseRows", "fuse-rows", "bool", /*default=*/"true",
            "Run consecutive row-wise ops over the same rows as one "
            "block-per-row launch">,
@@ -223,7 +229,8 @@ def ConvertLinalgToGPUPass
                            "::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
-                           "::mlir::memref::MemRefDialect"];
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def EmulateGPUKernelsPass

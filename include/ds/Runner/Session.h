@@ -73,6 +73,8 @@ struct PrepareOptions {
   /// Elements per thread per iteration of an elementwise kernel
   /// (ds-gpu-pipeline's unroll; 0: from the element types).
   int64_t gpuUnroll = 0;
+  /// Elementwise kernels on 16-byte vectors (ds-gpu-pipeline's vectorize).
+  bool gpuVectorize = true;
   /// Narrow-float casts in kernels as the chip's instructions
   /// (ds-gpu-pipeline's native-casts).
   bool gpuNativeCasts = true;

@@ -24,6 +24,9 @@ struct LaunchShape {
   /// Elements per thread per iteration of an elementwise grid-stride loop
   /// (unrollFactor); 0 picks it from the element types.
   int64_t unroll = 0;
+  /// Elementwise loops over contiguous buffers move 16-byte vectors
+  /// (buildVectorElementwiseLaunch, VectorKernels.h).
+  bool vectorize = true;
 };
 
 /// The most elements per thread per iteration of an elementwise loop.

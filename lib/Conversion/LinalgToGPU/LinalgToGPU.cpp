@@ -11,6 +11,7 @@
 #include "GPUKernelBuilders.h"
 #include "ReductionSiblings.h"
 #include "RowGroups.h"
+#include "VectorKernels.h"
 
 #include "ds/Conversion/Passes.h"
 
@@ -327,20 +328,20 @@ void convertParallelLoops(func::FuncOp f, const LaunchShape &shape) {
         p.getBody()
             ->walk([](LoopLikeOpInterface) { return WalkResult::interrupt(); })
             .wasInterrupted();
-    buildGridStrideLaunch(
-        b, loc, total, shape,
-        [&](OpBuilder &kb, Location l, Value i) {
-          SmallVector<Value> idx = delinearize(kb, l, i, counts);
-          IRMapping map;
-          for (auto [d, iv] : llvm::enumerate(p.getInductionVars())) {
-            Value scaled = arith::MulIOp::create(kb, l, idx[d], p.getStep()[d]);
-            map.map(iv,
-                    arith::AddIOp::create(kb, l, p.getLowerBound()[d], scaled));
-          }
-          for (Operation &op : p.getBody()->without_terminator())
-            kb.clone(op, map);
-        },
-        /*elementwise=*/!hasInnerLoop, shape.unroll);
+    auto element = [&](OpBuilder &kb, Location l, Value i) {
+      SmallVector<Value> idx = delinearize(kb, l, i, counts);
+      IRMapping map;
+      for (auto [d, iv] : llvm::enumerate(p.getInductionVars())) {
+        Value scaled = arith::MulIOp::create(kb, l, idx[d], p.getStep()[d]);
+        map.map(iv, arith::AddIOp::create(kb, l, p.getLowerBound()[d], scaled));
+      }
+      for (Operation &op : p.getBody()->without_terminator())
+        kb.clone(op, map);
+    };
+    if (!(shape.vectorize && !hasInnerLoop &&
+          buildVectorElementwiseLaunch(b, p, shape, element)))
+      buildGridStrideLaunch(b, loc, total, shape, element,
+                            /*elementwise=*/!hasInnerLoop, shape.unroll);
     p.erase();
   }
 }
@@ -622,7 +623,7 @@ struct ConvertLinalgToGPUPass
                          << static_cast<int64_t>(unroll) << ")";
       return signalPassFailure();
     }
-    LaunchShape shape{blockSize, maxBlocks, unroll};
+    LaunchShape shape{blockSize, maxBlocks, unroll, vectorize};
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal())
         continue;

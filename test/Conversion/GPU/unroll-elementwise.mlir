@@ -1,9 +1,11 @@
-// RUN: ds-opt %s --convert-linalg-to-ds-gpu --canonicalize --split-input-file | FileCheck %s
-// RUN: ds-opt %s --convert-linalg-to-ds-gpu=unroll=1 --canonicalize --split-input-file | FileCheck %s --check-prefix=ONE
-// RUN: ds-opt %s --convert-linalg-to-ds-gpu=unroll=3 --canonicalize --split-input-file | FileCheck %s --check-prefix=THREE
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu=vectorize=false --canonicalize --split-input-file | FileCheck %s
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu="unroll=1 vectorize=false" --canonicalize --split-input-file | FileCheck %s --check-prefix=ONE
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu="unroll=3 vectorize=false" --canonicalize --split-input-file | FileCheck %s --check-prefix=THREE
 // RUN: not ds-opt %s --convert-linalg-to-ds-gpu=unroll=17 --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
 
-// An elementwise kernel's thread takes several elements a grid stride
+// Without 16-byte vectors (vectorize=false; vector-elementwise.mlir has
+// them), and where a kernel's buffers are not aligned for them: an
+// elementwise kernel's thread takes several elements a grid stride
 // apart per iteration and loads them all before it stores any, so that
 // it has that many loads in flight (a store would stop a later load from
 // passing it: the buffers may alias); the elements past the last full

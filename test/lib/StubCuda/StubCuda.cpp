@@ -19,7 +19,11 @@
 //     address for the graph's life, as the driver's graph memory does.
 // Environment: DS_STUB_CUDA_DEVICES (default 1) devices, DS_STUB_CUDA_CC
 // (default 90) their compute capability, DS_STUB_CUDA_FAIL a comma-separated
-// list of functions (unversioned names) that fail.
+// list of functions (unversioned names) that fail, DS_STUB_CUDA_MISALIGN
+// (default 0, below 256) bytes past a 256-byte boundary at which every
+// device allocation starts (where the driver's start at 0): the kernels'
+// paths for buffers that are not 16-byte aligned (a view into a buffer a
+// user passes), run on every buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +35,7 @@
 #include <cuda.h>
 #pragma GCC visibility pop
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -97,11 +102,14 @@ State &state() {
   return *s;
 }
 
+size_t deviceMisalignment();
+void release(void *p, size_t shift);
+
 GraphData::~GraphData() {
   std::lock_guard<std::mutex> lock(state().mutex);
   for (void *p : memory) {
     state().device.erase(reinterpret_cast<uintptr_t>(p));
-    std::free(p);
+    release(p, deviceMisalignment());
   }
 }
 
@@ -171,18 +179,31 @@ CUresult enqueue(const void *stream, const char *line,
   return CUDA_SUCCESS;
 }
 
-void *allocate(size_t bytes) {
+/// DS_STUB_CUDA_MISALIGN, read once.
+size_t deviceMisalignment() {
+  static const size_t shift =
+      static_cast<size_t>(std::clamp(envInt("DS_STUB_CUDA_MISALIGN", 0), 0, 255));
+  return shift;
+}
+
+/// Frees what allocate(bytes, shift) returned.
+void release(void *p, size_t shift) {
+  std::free(static_cast<char *>(p) - shift);
+}
+
+void *allocate(size_t bytes, size_t shift = 0) {
   // 256-byte aligned, as the driver's allocations are. Zeroed, so that
   // what the do-nothing kernels leave behind is deterministic (a loss of
   // 0, not whatever the heap held: the runners stop on a non-finite loss).
   // With DS_STUB_CUDA_POISON set, all ones instead (NaN as a float, -1 as
   // an integer): emulated kernels that read memory nothing wrote, which a
   // GPU leaves undefined, then show it rather than reading zeros.
-  size_t rounded = (bytes + 255) / 256 * 256;
+  size_t rounded = (bytes + shift + 255) / 256 * 256;
   void *p = std::aligned_alloc(256, rounded);
-  if (p)
-    std::memset(p, std::getenv("DS_STUB_CUDA_POISON") ? 0xff : 0, rounded);
-  return p;
+  if (!p)
+    return nullptr;
+  std::memset(p, std::getenv("DS_STUB_CUDA_POISON") ? 0xff : 0, rounded);
+  return static_cast<char *>(p) + shift;
 }
 
 CUresult allocateDevice(const char *fn, CUdeviceptr *ptr, size_t bytes,
@@ -195,7 +216,7 @@ CUresult allocateDevice(const char *fn, CUdeviceptr *ptr, size_t bytes,
   auto *capture = captureOf(stream);
   if (capture && (*capture)->invalidated)
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-  void *p = allocate(bytes);
+  void *p = allocate(bytes, deviceMisalignment());
   if (!p)
     return CUDA_ERROR_OUT_OF_MEMORY;
   {
@@ -257,7 +278,7 @@ CUresult freeDevice(const char *fn, CUdeviceptr ptr, const void *stream) {
     bytes = it->second;
     state().device.erase(it);
   }
-  std::free(reinterpret_cast<void *>(ptr));
+  release(reinterpret_cast<void *>(ptr), deviceMisalignment());
   if (std::strcmp(fn, "cuMemFreeAsync") == 0)
     logLine("%s ptr=%p bytes=%zu stream=%s", fn, reinterpret_cast<void *>(ptr),
             bytes, STREAM(stream));
