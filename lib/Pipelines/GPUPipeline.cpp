@@ -212,8 +212,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   // kernels are outlined (the host's are emulated, as LLVM's x86 bf16
   // rounding is a libcall). Emulated kernels run on the host, so there
   // everything is emulated.
-  bool nativeCasts =
-      config.nativeCasts && !config.emulateKernels && sm >= 80;
+  bool nativeCasts = config.nativeCasts && !config.emulateKernels && sm >= 80;
   if (!nativeCasts)
     pm.addPass(createEmulateNarrowFloatsPass());
   // Testing without a GPU: the kernels as host loops (nothing is outlined).

@@ -620,9 +620,8 @@ int main(int argc, char **argv) {
   if (device == "cpu")
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
-             &gpuVectorize,
-             &gpuNativeCasts, &gpuIndex32, &gpuFuseRows, &gpuFuseSiblings,
-             &gpuLaunchReport, &cudaGraphs})
+             &gpuVectorize, &gpuNativeCasts, &gpuIndex32, &gpuFuseRows,
+             &gpuFuseSiblings, &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");

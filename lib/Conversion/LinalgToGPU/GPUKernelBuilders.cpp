@@ -16,6 +16,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/bit.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
 
@@ -33,6 +35,19 @@ SmallVector<Value> mlir::ds::gpu_kernels::delinearize(OpBuilder &b,
     linear = arith::DivUIOp::create(b, loc, linear, sizes[d]);
   }
   return idx;
+}
+
+std::pair<Value, Value>
+mlir::ds::gpu_kernels::gridStrideStart(OpBuilder &b, Location loc,
+                                       gpu::LaunchOp launch) {
+  Value first = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, launch.getBlockIds().x,
+                            launch.getBlockSize().x),
+      launch.getThreadIds().x);
+  Value stride = arith::MulIOp::create(b, loc, launch.getGridSize().x,
+                                       launch.getBlockSize().x);
+  return {first, stride};
 }
 
 int64_t mlir::ds::gpu_kernels::buildStridedLoop(
@@ -100,13 +115,8 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildGridStrideLaunch(
   int64_t used = 1;
   gpu::LaunchOp launch = buildLaunch(
       b, loc, gridFor(1), threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
-        Value first = arith::AddIOp::create(
-            kb, loc,
-            arith::MulIOp::create(kb, loc, launch.getBlockIds().x,
-                                  launch.getBlockSize().x),
-            launch.getThreadIds().x);
-        Value stride = arith::MulIOp::create(kb, loc, launch.getGridSize().x,
-                                             launch.getBlockSize().x);
+        Value first, stride;
+        std::tie(first, stride) = gridStrideStart(kb, loc, launch);
         // A one-block launch (at most 16 elements a thread) joins the
         // one-block chains of a step's bookkeeping (ds-merge-gpu-launches),
         // where every group's addresses would add to one kernel's

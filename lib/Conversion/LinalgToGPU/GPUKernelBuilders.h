@@ -15,6 +15,8 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 
+#include <utility>
+
 namespace mlir::ds::gpu_kernels {
 
 /// Threads per block and the grid's cap (grid-stride loops cover the rest).
@@ -42,6 +44,11 @@ SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
 /// one-block launch can join the one-block launches around it
 /// (ds-merge-gpu-launches), as the FP8 amax history's updates do.
 constexpr int64_t kOneBlockElements = 4096;
+
+/// A 1-D launch's grid-stride loop start for the thread (its global index
+/// along x) and its stride (the grid's threads along x).
+std::pair<Value, Value> gridStrideStart(OpBuilder &b, Location loc,
+                                        gpu::LaunchOp launch);
 
 /// Emits `for (i = lb; i < ub; i += stride) body(b, loc, i)` as a loop
 /// nothing reorders. `unroll` (0: unrollFactor's choice, 1: none, N: N)

@@ -18,6 +18,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
 
@@ -178,9 +180,8 @@ void cloneVector(OpBuilder &b, Location loc, Block &body,
   for (auto [iv, index] : llvm::zip(ivs, at))
     shared.map(iv, index);
   auto indices = [&](Operation *op) {
-    return llvm::map_to_vector(accessIndices(op), [&](Value v) {
-      return shared.lookupOrDefault(v);
-    });
+    return llvm::map_to_vector(
+        accessIndices(op), [&](Value v) { return shared.lookupOrDefault(v); });
   };
   DenseMap<Operation *, Value> loaded;
   SmallVector<memref::StoreOp> stores;
@@ -214,8 +215,8 @@ void cloneVector(OpBuilder &b, Location loc, Block &body,
   }
   for (memref::StoreOp store : stores) {
     Type element = store.getValueToStore().getType();
-    Value vector = vector::FromElementsOp::create(b, loc, vectorOf(element),
-                                                  lanes[store]);
+    Value vector =
+        vector::FromElementsOp::create(b, loc, vectorOf(element), lanes[store]);
     vector::StoreOp::create(b, loc, vector, store.getMemRef(), indices(store),
                             /*nontemporal=*/false, alignment(element));
   }
@@ -227,8 +228,8 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(
     OpBuilder &b, scf::ParallelOp p, const LaunchShape &shape,
     function_ref<void(OpBuilder &, Location, Value)> element) {
   // linalg's loops index through affine.apply of identity maps.
-  for (auto apply : llvm::make_early_inc_range(
-           p.getBody()->getOps<affine::AffineApplyOp>()))
+  for (auto apply :
+       llvm::make_early_inc_range(p.getBody()->getOps<affine::AffineApplyOp>()))
     if (apply.getAffineMap().isIdentity()) {
       apply.replaceAllUsesWith(apply.getMapOperands().front());
       apply.erase();
@@ -246,13 +247,8 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(
       b, loc, indexConstant(b, loc, blocks),
       indexConstant(b, loc, shape.blockSize),
       [&](OpBuilder &kb, gpu::LaunchOp launch) {
-        Value first = arith::AddIOp::create(
-            kb, loc,
-            arith::MulIOp::create(kb, loc, launch.getBlockIds().x,
-                                  launch.getBlockSize().x),
-            launch.getThreadIds().x);
-        Value stride = arith::MulIOp::create(kb, loc, launch.getGridSize().x,
-                                             launch.getBlockSize().x);
+        Value first, stride;
+        std::tie(first, stride) = gridStrideStart(kb, loc, launch);
         // Every buffer's address a multiple of 16 (the static offsets and
         // strides are whole vectors): the same answer in every thread.
         Value low = indexConstant(kb, loc, 0);
@@ -262,16 +258,16 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(
               memref::ExtractAlignedPointerAsIndexOp::create(kb, loc, buffer));
         low = arith::AndIOp::create(kb, loc, low,
                                     indexConstant(kb, loc, kVectorBytes - 1));
-        Value aligned =
-            arith::CmpIOp::create(kb, loc, arith::CmpIPredicate::eq, low,
-                                  indexConstant(kb, loc, 0));
+        Value aligned = arith::CmpIOp::create(kb, loc, arith::CmpIPredicate::eq,
+                                              low, indexConstant(kb, loc, 0));
         scf::IfOp::create(
             kb, loc, aligned,
             [&](OpBuilder &tb, Location l) {
               // Vector g of the space whose innermost extent is in vectors.
-              SmallVector<Value> extents = llvm::map_to_vector(
-                  plan->counts,
-                  [&](int64_t c) { return indexConstant(tb, l, c); });
+              SmallVector<Value> extents =
+                  llvm::map_to_vector(plan->counts, [&](int64_t c) {
+                    return indexConstant(tb, l, c);
+                  });
               extents.back() =
                   indexConstant(tb, l, plan->counts.back() / plan->width);
               scf::ForOp::create(
@@ -287,9 +283,8 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(
               scf::YieldOp::create(tb, l);
             },
             [&](OpBuilder &eb, Location l) {
-              buildStridedLoop(eb, l, first,
-                               indexConstant(eb, l, plan->total), stride,
-                               shape.unroll, element);
+              buildStridedLoop(eb, l, first, indexConstant(eb, l, plan->total),
+                               stride, shape.unroll, element);
               scf::YieldOp::create(eb, l);
             });
       });

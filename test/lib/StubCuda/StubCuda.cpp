@@ -181,8 +181,8 @@ CUresult enqueue(const void *stream, const char *line,
 
 /// DS_STUB_CUDA_MISALIGN, read once.
 size_t deviceMisalignment() {
-  static const size_t shift =
-      static_cast<size_t>(std::clamp(envInt("DS_STUB_CUDA_MISALIGN", 0), 0, 255));
+  static const size_t shift = static_cast<size_t>(
+      std::clamp(envInt("DS_STUB_CUDA_MISALIGN", 0), 0, 255));
   return shift;
 }
 
