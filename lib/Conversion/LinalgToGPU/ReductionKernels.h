@@ -144,11 +144,12 @@ struct Reduction {
     }
   }
 
-  /// The elements from `first` to `end` by `step`, folded from the
-  /// identity, for output `parIdx`.
+  /// The elements from `first` to `end` by `step`, folded from `init` (null:
+  /// the identity), for output `parIdx`.
   Value foldRange(OpBuilder &b, Location loc, ArrayRef<Value> parIdx,
-                  Value first, Value end, Value step) {
-    Value init = arith::ConstantOp::create(b, loc, identity);
+                  Value first, Value end, Value step, Value init = {}) {
+    if (!init)
+      init = arith::ConstantOp::create(b, loc, identity);
     auto loop = scf::ForOp::create(
         b, loc, first, end, step, ValueRange{init},
         [&](OpBuilder &rb, Location l, Value r, ValueRange acc) {

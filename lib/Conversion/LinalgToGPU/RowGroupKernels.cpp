@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GenericVectors.h"
 #include "ReductionKernels.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -229,6 +230,37 @@ Value foldCachedRow(OpBuilder &b, Location loc, Reduction &red,
   return acc;
 }
 
+/// A row reduction member's part of the row, in vectors where `aligned`
+/// holds: vectors `first`, `first + step`, ... of the row's `numRed`
+/// elements, folded in order from the identity, lane by lane; elsewhere
+/// elements `first`, `first + step`, ... one at a time. Both loops are
+/// there, the one not taken running no iteration: a branch that yields
+/// the partial result made ptxas keep a stack frame in a layer norm's
+/// gradient.
+Value foldRowVectors(OpBuilder &b, Location loc, Reduction &red,
+                     const GenericVectors &plan, ArrayRef<Value> rowIdx,
+                     Value first, int64_t numRed, Value step, Value aligned) {
+  Value init = arith::ConstantOp::create(b, loc, red.identity);
+  Value zero = indexConstant(b, loc, 0);
+  Value vectors = arith::SelectOp::create(
+      b, loc, aligned, indexConstant(b, loc, numRed / plan.width), zero);
+  auto loop = scf::ForOp::create(
+      b, loc, first, vectors, step, ValueRange{init},
+      [&](OpBuilder &rb, Location l, Value v, ValueRange acc) {
+        Value c =
+            arith::MulIOp::create(rb, l, v, indexConstant(rb, l, plan.width));
+        SmallVector<Value> redIdx = delinearize(rb, l, c, red.redSizes);
+        scf::YieldOp::create(rb, l,
+                             emitGenericVector(rb, l, plan,
+                                               red.loopIndices(rowIdx, redIdx),
+                                               &red, acc[0]));
+      });
+  Value elements = arith::SelectOp::create(b, loc, aligned, zero,
+                                           indexConstant(b, loc, numRed));
+  return red.foldRange(b, loc, rowIdx, first, elements, step,
+                       loop.getResult(0));
+}
+
 } // namespace
 
 void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
@@ -263,15 +295,52 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
           else
             cache->load(ob, l, rowIdx, team.first, redSizes);
         }
+        // Without a cache, the members over a contiguous row move 16-byte
+        // vectors of it (GenericVectors.h), all behind one check that
+        // their buffers are aligned (else the scalar loops below).
+        SmallVector<std::optional<GenericVectors>> vectors(ops.size());
+        SmallVector<Value> vectorBuffers;
+        for (auto [i, op] : llvm::enumerate(ops)) {
+          auto generic = dyn_cast<linalg::GenericOp>(op);
+          if (cache || !shape.vectorize || !generic || memberRank(op) != rank)
+            continue;
+          bool reduction = generic.getNumReductionLoops() > 0;
+          unsigned innermost = rank - 1;
+          if (reduction) {
+            SmallVector<unsigned> redDims;
+            for (auto [d, it] :
+                 llvm::enumerate(generic.getIteratorTypesArray()))
+              if (it == utils::IteratorType::reduction)
+                redDims.push_back(d);
+            innermost = redDims.back();
+          }
+          vectors[i] =
+              planGenericVectors(generic, innermost, reduced.back(), reduction);
+          if (vectors[i])
+            for (Value v : vectors[i]->buffers)
+              if (!llvm::is_contained(vectorBuffers, v))
+                vectorBuffers.push_back(v);
+        }
+        Value aligned = vectorBuffers.empty()
+                            ? Value()
+                            : buffersAligned(ob, l, vectorBuffers);
         for (auto [i, member] : llvm::enumerate(ops)) {
           Operation *op = member; // captured by the lambdas below
+          const std::optional<GenericVectors> &inVector = vectors[i];
           Location ol = op->getLoc();
           auto generic = dyn_cast<linalg::GenericOp>(op);
           if (generic && generic.getNumReductionLoops() > 0) {
             Reduction red(ob, generic);
-            Value partial = cache ? foldCachedRow(ob, ol, red, *cache)
-                                  : red.foldRange(ob, ol, rowIdx, team.first,
-                                                  numRedValue, team.stride);
+            Value partial;
+            if (cache)
+              partial = foldCachedRow(ob, ol, red, *cache);
+            else if (inVector)
+              partial =
+                  foldRowVectors(ob, ol, red, *inVector, rowIdx, team.first,
+                                 numRed, team.stride, aligned);
+            else
+              partial = red.foldRange(ob, ol, rowIdx, team.first, numRedValue,
+                                      team.stride);
             Value total = team.combine(ob, ol, partial, red.kind);
             RowTeam::emitIf(ob, ol, team.leader,
                             [&](OpBuilder &ib, Location il) {
@@ -302,13 +371,45 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
           } else {
             // The row's elements, strided over the team's threads, several
             // loaded at once.
-            RowTeam::emitIf(ob, ol, team.real, [&](OpBuilder &ib, Location il) {
+            auto scalars = [&](OpBuilder &ib, Location il) {
               buildStridedLoop(
                   ib, il, team.first, numRedValue, team.stride, shape.unroll,
                   [&](OpBuilder &eb, Location el, Value c) {
                     SmallVector<Value> ivs(rowIdx);
                     llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
                     emitMemberIteration(eb, el, op, ivs);
+                  });
+            };
+            // Or vectors of the row, strided over the team's threads.
+            auto inVectors = [&](OpBuilder &ib, Location il) {
+              const GenericVectors &plan = *inVector;
+              scf::ForOp::create(
+                  ib, il, team.first,
+                  indexConstant(ib, il, numRed / plan.width), team.stride,
+                  ValueRange{},
+                  [&](OpBuilder &fb, Location fl, Value v, ValueRange) {
+                    Value c = arith::MulIOp::create(
+                        fb, fl, v, indexConstant(fb, fl, plan.width));
+                    SmallVector<Value> ivs(rowIdx);
+                    llvm::append_range(ivs, delinearize(fb, fl, c, redSizes));
+                    emitGenericVector(fb, fl, plan, ivs);
+                    scf::YieldOp::create(fb, fl);
+                  });
+            };
+            RowTeam::emitIf(ob, ol, team.real, [&](OpBuilder &ib, Location il) {
+              if (!inVector) {
+                scalars(ib, il);
+                return;
+              }
+              scf::IfOp::create(
+                  ib, il, aligned,
+                  [&](OpBuilder &tb, Location tl) {
+                    inVectors(tb, tl);
+                    scf::YieldOp::create(tb, tl);
+                  },
+                  [&](OpBuilder &eb, Location el) {
+                    scalars(eb, el);
+                    scf::YieldOp::create(eb, el);
                   });
             });
           }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "VectorKernels.h"
+#include "GenericVectors.h"
 #include "KernelUtils.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -25,6 +26,18 @@ using namespace mlir::ds::gpu_kernels;
 
 namespace {
 
+Value accessedBuffer(Operation *op) {
+  if (auto load = dyn_cast<memref::LoadOp>(op))
+    return load.getMemRef();
+  return cast<memref::StoreOp>(op).getMemRef();
+}
+
+ValueRange accessIndices(Operation *op) {
+  if (auto load = dyn_cast<memref::LoadOp>(op))
+    return load.getIndices();
+  return cast<memref::StoreOp>(op).getIndices();
+}
+
 /// How a qualifying loop's kernel reads and writes.
 struct VectorPlan {
   SmallVector<int64_t> counts;
@@ -39,46 +52,6 @@ struct VectorPlan {
   /// The buffers of the vector accesses, each once.
   SmallVector<Value> buffers;
 };
-
-/// Bytes of an element a vector may hold: 1, 2, 4 or 8.
-std::optional<int64_t> elementBytes(Type t) {
-  if (!t.isIntOrFloat())
-    return std::nullopt;
-  unsigned bits = t.getIntOrFloatBitWidth();
-  if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
-    return std::nullopt;
-  return bits / 8;
-}
-
-Value accessedBuffer(Operation *op) {
-  if (auto load = dyn_cast<memref::LoadOp>(op))
-    return load.getMemRef();
-  return cast<memref::StoreOp>(op).getMemRef();
-}
-
-ValueRange accessIndices(Operation *op) {
-  if (auto load = dyn_cast<memref::LoadOp>(op))
-    return load.getIndices();
-  return cast<memref::StoreOp>(op).getIndices();
-}
-
-/// Whether vectors of `width` elements of `buffer` start at multiples of
-/// `width` elements from its aligned pointer: a static layout whose
-/// innermost stride is 1 and whose other strides and offset are multiples
-/// of `width`.
-bool holdsVectors(Value buffer, int64_t width) {
-  auto type = cast<MemRefType>(buffer.getType());
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (type.getRank() == 0 ||
-      failed(type.getStridesAndOffset(strides, offset)) ||
-      ShapedType::isDynamic(offset) || strides.back() != 1 ||
-      offset % width != 0)
-    return false;
-  return llvm::all_of(strides, [&](int64_t s) {
-    return !ShapedType::isDynamic(s) && (s == 1 || s % width == 0);
-  });
-}
 
 std::optional<VectorPlan> planVectorLoop(scf::ParallelOp p) {
   VectorPlan plan;
@@ -132,7 +105,7 @@ std::optional<VectorPlan> planVectorLoop(scf::ParallelOp p) {
     Type element = isa<memref::LoadOp>(op)
                        ? op.getResult(0).getType()
                        : cast<memref::StoreOp>(op).getValueToStore().getType();
-    std::optional<int64_t> bytes = elementBytes(element);
+    std::optional<int64_t> bytes = vectorElementBytes(element);
     if (!bytes)
       return std::nullopt;
     widest = std::max(widest, *bytes);
@@ -174,7 +147,7 @@ void cloneVector(OpBuilder &b, Location loc, Block &body,
     return VectorType::get({plan.width}, element);
   };
   auto alignment = [&](Type element) {
-    return llvm::MaybeAlign(plan.width * *elementBytes(element));
+    return llvm::MaybeAlign(plan.width * *vectorElementBytes(element));
   };
   IRMapping shared;
   for (auto [iv, index] : llvm::zip(ivs, at))
@@ -224,6 +197,32 @@ void cloneVector(OpBuilder &b, Location loc, Block &body,
 
 } // namespace
 
+std::optional<int64_t> mlir::ds::gpu_kernels::vectorElementBytes(Type t) {
+  if (!t.isIntOrFloat())
+    return std::nullopt;
+  unsigned bits = t.getIntOrFloatBitWidth();
+  if (bits != 8 && bits != 16 && bits != 32 && bits != 64)
+    return std::nullopt;
+  return bits / 8;
+}
+
+bool mlir::ds::gpu_kernels::holdsVectors(Value buffer, int64_t width) {
+  auto type = cast<MemRefType>(buffer.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (type.getRank() == 0 ||
+      failed(type.getStridesAndOffset(strides, offset)) ||
+      ShapedType::isDynamic(offset) || strides.back() != 1 ||
+      offset % width != 0)
+    return false;
+  // The outer dimensions step by whole vectors (a unit one does not step).
+  for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+    if (type.getDimSize(d) != 1 &&
+        (ShapedType::isDynamic(strides[d]) || strides[d] % width != 0))
+      return false;
+  return true;
+}
+
 gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(
     OpBuilder &b, scf::ParallelOp p, const LaunchShape &shape,
     function_ref<void(OpBuilder &, Location, Value)> element) {
@@ -251,15 +250,7 @@ gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(
         std::tie(first, stride) = gridStrideStart(kb, loc, launch);
         // Every buffer's address a multiple of 16 (the static offsets and
         // strides are whole vectors): the same answer in every thread.
-        Value low = indexConstant(kb, loc, 0);
-        for (Value buffer : plan->buffers)
-          low = arith::OrIOp::create(
-              kb, loc, low,
-              memref::ExtractAlignedPointerAsIndexOp::create(kb, loc, buffer));
-        low = arith::AndIOp::create(kb, loc, low,
-                                    indexConstant(kb, loc, kVectorBytes - 1));
-        Value aligned = arith::CmpIOp::create(kb, loc, arith::CmpIPredicate::eq,
-                                              low, indexConstant(kb, loc, 0));
+        Value aligned = buffersAligned(kb, loc, plan->buffers);
         scf::IfOp::create(
             kb, loc, aligned,
             [&](OpBuilder &tb, Location l) {

@@ -22,6 +22,16 @@ namespace mlir::ds::gpu_kernels {
 /// The bytes a thread's vector access moves at most: one `ld.global.v4.b32`.
 constexpr int64_t kVectorBytes = 16;
 
+/// The bytes of an element a vector access may move: 1, 2, 4 or 8 (none
+/// for i1, index and other types).
+std::optional<int64_t> vectorElementBytes(Type t);
+
+/// Whether vectors of `width` elements of `buffer` start at multiples of
+/// `width` elements from its aligned pointer wherever the innermost index
+/// is a multiple of `width`: a static layout whose innermost stride is 1 and
+/// whose other strides and offset are multiples of `width`.
+bool holdsVectors(Value buffer, int64_t width);
+
 /// If the host loop `p` qualifies, builds its launch at `b`'s insertion
 /// point and returns it; otherwise builds nothing. `element(b, loc, i)`
 /// clones p's body for the element of linear index i (row-major over p's

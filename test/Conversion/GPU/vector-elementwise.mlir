@@ -198,6 +198,56 @@ func.func @offset2(%x: memref<10000xf32, strided<[1], offset: 2>>, %y: memref<10
 
 // -----
 
+// A row group (a block per row here): its members over the row move
+// vectors too, behind one alignment check for all of them. The row's
+// maximum folds each thread's vectors lane by lane; where the buffers are
+// misaligned, the vector loop runs no iteration and the scalar one the
+// whole row (both bounds are selects, not a branch). The normalisation
+// reads the row's maximum once for its 4 lanes.
+// CHECK-LABEL: func.func @row_group
+// CHECK:         gpu.launch
+// CHECK:           arith.andi %{{.*}}, %c15
+// CHECK-NEXT:      %[[ALIGNED:.*]] = arith.cmpi eq
+// CHECK:           %[[NV:.*]] = arith.select %[[ALIGNED]], %c128, %c0
+// CHECK:           %[[PART:.*]] = scf.for %{{.*}} = %{{.*}} to %[[NV]] step %{{.*}} iter_args
+// CHECK:             vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<4096x512xf32>, vector<4xf32>
+// CHECK-COUNT-4:     arith.maximumf
+// CHECK:           %[[NS:.*]] = arith.select %[[ALIGNED]], %c0, %c512
+// CHECK:           %[[ALL:.*]] = scf.for %{{.*}} = %{{.*}} to %[[NS]] step %{{.*}} iter_args(%{{.*}} = %[[PART]])
+// CHECK:             memref.load %arg0
+// CHECK:           gpu.all_reduce maximumf %[[ALL]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.if %[[ALIGNED]] {
+// CHECK:             scf.for %{{.*}} = %{{.*}} to %c128 step
+// CHECK:               vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<4096x512xf32>, vector<4xf32>
+// CHECK-NEXT:          memref.load %arg1
+// CHECK-NOT:           memref.load
+// CHECK:               vector.store %{{.*}}, %arg2[{{.*}}] {alignment = 8 : i64} : memref<4096x512xbf16>, vector<4xbf16>
+// CHECK:           } else {
+func.func @row_group(%x: memref<4096x512xf32>, %m: memref<4096xf32>, %y: memref<4096x512xbf16>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4096x512xf32>) outs(%m : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.maximumf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %m : memref<4096x512xf32>, memref<4096xf32>)
+      outs(%y : memref<4096x512xbf16>) {
+  ^bb0(%a: f32, %mx: f32, %o: bf16):
+    %d = arith.subf %a, %mx : f32
+    %e = math.exp %d : f32
+    %t = arith.truncf %e : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
 // No vectors: an odd offset; an innermost extent of 3; a buffer read
 // across the innermost dimension; i1 elements; the loop's indices used as
 // values; a one-block launch (4096 elements).

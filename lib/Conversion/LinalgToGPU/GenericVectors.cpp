@@ -1,0 +1,173 @@
+//===- GenericVectors.cpp - A linalg generic's iteration in vectors -------===//
+//
+// See GenericVectors.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GenericVectors.h"
+#include "ReductionKernels.h"
+#include "VectorKernels.h"
+
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::ds::gpu_kernels;
+
+namespace {
+
+/// Whether `map` reads along `innermost` as a vector access does: its last
+/// result is that dimension and no other result uses it. `uses`: whether
+/// it uses the dimension at all.
+bool vectorMap(AffineMap map, unsigned innermost, bool &uses) {
+  uses = map.isFunctionOfDim(innermost);
+  if (!uses || map.getNumResults() == 0)
+    return false;
+  auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+  if (!last || last.getPosition() != innermost)
+    return false;
+  return llvm::none_of(map.getResults().drop_back(), [&](AffineExpr e) {
+    return e.isFunctionOfDim(innermost);
+  });
+}
+
+} // namespace
+
+std::optional<GenericVectors> mlir::ds::gpu_kernels::planGenericVectors(
+    linalg::GenericOp op, unsigned innermost, int64_t innermostSize,
+    bool reduction) {
+  for (Operation &inner : op.getBody()->without_terminator())
+    if (!isMemoryEffectFree(&inner))
+      return std::nullopt;
+  GenericVectors plan;
+  plan.op = op;
+  plan.innermost = innermost;
+  plan.isVector.assign(op->getNumOperands(), false);
+  int64_t widest = 1, accesses = 0;
+  for (OpOperand &operand : op->getOpOperands()) {
+    bool isInit = op.isDpsInit(&operand);
+    if (isInit && reduction)
+      continue; // the accumulator
+    BlockArgument arg = op.getMatchingBlockArgument(&operand);
+    if (!isInit && arg.use_empty())
+      continue;
+    auto type = dyn_cast<MemRefType>(operand.get().getType());
+    if (!type) {
+      if (isInit)
+        return std::nullopt;
+      continue; // a scalar operand
+    }
+    bool uses = false;
+    bool vector =
+        vectorMap(op.getMatchingIndexingMap(&operand), innermost, uses);
+    if (!uses && !isInit)
+      continue; // one element for all lanes
+    std::optional<int64_t> bytes = vectorElementBytes(type.getElementType());
+    if (!vector || !bytes)
+      return std::nullopt;
+    widest = std::max(widest, *bytes);
+    ++accesses;
+    plan.isVector[operand.getOperandNumber()] = true;
+    if (!llvm::is_contained(plan.buffers, operand.get()))
+      plan.buffers.push_back(operand.get());
+  }
+  if (plan.buffers.empty())
+    return std::nullopt;
+  auto fits = [&](int64_t width) {
+    return accesses * width * widest <= kAccessesPerGroup * kVectorBytes &&
+           innermostSize % width == 0 &&
+           llvm::all_of(plan.buffers,
+                        [&](Value v) { return holdsVectors(v, width); });
+  };
+  plan.width = kVectorBytes / widest;
+  while (plan.width >= 2 && !fits(plan.width))
+    plan.width /= 2;
+  if (plan.width < 2)
+    return std::nullopt;
+  return plan;
+}
+
+Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
+                                               const GenericVectors &plan,
+                                               ArrayRef<Value> ivs,
+                                               Reduction *red, Value acc) {
+  linalg::GenericOp op = plan.op;
+  auto vectorOf = [&](Type element) {
+    return VectorType::get({plan.width}, element);
+  };
+  auto alignment = [&](Type element) {
+    return llvm::MaybeAlign(plan.width * *vectorElementBytes(element));
+  };
+  // What each block argument is: a vector (one lane each) or one value.
+  DenseMap<BlockArgument, Value> vectors;
+  IRMapping shared;
+  for (OpOperand &operand : op->getOpOperands()) {
+    BlockArgument arg = op.getMatchingBlockArgument(&operand);
+    if ((red && op.isDpsInit(&operand)) || arg.use_empty())
+      continue;
+    Value v = operand.get();
+    if (!isa<MemRefType>(v.getType())) {
+      shared.map(arg, v);
+      continue;
+    }
+    SmallVector<Value> idx =
+        applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
+    if (plan.isVector[operand.getOperandNumber()])
+      vectors[arg] = vector::LoadOp::create(b, loc, vectorOf(arg.getType()), v,
+                                            idx, /*nontemporal=*/false,
+                                            alignment(arg.getType()));
+    else
+      shared.map(arg, memref::LoadOp::create(b, loc, v, idx));
+  }
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+  SmallVector<SmallVector<Value>> lanes(yield.getNumOperands());
+  for (int64_t k = 0; k < plan.width; ++k) {
+    IRMapping map = shared;
+    for (auto [arg, vector] : vectors)
+      map.map(arg,
+              vector::ExtractOp::create(b, loc, vector, ArrayRef<int64_t>{k}));
+    if (red)
+      map.map(red->outArg, acc);
+    SmallVector<Value> laneIvs(ivs);
+    laneIvs[plan.innermost] = arith::AddIOp::create(b, loc, ivs[plan.innermost],
+                                                    indexConstant(b, loc, k));
+    for (Operation &inner : op.getBody()->without_terminator()) {
+      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+        map.map(index.getResult(), laneIvs[index.getDim()]);
+        continue;
+      }
+      b.clone(inner, map);
+    }
+    if (red) {
+      acc = map.lookup(red->comb->getResult(0));
+      continue;
+    }
+    for (auto [i, v] : llvm::enumerate(yield.getOperands()))
+      lanes[i].push_back(map.lookupOrDefault(v));
+  }
+  if (red)
+    return acc;
+  for (auto [init, values] : llvm::zip(op.getDpsInitsMutable(), lanes)) {
+    Type element = values.front().getType();
+    Value vector =
+        vector::FromElementsOp::create(b, loc, vectorOf(element), values);
+    SmallVector<Value> idx =
+        applyMap(b, loc, op.getMatchingIndexingMap(&init), ivs);
+    vector::StoreOp::create(b, loc, vector, init.get(), idx,
+                            /*nontemporal=*/false, alignment(element));
+  }
+  return {};
+}
+
+Value mlir::ds::gpu_kernels::buffersAligned(OpBuilder &b, Location loc,
+                                            ArrayRef<Value> buffers) {
+  Value low = indexConstant(b, loc, 0);
+  for (Value buffer : buffers)
+    low = arith::OrIOp::create(
+        b, loc, low,
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, buffer));
+  low = arith::AndIOp::create(b, loc, low,
+                              indexConstant(b, loc, kVectorBytes - 1));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, low,
+                               indexConstant(b, loc, 0));
+}

@@ -1,0 +1,72 @@
+//===- GenericVectors.h - A linalg generic's iteration in vectors -*- C++
+//-*-===//
+//
+// A row group's members (RowGroupKernels.cpp) iterate over a row's elements
+// one element at a time, each thread of the row's team striding over it.
+// Where the row is contiguous, a thread can take a 16-byte vector of it
+// instead (as VectorKernels.h does for host loops): one load or store
+// instruction per operand for several elements, and one address. These are
+// the pieces: which operands of a generic move vectors along a loop, and
+// one vector's iteration. Internal to lib/Conversion/LinalgToGPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_CONVERSION_LINALGTOGPU_GENERICVECTORS_H
+#define DS_LIB_CONVERSION_LINALGTOGPU_GENERICVECTORS_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Builders.h"
+
+#include <optional>
+
+namespace mlir::ds::gpu_kernels {
+
+struct Reduction;
+
+/// How a generic's iteration moves vectors along its loop `innermost`.
+struct GenericVectors {
+  linalg::GenericOp op;
+  unsigned innermost = 0;
+  /// Elements a vector: a power of two, at least 2.
+  int64_t width = 0;
+  /// Per operand (by number): whether it moves a vector. The others are read
+  /// once for all lanes (their maps do not use `innermost`), or are a
+  /// reduction's accumulator.
+  SmallVector<bool> isVector;
+  /// The buffers of the vector operands, each once.
+  SmallVector<Value> buffers;
+};
+
+/// Plans `op`'s iteration in vectors along loop `innermost` (of
+/// `innermostSize` iterations), or none. `reduction`: `op` is a parallel
+/// reduction whose accumulator is combined per element, not stored (its
+/// init is skipped); otherwise it is all-parallel and every output is
+/// stored at each element. Qualifies when its body touches no memory, and
+/// every operand read at each element (and every output stored) either
+/// does not use `innermost` or has it as its map's last result and nowhere
+/// else, on a buffer holdsVectors of the width. The width is 16 bytes of
+/// the widest vector element, halved until it divides `innermostSize` and
+/// the buffers' layouts, and while the vectors would hold more than
+/// kAccessesPerGroup x 16 bytes.
+std::optional<GenericVectors> planGenericVectors(linalg::GenericOp op,
+                                                 unsigned innermost,
+                                                 int64_t innermostSize,
+                                                 bool reduction);
+
+/// One vector of `plan.op`'s iteration at loop indices `ivs`, where
+/// ivs[innermost] is a multiple of the width: the operands loaded (vectors,
+/// or one element for all lanes), the body once per lane (linalg.index of
+/// the innermost loop gives the lane's own index). An all-parallel op's
+/// outputs are then stored as vectors and null is returned; for a
+/// reduction (`red`), `acc` combined with each lane in turn is returned.
+Value emitGenericVector(OpBuilder &b, Location loc, const GenericVectors &plan,
+                        ArrayRef<Value> ivs, Reduction *red = nullptr,
+                        Value acc = {});
+
+/// An i1 that holds when every buffer of `buffers` starts 16-byte aligned
+/// (the same in every thread).
+Value buffersAligned(OpBuilder &b, Location loc, ArrayRef<Value> buffers);
+
+} // namespace mlir::ds::gpu_kernels
+
+#endif // DS_LIB_CONVERSION_LINALGTOGPU_GENERICVECTORS_H
