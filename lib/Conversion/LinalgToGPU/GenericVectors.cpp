@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/MapVector.h"
 
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
@@ -99,7 +100,7 @@ Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
     return llvm::MaybeAlign(plan.width * *vectorElementBytes(element));
   };
   // What each block argument is: a vector (one lane each) or one value.
-  DenseMap<BlockArgument, Value> vectors;
+  llvm::MapVector<BlockArgument, Value> vectors; // in operand order
   IRMapping shared;
   for (OpOperand &operand : op->getOpOperands()) {
     BlockArgument arg = op.getMatchingBlockArgument(&operand);
