@@ -74,16 +74,8 @@ std::optional<GenericVectors> mlir::ds::gpu_kernels::planGenericVectors(
   }
   if (plan.buffers.empty())
     return std::nullopt;
-  auto fits = [&](int64_t width) {
-    return accesses * width * widest <= kAccessesPerGroup * kVectorBytes &&
-           innermostSize % width == 0 &&
-           llvm::all_of(plan.buffers,
-                        [&](Value v) { return holdsVectors(v, width); });
-  };
-  plan.width = kVectorBytes / widest;
-  while (plan.width >= 2 && !fits(plan.width))
-    plan.width /= 2;
-  if (plan.width < 2)
+  plan.width = chooseVectorWidth(widest, accesses, innermostSize, plan.buffers);
+  if (plan.width == 0)
     return std::nullopt;
   return plan;
 }
@@ -97,7 +89,7 @@ Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
     return VectorType::get({plan.width}, element);
   };
   auto alignment = [&](Type element) {
-    return llvm::MaybeAlign(plan.width * *vectorElementBytes(element));
+    return vectorAlignment(plan.width, element);
   };
   // What each block argument is: a vector (one lane each) or one value.
   llvm::MapVector<BlockArgument, Value> vectors; // in operand order

@@ -44,10 +44,8 @@ struct GenericVectors {
 /// stored at each element. Qualifies when its body touches no memory, and
 /// every operand read at each element (and every output stored) either
 /// does not use `innermost` or has it as its map's last result and nowhere
-/// else, on a buffer holdsVectors of the width. The width is 16 bytes of
-/// the widest vector element, halved until it divides `innermostSize` and
-/// the buffers' layouts, and while the vectors would hold more than
-/// kAccessesPerGroup x 16 bytes.
+/// else, on a buffer holdsVectors of the width, which is
+/// chooseVectorWidth's (VectorKernels.h), as for host loops.
 std::optional<GenericVectors> planGenericVectors(linalg::GenericOp op,
                                                  unsigned innermost,
                                                  int64_t innermostSize,

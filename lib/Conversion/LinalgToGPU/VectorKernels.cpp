@@ -117,21 +117,11 @@ std::optional<VectorPlan> planVectorLoop(scf::ParallelOp p) {
     if (!llvm::is_contained(plan.buffers, buffer))
       plan.buffers.push_back(buffer);
   }
-  if (!llvm::any_of(body.getOps<memref::StoreOp>(), [](auto) { return true; }))
+  if (body.getOps<memref::StoreOp>().empty())
     return std::nullopt;
-  // 16 bytes of the widest element, halved while the accesses' vectors
-  // would hold more than kAccessesPerGroup vectors' bytes in registers, or
-  // do not divide the innermost extent, or a buffer's layout.
-  plan.width = kVectorBytes / widest;
-  auto fits = [&](int64_t width) {
-    return accesses * width * widest <= kAccessesPerGroup * kVectorBytes &&
-           plan.counts.back() % width == 0 &&
-           llvm::all_of(plan.buffers,
-                        [&](Value v) { return holdsVectors(v, width); });
-  };
-  while (plan.width >= 2 && !fits(plan.width))
-    plan.width /= 2;
-  if (plan.width < 2)
+  plan.width =
+      chooseVectorWidth(widest, accesses, plan.counts.back(), plan.buffers);
+  if (plan.width == 0)
     return std::nullopt;
   return plan;
 }
@@ -147,7 +137,7 @@ void cloneVector(OpBuilder &b, Location loc, Block &body,
     return VectorType::get({plan.width}, element);
   };
   auto alignment = [&](Type element) {
-    return llvm::MaybeAlign(plan.width * *vectorElementBytes(element));
+    return vectorAlignment(plan.width, element);
   };
   IRMapping shared;
   for (auto [iv, index] : llvm::zip(ivs, at))
@@ -221,6 +211,27 @@ bool mlir::ds::gpu_kernels::holdsVectors(Value buffer, int64_t width) {
         (ShapedType::isDynamic(strides[d]) || strides[d] % width != 0))
       return false;
   return true;
+}
+
+int64_t mlir::ds::gpu_kernels::chooseVectorWidth(int64_t widest,
+                                                 int64_t accesses,
+                                                 int64_t innermostSize,
+                                                 ArrayRef<Value> buffers) {
+  auto fits = [&](int64_t width) {
+    return accesses * width * widest <= kAccessesPerGroup * kVectorBytes &&
+           innermostSize % width == 0 && llvm::all_of(buffers, [&](Value v) {
+             return holdsVectors(v, width);
+           });
+  };
+  int64_t width = kVectorBytes / widest;
+  while (width >= 2 && !fits(width))
+    width /= 2;
+  return width >= 2 ? width : 0;
+}
+
+llvm::MaybeAlign mlir::ds::gpu_kernels::vectorAlignment(int64_t width,
+                                                        Type element) {
+  return llvm::MaybeAlign(width * *vectorElementBytes(element));
 }
 
 gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(

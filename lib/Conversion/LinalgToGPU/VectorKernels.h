@@ -32,6 +32,19 @@ std::optional<int64_t> vectorElementBytes(Type t);
 /// whose other strides and offset are multiples of `width`.
 bool holdsVectors(Value buffer, int64_t width);
 
+/// The elements a vector takes when its accesses' widest element has
+/// `widest` bytes: 16 bytes' worth, halved while `accesses` vectors would
+/// hold more than kAccessesPerGroup x 16 bytes in registers, or it does not
+/// divide `innermostSize` or a buffer's layout (holdsVectors); 0 when that
+/// leaves fewer than 2.
+int64_t chooseVectorWidth(int64_t widest, int64_t accesses,
+                          int64_t innermostSize, ArrayRef<Value> buffers);
+
+/// The alignment a vector of `width` elements of `element` claims: its
+/// size, which holds where holdsVectors does and the buffer starts 16-byte
+/// aligned.
+llvm::MaybeAlign vectorAlignment(int64_t width, Type element);
+
 /// If the host loop `p` qualifies, builds its launch at `b`'s insertion
 /// point and returns it; otherwise builds nothing. `element(b, loc, i)`
 /// clones p's body for the element of linear index i (row-major over p's
