@@ -305,13 +305,11 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
           if (cache || !shape.vectorize || !generic || memberRank(op) != rank)
             continue;
           bool reduction = generic.getNumReductionLoops() > 0;
+          // A reduction's vectors run along its innermost reduced loop.
           unsigned innermost = rank - 1;
           if (reduction) {
             SmallVector<unsigned> redDims;
-            for (auto [d, it] :
-                 llvm::enumerate(generic.getIteratorTypesArray()))
-              if (it == utils::IteratorType::reduction)
-                redDims.push_back(d);
+            generic.getReductionDims(redDims);
             innermost = redDims.back();
           }
           vectors[i] =
