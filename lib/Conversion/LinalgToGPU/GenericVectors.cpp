@@ -83,7 +83,9 @@ std::optional<GenericVectors> mlir::ds::gpu_kernels::planGenericVectors(
 Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
                                                const GenericVectors &plan,
                                                ArrayRef<Value> ivs,
-                                               Reduction *red, Value acc) {
+                                               Reduction *red, Value acc,
+                                               GivenVector given,
+                                               SmallVectorImpl<Value> *loaded) {
   linalg::GenericOp op = plan.op;
   auto vectorOf = [&](Type element) {
     return VectorType::get({plan.width}, element);
@@ -103,14 +105,24 @@ Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
       shared.map(arg, v);
       continue;
     }
+    bool isVector = plan.isVector[operand.getOperandNumber()];
+    if (isVector && given.operand == &operand) {
+      vectors[arg] = given.vector;
+      continue;
+    }
     SmallVector<Value> idx =
         applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
-    if (plan.isVector[operand.getOperandNumber()])
+    if (isVector)
       vectors[arg] = vector::LoadOp::create(b, loc, vectorOf(arg.getType()), v,
                                             idx, /*nontemporal=*/false,
                                             alignment(arg.getType()));
     else
       shared.map(arg, memref::LoadOp::create(b, loc, v, idx));
+  }
+  if (loaded) {
+    loaded->assign(op->getNumOperands(), Value());
+    for (auto [arg, vector] : vectors)
+      (*loaded)[op.getMatchingOpOperand(arg)->getOperandNumber()] = vector;
   }
   auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
   SmallVector<SmallVector<Value>> lanes(yield.getNumOperands());
@@ -163,4 +175,74 @@ Value mlir::ds::gpu_kernels::buffersAligned(OpBuilder &b, Location loc,
                               indexConstant(b, loc, kVectorBytes - 1));
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, low,
                                indexConstant(b, loc, 0));
+}
+
+std::optional<ReductionVectors>
+mlir::ds::gpu_kernels::planReductionVectors(Reduction &red) {
+  SmallVector<int64_t> ranges = red.op.getStaticLoopRanges();
+  unsigned innermost = red.redDims.back();
+  if (red.numRedStatic <= 0 || ShapedType::isDynamic(ranges[innermost]))
+    return std::nullopt;
+  std::optional<GenericVectors> reduction = planGenericVectors(
+      red.op, innermost, ranges[innermost], /*reduction=*/true);
+  if (!reduction)
+    return std::nullopt;
+  ReductionVectors plan{*reduction, std::nullopt, reduction->buffers};
+  if (!red.sibling)
+    return plan;
+  SmallVector<int64_t> siblingRanges = red.sibling.getStaticLoopRanges();
+  unsigned siblingInnermost =
+      red.shared->sameLoops ? innermost : siblingRanges.size() - 1;
+  plan.sibling =
+      planGenericVectors(red.sibling, siblingInnermost,
+                         siblingRanges[siblingInnermost], /*reduction=*/false);
+  if (!plan.sibling)
+    return std::nullopt;
+  // Narrowing keeps a plan valid: a power of two that divides the extent
+  // and the layouts still does when halved.
+  int64_t width = std::min(plan.reduction.width, plan.sibling->width);
+  plan.reduction.width = plan.sibling->width = width;
+  for (Value v : plan.sibling->buffers)
+    if (!llvm::is_contained(plan.buffers, v))
+      plan.buffers.push_back(v);
+  return plan;
+}
+
+Value mlir::ds::gpu_kernels::foldVectorsOrElements(
+    OpBuilder &b, Location loc, Reduction &red, const ReductionVectors &plan,
+    ArrayRef<Value> parIdx, Value first, Value step, Value aligned) {
+  int64_t width = plan.reduction.width, numRed = red.numRedStatic;
+  Value init = arith::ConstantOp::create(b, loc, red.identity);
+  Value zero = indexConstant(b, loc, 0);
+  Value vectors = arith::SelectOp::create(
+      b, loc, aligned, indexConstant(b, loc, numRed / width), zero);
+  SmallVector<Value> siblingSizes;
+  if (plan.sibling)
+    for (int64_t size : red.sibling.getStaticLoopRanges())
+      siblingSizes.push_back(indexConstant(b, loc, size));
+  auto loop = scf::ForOp::create(
+      b, loc, first, vectors, step, ValueRange{init},
+      [&](OpBuilder &rb, Location l, Value v, ValueRange acc) {
+        Value c = arith::MulIOp::create(rb, l, v, indexConstant(rb, l, width));
+        SmallVector<Value> ivs =
+            red.loopIndices(parIdx, delinearize(rb, l, c, red.redSizes));
+        SmallVector<Value> loaded;
+        Value next = emitGenericVector(rb, l, plan.reduction, ivs, &red, acc[0],
+                                       {}, &loaded);
+        if (plan.sibling) {
+          // The sibling's lanes are the reduction's elements c, c + 1, ...:
+          // the shared tensor's vector is the one just loaded.
+          GivenVector given{red.shared->elementwise,
+                            loaded[red.shared->reduction->getOperandNumber()]};
+          SmallVector<Value> siblingIvs =
+              red.shared->sameLoops ? ivs : delinearize(rb, l, c, siblingSizes);
+          emitGenericVector(rb, l, *plan.sibling, siblingIvs, nullptr, {},
+                            given.vector ? given : GivenVector{});
+        }
+        scf::YieldOp::create(rb, l, next);
+      });
+  Value elements = arith::SelectOp::create(b, loc, aligned, zero,
+                                           indexConstant(b, loc, numRed));
+  return red.foldRange(b, loc, parIdx, first, elements, step,
+                       loop.getResult(0));
 }

@@ -51,15 +51,54 @@ std::optional<GenericVectors> planGenericVectors(linalg::GenericOp op,
                                                  int64_t innermostSize,
                                                  bool reduction);
 
+/// A vector an operand takes instead of loading its own: the one another
+/// op's iteration loaded from the same elements.
+struct GivenVector {
+  OpOperand *operand = nullptr;
+  Value vector;
+};
+
 /// One vector of `plan.op`'s iteration at loop indices `ivs`, where
 /// ivs[innermost] is a multiple of the width: the operands loaded (vectors,
-/// or one element for all lanes), the body once per lane (linalg.index of
-/// the innermost loop gives the lane's own index). An all-parallel op's
-/// outputs are then stored as vectors and null is returned; for a
-/// reduction (`red`), `acc` combined with each lane in turn is returned.
+/// or one element for all lanes; `given`'s operand takes its vector), the
+/// body once per lane (linalg.index of the innermost loop gives the lane's
+/// own index). An all-parallel op's outputs are then stored as vectors and
+/// null is returned; for a reduction (`red`), `acc` combined with each lane
+/// in turn is returned. `loaded`, when given, receives the vector each
+/// operand took, by operand number (null for the others).
 Value emitGenericVector(OpBuilder &b, Location loc, const GenericVectors &plan,
                         ArrayRef<Value> ivs, Reduction *red = nullptr,
-                        Value acc = {});
+                        Value acc = {}, GivenVector given = {},
+                        SmallVectorImpl<Value> *loaded = nullptr);
+
+/// How a parallel reduction's fold moves vectors along its innermost
+/// reduced loop, and with it the iterations of the sibling that runs in its
+/// kernel (ReductionSiblings.h), at the same width.
+struct ReductionVectors {
+  GenericVectors reduction;
+  std::optional<GenericVectors> sibling;
+  /// Both plans' buffers, each once: the ones buffersAligned checks.
+  SmallVector<Value> buffers;
+};
+
+/// Plans `red`'s fold in vectors (planGenericVectors along its last reduced
+/// loop, whose extent is static), and its sibling's iterations, if it has
+/// one: along the same loop when the two share their loops, else along the
+/// sibling's last loop (iteration k of each is element k of the shared
+/// tensor). The narrower width of the two; none if either has none.
+std::optional<ReductionVectors> planReductionVectors(Reduction &red);
+
+/// Output `parIdx`'s part of `red`'s fold (and its sibling's iterations),
+/// in vectors where `aligned` holds: vectors `first`, `first + step`, ...
+/// of the output's reduced elements, folded in order from the identity,
+/// lane by lane; elsewhere elements `first`, `first + step`, ... one at a
+/// time (Reduction::foldRange). Both loops are there, the one not taken
+/// running no iteration: a branch that yields the partial result made
+/// ptxas keep a stack frame in a layer norm's gradient.
+Value foldVectorsOrElements(OpBuilder &b, Location loc, Reduction &red,
+                            const ReductionVectors &plan,
+                            ArrayRef<Value> parIdx, Value first, Value step,
+                            Value aligned);
 
 /// An i1 that holds when every buffer of `buffers` starts 16-byte aligned
 /// (the same in every thread).

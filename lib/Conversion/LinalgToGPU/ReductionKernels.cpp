@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ReductionKernels.h"
+#include "GenericVectors.h"
 
 using namespace mlir;
 using namespace mlir::ds::gpu_kernels;
@@ -148,6 +149,26 @@ void mlir::ds::gpu_kernels::buildRowLaunch(
 
 namespace {
 
+/// `red`'s fold in vectors (GenericVectors.h), if the launch shape allows
+/// it and the reduction (and its sibling) qualify.
+std::optional<ReductionVectors> reductionVectors(Reduction &red,
+                                                 const LaunchShape &shape) {
+  if (!shape.vectorize)
+    return std::nullopt;
+  return planReductionVectors(red);
+}
+
+/// Output `parIdx`'s elements `first`, `first + step`, ... folded: in
+/// vectors where `vectors` has a plan and `aligned` holds.
+Value foldPart(OpBuilder &b, Location loc, Reduction &red,
+               const std::optional<ReductionVectors> &vectors, Value aligned,
+               ArrayRef<Value> parIdx, Value first, Value numRed, Value step) {
+  if (vectors)
+    return foldVectorsOrElements(b, loc, red, *vectors, parIdx, first, step,
+                                 aligned);
+  return red.foldRange(b, loc, parIdx, first, numRed, step);
+}
+
 /// A warp per output (warpPerRow): the lanes stride over the output's
 /// reduced elements, combine with gpu.subgroup_reduce, and lane 0 folds the
 /// total into the output.
@@ -155,12 +176,15 @@ void buildWarpReduction(OpBuilder &b, Reduction &red,
                         const LaunchShape &shape) {
   Location loc = red.op.getLoc();
   Value numRed = product(b, loc, red.redSizes);
+  std::optional<ReductionVectors> vectors = reductionVectors(red, shape);
   buildRowLaunch(
       b, loc, red.numOutStatic, /*warp=*/true, kWarpSize, shape,
       [&](OpBuilder &ob, Location l, RowTeam &team) {
         SmallVector<Value> parIdx = delinearize(ob, l, team.row, red.parSizes);
-        Value partial =
-            red.foldRange(ob, l, parIdx, team.first, numRed, team.stride);
+        Value aligned =
+            vectors ? buffersAligned(ob, l, vectors->buffers) : Value();
+        Value partial = foldPart(ob, l, red, vectors, aligned, parIdx,
+                                 team.first, numRed, team.stride);
         Value total = team.combine(ob, l, partial, red.kind);
         RowTeam::emitIf(ob, l, team.leader, [&](OpBuilder &ib, Location il) {
           red.foldIntoOutput(ib, il, parIdx, total);
@@ -187,11 +211,14 @@ void buildBlockReduction(OpBuilder &b, Reduction &red,
       b, loc,
       split > 1 ? shape.blockSize : threadsPerRow(red.numRedStatic, shape));
   Value blocks = clampBlocks(b, loc, numTasks, shape.maxBlocks);
+  std::optional<ReductionVectors> vectors = reductionVectors(red, shape);
 
   buildLaunch(
       b, loc, blocks, threads, [&](OpBuilder &kb, gpu::LaunchOp launch) {
         Value tid = launch.getThreadIds().x;
         Value zero = indexConstant(kb, loc, 0);
+        Value aligned =
+            vectors ? buffersAligned(kb, loc, vectors->buffers) : Value();
         // Tasks (an output, or a part of one): uniform across the block
         // (every thread of a block works on the same one), as the
         // block-wide all-reduce requires.
@@ -200,7 +227,8 @@ void buildBlockReduction(OpBuilder &b, Reduction &red,
             ValueRange{},
             [&](OpBuilder &ob, Location l, Value task, ValueRange) {
               // Part `part` of a split output reads the reduced elements
-              // part x blockSize + tid, then every split x blockSize-th.
+              // (or vectors) part x blockSize + tid, then every split x
+              // blockSize-th.
               Value o = task, first = tid, stride = launch.getBlockSize().x;
               Value part;
               if (split > 1) {
@@ -211,8 +239,8 @@ void buildBlockReduction(OpBuilder &b, Reduction &red,
                 stride = arith::MulIOp::create(ob, l, stride, splitValue);
               }
               SmallVector<Value> parIdx = delinearize(ob, l, o, red.parSizes);
-              Value partial =
-                  red.foldRange(ob, l, parIdx, first, numRed, stride);
+              Value partial = foldPart(ob, l, red, vectors, aligned, parIdx,
+                                       first, numRed, stride);
               Value total = gpu::AllReduceOp::create(
                   ob, l, partial,
                   gpu::AllReduceOperationAttr::get(ob.getContext(), red.kind),

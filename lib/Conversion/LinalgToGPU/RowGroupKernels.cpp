@@ -230,37 +230,6 @@ Value foldCachedRow(OpBuilder &b, Location loc, Reduction &red,
   return acc;
 }
 
-/// A row reduction member's part of the row, in vectors where `aligned`
-/// holds: vectors `first`, `first + step`, ... of the row's `numRed`
-/// elements, folded in order from the identity, lane by lane; elsewhere
-/// elements `first`, `first + step`, ... one at a time. Both loops are
-/// there, the one not taken running no iteration: a branch that yields
-/// the partial result made ptxas keep a stack frame in a layer norm's
-/// gradient.
-Value foldRowVectors(OpBuilder &b, Location loc, Reduction &red,
-                     const GenericVectors &plan, ArrayRef<Value> rowIdx,
-                     Value first, int64_t numRed, Value step, Value aligned) {
-  Value init = arith::ConstantOp::create(b, loc, red.identity);
-  Value zero = indexConstant(b, loc, 0);
-  Value vectors = arith::SelectOp::create(
-      b, loc, aligned, indexConstant(b, loc, numRed / plan.width), zero);
-  auto loop = scf::ForOp::create(
-      b, loc, first, vectors, step, ValueRange{init},
-      [&](OpBuilder &rb, Location l, Value v, ValueRange acc) {
-        Value c =
-            arith::MulIOp::create(rb, l, v, indexConstant(rb, l, plan.width));
-        SmallVector<Value> redIdx = delinearize(rb, l, c, red.redSizes);
-        scf::YieldOp::create(rb, l,
-                             emitGenericVector(rb, l, plan,
-                                               red.loopIndices(rowIdx, redIdx),
-                                               &red, acc[0]));
-      });
-  Value elements = arith::SelectOp::create(b, loc, aligned, zero,
-                                           indexConstant(b, loc, numRed));
-  return red.foldRange(b, loc, rowIdx, first, elements, step,
-                       loop.getResult(0));
-}
-
 } // namespace
 
 void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
@@ -333,9 +302,9 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
             if (cache)
               partial = foldCachedRow(ob, ol, red, *cache);
             else if (inVector)
-              partial =
-                  foldRowVectors(ob, ol, red, *inVector, rowIdx, team.first,
-                                 numRed, team.stride, aligned);
+              partial = foldVectorsOrElements(
+                  ob, ol, red, ReductionVectors{*inVector, std::nullopt, {}},
+                  rowIdx, team.first, team.stride, aligned);
             else
               partial = red.foldRange(ob, ol, rowIdx, team.first, numRedValue,
                                       team.stride);

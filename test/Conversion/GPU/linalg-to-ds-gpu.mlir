@@ -34,11 +34,18 @@ func.func @elementwise(%x: memref<64x1000xf32>, %y: memref<64x1000xf32>) {
 
 // A row reduction (softmax's max, layer norm's sums): a block per row,
 // threads striding over the row, a block-wide all-reduce, thread 0 folds
-// the total into the output.
+// the total into the output. The threads fold 16-byte vectors of the row
+// where the row is aligned, else (the bounds select which loop runs)
+// elements one at a time.
 // CHECK-LABEL: func.func @row_max
 // CHECK:         gpu.launch blocks({{.*}}) in ({{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}},
+// CHECK:           %[[ALIGNED:.*]] = arith.cmpi eq
 // CHECK:           scf.for
-// CHECK:             %[[P:.*]] = scf.for {{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK:             %[[NV:.*]] = arith.select %[[ALIGNED]], %c128, %c0
+// CHECK:             %[[V:.*]] = scf.for {{.*}} to %[[NV]] {{.*}} iter_args
+// CHECK:               vector.load %arg0{{.*}} vector<4xf32>
+// CHECK:             %[[NE:.*]] = arith.select %[[ALIGNED]], %c0{{.*}}, %c512
+// CHECK:             %[[P:.*]] = scf.for {{.*}} to %[[NE]] {{.*}} iter_args(%[[ACC:.*]] = %[[V]]) -> (f32)
 // CHECK:               memref.load
 // CHECK:               arith.maximumf %[[ACC]]
 // CHECK:             %[[TOT:.*]] = gpu.all_reduce maximumf %[[P]] uniform
@@ -70,7 +77,9 @@ func.func @row_max(%x: memref<32x512xf32>, %m: memref<32xf32>) {
 // CHECK:             %[[REAL:.*]] = arith.cmpi ule, %[[R]], %c8195
 // CHECK:             %[[ROW:.*]] = arith.minui %[[R]], %c8195
 // CHECK:             %[[LEAD:.*]] = arith.andi %{{.*}}, %[[REAL]]
-// CHECK:             %[[P:.*]] = scf.for %{{.*}} = %[[LANE]] to %{{.*}} step %[[SX]] iter_args
+// CHECK:             %[[V:.*]] = scf.for %{{.*}} = %[[LANE]] to %{{.*}} step %[[SX]] iter_args
+// CHECK:               vector.load %arg0[%[[ROW]],
+// CHECK:             %[[P:.*]] = scf.for %{{.*}} = %[[LANE]] to %{{.*}} step %[[SX]] iter_args(%{{.*}} = %[[V]])
 // CHECK:               memref.load %arg0[%[[ROW]],
 // CHECK:             %[[TOT:.*]] = gpu.subgroup_reduce maximumf %[[P]] uniform
 // CHECK:             scf.if %[[LEAD]]

@@ -1,6 +1,7 @@
 // RUN: ds-opt %s --convert-linalg-to-ds-gpu --split-input-file | FileCheck %s
 // RUN: ds-opt %s --convert-linalg-to-ds-gpu=fuse-siblings=false --split-input-file \
 // RUN:   | FileCheck %s --check-prefix=UNFUSED
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu --split-input-file | FileCheck %s --check-prefix=VEC
 
 // The FP8 policy's quantisation: an amax over every element of x, a history
 // update that reads it, then the scaled cast of x. The cast runs in the
@@ -33,6 +34,26 @@
 // UNFUSED:           arith.minimumf
 // UNFUSED:         gpu.launch
 // UNFUSED:           arith.truncf
+// Where x and q are 16-byte aligned, each thread takes vectors of 4 of x:
+// their amax, then the cast of the same vector (not loaded again) stored as
+// 4 bytes of q. Elsewhere the elements one at a time, as above.
+// VEC-LABEL: func.func @amax_and_cast
+// VEC:         gpu.launch
+// VEC:           %[[ALIGNED:.*]] = arith.cmpi eq
+// VEC:             %[[NV:.*]] = arith.select %[[ALIGNED]], %c32768, %c0
+// VEC:             scf.for %{{.*}} to %[[NV]] {{.*}} iter_args
+// VEC:               %[[X:.*]] = vector.load %arg0[%[[I:.*]], %[[J:.*]]] {alignment = 16 : i64} : memref<256x512xf32>, vector<4xf32>
+// VEC-COUNT-4:       math.absf
+// VEC-NOT:           vector.load
+// VEC:               vector.extract %[[X]][3]
+// VEC:               arith.truncf {{.*}} : f32 to f8E4M3FN
+// VEC:               %[[Q:.*]] = vector.from_elements {{.*}} : vector<4xf8E4M3FN>
+// VEC-NEXT:          vector.store %[[Q]], %arg3[%[[I]], %[[J]]] {alignment = 4 : i64}
+// VEC:             %[[NE:.*]] = arith.select %[[ALIGNED]], %c0{{.*}}, %c131072
+// VEC:             scf.for %{{.*}} to %[[NE]] {{.*}} iter_args
+// VEC:               memref.load %arg0
+// VEC:               memref.store %{{.*}}, %arg3
+// VEC:           gpu.all_reduce maximumf
 #id2 = affine_map<(i, j) -> (i, j)>
 #all2 = affine_map<(i, j) -> ()>
 #s = affine_map<() -> ()>
@@ -81,6 +102,16 @@ func.func @amax_and_cast(%x: memref<256x512xf32>, %hist: memref<f32>,
 // CHECK:         gpu.launch
 // CHECK-NOT:     gpu.launch
 // CHECK:         return
+// In vectors: the cast's indices are vector k's first element's, taken
+// apart in the cast's shape.
+// VEC-LABEL: func.func @reshaped
+// VEC:             scf.for %[[V:[a-z0-9]+]] = {{.*}} iter_args
+// VEC:               %[[K:.*]] = arith.muli %[[V]], %c4
+// VEC:               vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<2x128x512xf32>, vector<4xf32>
+// VEC-NOT:           vector.load
+// VEC:               %[[J:.*]] = arith.remui %[[K]], %c512
+// VEC:               %[[I:.*]] = arith.divui %[[K]], %c512
+// VEC:               vector.store %{{.*}}, %arg1[%[[I]], %[[J]]] {alignment = 4 : i64} : memref<256x512xf8E5M2>, vector<4xf8E5M2>
 #id3 = affine_map<(b, t, n) -> (b, t, n)>
 #all3 = affine_map<(b, t, n) -> ()>
 #id2 = affine_map<(i, j) -> (i, j)>
