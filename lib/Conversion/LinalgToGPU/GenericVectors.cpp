@@ -80,12 +80,14 @@ std::optional<GenericVectors> mlir::ds::gpu_kernels::planGenericVectors(
   return plan;
 }
 
-Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
-                                               const GenericVectors &plan,
-                                               ArrayRef<Value> ivs,
-                                               Reduction *red, Value acc,
-                                               GivenVector given,
-                                               SmallVectorImpl<Value> *loaded) {
+/// emitGenericVector and emitGenericVectorLanes: for a reduction, `accs`
+/// holds one accumulator that every lane combines into in turn, or one per
+/// lane; it is updated in place.
+static void emitVectorIteration(OpBuilder &b, Location loc,
+                                const GenericVectors &plan, ArrayRef<Value> ivs,
+                                Reduction *red, MutableArrayRef<Value> accs,
+                                GivenVector given,
+                                SmallVectorImpl<Value> *loaded) {
   linalg::GenericOp op = plan.op;
   auto vectorOf = [&](Type element) {
     return VectorType::get({plan.width}, element);
@@ -131,6 +133,7 @@ Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
     for (auto [arg, vector] : vectors)
       map.map(arg,
               vector::ExtractOp::create(b, loc, vector, ArrayRef<int64_t>{k}));
+    Value &acc = accs.size() == 1 ? accs[0] : accs[k];
     if (red)
       map.map(red->outArg, acc);
     SmallVector<Value> laneIvs(ivs);
@@ -151,7 +154,7 @@ Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
       lanes[i].push_back(map.lookupOrDefault(v));
   }
   if (red)
-    return acc;
+    return;
   for (auto [init, values] : llvm::zip(op.getDpsInitsMutable(), lanes)) {
     Type element = values.front().getType();
     Value vector =
@@ -161,7 +164,27 @@ Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
     vector::StoreOp::create(b, loc, vector, init.get(), idx,
                             /*nontemporal=*/false, alignment(element));
   }
-  return {};
+}
+
+Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
+                                               const GenericVectors &plan,
+                                               ArrayRef<Value> ivs,
+                                               Reduction *red, Value acc,
+                                               GivenVector given,
+                                               SmallVectorImpl<Value> *loaded) {
+  Value accs[] = {acc};
+  emitVectorIteration(b, loc, plan, ivs, red, accs, given, loaded);
+  return red ? accs[0] : Value();
+}
+
+SmallVector<Value> mlir::ds::gpu_kernels::emitGenericVectorLanes(
+    OpBuilder &b, Location loc, const GenericVectors &plan, ArrayRef<Value> ivs,
+    Reduction &red, ArrayRef<Value> accs) {
+  assert(static_cast<int64_t>(accs.size()) == plan.width &&
+         "an accumulator per lane");
+  SmallVector<Value> lanes(accs);
+  emitVectorIteration(b, loc, plan, ivs, &red, lanes, {}, nullptr);
+  return lanes;
 }
 
 Value mlir::ds::gpu_kernels::buffersAligned(OpBuilder &b, Location loc,

@@ -71,6 +71,15 @@ Value emitGenericVector(OpBuilder &b, Location loc, const GenericVectors &plan,
                         Value acc = {}, GivenVector given = {},
                         SmallVectorImpl<Value> *loaded = nullptr);
 
+/// One vector of the reduction `red`'s iteration at loop indices `ivs`,
+/// where plan.innermost is one of its output (parallel) loops: lane k
+/// combines its element into accs[k], the accumulator of the vector's
+/// output k. Returns the accumulators.
+SmallVector<Value> emitGenericVectorLanes(OpBuilder &b, Location loc,
+                                          const GenericVectors &plan,
+                                          ArrayRef<Value> ivs, Reduction &red,
+                                          ArrayRef<Value> accs);
+
 /// How a parallel reduction's fold moves vectors along its innermost
 /// reduced loop, and with it the iterations of the sibling that runs in its
 /// kernel (ReductionSiblings.h), at the same width.

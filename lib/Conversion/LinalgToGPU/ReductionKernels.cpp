@@ -265,48 +265,147 @@ void buildBlockReduction(OpBuilder &b, Reduction &red,
     red.foldPartials(b, loc, partials, shape);
 }
 
+/// How the threads of a column reduction take their tasks: an output (or
+/// `vectors`: a vector of consecutive outputs) and a run of its elements.
+struct ColumnTasks {
+  Value numOut, numRed, split, run;
+  int64_t lanes; // outputs a task
+  Value count;   // tasks
+};
+
+/// Task `task` of a column reduction: its outputs' elements in its run,
+/// folded in order (one accumulator per output) into the outputs or, with
+/// `partials`, written there.
+void emitColumnTask(OpBuilder &b, Location loc, Reduction &red,
+                    const ColumnTasks &t, const GenericVectors *vectors,
+                    Value partials, Value task) {
+  // Consecutive tasks on consecutive outputs (or vectors of them).
+  Value outVectors = t.numOut;
+  if (t.lanes > 1)
+    outVectors = arith::DivUIOp::create(b, loc, t.numOut,
+                                        indexConstant(b, loc, t.lanes));
+  Value o = task, part;
+  if (partials) {
+    o = arith::RemUIOp::create(b, loc, task, outVectors);
+    part = arith::DivUIOp::create(b, loc, task, outVectors);
+  }
+  if (t.lanes > 1)
+    o = arith::MulIOp::create(b, loc, o, indexConstant(b, loc, t.lanes));
+  SmallVector<Value> parIdx = delinearize(b, loc, o, red.parSizes);
+  Value first = indexConstant(b, loc, 0), end = t.numRed;
+  if (partials) {
+    first = arith::MulIOp::create(b, loc, part, t.run);
+    end = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, first, t.run), t.numRed);
+  }
+  Value one = indexConstant(b, loc, 1);
+  SmallVector<Value> totals;
+  if (!vectors) {
+    totals.push_back(red.foldRange(b, loc, parIdx, first, end, one));
+  } else {
+    SmallVector<Value> init(t.lanes,
+                            arith::ConstantOp::create(b, loc, red.identity));
+    auto loop = scf::ForOp::create(
+        b, loc, first, end, one, init,
+        [&](OpBuilder &rb, Location l, Value r, ValueRange accs) {
+          SmallVector<Value> ivs =
+              red.loopIndices(parIdx, delinearize(rb, l, r, red.redSizes));
+          scf::YieldOp::create(
+              rb, l,
+              emitGenericVectorLanes(rb, l, *vectors, ivs, red,
+                                     SmallVector<Value>(accs)));
+        });
+    llvm::append_range(totals, loop.getResults());
+  }
+  for (auto [k, total] : llvm::enumerate(totals)) {
+    SmallVector<Value> laneIdx(parIdx);
+    if (k > 0)
+      laneIdx.back() = arith::AddIOp::create(b, loc, laneIdx.back(),
+                                             indexConstant(b, loc, k));
+    if (!partials) {
+      red.foldIntoOutput(b, loc, laneIdx, total);
+      continue;
+    }
+    laneIdx.push_back(part);
+    memref::StoreOp::create(b, loc, total, partials, laneIdx);
+  }
+}
+
 /// A thread per output (or per run of one output's elements, when split),
 /// consecutive threads on consecutive outputs: for reductions whose inputs
 /// are contiguous along the outputs rather than the reduced dimensions (a
 /// bias gradient sums [tokens, features] over the tokens), where a block
 /// per output would read one element per row. Each thread folds its run in
 /// order, so an unsplit reduction adds in the CPU's order.
+///
+/// Where the inputs move 16-byte vectors along the outputs' innermost
+/// loop (GenericVectors.h) and are aligned (checked in the kernel), a
+/// thread takes a vector's outputs instead, one accumulator a lane: the
+/// same sums in the same order, in a fraction of the load instructions.
+/// The grid is sized for those tasks; the misaligned case's scalar tasks
+/// take more trips of the grid-stride loop.
 void buildColumnReduction(OpBuilder &b, Reduction &red,
                           const LaunchShape &shape) {
   Location loc = red.op.getLoc();
-  int64_t split = columnSplit(red.numOutStatic, red.numRedStatic, shape);
+  std::optional<GenericVectors> vectors;
+  if (shape.vectorize && red.numOutStatic > 0 &&
+      !ShapedType::isDynamic(red.parStatic.back()))
+    vectors = planGenericVectors(red.op, red.parDims.back(),
+                                 red.parStatic.back(), /*reduction=*/true);
+  int64_t lanes = vectors ? vectors->width : 1;
+  // Split for the vector tasks' count: as many threads as scalar tasks
+  // would have, where the runs stay long enough.
+  int64_t split =
+      columnSplit(red.numOutStatic / lanes, red.numRedStatic, shape);
   Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
   Reduction::Tasks tasks = red.tasks(b, loc, split);
-  Value numOut = tasks.numOut, numRed = tasks.numRed, numTasks = tasks.count;
+  ColumnTasks scalar{tasks.numOut, tasks.numRed, tasks.split, Value(), 1,
+                     tasks.count};
   // Runs of ceil(numRed / split) elements; the last may be short or empty.
-  Value run =
+  scalar.run =
       split > 1
           ? indexConstant(b, loc, llvm::divideCeil(red.numRedStatic, split))
-          : numRed;
-  buildGridStrideLaunch(
-      b, loc, numTasks, shape, [&](OpBuilder &kb, Location l, Value task) {
-        Value o = task, part;
-        if (split > 1) {
-          o = arith::RemUIOp::create(kb, l, task, numOut);
-          part = arith::DivUIOp::create(kb, l, task, numOut);
-        }
-        SmallVector<Value> parIdx = delinearize(kb, l, o, red.parSizes);
-        Value first = indexConstant(kb, l, 0), end = numRed;
-        if (split > 1) {
-          first = arith::MulIOp::create(kb, l, part, run);
-          end = arith::MinUIOp::create(
-              kb, l, arith::AddIOp::create(kb, l, first, run), numRed);
-        }
-        Value total =
-            red.foldRange(kb, l, parIdx, first, end, indexConstant(kb, l, 1));
-        if (!partials) {
-          red.foldIntoOutput(kb, l, parIdx, total);
-          return;
-        }
-        SmallVector<Value> idx(parIdx);
-        idx.push_back(part);
-        memref::StoreOp::create(kb, l, total, partials, idx);
-      });
+          : tasks.numRed;
+  ColumnTasks vector = scalar;
+  if (vectors) {
+    vector.lanes = vectors->width;
+    vector.count =
+        indexConstant(b, loc, red.numOutStatic / vector.lanes * split);
+  }
+  Value blocks = clampBlocks(
+      b, loc,
+      arith::CeilDivUIOp::create(b, loc, vector.count,
+                                 indexConstant(b, loc, shape.blockSize)),
+      shape.maxBlocks);
+  buildLaunch(b, loc, blocks, indexConstant(b, loc, shape.blockSize),
+              [&](OpBuilder &kb, gpu::LaunchOp launch) {
+                Value start, stride;
+                std::tie(start, stride) = gridStrideStart(kb, loc, launch);
+                auto tasksOf = [&](OpBuilder &ib, Location il,
+                                   const ColumnTasks &t,
+                                   const GenericVectors *plan) {
+                  scf::ForOp::create(
+                      ib, il, start, t.count, stride, ValueRange{},
+                      [&](OpBuilder &fb, Location fl, Value task, ValueRange) {
+                        emitColumnTask(fb, fl, red, t, plan, partials, task);
+                        scf::YieldOp::create(fb, fl);
+                      });
+                };
+                if (!vectors) {
+                  tasksOf(kb, loc, scalar, nullptr);
+                  return;
+                }
+                scf::IfOp::create(
+                    kb, loc, buffersAligned(kb, loc, vectors->buffers),
+                    [&](OpBuilder &ib, Location il) {
+                      tasksOf(ib, il, vector, &*vectors);
+                      scf::YieldOp::create(ib, il);
+                    },
+                    [&](OpBuilder &ib, Location il) {
+                      tasksOf(ib, il, scalar, nullptr);
+                      scf::YieldOp::create(ib, il);
+                    });
+              });
   if (partials)
     red.foldPartials(b, loc, partials, shape);
 }

@@ -370,26 +370,47 @@ func.func @full_sum(%x: memref<128x64xf32>, %s: memref<f32>) {
 // features] summed over the tokens) reads its rows contiguously along the
 // outputs, so a thread per output, consecutive threads on consecutive
 // features, rather than a block per output reading one element per row.
-// 256 outputs would fill 256 threads: each column is cut into 64 runs of
-// 32 rows (65536 threads), each thread folds its run in order into a
-// partial result, and a second launch (a block per output: the partials
-// are contiguous) folds the partials into the output. The per-row scalar
-// (%r, the same for every thread of a row) is read in place.
+// Where the buffers are 16-byte aligned, a thread takes a vector of 4
+// consecutive outputs instead: a 16-byte load a row, an accumulator a
+// lane, the same sums in the same order. 64 vectors of outputs would fill
+// 64 threads: each column is cut into 64 runs of 32 rows (4096 threads),
+// each thread folds its run in order into partial results, and a second
+// launch (a block per output: the partials are contiguous) folds the
+// partials into the output. The per-row scalar (%r, the same for every
+// thread of a row) is read in place. Misaligned, the same runs a thread
+// per output, in more trips of the grid-stride loop.
 // CHECK-LABEL: func.func @column_sum
 // CHECK:         %[[PART:.*]] = gpu.alloc{{ +}}() : memref<256x64xf32>
 // CHECK:         %[[LEN:.*]] = arith.constant 32 : index
+// CHECK:         %[[TASKS:.*]] = arith.constant 4096 : index
 // CHECK:         gpu.launch
 // CHECK-NOT:       gpu.all_reduce
-// CHECK:           scf.for %[[T:[^ ]*]] =
-// CHECK:             %[[O:.*]] = arith.remui %[[T]], %[[N:.*]] : index
-// CHECK:             %[[G:.*]] = arith.divui %[[T]], %[[N]] : index
-// CHECK:             %[[LO:.*]] = arith.muli %[[G]], %[[LEN]]
-// CHECK:             %[[HI0:.*]] = arith.addi %[[LO]], %[[LEN]]
-// CHECK:             %[[HI:.*]] = arith.minui %[[HI0]]
-// CHECK:             %[[S:.*]] = scf.for %[[R:[^ ]*]] = %[[LO]] to %[[HI]] step %{{.*}} iter_args
-// CHECK:               memref.load %arg0[%[[R]], %[[O]]]
-// CHECK:               memref.load %arg1[%[[R]]]
-// CHECK:             memref.store %[[S]], %[[PART]][%[[O]], %[[G]]]
+// CHECK:           %[[ALIGNED:.*]] = arith.cmpi eq
+// CHECK:           scf.if %[[ALIGNED]] {
+// CHECK:             scf.for %[[T:[^ ]*]] = %{{.*}} to %[[TASKS]]
+// CHECK:               %[[V:.*]] = arith.remui %[[T]], %[[NV:.*]] : index
+// CHECK:               %[[G:.*]] = arith.divui %[[T]], %[[NV]] : index
+// CHECK:               %[[O:.*]] = arith.muli %[[V]], %c4
+// CHECK:               %[[LO:.*]] = arith.muli %[[G]], %[[LEN]]
+// CHECK:               %[[HI0:.*]] = arith.addi %[[LO]], %[[LEN]]
+// CHECK:               %[[HI:.*]] = arith.minui %[[HI0]]
+// CHECK:               %[[S:.*]]:4 = scf.for %[[R:[^ ]*]] = %[[LO]] to %[[HI]] step %{{.*}} iter_args
+// CHECK:                 vector.load %arg0[%[[R]], %[[O]]] {alignment = 16 : i64} : memref<2048x256xf32>, vector<4xf32>
+// CHECK:                 memref.load %arg1[%[[R]]]
+// CHECK:               memref.store %[[S]]#0, %[[PART]][%[[O]], %[[G]]]
+// CHECK:               %[[O3:.*]] = arith.addi %[[O]], %c3
+// CHECK:               memref.store %[[S]]#3, %[[PART]][%[[O3]], %[[G]]]
+// CHECK:           } else {
+// CHECK:             scf.for %[[T:[^ ]*]] =
+// CHECK:               %[[O:.*]] = arith.remui %[[T]], %[[N:.*]] : index
+// CHECK:               %[[G:.*]] = arith.divui %[[T]], %[[N]] : index
+// CHECK:               %[[LO:.*]] = arith.muli %[[G]], %[[LEN]]
+// CHECK:               %[[HI0:.*]] = arith.addi %[[LO]], %[[LEN]]
+// CHECK:               %[[HI:.*]] = arith.minui %[[HI0]]
+// CHECK:               %[[S:.*]] = scf.for %[[R:[^ ]*]] = %[[LO]] to %[[HI]] step %{{.*}} iter_args
+// CHECK:                 memref.load %arg0[%[[R]], %[[O]]]
+// CHECK:                 memref.load %arg1[%[[R]]]
+// CHECK:               memref.store %[[S]], %[[PART]][%[[O]], %[[G]]]
 // CHECK:         gpu.launch
 // CHECK:           gpu.all_reduce add
 // CHECK:         gpu.dealloc %[[PART]]
@@ -408,22 +429,30 @@ func.func @column_sum(%x: memref<2048x256xf32>, %r: memref<2048xf32>, %g: memref
 
 // -----
 
-// Enough outputs to fill the GPU: no split, each thread folds its whole
-// column from the identity and then into the output.
+// Enough outputs to fill the GPU (300000 vectors of 4): no split, each
+// thread folds its whole columns from the identity and then into the
+// outputs.
 // CHECK-LABEL: func.func @column_max_unsplit
 // CHECK-NOT:     gpu.alloc
 // CHECK:         gpu.launch
 // CHECK-NOT:       gpu.all_reduce
+// CHECK:           %[[M:.*]]:4 = scf.for {{.*}} iter_args
+// CHECK:             vector.load %arg0
+// CHECK-COUNT-4:     arith.maximumf
+// CHECK:           %[[OLD:.*]] = memref.load %arg1
+// CHECK:           %[[NEW:.*]] = arith.maximumf %[[OLD]], %[[M]]#0
+// CHECK:           memref.store %[[NEW]], %arg1
+// CHECK:         } else {
 // CHECK:           %[[M:.*]] = scf.for {{.*}} iter_args
 // CHECK:             arith.maximumf
 // CHECK:           %[[OLD:.*]] = memref.load %arg1
 // CHECK:           %[[NEW:.*]] = arith.maximumf %[[OLD]], %[[M]]
 // CHECK:           memref.store %[[NEW]], %arg1
 // CHECK-NOT:     gpu.launch
-func.func @column_max_unsplit(%x: memref<64x300000xf32>, %m: memref<300000xf32>) {
+func.func @column_max_unsplit(%x: memref<64x1200000xf32>, %m: memref<1200000xf32>) {
   linalg.generic {indexing_maps = [affine_map<(t, f) -> (t, f)>, affine_map<(t, f) -> (f)>],
                   iterator_types = ["reduction", "parallel"]}
-      ins(%x : memref<64x300000xf32>) outs(%m : memref<300000xf32>) {
+      ins(%x : memref<64x1200000xf32>) outs(%m : memref<1200000xf32>) {
   ^bb0(%a: f32, %b: f32):
     %n = arith.maximumf %b, %a : f32
     linalg.yield %n : f32
