@@ -18,6 +18,10 @@ using namespace mlir::ds::gpu_kernels;
 
 namespace {
 
+/// Tile rows a thread loads before it stores any (see the in-phase below):
+/// 4, a 256-thread block's whole share of a 32 x 32 tile.
+constexpr int64_t kRowsInFlight = 4;
+
 /// The transposed outputs of `op` and the loop they are innermost along
 /// (isTransposingGeneric); none when `op` is not one.
 struct Transposed {
@@ -114,6 +118,12 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
         passStride = thread.passStride;
   Value rowsV = indexConstant(b, loc, sizes[rowLoop]),
         colsV = indexConstant(b, loc, sizes[colLoop]);
+  Value lastRowV = indexConstant(b, loc, sizes[rowLoop] - 1),
+        lastColV = indexConstant(b, loc, sizes[colLoop] - 1);
+  // A thread's tile rows in the in-phase, all of them in groups of
+  // kRowsInFlight at most.
+  int64_t rowsPerGroup = std::min<int64_t>(
+      kRowsInFlight, llvm::divideCeil(tile, shape.blockSize / kTransposeTile));
   SmallVector<Value> tileSpaceV, loopSizesV, redSizesV;
   for (int64_t s : tileSpace)
     tileSpaceV.push_back(indexConstant(b, loc, s));
@@ -191,57 +201,104 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
         Value c0 = arith::MulIOp::create(ob, l, idx.back(), tv);
         // In: the element at (r0 + k, c0 + tx) is computed (a warp along
         // the innermost loop), the plain outputs stored, the transposed
-        // ones put in the tiles at [k][tx].
-        ValueRange folded = forTileRows(
-            ob, l, acc,
-            [&](OpBuilder &fb, Location fl, Value k) -> Position {
-              return {arith::AddIOp::create(fb, fl, r0, k),
-                      arith::AddIOp::create(fb, fl, c0, tx)};
-            },
-            [&](OpBuilder &ib, Location il, Value k, Value r, Value c,
-                ValueRange accIn) -> SmallVector<Value> {
-              SmallVector<Value> ivs = ivsAt(outerIdx, r, c);
-              IRMapping map;
-              SmallVector<Value> accOut;
-              if (red) {
-                // The reduction's element: the same loops, or the same
-                // row-major position of a reshaped view.
-                SmallVector<Value> redIvs = ivs;
-                if (!red->shared->sameLoops) {
-                  Value linear = indexConstant(ib, il, 0);
-                  for (auto [iv, size] : llvm::zip(ivs, loopSizesV))
-                    linear = arith::AddIOp::create(
-                        ib, il, arith::MulIOp::create(ib, il, linear, size),
-                        iv);
-                  redIvs = red->loopIndices(
-                      {}, delinearize(ib, il, linear, red->redSizes));
-                }
-                IRMapping redMap;
-                redMap.map(red->outArg, accIn.front());
-                cloneBodyAt(ib, il, red->op, redIvs, redMap);
-                accOut.push_back(redMap.lookup(red->comb->getResult(0)));
-                BlockArgument mine =
-                    red->op.getMatchingBlockArgument(red->shared->reduction);
-                if (redMap.contains(mine))
-                  map.map(op.getMatchingBlockArgument(red->shared->elementwise),
-                          redMap.lookup(mine));
-              }
-              cloneBodyAt(ib, il, op, ivs, map);
-              auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
-              for (auto [out, value] :
-                   llvm::zip(op.getDpsInitsMutable(), yield.getValues())) {
-                Value v = map.lookupOrDefault(value);
-                auto *it = llvm::find(t.outputs, &out);
-                if (it != t.outputs.end()) {
-                  storeToTile(ib, il, v, tiles[it - t.outputs.begin()], k, tx);
-                  continue;
-                }
-                memref::StoreOp::create(
-                    ib, il, v, out.get(),
-                    applyMap(ib, il, op.getMatchingIndexingMap(&out), ivs));
-              }
-              return accOut;
-            });
+        // ones put in the tiles at [k][tx]. A thread's rows go in groups
+        // of kRowsInFlight, all of a group's elements loaded (at indices
+        // clamped into range) before any is stored: a store could alias a
+        // later row's input, so otherwise each load waited for the
+        // previous row's stores, one element in flight per thread.
+        Value groupStride = arith::MulIOp::create(
+            ob, l, passStride, indexConstant(ob, l, rowsPerGroup));
+        ValueRange folded =
+            scf::ForOp::create(
+                ob, l, ty, tv, groupStride, acc,
+                [&](OpBuilder &fb, Location fl, Value k0, ValueRange accIn) {
+                  SmallVector<Value> carried(accIn);
+                  struct Row {
+                    Value k, ok;
+                    SmallVector<Value> ivs;
+                    IRMapping map;
+                  };
+                  SmallVector<Row> group(rowsPerGroup);
+                  for (auto [j, row] : llvm::enumerate(group)) {
+                    row.k = arith::AddIOp::create(
+                        fb, fl, k0,
+                        arith::MulIOp::create(
+                            fb, fl, passStride,
+                            indexConstant(fb, fl, static_cast<int64_t>(j))));
+                    Value r = arith::AddIOp::create(fb, fl, r0, row.k);
+                    Value c = arith::AddIOp::create(fb, fl, c0, tx);
+                    row.ok = arith::AndIOp::create(
+                        fb, fl,
+                        arith::AndIOp::create(
+                            fb, fl,
+                            arith::CmpIOp::create(
+                                fb, fl, arith::CmpIPredicate::ult, row.k, tv),
+                            arith::CmpIOp::create(
+                                fb, fl, arith::CmpIPredicate::ult, r, rowsV)),
+                        arith::CmpIOp::create(fb, fl, arith::CmpIPredicate::ult,
+                                              c, colsV));
+                    // In range, the clamped indices are the element's own;
+                    // out of range, a valid element whose results are
+                    // dropped.
+                    Value rc = arith::MinUIOp::create(fb, fl, r, lastRowV);
+                    Value cc = arith::MinUIOp::create(fb, fl, c, lastColV);
+                    row.ivs = ivsAt(outerIdx, rc, cc);
+                    if (red) {
+                      // The reduction's element: the same loops, or the
+                      // same row-major position of a reshaped view.
+                      SmallVector<Value> redIvs = row.ivs;
+                      if (!red->shared->sameLoops) {
+                        Value linear = indexConstant(fb, fl, 0);
+                        for (auto [iv, size] : llvm::zip(row.ivs, loopSizesV))
+                          linear = arith::AddIOp::create(
+                              fb, fl,
+                              arith::MulIOp::create(fb, fl, linear, size), iv);
+                        redIvs = red->loopIndices(
+                            {}, delinearize(fb, fl, linear, red->redSizes));
+                      }
+                      IRMapping redMap;
+                      redMap.map(red->outArg, carried.front());
+                      cloneBodyAt(fb, fl, red->op, redIvs, redMap);
+                      carried.front() = arith::SelectOp::create(
+                          fb, fl, row.ok,
+                          redMap.lookup(red->comb->getResult(0)),
+                          carried.front());
+                      BlockArgument mine = red->op.getMatchingBlockArgument(
+                          red->shared->reduction);
+                      if (redMap.contains(mine))
+                        row.map.map(op.getMatchingBlockArgument(
+                                        red->shared->elementwise),
+                                    redMap.lookup(mine));
+                    }
+                    cloneBodyAt(fb, fl, op, row.ivs, row.map);
+                  }
+                  auto yield =
+                      cast<linalg::YieldOp>(op.getBody()->getTerminator());
+                  for (Row &row : group) {
+                    RowTeam::emitIf(
+                        fb, fl, row.ok, [&](OpBuilder &ib, Location il) {
+                          for (auto [out, value] :
+                               llvm::zip(op.getDpsInitsMutable(),
+                                         yield.getValues())) {
+                            Value v = row.map.lookupOrDefault(value);
+                            auto *it = llvm::find(t.outputs, &out);
+                            if (it != t.outputs.end()) {
+                              storeToTile(ib, il, v,
+                                          tiles[it - t.outputs.begin()], row.k,
+                                          tx);
+                              continue;
+                            }
+                            memref::StoreOp::create(
+                                ib, il, v, out.get(),
+                                applyMap(ib, il,
+                                         op.getMatchingIndexingMap(&out),
+                                         row.ivs));
+                          }
+                        });
+                  }
+                  scf::YieldOp::create(fb, fl, carried);
+                })
+                .getResults();
         if (red)
           memref::StoreOp::create(ob, l, folded.front(), running,
                                   ValueRange{tid});

@@ -232,7 +232,9 @@ func.func @apart(%x: memref<256x512xf32>, %y: memref<256x512xf32>,
 // its transpose. Beside the amax, one launch over 32 x 32 tiles: a warp
 // casts a tile row, stores q directly and the transposed copy's elements
 // into a shared-memory tile; after a barrier it writes a tile column of qt.
-// Each thread's running maximum waits in shared memory between tiles; the
+// A thread loads its 4 rows of a tile before it stores any (a row out of
+// range loads a valid element and leaves the maximum as it was). Each
+// thread's running maximum waits in shared memory between tiles; the
 // blocks' partial results (one per block, 128 tiles here) are folded by a
 // second launch.
 // CHECK-LABEL: func.func @amax_and_cast_transpose
@@ -241,10 +243,12 @@ func.func @apart(%x: memref<256x512xf32>, %y: memref<256x512xf32>,
 // CHECK:           scf.for
 // CHECK:             memref.load %[[ACC]]
 // CHECK:             scf.for
+// CHECK:               %[[X:.*]] = memref.load %arg0[
+// CHECK:               arith.maximumf
+// CHECK:               %[[T:.*]] = arith.truncf
+// CHECK-COUNT-3:       memref.load %arg0[
+// CHECK-NOT:           memref.store
 // CHECK:               scf.if
-// CHECK:                 %[[X:.*]] = memref.load %arg0[
-// CHECK:                 arith.maximumf
-// CHECK:                 %[[T:.*]] = arith.truncf
 // CHECK:                 memref.store %[[T]], %arg2[
 // CHECK:                 %[[B:.*]] = arith.bitcast %[[T]] : f8E4M3FN to i8
 // CHECK:                 %[[W:.*]] = arith.extui %[[B]] : i8 to i32
