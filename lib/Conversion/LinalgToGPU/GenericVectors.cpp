@@ -36,7 +36,7 @@ bool vectorMap(AffineMap map, unsigned innermost, bool &uses) {
 
 std::optional<GenericVectors> mlir::ds::gpu_kernels::planGenericVectors(
     linalg::GenericOp op, unsigned innermost, int64_t innermostSize,
-    bool reduction) {
+    bool reduction, ArrayRef<OpOperand *> leftToCaller) {
   for (Operation &inner : op.getBody()->without_terminator())
     if (!isMemoryEffectFree(&inner))
       return std::nullopt;
@@ -47,8 +47,8 @@ std::optional<GenericVectors> mlir::ds::gpu_kernels::planGenericVectors(
   int64_t widest = 1, accesses = 0;
   for (OpOperand &operand : op->getOpOperands()) {
     bool isInit = op.isDpsInit(&operand);
-    if (isInit && reduction)
-      continue; // the accumulator
+    if ((isInit && reduction) || llvm::is_contained(leftToCaller, &operand))
+      continue; // the accumulator, or an output the caller stores
     BlockArgument arg = op.getMatchingBlockArgument(&operand);
     if (!isInit && arg.use_empty())
       continue;
@@ -80,6 +80,21 @@ std::optional<GenericVectors> mlir::ds::gpu_kernels::planGenericVectors(
   return plan;
 }
 
+void mlir::ds::gpu_kernels::storeVectorOutput(OpBuilder &b, Location loc,
+                                              const GenericVectors &plan,
+                                              OpOperand &init,
+                                              ArrayRef<Value> lanes,
+                                              ArrayRef<Value> ivs) {
+  Type element = lanes.front().getType();
+  Value vector = vector::FromElementsOp::create(
+      b, loc, VectorType::get({plan.width}, element), lanes);
+  SmallVector<Value> idx = applyMap(
+      b, loc, linalg::GenericOp(plan.op).getMatchingIndexingMap(&init), ivs);
+  vector::StoreOp::create(b, loc, vector, init.get(), idx,
+                          /*nontemporal=*/false,
+                          vectorAlignment(plan.width, element));
+}
+
 /// emitGenericVector and emitGenericVectorLanes: for a reduction, `accs`
 /// holds one accumulator that every lane combines into in turn, or one per
 /// lane; it is updated in place.
@@ -87,7 +102,8 @@ static void emitVectorIteration(OpBuilder &b, Location loc,
                                 const GenericVectors &plan, ArrayRef<Value> ivs,
                                 Reduction *red, MutableArrayRef<Value> accs,
                                 GivenVector given,
-                                SmallVectorImpl<Value> *loaded) {
+                                SmallVectorImpl<Value> *loaded,
+                                SmallVectorImpl<SmallVector<Value>> *yields) {
   linalg::GenericOp op = plan.op;
   auto vectorOf = [&](Type element) {
     return VectorType::get({plan.width}, element);
@@ -155,25 +171,21 @@ static void emitVectorIteration(OpBuilder &b, Location loc,
   }
   if (red)
     return;
-  for (auto [init, values] : llvm::zip(op.getDpsInitsMutable(), lanes)) {
-    Type element = values.front().getType();
-    Value vector =
-        vector::FromElementsOp::create(b, loc, vectorOf(element), values);
-    SmallVector<Value> idx =
-        applyMap(b, loc, op.getMatchingIndexingMap(&init), ivs);
-    vector::StoreOp::create(b, loc, vector, init.get(), idx,
-                            /*nontemporal=*/false, alignment(element));
+  if (yields) {
+    yields->assign(lanes.begin(), lanes.end());
+    return;
   }
+  for (auto [init, values] : llvm::zip(op.getDpsInitsMutable(), lanes))
+    storeVectorOutput(b, loc, plan, init, values, ivs);
 }
 
-Value mlir::ds::gpu_kernels::emitGenericVector(OpBuilder &b, Location loc,
-                                               const GenericVectors &plan,
-                                               ArrayRef<Value> ivs,
-                                               Reduction *red, Value acc,
-                                               GivenVector given,
-                                               SmallVectorImpl<Value> *loaded) {
+Value mlir::ds::gpu_kernels::emitGenericVector(
+    OpBuilder &b, Location loc, const GenericVectors &plan, ArrayRef<Value> ivs,
+    Reduction *red, Value acc, GivenVector given,
+    SmallVectorImpl<Value> *loaded,
+    SmallVectorImpl<SmallVector<Value>> *yields) {
   Value accs[] = {acc};
-  emitVectorIteration(b, loc, plan, ivs, red, accs, given, loaded);
+  emitVectorIteration(b, loc, plan, ivs, red, accs, given, loaded, yields);
   return red ? accs[0] : Value();
 }
 
@@ -183,7 +195,7 @@ SmallVector<Value> mlir::ds::gpu_kernels::emitGenericVectorLanes(
   assert(static_cast<int64_t>(accs.size()) == plan.width &&
          "an accumulator per lane");
   SmallVector<Value> lanes(accs);
-  emitVectorIteration(b, loc, plan, ivs, &red, lanes, {}, nullptr);
+  emitVectorIteration(b, loc, plan, ivs, &red, lanes, {}, nullptr, nullptr);
   return lanes;
 }
 

@@ -46,10 +46,12 @@ struct GenericVectors {
 /// does not use `innermost` or has it as its map's last result and nowhere
 /// else, on a buffer holdsVectors of the width, which is
 /// chooseVectorWidth's (VectorKernels.h), as for host loops.
-std::optional<GenericVectors> planGenericVectors(linalg::GenericOp op,
-                                                 unsigned innermost,
-                                                 int64_t innermostSize,
-                                                 bool reduction);
+/// `leftToCaller`: outputs the caller stores itself from the lanes
+/// (emitGenericVector's `yields`), which need not move vectors.
+std::optional<GenericVectors>
+planGenericVectors(linalg::GenericOp op, unsigned innermost,
+                   int64_t innermostSize, bool reduction,
+                   ArrayRef<OpOperand *> leftToCaller = {});
 
 /// A vector an operand takes instead of loading its own: the one another
 /// op's iteration loaded from the same elements.
@@ -65,11 +67,20 @@ struct GivenVector {
 /// own index). An all-parallel op's outputs are then stored as vectors and
 /// null is returned; for a reduction (`red`), `acc` combined with each lane
 /// in turn is returned. `loaded`, when given, receives the vector each
-/// operand took, by operand number (null for the others).
+/// operand took, by operand number (null for the others). `yields`, when
+/// given, receives each yielded value's lanes instead of their being
+/// stored (storeVectorOutput stores one).
 Value emitGenericVector(OpBuilder &b, Location loc, const GenericVectors &plan,
                         ArrayRef<Value> ivs, Reduction *red = nullptr,
                         Value acc = {}, GivenVector given = {},
-                        SmallVectorImpl<Value> *loaded = nullptr);
+                        SmallVectorImpl<Value> *loaded = nullptr,
+                        SmallVectorImpl<SmallVector<Value>> *yields = nullptr);
+
+/// Stores `lanes` (an output's values, one per lane) as one vector into
+/// output `init` of `plan.op`, at the loop indices `ivs` of the first.
+void storeVectorOutput(OpBuilder &b, Location loc, const GenericVectors &plan,
+                       OpOperand &init, ArrayRef<Value> lanes,
+                       ArrayRef<Value> ivs);
 
 /// One vector of the reduction `red`'s iteration at loop indices `ivs`,
 /// where plan.innermost is one of its output (parallel) loops: lane k

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GenericVectors.h"
 #include "ReductionKernels.h"
 
 #include "ds/Dialect/Linalg/IndexingMaps.h"
@@ -55,41 +56,118 @@ Transposed transposedOutputs(linalg::GenericOp op) {
   return t;
 }
 
+/// Lanes of a thread's vector along a tile's columns at most: 4, so that
+/// a tile of 32 rows of 32 vectors is 16 KiB of 32-bit words (an SM then
+/// still holds 8 blocks of 256 threads).
+constexpr int64_t kMaxTileVector = 4;
+
+/// How a transposing op's iteration (and its reduction's) moves vectors
+/// along the innermost loop, the tiles' columns: the op's plan, whose
+/// transposed outputs go to the tiles lane by lane, and the reduction's.
+struct TileVectors {
+  GenericVectors op;
+  std::optional<GenericVectors> red;
+  SmallVector<Value> buffers; // both plans', each once
+};
+
+std::optional<TileVectors> planTileVectors(linalg::GenericOp op,
+                                           const Transposed &t, Reduction *red,
+                                           const LaunchShape &shape) {
+  if (!shape.vectorize)
+    return std::nullopt;
+  SmallVector<int64_t> sizes = op.getStaticLoopRanges();
+  unsigned colLoop = sizes.size() - 1;
+  std::optional<GenericVectors> opPlan = planGenericVectors(
+      op, colLoop, sizes[colLoop], /*reduction=*/false, t.outputs);
+  if (!opPlan)
+    return std::nullopt;
+  TileVectors plan{*opPlan, std::nullopt, opPlan->buffers};
+  int64_t width = std::min(opPlan->width, kMaxTileVector);
+  if (red) {
+    // The reduction's lanes are the op's: the same loops, or consecutive
+    // elements of its last loop (iteration k of each is element k).
+    SmallVector<int64_t> redRanges = red->op.getStaticLoopRanges();
+    unsigned inner = red->shared->sameLoops ? colLoop : red->redDims.back();
+    plan.red = planGenericVectors(red->op, inner, redRanges[inner],
+                                  /*reduction=*/true);
+    if (!plan.red)
+      return std::nullopt;
+    width = std::min(width, plan.red->width);
+    for (Value v : plan.red->buffers)
+      if (!llvm::is_contained(plan.buffers, v))
+        plan.buffers.push_back(v);
+    plan.red->width = width;
+  }
+  // Narrowing keeps a plan valid (GenericVectors.cpp).
+  plan.op.width = width;
+  return plan;
+}
+
 /// The launch for both builders: `red` (null: none) is folded over the
 /// elements of each block's tiles, `op` is its sibling or stands alone.
+///
+/// A tile is 32 rows (of the transposed outputs' innermost loop) by 32 x W
+/// columns (of the op's innermost loop). In: warp w takes tile rows w,
+/// w + 8, ... (with 256 threads), lane x the columns x*W to x*W + W - 1,
+/// a vector of W elements when W > 1; all of a thread's rows are loaded
+/// before any is stored (a store might alias a later row's input, so
+/// otherwise each load would wait for the previous row's stores). The
+/// plain outputs are stored in place, the transposed ones put in the tile
+/// at [row][l*32 + x] for lane l, so that a warp's stores hit 32 banks.
+/// After a barrier, out: warp w takes tile columns w, w + 8, ..., lane x
+/// the tile's row x of each, and writes a run of 32 of a transposed
+/// output's innermost dimension. Vectors need 16-byte aligned buffers,
+/// checked in the kernel: otherwise the same code with W = 1.
 void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                           const LaunchShape &shape, Reduction *red) {
   Location loc = op.getLoc();
+  MLIRContext *ctx = b.getContext();
   Transposed t = transposedOutputs(op);
   SmallVector<int64_t> sizes = op.getStaticLoopRanges();
   unsigned n = sizes.size(), colLoop = n - 1, rowLoop = t.rowLoop;
   const int64_t tile = kTransposeTile;
+  std::optional<TileVectors> vectors = planTileVectors(op, t, red, shape);
+  int64_t widest = vectors ? vectors->op.width : 1;
   // Tiles: the other loops in order, then the tile rows and columns.
   SmallVector<unsigned> outer;
-  SmallVector<int64_t> tileSpace;
+  SmallVector<int64_t> outerSizes;
   for (unsigned d = 0; d < n; ++d)
     if (d != rowLoop && d != colLoop) {
       outer.push_back(d);
-      tileSpace.push_back(sizes[d]);
+      outerSizes.push_back(sizes[d]);
     }
-  tileSpace.push_back(llvm::divideCeil(sizes[rowLoop], tile));
-  tileSpace.push_back(llvm::divideCeil(sizes[colLoop], tile));
-  int64_t numTiles = 1;
-  for (int64_t s : tileSpace)
-    numTiles *= s;
+  auto tileSpaceOf = [&](int64_t width) {
+    SmallVector<int64_t> space(outerSizes);
+    space.push_back(llvm::divideCeil(sizes[rowLoop], tile));
+    space.push_back(llvm::divideCeil(sizes[colLoop], tile * width));
+    return space;
+  };
+  auto countOf = [](ArrayRef<int64_t> space) {
+    int64_t count = 1;
+    for (int64_t s : space)
+      count *= s;
+    return count;
+  };
+  int64_t numTiles = countOf(tileSpaceOf(widest));
 
+  // The tiles: 32 rows of 32 x widest raw words, and a padding word that
+  // staggers a tile column across the banks.
   SmallVector<Type> tileTypes;
-  for (OpOperand *out : t.outputs)
-    tileTypes.push_back(transposeTileType(
-        cast<MemRefType>(out->get().getType()).getElementType()));
+  auto workgroup = gpu::AddressSpaceAttr::get(
+      ctx, gpu::GPUDialect::getWorkgroupAddressSpace());
+  for (OpOperand *out : t.outputs) {
+    MemRefType word = transposeTileType(
+        cast<MemRefType>(out->get().getType()).getElementType());
+    tileTypes.push_back(MemRefType::get({tile, tile * widest + 1},
+                                        word.getElementType(), AffineMap(),
+                                        workgroup));
+  }
   // Each thread's running reduction, kept in shared memory between tiles
   // rather than carried in a register across the tiles' barriers (which
   // the host emulation of kernels cannot split a loop at).
   if (red)
     tileTypes.push_back(MemRefType::get(
-        {shape.blockSize}, red->identity.getType(), AffineMap(),
-        gpu::AddressSpaceAttr::get(
-            b.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace())));
+        {shape.blockSize}, red->identity.getType(), AffineMap(), workgroup));
   // With a reduction, every block writes one partial result, so the grid
   // is fixed (no more blocks than tiles: none is left without one), and
   // only as large as fills the GPU: its partials are folded by one block.
@@ -118,15 +196,12 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
         passStride = thread.passStride;
   Value rowsV = indexConstant(b, loc, sizes[rowLoop]),
         colsV = indexConstant(b, loc, sizes[colLoop]);
-  Value lastRowV = indexConstant(b, loc, sizes[rowLoop] - 1),
-        lastColV = indexConstant(b, loc, sizes[colLoop] - 1);
+  Value lastRowV = indexConstant(b, loc, sizes[rowLoop] - 1);
   // A thread's tile rows in the in-phase, all of them in groups of
   // kRowsInFlight at most.
   int64_t rowsPerGroup = std::min<int64_t>(
       kRowsInFlight, llvm::divideCeil(tile, shape.blockSize / kTransposeTile));
-  SmallVector<Value> tileSpaceV, loopSizesV, redSizesV;
-  for (int64_t s : tileSpace)
-    tileSpaceV.push_back(indexConstant(b, loc, s));
+  SmallVector<Value> loopSizesV;
   for (int64_t s : sizes)
     loopSizesV.push_back(indexConstant(b, loc, s));
   if (red)
@@ -143,192 +218,220 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
     ivs[colLoop] = col;
     return ivs;
   };
-  // Rows ty, ty + blockSize/32, ... of a tile at column tx: `position`
-  // gives the element (row, column) a tile row stands for; `body` runs on
-  // those in range, with the value carried through the rows, and returns
-  // the new one.
-  using Position = std::pair<Value, Value>;
-  auto forTileRows =
-      [&](OpBuilder &ob, Location l, ValueRange init,
-          function_ref<Position(OpBuilder &, Location, Value)> position,
-          function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value,
-                                          Value, ValueRange)>
-              body) {
-        return scf::ForOp::create(
-                   ob, l, ty, tv, passStride, init,
-                   [&](OpBuilder &fb, Location fl, Value k, ValueRange acc) {
-                     Position rc = position(fb, fl, k);
-                     Value r = rc.first, c = rc.second;
-                     Value ok = arith::AndIOp::create(
-                         fb, fl,
-                         arith::CmpIOp::create(
-                             fb, fl, arith::CmpIPredicate::ult, r, rowsV),
-                         arith::CmpIOp::create(
-                             fb, fl, arith::CmpIPredicate::ult, c, colsV));
-                     auto branch =
-                         scf::IfOp::create(fb, fl, TypeRange(ValueRange(acc)),
-                                           ok, /*withElseRegion=*/true);
-                     // Each branch yields the carried value (the body's
-                     // result, or unchanged out of range).
-                     auto fill = [&](Block *block, bool then) {
-                       if (!block->empty())
-                         block->back().erase();
-                       OpBuilder ib = OpBuilder::atBlockEnd(block);
-                       SmallVector<Value> out(acc);
-                       if (then)
-                         out = body(ib, fl, k, r, c, acc);
-                       scf::YieldOp::create(ib, fl, out);
-                     };
-                     fill(branch.thenBlock(), true);
-                     fill(branch.elseBlock(), false);
-                     scf::YieldOp::create(fb, fl, branch.getResults());
-                   })
-            .getResults();
-      };
+  // The reduction's loop indices at `op`'s: the same loops, or the same
+  // row-major position of a reshaped view.
+  auto reductionIvs = [&](OpBuilder &fb, Location fl, ArrayRef<Value> ivs) {
+    if (red->shared->sameLoops)
+      return SmallVector<Value>(ivs);
+    Value linear = indexConstant(fb, fl, 0);
+    for (auto [iv, size] : llvm::zip(ivs, loopSizesV))
+      linear = arith::AddIOp::create(
+          fb, fl, arith::MulIOp::create(fb, fl, linear, size), iv);
+    return red->loopIndices({}, delinearize(fb, fl, linear, red->redSizes));
+  };
+  auto lessThan = [](OpBuilder &fb, Location fl, Value a, Value bound) {
+    return arith::CmpIOp::create(fb, fl, arith::CmpIPredicate::ult, a, bound)
+        .getResult();
+  };
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
 
-  // Tiles are uniform across the block, as its barriers require.
-  scf::ForOp::create(
-      b, loc, launch.getBlockIds().x, indexConstant(b, loc, numTiles),
-      launch.getGridSize().x, ValueRange{},
-      [&](OpBuilder &ob, Location l, Value tileId, ValueRange) {
-        SmallVector<Value> acc;
-        if (red)
-          acc.push_back(
-              memref::LoadOp::create(ob, l, running, ValueRange{tid}));
-        SmallVector<Value> idx = delinearize(ob, l, tileId, tileSpaceV);
-        SmallVector<Value> outerIdx(ArrayRef(idx).drop_back(2));
-        Value r0 = arith::MulIOp::create(ob, l, idx[idx.size() - 2], tv);
-        Value c0 = arith::MulIOp::create(ob, l, idx.back(), tv);
-        // In: the element at (r0 + k, c0 + tx) is computed (a warp along
-        // the innermost loop), the plain outputs stored, the transposed
-        // ones put in the tiles at [k][tx]. A thread's rows go in groups
-        // of kRowsInFlight, all of a group's elements loaded (at indices
-        // clamped into range) before any is stored: a store could alias a
-        // later row's input, so otherwise each load waited for the
-        // previous row's stores, one element in flight per thread.
-        Value groupStride = arith::MulIOp::create(
-            ob, l, passStride, indexConstant(ob, l, rowsPerGroup));
-        ValueRange folded =
-            scf::ForOp::create(
-                ob, l, ty, tv, groupStride, acc,
-                [&](OpBuilder &fb, Location fl, Value k0, ValueRange accIn) {
-                  SmallVector<Value> carried(accIn);
-                  struct Row {
-                    Value k, ok;
-                    SmallVector<Value> ivs;
-                    IRMapping map;
-                  };
-                  SmallVector<Row> group(rowsPerGroup);
-                  for (auto [j, row] : llvm::enumerate(group)) {
-                    row.k = arith::AddIOp::create(
-                        fb, fl, k0,
-                        arith::MulIOp::create(
-                            fb, fl, passStride,
-                            indexConstant(fb, fl, static_cast<int64_t>(j))));
-                    Value r = arith::AddIOp::create(fb, fl, r0, row.k);
-                    Value c = arith::AddIOp::create(fb, fl, c0, tx);
-                    row.ok = arith::AndIOp::create(
-                        fb, fl,
-                        arith::AndIOp::create(
-                            fb, fl,
-                            arith::CmpIOp::create(
-                                fb, fl, arith::CmpIPredicate::ult, row.k, tv),
-                            arith::CmpIOp::create(
-                                fb, fl, arith::CmpIPredicate::ult, r, rowsV)),
-                        arith::CmpIOp::create(fb, fl, arith::CmpIPredicate::ult,
-                                              c, colsV));
-                    // In range, the clamped indices are the element's own;
-                    // out of range, a valid element whose results are
-                    // dropped.
-                    Value rc = arith::MinUIOp::create(fb, fl, r, lastRowV);
-                    Value cc = arith::MinUIOp::create(fb, fl, c, lastColV);
-                    row.ivs = ivsAt(outerIdx, rc, cc);
-                    if (red) {
-                      // The reduction's element: the same loops, or the
-                      // same row-major position of a reshaped view.
-                      SmallVector<Value> redIvs = row.ivs;
-                      if (!red->shared->sameLoops) {
-                        Value linear = indexConstant(fb, fl, 0);
-                        for (auto [iv, size] : llvm::zip(row.ivs, loopSizesV))
-                          linear = arith::AddIOp::create(
-                              fb, fl,
-                              arith::MulIOp::create(fb, fl, linear, size), iv);
-                        redIvs = red->loopIndices(
-                            {}, delinearize(fb, fl, linear, red->redSizes));
+  // The tile loop with W lanes a thread (`plan`: the vectors; null, W = 1:
+  // one element).
+  auto emitTileLoop = [&](OpBuilder &tb, Location tl, const TileVectors *plan) {
+    int64_t width = plan ? plan->op.width : 1;
+    Value widthV = indexConstant(tb, tl, width);
+    SmallVector<Value> tileSpaceV;
+    for (int64_t s : tileSpaceOf(width))
+      tileSpaceV.push_back(indexConstant(tb, tl, s));
+    Value tileCols = indexConstant(tb, tl, tile * width);
+    // The last column a thread's first lane may take: its vector ends at
+    // the last column (the extent is a multiple of W).
+    Value lastColV = indexConstant(tb, tl, sizes[colLoop] - width);
+    // Tiles are uniform across the block, as its barriers require.
+    scf::ForOp::create(
+        tb, tl, launch.getBlockIds().x,
+        indexConstant(tb, tl, countOf(tileSpaceOf(width))),
+        launch.getGridSize().x, ValueRange{},
+        [&](OpBuilder &ob, Location l, Value tileId, ValueRange) {
+          SmallVector<Value> acc;
+          if (red)
+            acc.push_back(
+                memref::LoadOp::create(ob, l, running, ValueRange{tid}));
+          SmallVector<Value> idx = delinearize(ob, l, tileId, tileSpaceV);
+          SmallVector<Value> outerIdx(ArrayRef(idx).drop_back(2));
+          Value r0 = arith::MulIOp::create(ob, l, idx[idx.size() - 2], tv);
+          Value c0 = arith::MulIOp::create(ob, l, idx.back(), tileCols);
+          Value firstCol = arith::AddIOp::create(
+              ob, l, c0,
+              width > 1 ? arith::MulIOp::create(ob, l, tx, widthV).getResult()
+                        : tx);
+          Value groupStride = arith::MulIOp::create(
+              ob, l, passStride, indexConstant(ob, l, rowsPerGroup));
+          ValueRange folded =
+              scf::ForOp::create(
+                  ob, l, ty, tv, groupStride, acc,
+                  [&](OpBuilder &fb, Location fl, Value k0, ValueRange accIn) {
+                    SmallVector<Value> carried(accIn);
+                    struct Row {
+                      Value k, ok;
+                      SmallVector<Value> ivs;
+                      // Each yielded value: one per lane.
+                      SmallVector<SmallVector<Value>> lanes;
+                    };
+                    SmallVector<Row> group(rowsPerGroup);
+                    for (auto [j, row] : llvm::enumerate(group)) {
+                      row.k = arith::AddIOp::create(
+                          fb, fl, k0,
+                          arith::MulIOp::create(
+                              fb, fl, passStride,
+                              indexConstant(fb, fl, static_cast<int64_t>(j))));
+                      Value r = arith::AddIOp::create(fb, fl, r0, row.k);
+                      row.ok = arith::AndIOp::create(
+                          fb, fl,
+                          arith::AndIOp::create(fb, fl,
+                                                lessThan(fb, fl, row.k, tv),
+                                                lessThan(fb, fl, r, rowsV)),
+                          lessThan(fb, fl, firstCol, colsV));
+                      // In range, the clamped indices are the element's
+                      // own; out of range, valid ones whose results are
+                      // dropped.
+                      row.ivs = ivsAt(
+                          outerIdx, arith::MinUIOp::create(fb, fl, r, lastRowV),
+                          arith::MinUIOp::create(fb, fl, firstCol, lastColV));
+                      if (plan) {
+                        GivenVector given;
+                        if (red) {
+                          SmallVector<Value> loaded;
+                          Value next = emitGenericVector(
+                              fb, fl, *plan->red, reductionIvs(fb, fl, row.ivs),
+                              red, carried.front(), {}, &loaded);
+                          carried.front() = arith::SelectOp::create(
+                              fb, fl, row.ok, next, carried.front());
+                          given = {red->shared->elementwise,
+                                   loaded[red->shared->reduction
+                                              ->getOperandNumber()]};
+                          if (!given.vector)
+                            given = {};
+                        }
+                        emitGenericVector(fb, fl, plan->op, row.ivs, nullptr,
+                                          {}, given, nullptr, &row.lanes);
+                        continue;
                       }
-                      IRMapping redMap;
-                      redMap.map(red->outArg, carried.front());
-                      cloneBodyAt(fb, fl, red->op, redIvs, redMap);
-                      carried.front() = arith::SelectOp::create(
-                          fb, fl, row.ok,
-                          redMap.lookup(red->comb->getResult(0)),
-                          carried.front());
-                      BlockArgument mine = red->op.getMatchingBlockArgument(
-                          red->shared->reduction);
-                      if (redMap.contains(mine))
-                        row.map.map(op.getMatchingBlockArgument(
-                                        red->shared->elementwise),
-                                    redMap.lookup(mine));
+                      IRMapping map;
+                      if (red) {
+                        IRMapping redMap;
+                        redMap.map(red->outArg, carried.front());
+                        cloneBodyAt(fb, fl, red->op,
+                                    reductionIvs(fb, fl, row.ivs), redMap);
+                        carried.front() = arith::SelectOp::create(
+                            fb, fl, row.ok,
+                            redMap.lookup(red->comb->getResult(0)),
+                            carried.front());
+                        BlockArgument mine = red->op.getMatchingBlockArgument(
+                            red->shared->reduction);
+                        if (redMap.contains(mine))
+                          map.map(op.getMatchingBlockArgument(
+                                      red->shared->elementwise),
+                                  redMap.lookup(mine));
+                      }
+                      cloneBodyAt(fb, fl, op, row.ivs, map);
+                      for (Value v : yield.getValues())
+                        row.lanes.push_back({map.lookupOrDefault(v)});
                     }
-                    cloneBodyAt(fb, fl, op, row.ivs, row.map);
-                  }
-                  auto yield =
-                      cast<linalg::YieldOp>(op.getBody()->getTerminator());
-                  for (Row &row : group) {
-                    RowTeam::emitIf(
-                        fb, fl, row.ok, [&](OpBuilder &ib, Location il) {
-                          for (auto [out, value] :
-                               llvm::zip(op.getDpsInitsMutable(),
-                                         yield.getValues())) {
-                            Value v = row.map.lookupOrDefault(value);
-                            auto *it = llvm::find(t.outputs, &out);
-                            if (it != t.outputs.end()) {
-                              storeToTile(ib, il, v,
-                                          tiles[it - t.outputs.begin()], row.k,
-                                          tx);
-                              continue;
+                    // Then the group's stores.
+                    for (Row &row : group) {
+                      RowTeam::emitIf(
+                          fb, fl, row.ok, [&](OpBuilder &ib, Location il) {
+                            for (auto [out, lanes] : llvm::zip(
+                                     op.getDpsInitsMutable(), row.lanes)) {
+                              auto *it = llvm::find(t.outputs, &out);
+                              if (it != t.outputs.end()) {
+                                for (auto [lane, v] : llvm::enumerate(lanes)) {
+                                  Value col = tx;
+                                  if (lane > 0)
+                                    col = arith::AddIOp::create(
+                                        ib, il, tx,
+                                        indexConstant(
+                                            ib, il,
+                                            static_cast<int64_t>(lane) * tile));
+                                  storeToTile(ib, il, v,
+                                              tiles[it - t.outputs.begin()],
+                                              row.k, col);
+                                }
+                                continue;
+                              }
+                              if (plan) {
+                                storeVectorOutput(ib, il, plan->op, out, lanes,
+                                                  row.ivs);
+                                continue;
+                              }
+                              memref::StoreOp::create(
+                                  ib, il, lanes.front(), out.get(),
+                                  applyMap(ib, il,
+                                           op.getMatchingIndexingMap(&out),
+                                           row.ivs));
                             }
-                            memref::StoreOp::create(
-                                ib, il, v, out.get(),
-                                applyMap(ib, il,
-                                         op.getMatchingIndexingMap(&out),
-                                         row.ivs));
-                          }
-                        });
+                          });
+                    }
+                    scf::YieldOp::create(fb, fl, carried);
+                  })
+                  .getResults();
+          if (red)
+            memref::StoreOp::create(ob, l, folded.front(), running,
+                                    ValueRange{tid});
+          gpu::BarrierOp::create(ob, l);
+          // Out: tile columns ty, ty + blockSize/32, ..., row tx of each:
+          // the element (r0 + tx, the column's), written where the
+          // transposed outputs' maps put it (a warp along their innermost
+          // dimension).
+          scf::ForOp::create(
+              ob, l, ty, tileCols, passStride, ValueRange{},
+              [&](OpBuilder &fb, Location fl, Value q, ValueRange) {
+                Value r = arith::AddIOp::create(fb, fl, r0, tx);
+                Value c = q;
+                if (width > 1)
+                  c = arith::AddIOp::create(
+                      fb, fl,
+                      arith::MulIOp::create(
+                          fb, fl, arith::RemUIOp::create(fb, fl, q, tv),
+                          widthV),
+                      arith::DivUIOp::create(fb, fl, q, tv));
+                c = arith::AddIOp::create(fb, fl, c0, c);
+                Value ok =
+                    arith::AndIOp::create(fb, fl, lessThan(fb, fl, r, rowsV),
+                                          lessThan(fb, fl, c, colsV));
+                RowTeam::emitIf(fb, fl, ok, [&](OpBuilder &ib, Location il) {
+                  SmallVector<Value> ivs = ivsAt(outerIdx, r, c);
+                  for (auto [out, tileMem] : llvm::zip(t.outputs, tiles)) {
+                    Type et =
+                        cast<MemRefType>(out->get().getType()).getElementType();
+                    Value v = loadFromTile(ib, il, et, tileMem, tx, q);
+                    memref::StoreOp::create(
+                        ib, il, v, out->get(),
+                        applyMap(ib, il, op.getMatchingIndexingMap(out), ivs));
                   }
-                  scf::YieldOp::create(fb, fl, carried);
-                })
-                .getResults();
-        if (red)
-          memref::StoreOp::create(ob, l, folded.front(), running,
-                                  ValueRange{tid});
-        gpu::BarrierOp::create(ob, l);
-        // Out: tile column tx, the elements (r0 + tx, c0 + k), written
-        // where the transposed outputs' maps put them (a warp along their
-        // innermost dimension).
-        forTileRows(
-            ob, l, ValueRange{},
-            [&](OpBuilder &fb, Location fl, Value k) -> Position {
-              return {arith::AddIOp::create(fb, fl, r0, tx),
-                      arith::AddIOp::create(fb, fl, c0, k)};
-            },
-            [&](OpBuilder &ib, Location il, Value k, Value r, Value c,
-                ValueRange) -> SmallVector<Value> {
-              SmallVector<Value> ivs = ivsAt(outerIdx, r, c);
-              for (auto [out, tileMem] : llvm::zip(t.outputs, tiles)) {
-                Type et =
-                    cast<MemRefType>(out->get().getType()).getElementType();
-                Value v = loadFromTile(ib, il, et, tileMem, tx, k);
-                memref::StoreOp::create(
-                    ib, il, v, out->get(),
-                    applyMap(ib, il, op.getMatchingIndexingMap(out), ivs));
-              }
-              return {};
-            });
-        // The next tile overwrites these.
-        gpu::BarrierOp::create(ob, l);
-        scf::YieldOp::create(ob, l);
-      });
+                });
+                scf::YieldOp::create(fb, fl);
+              });
+          // The next tile overwrites these.
+          gpu::BarrierOp::create(ob, l);
+          scf::YieldOp::create(ob, l);
+        });
+  };
+  if (vectors) {
+    scf::IfOp::create(
+        b, loc, buffersAligned(b, loc, vectors->buffers),
+        [&](OpBuilder &ib, Location il) {
+          emitTileLoop(ib, il, &*vectors);
+          scf::YieldOp::create(ib, il);
+        },
+        [&](OpBuilder &ib, Location il) {
+          emitTileLoop(ib, il, nullptr);
+          scf::YieldOp::create(ib, il);
+        });
+  } else {
+    emitTileLoop(b, loc, nullptr);
+  }
   if (red) {
     Value mine = memref::LoadOp::create(b, loc, running, ValueRange{tid});
     Value total = gpu::AllReduceOp::create(

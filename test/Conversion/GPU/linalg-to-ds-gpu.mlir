@@ -483,31 +483,57 @@ func.func @mixed_layouts(%x: memref<512x128xf32>, %y: memref<128x512xf32>, %s: m
 // -----
 
 // A swap of the two innermost dimensions (the FP8 GEMMs' TN copies) moves
-// 32 x 32 tiles through shared memory: a warp reads a tile row, then,
-// after a barrier, writes a tile column, so both sides coalesce. The tile
-// holds the raw bits widened to 32, one bank word each, with a padding
-// column. 8192 x 1024 is 256 x 32 tiles, in a grid-stride loop. A thread
-// loads its 4 rows of a tile (at indices clamped into range) before it
-// stores any.
+// tiles through shared memory: a warp reads a tile row, then, after a
+// barrier, writes a tile column, so both sides coalesce. The tile holds
+// the raw bits widened to 32, one bank word each, with a padding column.
+// Where the buffers are 16-byte aligned, each lane reads a vector of 4 of
+// the row (a tile of 32 rows x 128 columns: 8192 x 1024 is 256 x 8 tiles,
+// in a grid-stride loop) and puts lane l's element in tile column
+// l*32 + x; the out-phase takes tile column q as the input's column
+// (q mod 32)*4 + q/32. A thread loads its 4 rows of a tile (at indices
+// clamped into range) before it stores any. Misaligned, the same with one
+// element a lane (256 x 32 tiles of 32 columns).
 // CHECK-LABEL: func.func @fp8_transpose
-// CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x33xi32, #gpu.address_space<workgroup>>)
-// CHECK:           scf.for %{{.*}} = %{{.*}} to %c8192{{.*}} step
-// CHECK:             scf.for
-// CHECK-COUNT-4:       memref.load %arg0
-// CHECK-NOT:           memref.store
-// CHECK:               scf.if
-// CHECK:                 %[[B:.*]] = arith.bitcast %{{.*}} : f8E4M3FN to i8
-// CHECK:                 %[[W:.*]] = arith.extui %[[B]] : i8 to i32
-// CHECK:                 memref.store %[[W]], %[[TILE]]
-// CHECK-COUNT-3:       scf.if
-// CHECK:             gpu.barrier
-// CHECK:             scf.for
-// CHECK:               scf.if
-// CHECK:                 memref.load %[[TILE]]
-// CHECK:                 arith.trunci
-// CHECK:                 arith.bitcast {{.*}} : i8 to f8E4M3FN
-// CHECK:                 memref.store {{.*}}, %arg1
-// CHECK:             gpu.barrier
+// CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x129xi32, #gpu.address_space<workgroup>>)
+// CHECK:           %[[ALIGNED:.*]] = arith.cmpi eq
+// CHECK:           scf.if %[[ALIGNED]] {
+// CHECK:             scf.for %{{.*}} = %{{.*}} to %c2048{{.*}} step
+// CHECK:               scf.for
+// CHECK-COUNT-4:         vector.load %arg0{{.*}} vector<4xf8E4M3FN>
+// CHECK-NOT:             memref.store
+// CHECK:                 scf.if
+// CHECK:                   %[[B:.*]] = arith.bitcast %{{.*}} : f8E4M3FN to i8
+// CHECK:                   %[[W:.*]] = arith.extui %[[B]] : i8 to i32
+// CHECK:                   memref.store %[[W]], %[[TILE]][%[[K:.*]], %[[X:.*]]]
+// CHECK:                   %[[X1:.*]] = arith.addi %[[X]], %c32
+// CHECK:                   memref.store %{{.*}}, %[[TILE]][%[[K]], %[[X1]]]
+// CHECK-COUNT-3:         scf.if
+// CHECK:               gpu.barrier
+// CHECK:               scf.for %[[Q:.*]] = %{{.*}} to %c128 step
+// CHECK:                 %[[QX:.*]] = arith.remui %[[Q]], %c32
+// CHECK:                 %[[QL:.*]] = arith.divui %[[Q]], %c32
+// CHECK:                 scf.if
+// CHECK:                   memref.load %[[TILE]][%{{.*}}, %[[Q]]]
+// CHECK:                   arith.trunci
+// CHECK:                   arith.bitcast {{.*}} : i8 to f8E4M3FN
+// CHECK:                   memref.store {{.*}}, %arg1
+// CHECK:               gpu.barrier
+// CHECK:           } else {
+// CHECK:             scf.for %{{.*}} = %{{.*}} to %c8192{{.*}} step
+// CHECK:               scf.for
+// CHECK-COUNT-4:         memref.load %arg0
+// CHECK-NOT:             memref.store
+// CHECK:                 scf.if
+// CHECK:                   %[[B:.*]] = arith.bitcast %{{.*}} : f8E4M3FN to i8
+// CHECK:                   %[[W:.*]] = arith.extui %[[B]] : i8 to i32
+// CHECK:                   memref.store %[[W]], %[[TILE]]
+// CHECK-COUNT-3:         scf.if
+// CHECK:               gpu.barrier
+// CHECK:               scf.for
+// CHECK:                 scf.if
+// CHECK:                   memref.load %[[TILE]]
+// CHECK:                   memref.store {{.*}}, %arg1
+// CHECK:               gpu.barrier
 func.func @fp8_transpose(%x: memref<8192x1024xf8E4M3FN>, %y: memref<1024x8192xf8E4M3FN>) {
   linalg.transpose ins(%x : memref<8192x1024xf8E4M3FN>) outs(%y : memref<1024x8192xf8E4M3FN>)
       permutation = [1, 0]

@@ -229,36 +229,62 @@ func.func @apart(%x: memref<256x512xf32>, %y: memref<256x512xf32>,
 // -----
 
 // A cast-transpose (ds-fuse-transposes): the cast writes the FP8 tensor and
-// its transpose. Beside the amax, one launch over 32 x 32 tiles: a warp
-// casts a tile row, stores q directly and the transposed copy's elements
-// into a shared-memory tile; after a barrier it writes a tile column of qt.
-// A thread loads its 4 rows of a tile before it stores any (a row out of
-// range loads a valid element and leaves the maximum as it was). Each
-// thread's running maximum waits in shared memory between tiles; the
-// blocks' partial results (one per block, 128 tiles here) are folded by a
-// second launch.
+// its transpose. Beside the amax, one launch over tiles: a warp casts a
+// tile row, stores q directly and the transposed copy's elements into a
+// shared-memory tile; after a barrier it writes a tile column of qt. The
+// buffers aligned, a lane takes a vector of 4 of the row (tiles of 32 x
+// 128: 32 here), the amax and the cast on the same vector. A thread loads
+// its 4 rows of a tile before it stores any (a row out of range loads a
+// valid element and leaves the maximum as it was). Each thread's running
+// maximum waits in shared memory between tiles; the blocks' partial
+// results (one per block) are folded by a second launch. Misaligned, the
+// same with one element a lane.
 // CHECK-LABEL: func.func @amax_and_cast_transpose
-// CHECK:         %[[P:.*]] = gpu.alloc () : memref<128xf32>
-// CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x33xi32, #gpu.address_space<workgroup>>, %[[ACC:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
-// CHECK:           scf.for
-// CHECK:             memref.load %[[ACC]]
+// CHECK:         %[[P:.*]] = gpu.alloc () : memref<32xf32>
+// CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x129xi32, #gpu.address_space<workgroup>>, %[[ACC:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.if
 // CHECK:             scf.for
-// CHECK:               %[[X:.*]] = memref.load %arg0[
-// CHECK:               arith.maximumf
-// CHECK:               %[[T:.*]] = arith.truncf
-// CHECK-COUNT-3:       memref.load %arg0[
-// CHECK-NOT:           memref.store
-// CHECK:               scf.if
-// CHECK:                 memref.store %[[T]], %arg2[
-// CHECK:                 %[[B:.*]] = arith.bitcast %[[T]] : f8E4M3FN to i8
-// CHECK:                 %[[W:.*]] = arith.extui %[[B]] : i8 to i32
-// CHECK:                 memref.store %[[W]], %[[TILE]][
-// CHECK:             memref.store %{{.*}}, %[[ACC]]
-// CHECK:             gpu.barrier
+// CHECK:               memref.load %[[ACC]]
+// CHECK:               scf.for
+// CHECK:                 %[[X:.*]] = vector.load %arg0[{{.*}} : memref<256x512xf32>, vector<4xf32>
+// CHECK-COUNT-4:         arith.maximumf
+// CHECK-NOT:             vector.load
+// CHECK:                 %[[T:.*]] = arith.truncf
+// CHECK:                 vector.extract %[[X]][3]
+// CHECK-COUNT-3:         vector.load %arg0[
+// CHECK-NOT:             memref.store
+// CHECK:                 scf.if
+// CHECK:                   %[[Q:.*]] = vector.from_elements %[[T]], {{.*}} : vector<4xf8E4M3FN>
+// CHECK:                   vector.store %[[Q]], %arg2[
+// CHECK:                   %[[B:.*]] = arith.bitcast %[[T]] : f8E4M3FN to i8
+// CHECK:                   %[[W:.*]] = arith.extui %[[B]] : i8 to i32
+// CHECK:                   memref.store %[[W]], %[[TILE]][
+// CHECK:               memref.store %{{.*}}, %[[ACC]]
+// CHECK:               gpu.barrier
+// CHECK:               scf.for
+// CHECK:                 memref.load %[[TILE]]
+// CHECK:                 memref.store %{{.*}}, %arg3[
+// CHECK:               gpu.barrier
+// CHECK:           } else {
 // CHECK:             scf.for
-// CHECK:               memref.load %[[TILE]]
-// CHECK:               memref.store %{{.*}}, %arg3[
-// CHECK:             gpu.barrier
+// CHECK:               memref.load %[[ACC]]
+// CHECK:               scf.for
+// CHECK:                 %[[X:.*]] = memref.load %arg0[
+// CHECK:                 arith.maximumf
+// CHECK:                 %[[T:.*]] = arith.truncf
+// CHECK-COUNT-3:         memref.load %arg0[
+// CHECK-NOT:             memref.store
+// CHECK:                 scf.if
+// CHECK:                   memref.store %[[T]], %arg2[
+// CHECK:                   %[[B:.*]] = arith.bitcast %[[T]] : f8E4M3FN to i8
+// CHECK:                   %[[W:.*]] = arith.extui %[[B]] : i8 to i32
+// CHECK:                   memref.store %[[W]], %[[TILE]][
+// CHECK:               memref.store %{{.*}}, %[[ACC]]
+// CHECK:               gpu.barrier
+// CHECK:               scf.for
+// CHECK:                 memref.load %[[TILE]]
+// CHECK:                 memref.store %{{.*}}, %arg3[
+// CHECK:               gpu.barrier
 // CHECK:           gpu.all_reduce maximumf
 // CHECK:           memref.store %{{.*}}, %[[P]][
 // CHECK:         gpu.launch
