@@ -82,10 +82,11 @@ cl::opt<int64_t> gpuUnroll(
     cl::init(0), cl::cat(runCat));
 cl::opt<bool> gpuVectorize(
     "gpu-vectorize",
-    cl::desc("With --device cuda: elementwise kernels over buffers "
-             "contiguous along the innermost dimension load and store "
-             "16-byte vectors (ds-gpu-pipeline's vectorize; default true, "
-             "=false to compare)"),
+    cl::desc("With --device cuda: kernels over buffers contiguous along "
+             "the innermost dimension (elementwise, row groups, reductions, "
+             "cast-transposes) load and store vectors of up to 16 bytes "
+             "(ds-gpu-pipeline's vectorize; default true, =false to "
+             "compare)"),
     cl::init(true), cl::cat(runCat));
 cl::opt<bool> gpuNativeCasts(
     "gpu-native-casts",

@@ -196,7 +196,9 @@ def ConvertLinalgToGPUPass
       permutations included) moves 16-byte vectors (`vectorize`) when its
       buffers are 16-byte aligned, which it checks at run time; otherwise
       it takes `unroll` elements a grid stride apart per thread and
-      iteration, and loads them all before it stores any.
+      iteration, and loads them all before it stores any. Row groups,
+      block, warp and column reductions and the transposing tiles move
+      vectors the same way (`vectorize`), behind the same check.
     Host memory operations follow the data: `memref.alloc`/`dealloc`
     become `gpu.alloc`/`gpu.dealloc`, contiguous copies `gpu.memcpy` (any
     other copy a kernel), constants used by kernels are cloned into them
@@ -215,8 +217,10 @@ def ConvertLinalgToGPUPass
            "their loads issued together (0: 16 bytes' worth of the widest "
            "element, 2 to 8; 1: one at a time)">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
-           "Elementwise kernels over contiguous buffers load and store "
-           "16-byte vectors (false: one element an access)">,
+           "Kernels over contiguous buffers (elementwise, row groups, "
+           "reductions, cast-transposes) load and store vectors of up to "
+           "16 bytes where the buffers are aligned (false: one element an "
+           "access)">,
     Option<"fuseRows", "fuse-rows", "bool", /*default=*/"true",
            "Run consecutive row-wise ops over the same rows as one "
            "block-per-row launch">,

@@ -50,9 +50,9 @@ struct GPUPipelineConfig {
   /// together (convert-linalg-to-ds-gpu's unroll; 0: from the element
   /// types, 1: one at a time).
   int64_t unroll = 0;
-  /// Elementwise kernels over buffers contiguous along the innermost
-  /// dimension load and store 16-byte vectors (convert-linalg-to-ds-gpu's
-  /// vectorize).
+  /// Kernels over buffers contiguous along the innermost dimension
+  /// (elementwise, row groups, reductions, cast-transposes) load and store
+  /// vectors of up to 16 bytes (convert-linalg-to-ds-gpu's vectorize).
   bool vectorize = true;
   /// Kernels convert narrow floats with the chip's instructions: bf16 and
   /// f16 on sm_80 and newer, FP8 on sm_89 and newer (false: integer code,
@@ -113,9 +113,10 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::init(0)};
   PassOptions::Option<bool> vectorize{
       *this, "vectorize",
-      llvm::cl::desc("Elementwise kernels over buffers contiguous along the "
-                     "innermost dimension load and store 16-byte vectors "
-                     "(false: one element an access)"),
+      llvm::cl::desc("Kernels over buffers contiguous along the innermost "
+                     "dimension (elementwise, row groups, reductions, "
+                     "cast-transposes) load and store vectors of up to 16 "
+                     "bytes (false: one element an access)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> nativeCasts{
       *this, "native-casts",
