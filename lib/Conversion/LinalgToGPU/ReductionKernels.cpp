@@ -268,7 +268,7 @@ void buildBlockReduction(OpBuilder &b, Reduction &red,
 /// How the threads of a column reduction take their tasks: an output (or
 /// `vectors`: a vector of consecutive outputs) and a run of its elements.
 struct ColumnTasks {
-  Value numOut, numRed, split, run;
+  Value numOut, numRed, run;
   int64_t lanes; // outputs a task
   Value count;   // tasks
 };
@@ -359,8 +359,7 @@ void buildColumnReduction(OpBuilder &b, Reduction &red,
       columnSplit(red.numOutStatic / lanes, red.numRedStatic, shape);
   Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
   Reduction::Tasks tasks = red.tasks(b, loc, split);
-  ColumnTasks scalar{tasks.numOut, tasks.numRed, tasks.split, Value(), 1,
-                     tasks.count};
+  ColumnTasks scalar{tasks.numOut, tasks.numRed, Value(), 1, tasks.count};
   // Runs of ceil(numRed / split) elements; the last may be short or empty.
   scalar.run =
       split > 1
