@@ -237,10 +237,23 @@ mlir::ds::gpu_kernels::planReductionVectors(Reduction &red) {
   // and the layouts still does when halved.
   int64_t width = std::min(plan.reduction.width, plan.sibling->width);
   plan.reduction.width = plan.sibling->width = width;
-  for (Value v : plan.sibling->buffers)
-    if (!llvm::is_contained(plan.buffers, v))
-      plan.buffers.push_back(v);
+  appendBuffers(plan.buffers, plan.sibling->buffers);
   return plan;
+}
+
+GivenVector mlir::ds::gpu_kernels::sharedVector(const Reduction &red,
+                                                ArrayRef<Value> loaded) {
+  Value vector = loaded[red.shared->reduction->getOperandNumber()];
+  if (!vector)
+    return {};
+  return {red.shared->elementwise, vector};
+}
+
+void mlir::ds::gpu_kernels::appendBuffers(SmallVectorImpl<Value> &buffers,
+                                          ArrayRef<Value> more) {
+  for (Value v : more)
+    if (!llvm::is_contained(buffers, v))
+      buffers.push_back(v);
 }
 
 Value mlir::ds::gpu_kernels::foldVectorsOrElements(
@@ -267,12 +280,10 @@ Value mlir::ds::gpu_kernels::foldVectorsOrElements(
         if (plan.sibling) {
           // The sibling's lanes are the reduction's elements c, c + 1, ...:
           // the shared tensor's vector is the one just loaded.
-          GivenVector given{red.shared->elementwise,
-                            loaded[red.shared->reduction->getOperandNumber()]};
           SmallVector<Value> siblingIvs =
               red.shared->sameLoops ? ivs : delinearize(rb, l, c, siblingSizes);
           emitGenericVector(rb, l, *plan.sibling, siblingIvs, nullptr, {},
-                            given.vector ? given : GivenVector{});
+                            sharedVector(red, loaded));
         }
         scf::YieldOp::create(rb, l, next);
       });

@@ -76,6 +76,14 @@ Value emitGenericVector(OpBuilder &b, Location loc, const GenericVectors &plan,
                         SmallVectorImpl<Value> *loaded = nullptr,
                         SmallVectorImpl<SmallVector<Value>> *yields = nullptr);
 
+/// The vector the sibling of `red` (ReductionSiblings.h) takes for the
+/// tensor the two share: the one the reduction's iteration loaded
+/// (emitGenericVector's `loaded`), if it loaded one.
+GivenVector sharedVector(const Reduction &red, ArrayRef<Value> loaded);
+
+/// Appends to `buffers` those of `more` it does not hold yet.
+void appendBuffers(SmallVectorImpl<Value> &buffers, ArrayRef<Value> more);
+
 /// Stores `lanes` (an output's values, one per lane) as one vector into
 /// output `init` of `plan.op`, at the loop indices `ivs` of the first.
 void storeVectorOutput(OpBuilder &b, Location loc, const GenericVectors &plan,

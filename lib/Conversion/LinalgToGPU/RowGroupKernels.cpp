@@ -284,9 +284,7 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
           vectors[i] =
               planGenericVectors(generic, innermost, reduced.back(), reduction);
           if (vectors[i])
-            for (Value v : vectors[i]->buffers)
-              if (!llvm::is_contained(vectorBuffers, v))
-                vectorBuffers.push_back(v);
+            appendBuffers(vectorBuffers, vectors[i]->buffers);
         }
         Value aligned = vectorBuffers.empty()
                             ? Value()

@@ -93,9 +93,7 @@ std::optional<TileVectors> planTileVectors(linalg::GenericOp op,
     if (!plan.red)
       return std::nullopt;
     width = std::min(width, plan.red->width);
-    for (Value v : plan.red->buffers)
-      if (!llvm::is_contained(plan.buffers, v))
-        plan.buffers.push_back(v);
+    appendBuffers(plan.buffers, plan.red->buffers);
     plan.red->width = width;
   }
   // Narrowing keeps a plan valid (GenericVectors.cpp).
@@ -307,11 +305,7 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                               red, carried.front(), {}, &loaded);
                           carried.front() = arith::SelectOp::create(
                               fb, fl, row.ok, next, carried.front());
-                          given = {red->shared->elementwise,
-                                   loaded[red->shared->reduction
-                                              ->getOperandNumber()]};
-                          if (!given.vector)
-                            given = {};
+                          given = sharedVector(*red, loaded);
                         }
                         emitGenericVector(fb, fl, plan->op, row.ivs, nullptr,
                                           {}, given, nullptr, &row.lanes);
