@@ -11,6 +11,9 @@
 
 #include "GenericVectors.h"
 #include "ReductionKernels.h"
+#include "VectorKernels.h"
+
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include "ds/Dialect/Linalg/IndexingMaps.h"
 
@@ -101,6 +104,35 @@ std::optional<TileVectors> planTileVectors(linalg::GenericOp op,
   return plan;
 }
 
+/// Elements of each transposed output a thread stores as one vector in the
+/// out-phase, along the output's innermost dimension (the tile's rows): 16
+/// bytes' worth of the widest of them, as far as the outputs' layouts and
+/// the `rows` extent allow (chooseVectorWidth, as for every other vector
+/// access), and at most a thread's share of a tile of 32 x 32 x `width`
+/// elements, so that every warp has tile columns to write; 1: none. An FP8
+/// output then takes 16-byte stores where it took 1-byte ones
+/// (Transformer Engine's cast-transpose writes 8 bytes a thread).
+int64_t outVectorWidth(const Transposed &t, int64_t rows, int64_t width,
+                       const LaunchShape &shape) {
+  if (!shape.vectorize)
+    return 1;
+  int64_t widest = 1;
+  SmallVector<Value> buffers;
+  for (OpOperand *out : t.outputs) {
+    std::optional<int64_t> bytes = vectorElementBytes(
+        cast<MemRefType>(out->get().getType()).getElementType());
+    if (!bytes)
+      return 1;
+    widest = std::max(widest, *bytes);
+    appendBuffers(buffers, out->get());
+  }
+  int64_t vector = chooseVectorWidth(widest, t.outputs.size(), rows, buffers);
+  int64_t share = kTransposeTile * kTransposeTile * width / shape.blockSize;
+  while (vector > share)
+    vector /= 2;
+  return vector >= 2 ? vector : 1;
+}
+
 /// The launch for both builders: `red` (null: none) is folded over the
 /// elements of each block's tiles, `op` is its sibling or stands alone.
 ///
@@ -112,10 +144,13 @@ std::optional<TileVectors> planTileVectors(linalg::GenericOp op,
 /// otherwise each load would wait for the previous row's stores). The
 /// plain outputs are stored in place, the transposed ones put in the tile
 /// at [row][l*32 + x] for lane l, so that a warp's stores hit 32 banks.
-/// After a barrier, out: warp w takes tile columns w, w + 8, ..., lane x
-/// the tile's row x of each, and writes a run of 32 of a transposed
-/// output's innermost dimension. Vectors need 16-byte aligned buffers,
-/// checked in the kernel: otherwise the same code with W = 1.
+/// After a barrier, out: with V elements a store (outVectorWidth), warp w
+/// takes tile columns wV to wV + V - 1, then the next 8V (with 256
+/// threads), ...; of each, 32 / V lanes write a run of 32 of a transposed
+/// output's innermost dimension, lane x the tile rows (x mod 32/V)V to
+/// (x mod 32/V)V + V - 1 of column x / (32/V) as a vector, which reads 32
+/// banks. Vectors need 16-byte aligned buffers, checked in the kernel:
+/// otherwise the same code with W = V = 1.
 void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                           const LaunchShape &shape, Reduction *red) {
   Location loc = op.getLoc();
@@ -234,8 +269,9 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
   auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
 
   // The tile loop with W lanes a thread (`plan`: the vectors; null, W = 1:
-  // one element).
-  auto emitTileLoop = [&](OpBuilder &tb, Location tl, const TileVectors *plan) {
+  // one element) in, and V = `outWidth` out.
+  auto emitTileLoop = [&](OpBuilder &tb, Location tl, const TileVectors *plan,
+                          int64_t outWidth) {
     int64_t width = plan ? plan->op.width : 1;
     Value widthV = indexConstant(tb, tl, width);
     SmallVector<Value> tileSpaceV;
@@ -374,14 +410,23 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
             memref::StoreOp::create(ob, l, folded.front(), running,
                                     ValueRange{tid});
           gpu::BarrierOp::create(ob, l);
-          // Out: tile columns ty, ty + blockSize/32, ..., row tx of each:
-          // the element (r0 + tx, the column's), written where the
-          // transposed outputs' maps put it (a warp along their innermost
-          // dimension).
+          // Out: tile columns ty*V, ty*V + blockSize/32*V, ..., of each
+          // the element (r0 + the row, the column's) and the V - 1 after
+          // it, written where the transposed outputs' maps put it (warp
+          // lanes along their innermost dimension). Tile columns are a
+          // multiple of V (both powers of two, V <= 16).
+          Value outV = indexConstant(ob, l, outWidth);
+          Value lanesPerColumn = indexConstant(ob, l, tile / outWidth);
+          Value firstRow = arith::MulIOp::create(
+              ob, l, arith::RemUIOp::create(ob, l, tx, lanesPerColumn), outV);
+          Value columnInStep =
+              arith::DivUIOp::create(ob, l, tx, lanesPerColumn);
           scf::ForOp::create(
-              ob, l, ty, tileCols, passStride, ValueRange{},
-              [&](OpBuilder &fb, Location fl, Value q, ValueRange) {
-                Value r = arith::AddIOp::create(fb, fl, r0, tx);
+              ob, l, arith::MulIOp::create(ob, l, ty, outV), tileCols,
+              arith::MulIOp::create(ob, l, passStride, outV), ValueRange{},
+              [&](OpBuilder &fb, Location fl, Value qStep, ValueRange) {
+                Value q = arith::AddIOp::create(fb, fl, qStep, columnInStep);
+                Value r = arith::AddIOp::create(fb, fl, r0, firstRow);
                 Value c = q;
                 if (width > 1)
                   c = arith::AddIOp::create(
@@ -391,6 +436,8 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                           widthV),
                       arith::DivUIOp::create(fb, fl, q, tv));
                 c = arith::AddIOp::create(fb, fl, c0, c);
+                // The rows are a multiple of V, so a vector that starts in
+                // range ends in range.
                 Value ok =
                     arith::AndIOp::create(fb, fl, lessThan(fb, fl, r, rowsV),
                                           lessThan(fb, fl, c, colsV));
@@ -399,10 +446,27 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                   for (auto [out, tileMem] : llvm::zip(t.outputs, tiles)) {
                     Type et =
                         cast<MemRefType>(out->get().getType()).getElementType();
-                    Value v = loadFromTile(ib, il, et, tileMem, tx, q);
-                    memref::StoreOp::create(
-                        ib, il, v, out->get(),
-                        applyMap(ib, il, op.getMatchingIndexingMap(out), ivs));
+                    SmallVector<Value> idx =
+                        applyMap(ib, il, op.getMatchingIndexingMap(out), ivs);
+                    SmallVector<Value> lanes;
+                    for (int64_t j = 0; j < outWidth; ++j) {
+                      Value row = firstRow;
+                      if (j > 0)
+                        row = arith::AddIOp::create(ib, il, firstRow,
+                                                    indexConstant(ib, il, j));
+                      lanes.push_back(
+                          loadFromTile(ib, il, et, tileMem, row, q));
+                    }
+                    if (outWidth == 1) {
+                      memref::StoreOp::create(ib, il, lanes.front(), out->get(),
+                                              idx);
+                      continue;
+                    }
+                    Value vector = vector::FromElementsOp::create(
+                        ib, il, VectorType::get({outWidth}, et), lanes);
+                    vector::StoreOp::create(ib, il, vector, out->get(), idx,
+                                            /*nontemporal=*/false,
+                                            vectorAlignment(outWidth, et));
                   }
                 });
                 scf::YieldOp::create(fb, fl);
@@ -412,19 +476,29 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
           scf::YieldOp::create(ob, l);
         });
   };
-  if (vectors) {
+  // Vectors in and out where the buffers allow, each where it can.
+  int64_t outWidth =
+      outVectorWidth(t, sizes[rowLoop], vectors ? vectors->op.width : 1, shape);
+  SmallVector<Value> alignedBuffers;
+  if (vectors)
+    alignedBuffers = vectors->buffers;
+  if (outWidth > 1)
+    for (OpOperand *out : t.outputs)
+      appendBuffers(alignedBuffers, out->get());
+  const TileVectors *in = vectors ? &*vectors : nullptr;
+  if (!alignedBuffers.empty()) {
     scf::IfOp::create(
-        b, loc, buffersAligned(b, loc, vectors->buffers),
+        b, loc, buffersAligned(b, loc, alignedBuffers),
         [&](OpBuilder &ib, Location il) {
-          emitTileLoop(ib, il, &*vectors);
+          emitTileLoop(ib, il, in, outWidth);
           scf::YieldOp::create(ib, il);
         },
         [&](OpBuilder &ib, Location il) {
-          emitTileLoop(ib, il, nullptr);
+          emitTileLoop(ib, il, nullptr, 1);
           scf::YieldOp::create(ib, il);
         });
   } else {
-    emitTileLoop(b, loc, nullptr);
+    emitTileLoop(b, loc, nullptr, 1);
   }
   if (red) {
     Value mine = memref::LoadOp::create(b, loc, running, ValueRange{tid});

@@ -491,10 +491,14 @@ func.func @mixed_layouts(%x: memref<512x128xf32>, %y: memref<128x512xf32>, %s: m
 // in a grid-stride loop) and puts lane l's element in tile column
 // l*32 + x; the out-phase takes tile column q as the input's column
 // (q mod 32)*4 + q/32. A thread loads its 4 rows of a tile (at indices
-// clamped into range) before it stores any. Misaligned, the same with one
-// element a lane (256 x 32 tiles of 32 columns).
+// clamped into range) before it stores any. Out, pairs of lanes write a
+// column's 32 rows as two 16-byte vectors, a warp 16 columns. Misaligned,
+// the same with one element a lane, in and out (256 x 32 tiles of 32
+// columns).
 // CHECK-LABEL: func.func @fp8_transpose
 // CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x129xi32, #gpu.address_space<workgroup>>)
+// CHECK:           memref.extract_aligned_pointer_as_index %arg0
+// CHECK:           memref.extract_aligned_pointer_as_index %arg1
 // CHECK:           %[[ALIGNED:.*]] = arith.cmpi eq
 // CHECK:           scf.if %[[ALIGNED]] {
 // CHECK:             scf.for %{{.*}} = %{{.*}} to %c2048{{.*}} step
@@ -509,14 +513,15 @@ func.func @mixed_layouts(%x: memref<512x128xf32>, %y: memref<128x512xf32>, %s: m
 // CHECK:                   memref.store %{{.*}}, %[[TILE]][%[[K]], %[[X1]]]
 // CHECK-COUNT-3:         scf.if
 // CHECK:               gpu.barrier
-// CHECK:               scf.for %[[Q:.*]] = %{{.*}} to %c128 step
+// CHECK:               scf.for %[[STEP:.*]] = %{{.*}} to %c128 step
+// CHECK:                 %[[Q:.*]] = arith.addi %[[STEP]],
 // CHECK:                 %[[QX:.*]] = arith.remui %[[Q]], %c32
 // CHECK:                 %[[QL:.*]] = arith.divui %[[Q]], %c32
 // CHECK:                 scf.if
-// CHECK:                   memref.load %[[TILE]][%{{.*}}, %[[Q]]]
-// CHECK:                   arith.trunci
-// CHECK:                   arith.bitcast {{.*}} : i8 to f8E4M3FN
-// CHECK:                   memref.store {{.*}}, %arg1
+// CHECK-COUNT-16:          memref.load %[[TILE]][%{{.*}}, %[[Q]]]
+// CHECK-NOT:               memref.store
+// CHECK:                   %[[V:.*]] = vector.from_elements {{.*}} : vector<16xf8E4M3FN>
+// CHECK:                   vector.store %[[V]], %arg1[{{.*}}] {alignment = 16 : i64}
 // CHECK:               gpu.barrier
 // CHECK:           } else {
 // CHECK:             scf.for %{{.*}} = %{{.*}} to %c8192{{.*}} step

@@ -233,7 +233,8 @@ func.func @apart(%x: memref<256x512xf32>, %y: memref<256x512xf32>,
 // tile row, stores q directly and the transposed copy's elements into a
 // shared-memory tile; after a barrier it writes a tile column of qt. The
 // buffers aligned, a lane takes a vector of 4 of the row (tiles of 32 x
-// 128: 32 here), the amax and the cast on the same vector. A thread loads
+// 128: 32 here), the amax and the cast on the same vector, and writes 16
+// rows of a tile column as one vector. A thread loads
 // its 4 rows of a tile before it stores any (a row out of range loads a
 // valid element and leaves the maximum as it was). Each thread's running
 // maximum waits in shared memory between tiles; the blocks' partial
@@ -262,8 +263,9 @@ func.func @apart(%x: memref<256x512xf32>, %y: memref<256x512xf32>,
 // CHECK:               memref.store %{{.*}}, %[[ACC]]
 // CHECK:               gpu.barrier
 // CHECK:               scf.for
-// CHECK:                 memref.load %[[TILE]]
-// CHECK:                 memref.store %{{.*}}, %arg3[
+// CHECK-COUNT-16:          memref.load %[[TILE]]
+// CHECK:                 %[[QT:.*]] = vector.from_elements {{.*}} : vector<16xf8E4M3FN>
+// CHECK:                 vector.store %[[QT]], %arg3[
 // CHECK:               gpu.barrier
 // CHECK:           } else {
 // CHECK:             scf.for
