@@ -60,6 +60,27 @@
 
 // DIVERGENT: ds-emulate-gpu-kernels: the threads of a block disagree on a value that decides a synchronisation
 
+// A vector access that claims an alignment its address lacks faults on a
+// GPU; the host would run it, so the emulation checks each such address
+// and stops at the first without it. Thread t of @vectors copies elements
+// 4t to 4t + 3 (i64: 32-byte aligned) and, with %shift = 1, loads from
+// 4t + 1 (8 bytes off) with the same claim.
+// RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
+// RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts \
+// RUN: | mlir-runner -e aligned_vectors -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=ALIGNED
+// RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
+// RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts \
+// RUN: | not --crash mlir-runner -e misaligned_vectors -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=MISALIGNED
+
+// ALIGNED: sizes = [32]
+// ALIGNED-NEXT: [0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,  11,  12,  13,  14,  15,  16,  17,  18,  19,  20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31]
+
+// MISALIGNED: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: vector.load claims 16-byte alignment at an address without it (a GPU faults: misaligned address)
+
 func.func private @printMemrefI64(memref<*xi64>)
 
 func.func @main() {
@@ -186,5 +207,44 @@ func.func @warps() {
   %u = memref.cast %out : memref<2x3x3xi64> to memref<*xi64>
   call @printMemrefI64(%u) : (memref<*xi64>) -> ()
   memref.dealloc %out : memref<2x3x3xi64>
+  return
+}
+
+func.func @vectors(%shift: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %c32 = arith.constant 32 : index
+  %in = memref.alloc() {alignment = 64 : i64} : memref<36xi64>
+  %out = memref.alloc() {alignment = 64 : i64} : memref<32xi64>
+  scf.for %i = %c0 to %c32 step %c1 {
+    %v = arith.index_cast %i : index to i64
+    memref.store %v, %in[%i] : memref<36xi64>
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1) {
+    %first = arith.muli %tx, %c4 : index
+    %at = arith.addi %first, %shift : index
+    %v = vector.load %in[%at] {alignment = 16 : i64} : memref<36xi64>, vector<4xi64>
+    vector.store %v, %out[%first] {alignment = 16 : i64} : memref<32xi64>, vector<4xi64>
+    gpu.terminator
+  }
+  %o = memref.cast %out : memref<32xi64> to memref<*xi64>
+  call @printMemrefI64(%o) : (memref<*xi64>) -> ()
+  memref.dealloc %in : memref<36xi64>
+  memref.dealloc %out : memref<32xi64>
+  return
+}
+
+func.func @aligned_vectors() {
+  %c0 = arith.constant 0 : index
+  call @vectors(%c0) : (index) -> ()
+  return
+}
+
+func.func @misaligned_vectors() {
+  %c1 = arith.constant 1 : index
+  call @vectors(%c1) : (index) -> ()
   return
 }
