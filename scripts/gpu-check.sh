@@ -85,6 +85,17 @@ allow() {
   if ((left <= 0)); then echo 0; elif (($1 < left)); then echo "$1"; else echo "$left"; fi
 }
 over_budget() { row "$1" SKIPPED "the budget of $budget s (DS_GPU_CHECK_BUDGET) was spent"; }
+# Why a command that exited with status $1 under `timeout $2` failed, in
+# one line: its first error, else how it ended (an emulated kernel's
+# failed check, an abort) with its last line.
+why_failed() {
+  local rc=$1 t=$2 out=$3 line
+  ((rc == 124)) && { echo "timed out after $t s"; return; }
+  line=$(grep -m1 -E 'error|ds-emulate-gpu-kernels:|^FAIL' <<< "$out")
+  [[ -n $line ]] && { echo "$line"; return; }
+  if ((rc > 128)); then line="killed by signal $((rc - 128))"; else line="exit status $rc"; fi
+  echo "$line: $(grep -v '^[[:space:]]*$' <<< "$out" | tail -1)"
+}
 
 prepare() {
   local root out chip steps examples build layers lowering parity
@@ -316,9 +327,7 @@ run() {
     if [[ $rc -eq 0 ]]; then
       row "$case ($steps steps vs CPU)" PASS "max rel. loss diff ${diff} (tol $tol), ${ms} ms/step"
     else
-      [[ $rc -eq 124 ]] && out="error: timed out after $t s
-$out"
-      row "$case ($steps steps vs CPU)" FAIL "${diff:+max rel. loss diff $diff (tol $tol) }$(grep -m1 'error' <<< "$out")" "$out"
+      row "$case ($steps steps vs CPU)" FAIL "${diff:+max rel. loss diff $diff (tol $tol) }$(why_failed $rc "$t" "$out")" "$out"
     fi
     graph_case "$dir" "$case" "$steps" "$tol" "$build" "${data[@]}"
   done < "$bundle/cases.txt"
@@ -378,14 +387,14 @@ graph_case() {
   if [[ $rc -eq 0 ]]; then
     row "$case graphs" PASS "losses vs $(basename "$expect") (rtol $rtol): $(grep -o 'max relative difference [^ ]*' <<< "$out" | awk '{print $4}'), ${ms} ms/step; graphs $(grep -o 'CUDA graphs: .*' <<< "$out" | sed 's/^CUDA graphs: //')"
   else
-    row "$case graphs" FAIL "$(grep -m1 -E 'error|FAIL' <<< "$out")" "$out"
+    row "$case graphs" FAIL "$(why_failed $rc "$t" "$out")" "$out"
   fi
 }
 
 # The lowering execution cases: each group's step once, its results
 # against the references (compare_cases.py: NumPy only).
 run_lowering() {
-  local bundle=$1 build=$2 dir group out py=${DS_GPU_CHECK_PYTHON:-python3}
+  local bundle=$1 build=$2 dir group out rc py=${DS_GPU_CHECK_PYTHON:-python3}
   if ! "$py" -c 'import numpy' 2> /dev/null; then
     row "lowering cases" "UNSUPPORTED" "no NumPy for $py"
     return
@@ -396,9 +405,11 @@ run_lowering() {
     t=$(allow 60)
     ((t > 0)) || { over_budget "lowering $group"; continue; }
     [[ -f "$dir/step.so" ]] || gunzip -k "$dir/step.so.gz"
-    if ! out=$(timeout "$t" "$build/ds-step-run" "$dir" --steps 1 --quiet \
-                 --save-results "$dir/gpu" 2>&1); then
-      row "lowering $group" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after $t s")" "$out"
+    out=$(timeout "$t" "$build/ds-step-run" "$dir" --steps 1 --quiet \
+            --save-results "$dir/gpu" 2>&1)
+    rc=$?
+    if ((rc != 0)); then
+      row "lowering $group" FAIL "$(why_failed $rc "$t" "$out")" "$out"
       continue
     fi
     out=$("$py" "$bundle/lowering/compare_cases.py" "$dir" "$dir/gpu" 2>&1)
@@ -413,7 +424,7 @@ run_lowering() {
 # then check_parity.py's criteria against PyTorch's results
 # (parity_compare.py: NumPy only).
 run_parity() {
-  local bundle=$1 build=$2 dir name out f steps py=${DS_GPU_CHECK_PYTHON:-python3}
+  local bundle=$1 build=$2 dir name out f steps rc py=${DS_GPU_CHECK_PYTHON:-python3}
   if ! "$py" -c 'import numpy' 2> /dev/null; then
     row "parity" "UNSUPPORTED" "no NumPy for $py"
     return
@@ -427,9 +438,11 @@ run_parity() {
     rm -rf "$dir/gpu-state"
     t=$(allow 60)
     ((t > 0)) || { over_budget "parity $name"; continue; }
-    if ! out=$(timeout "$t" "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
-                 --quiet --losses "$dir/gpu.json" --save-state "$dir/gpu-state" 2>&1); then
-      row "parity $name" FAIL "$(grep -m1 error <<< "$out" || echo "timed out after $t s")" "$out"
+    out=$(timeout "$t" "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
+            --quiet --losses "$dir/gpu.json" --save-state "$dir/gpu-state" 2>&1)
+    rc=$?
+    if ((rc != 0)); then
+      row "parity $name" FAIL "$(why_failed $rc "$t" "$out")" "$out"
       continue
     fi
     out=$("$py" "$bundle/parity/parity_compare.py" "$dir" "$dir/gpu.json" "$dir/gpu-state" 2>&1)
@@ -491,7 +504,6 @@ bench_gpt() {
       row "ds $base: vectors vs scalar groups" "-" "$(awk -v a="$bench_ms" -v b="$ms_base" 'BEGIN{printf "%.2fx faster", a/b}')"
     fi
   done
-  local other what
   bench_ds "$bundle" "$build" fp8-intcasts "$layers"
   if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
     row "ds fp8: cvt casts vs integer code" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx faster", a/b}')"
@@ -510,7 +522,8 @@ bench_gpt() {
 # profile-vs-bound-<variant>.txt), and a row with the GEMMs' and the
 # kernels' shares and the longest kernel.
 profile_ds() {
-  local bundle=$1 build=$2 variant=$3 layers=$4 dir="$bundle/bench/gpt-$3" out
+  local bundle=$1 build=$2 variant=$3 layers=$4 out
+  local dir="$bundle/bench/gpt-$variant"
   [[ -d $dir ]] || return 0
   t=$(allow 60)
   ((t > 0)) || { over_budget "gpt ${layers}x1024 profile $variant"; return 0; }
@@ -551,8 +564,6 @@ bench_ds() {
   out=$(timeout "$t" "$build/ds-step-run" "$dir" --init-random 0 "${bench_data[@]}" \
           --steps 12 --report-every 12 "$@" 2>&1)
   local rc=$? ms host
-  [[ $rc -eq 124 ]] && out="error: timed out after $t s
-$out"
   ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
   host=$(grep -o 'host [0-9.]* ms' <<< "$out" | awk '{print $2}')
   work=$(grep -o 'per step: [0-9]* kernel launches, [0-9]* cuBLASLt GEMMs' <<< "$out" | awk '{print $3 " launches + " $6 " GEMMs"}')
@@ -564,7 +575,7 @@ $out"
     row "gpt ${layers}x1024 ds $label" "-" "$ms ms/step (host $host ms; ${work:-?}${bound:+; roofline bound $bound ms}), $(awk -v t=$tokens -v m="$ms" 'BEGIN{printf "%.0f", t*1000/m}') tokens/s"
     bench_ms=$ms
   else
-    row "gpt ${layers}x1024 ds $label" FAIL "$(grep -m1 error <<< "$out" || echo "no result (exit $rc)")" "$out"
+    row "gpt ${layers}x1024 ds $label" FAIL "$(why_failed $rc "$t" "$out")" "$out"
   fi
 }
 

@@ -263,8 +263,9 @@ def EmulateGPUKernelsPass
     conditions are the same for every thread of the block (as CUDA
     requires): the emulation checks that those values agree across the
     threads and, when they do not, writes a message to standard error and
-    aborts. So does a vector load or store whose address lacks the
-    alignment it claims (more than its element's), where a GPU would fault.
+    aborts. So does a load or store whose indices are out of bounds, or a
+    vector one whose address lacks the alignment it claims (more than its
+    element's), where a GPU would read another buffer or fault.
     `gpu.subgroup_reduce` (scalar, unclustered) folds each run of 32
     consecutive threads (x fastest: a warp) in lane order and gives every
     thread of the run the total.

@@ -62,7 +62,7 @@ public:
   explicit LaunchEmulator(gpu::LaunchOp launch) : launch(launch) {}
 
   LogicalResult run() {
-    if (failed(checkSupported()) || failed(checkVectorAlignment()))
+    if (failed(checkSupported()) || failed(checkAccesses()))
       return failure();
     replaceIndexOps();
     Location loc = launch.getLoc();
@@ -400,37 +400,69 @@ private:
     return scope.lookup(v);
   }
 
-  /// Before each vector access that claims more alignment than its
-  /// element's (the kernels' 16-byte vectors, VectorKernels.h), a check
-  /// that its address has it. A GPU faults on a misaligned vector access
-  /// ("misaligned address") where the host runs it, so without the check
-  /// an in-kernel alignment test that let one through would pass here.
-  LogicalResult checkVectorAlignment() {
+  /// Before each load and store of the body, a check that its indices are
+  /// in bounds, and for a vector access that claims more alignment than its
+  /// element's (the kernels' 16-byte vectors, VectorKernels.h), that its
+  /// address has it. The host runs what a GPU would not: an access past a
+  /// buffer's end reads or corrupts another allocation (on a GPU, another
+  /// buffer, or an illegal-address fault), and a misaligned vector access
+  /// faults ("misaligned address"). Without the checks, a kernel that
+  /// did either could still match its reference here.
+  LogicalResult checkAccesses() {
     SmallVector<Operation *> accesses;
     launch.getBody().walk([&](Operation *op) {
-      if (isa<vector::LoadOp, vector::StoreOp>(op))
+      if (isa<memref::LoadOp, memref::StoreOp, vector::LoadOp, vector::StoreOp>(
+              op))
         accesses.push_back(op);
     });
     for (Operation *op : accesses) {
       Value base;
       ValueRange indices;
       std::optional<uint64_t> alignment;
-      if (auto load = dyn_cast<vector::LoadOp>(op)) {
+      int64_t lanes = 1;
+      if (auto load = dyn_cast<memref::LoadOp>(op)) {
+        base = load.getMemRef();
+        indices = load.getIndices();
+      } else if (auto store = dyn_cast<memref::StoreOp>(op)) {
+        base = store.getMemRef();
+        indices = store.getIndices();
+      } else if (auto load = dyn_cast<vector::LoadOp>(op)) {
         base = load.getBase();
         indices = load.getIndices();
         alignment = load.getAlignment();
+        lanes = load.getVectorType().getNumElements();
       } else {
         auto store = cast<vector::StoreOp>(op);
         base = store.getBase();
         indices = store.getIndices();
         alignment = store.getAlignment();
+        lanes = store.getVectorType().getNumElements();
       }
+      OpBuilder b(op);
+      Location loc = op->getLoc();
+      // In bounds: every index below its extent (unsigned, so a negative
+      // one is not), the last one's vector too.
+      Value fails = arith::ConstantIntOp::create(b, loc, 0, 1);
+      for (auto [d, index] : llvm::enumerate(indices)) {
+        Value last = index;
+        if (d + 1 == indices.size() && lanes > 1)
+          last = arith::AddIOp::create(b, loc, index,
+                                       indexConstant(b, loc, lanes - 1));
+        Value extent = memref::DimOp::create(b, loc, base, d);
+        fails = arith::OrIOp::create(
+            b, loc, fails,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, last,
+                                  extent));
+      }
+      if (!indices.empty() &&
+          failed(emitCheck(b, loc, op, fails,
+                           "out of bounds (a GPU reads or writes another "
+                           "buffer, or faults: illegal address)")))
+        return failure();
       Type element = cast<MemRefType>(base.getType()).getElementType();
       if (!alignment || !element.isIntOrFloat() ||
           *alignment * 8 <= element.getIntOrFloatBitWidth())
         continue;
-      OpBuilder b(op);
-      Location loc = op->getLoc();
       auto meta = memref::ExtractStridedMetadataOp::create(b, loc, base);
       Value linear = meta.getOffset();
       for (auto [index, stride] : llvm::zip(indices, meta.getStrides()))
@@ -449,25 +481,32 @@ private:
               b, loc, address,
               indexConstant(b, loc, static_cast<int64_t>(*alignment) - 1)),
           indexConstant(b, loc, 0));
-      auto branch = scf::IfOp::create(b, loc, misaligned);
-      OpBuilder fb = OpBuilder::atBlockTerminator(branch.thenBlock());
-      // file:line:col, as compilers print it.
-      std::string where;
-      llvm::raw_string_ostream os(where);
-      if (auto file = loc->findInstanceOf<FileLineColLoc>())
-        os << file.getFilename().getValue() << ":" << file.getLine() << ":"
-           << file.getColumn();
-      else
-        os << loc;
-      if (failed(emitFatal(fb, loc,
-                           "ds-emulate-gpu-kernels: " + where + ": " +
-                               op->getName().getStringRef() + " claims " +
-                               Twine(*alignment) +
+      if (failed(emitCheck(b, loc, op, misaligned,
+                           "claims " + Twine(*alignment) +
                                "-byte alignment at an address without it "
                                "(a GPU faults: misaligned address)")))
         return failure();
     }
     return success();
+  }
+
+  /// Stops the emulation with `ds-emulate-gpu-kernels: FILE:LINE:COL: <op>
+  /// <what>` where `fails` holds.
+  LogicalResult emitCheck(OpBuilder &b, Location loc, Operation *op,
+                          Value fails, const Twine &what) {
+    auto branch = scf::IfOp::create(b, loc, fails);
+    OpBuilder fb = OpBuilder::atBlockTerminator(branch.thenBlock());
+    // file:line:col, as compilers print it.
+    std::string where;
+    llvm::raw_string_ostream os(where);
+    if (auto file = loc->findInstanceOf<FileLineColLoc>())
+      os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+         << file.getColumn();
+    else
+      os << loc;
+    return emitFatal(fb, loc,
+                     "ds-emulate-gpu-kernels: " + where + ": " +
+                         op->getName().getStringRef() + " " + what);
   }
 
   static Value trueValue(OpBuilder &b, Location loc) {

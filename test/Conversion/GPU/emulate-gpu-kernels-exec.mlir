@@ -61,10 +61,12 @@
 // DIVERGENT: ds-emulate-gpu-kernels: the threads of a block disagree on a value that decides a synchronisation
 
 // A vector access that claims an alignment its address lacks faults on a
-// GPU; the host would run it, so the emulation checks each such address
-// and stops at the first without it. Thread t of @vectors copies elements
-// 4t to 4t + 3 (i64: 32-byte aligned) and, with %shift = 1, loads from
-// 4t + 1 (8 bytes off) with the same claim.
+// GPU, and one past a buffer's end reads another buffer or faults; the
+// host would run both, so the emulation checks every access's indices and
+// every aligned vector's address, and stops at the first that fails.
+// Thread t of @vectors copies elements 4t to 4t + 3 of 36 (i64: 32-byte
+// aligned); with %shift = 1 it loads from 4t + 1 (8 bytes off) with the
+// same claim, with %shift = 8 thread 7 loads elements 36 to 39.
 // RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
 // RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
 // RUN:   --convert-to-llvm --reconcile-unrealized-casts \
@@ -76,10 +78,17 @@
 // RUN: | not --crash mlir-runner -e misaligned_vectors -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
 // RUN: | FileCheck %s --check-prefix=MISALIGNED
 
+// RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
+// RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts \
+// RUN: | not --crash mlir-runner -e vectors_out_of_bounds -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=BOUNDS
+
 // ALIGNED: sizes = [32]
 // ALIGNED-NEXT: [0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,  11,  12,  13,  14,  15,  16,  17,  18,  19,  20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31]
 
 // MISALIGNED: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: vector.load claims 16-byte alignment at an address without it (a GPU faults: misaligned address)
+// BOUNDS: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: vector.load out of bounds (a GPU reads or writes another buffer, or faults: illegal address)
 
 func.func private @printMemrefI64(memref<*xi64>)
 
@@ -246,5 +255,11 @@ func.func @aligned_vectors() {
 func.func @misaligned_vectors() {
   %c1 = arith.constant 1 : index
   call @vectors(%c1) : (index) -> ()
+  return
+}
+
+func.func @vectors_out_of_bounds() {
+  %c8 = arith.constant 8 : index
+  call @vectors(%c8) : (index) -> ()
   return
 }
