@@ -211,7 +211,8 @@ prepare() {
     # fp8-intcasts: bf16 and FP8 casts as the CPU's integer code
     # (--gpu-native-casts=false), to measure the cvt instructions;
     # fp8-index32: 32-bit kernel indices (--gpu-index32), to decide its
-    # default.
+    # default; fp8-uncached: row groups that reread their rows
+    # (--gpu-cache-rows=false), to measure the row caches.
     local -A policies=(
       [f32]=""
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
@@ -223,9 +224,10 @@ prepare() {
       [fp8-scalar]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-vectorize=false"
       [fp8-intcasts]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-native-casts=false"
       [fp8-index32]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-index32"
+      [fp8-uncached]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-cache-rows=false"
     )
     local variant
-    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 bf16-scalar fp8-scalar fp8-intcasts fp8-index32; do
+    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 bf16-scalar fp8-scalar fp8-intcasts fp8-index32 fp8-uncached; do
       echo "gpu-check: gpt benchmark ($layers layers, d_model 1024) $variant: compiling for $chip"
       # shellcheck disable=SC2086
       "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
@@ -511,6 +513,10 @@ bench_gpt() {
   bench_ds "$bundle" "$build" fp8-index32 "$layers"
   if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
     row "ds fp8: 32-bit vs 64-bit indices" "-" "$(awk -v a="$ms_ds_fp8" -v b="$bench_ms" 'BEGIN{printf "%.2fx faster", a/b}')"
+  fi
+  bench_ds "$bundle" "$build" fp8-uncached "$layers"
+  if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
+    row "ds fp8: cached rows vs reread rows" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx faster", a/b}')"
   fi
   profile_ds "$bundle" "$build" fp8 "$layers"
   profile_ds "$bundle" "$build" bf16 "$layers"

@@ -55,6 +55,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.index32 = index32;
   c.fuseRows = fuseRows;
   c.fuseSiblings = fuseSiblings;
+  c.cacheRows = cacheRows;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
   c.optLevel = optLevel;
@@ -182,6 +183,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   kernels.vectorize = config.vectorize;
   kernels.fuseRows = config.fuseRows;
   kernels.fuseSiblings = config.fuseSiblings;
+  kernels.cacheRows = config.cacheRows;
   pm.addPass(createConvertLinalgToGPUPass(kernels));
   cleanup();
   //    Launches that may share a kernel become one.

@@ -589,6 +589,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.index32 = options.gpuIndex32;
       gpu.fuseRows = options.gpuFuseRows;
       gpu.fuseSiblings = options.gpuFuseSiblings;
+      gpu.cacheRows = options.gpuCacheRows;
       gpu.launchReport = options.gpuLaunchReport;
       std::string why;
       if (failed(mlir::ds::buildGPUPipeline(pm, gpu, why)))

@@ -114,6 +114,13 @@ cl::opt<bool> gpuFuseSiblings(
              "tensor (its FP8 cast) as one launch (ds-gpu-pipeline's "
              "fuse-siblings; default true, =false to compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<bool> gpuCacheRows(
+    "gpu-cache-rows",
+    cl::desc("With --device cuda: a warp's row group keeps the row "
+             "elements several of its ops read in registers "
+             "(ds-gpu-pipeline's cache-rows; default true, =false to "
+             "compare)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<std::string> gpuLaunchReport(
     "gpu-launch-report",
     cl::desc("With --device cuda: write what each kernel launch and "
@@ -622,7 +629,7 @@ int main(int argc, char **argv) {
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
              &gpuVectorize, &gpuNativeCasts, &gpuIndex32, &gpuFuseRows,
-             &gpuFuseSiblings, &gpuLaunchReport, &cudaGraphs})
+             &gpuFuseSiblings, &gpuCacheRows, &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -681,6 +688,7 @@ int main(int argc, char **argv) {
   prepare.gpuIndex32 = gpuIndex32;
   prepare.gpuFuseRows = gpuFuseRows;
   prepare.gpuFuseSiblings = gpuFuseSiblings;
+  prepare.gpuCacheRows = gpuCacheRows;
   prepare.gpuLaunchReport = gpuLaunchReport;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;

@@ -226,7 +226,12 @@ def ConvertLinalgToGPUPass
            "block-per-row launch">,
     Option<"fuseSiblings", "fuse-siblings", "bool", /*default=*/"true",
            "Run a full reduction and an elementwise op reading the same "
-           "tensor (an FP8 amax and cast) as one launch">
+           "tensor (an FP8 amax and cast) as one launch">,
+    Option<"cacheRows", "cache-rows", "bool", /*default=*/"true",
+           "A warp's row group keeps the row elements several members "
+           "read in registers (rows of up to 256 elements, or of up to "
+           "256 16-byte vectors where the buffers are aligned); false: "
+           "each member rereads them">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",

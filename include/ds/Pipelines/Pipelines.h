@@ -68,6 +68,9 @@ struct GPUPipelineConfig {
   /// A full reduction and an elementwise op reading the same tensor as
   /// one launch (convert-linalg-to-ds-gpu's fuse-siblings).
   bool fuseSiblings = true;
+  /// A warp's row group keeps the row elements several members read in
+  /// registers (convert-linalg-to-ds-gpu's cache-rows).
+  bool cacheRows = true;
   /// Launches that may share a kernel merged (ds-merge-gpu-launches).
   bool mergeLaunches = true;
   /// Where ds-gpu-launch-report writes, after the merge ("-": standard
@@ -138,6 +141,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       *this, "fuse-siblings",
       llvm::cl::desc("Run a full reduction and an elementwise op reading the "
                      "same tensor (an FP8 amax and cast) as one launch"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> cacheRows{
+      *this, "cache-rows",
+      llvm::cl::desc("Keep the row elements several members of a warp's "
+                     "row group read in registers (=false: each member "
+                     "rereads them, to compare)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> mergeLaunches{
       *this, "merge-launches",

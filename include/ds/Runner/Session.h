@@ -85,6 +85,9 @@ struct PrepareOptions {
   /// A full reduction and the elementwise op reading its tensor as one
   /// launch (ds-gpu-pipeline's fuse-siblings).
   bool gpuFuseSiblings = true;
+  /// Rows kept in registers by warps' row groups (ds-gpu-pipeline's
+  /// cache-rows).
+  bool gpuCacheRows = true;
   /// Where ds-gpu-launch-report writes ("-": standard error); empty: none.
   std::string gpuLaunchReport;
   /// Compile without running here: keep the machine code so that

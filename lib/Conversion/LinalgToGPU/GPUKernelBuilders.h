@@ -29,6 +29,9 @@ struct LaunchShape {
   /// Elementwise loops over contiguous buffers move 16-byte vectors
   /// (buildVectorElementwiseLaunch, VectorKernels.h).
   bool vectorize = true;
+  /// A warp's row group keeps the row elements several members read in
+  /// registers (RowGroupKernels.cpp).
+  bool cacheRows = true;
 };
 
 /// The most elements per thread per iteration of an elementwise loop.

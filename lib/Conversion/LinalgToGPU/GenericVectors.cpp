@@ -101,7 +101,7 @@ void mlir::ds::gpu_kernels::storeVectorOutput(OpBuilder &b, Location loc,
 static void emitVectorIteration(OpBuilder &b, Location loc,
                                 const GenericVectors &plan, ArrayRef<Value> ivs,
                                 Reduction *red, MutableArrayRef<Value> accs,
-                                GivenVector given,
+                                ArrayRef<GivenVector> given,
                                 SmallVectorImpl<Value> *loaded,
                                 SmallVectorImpl<SmallVector<Value>> *yields) {
   linalg::GenericOp op = plan.op;
@@ -124,8 +124,10 @@ static void emitVectorIteration(OpBuilder &b, Location loc,
       continue;
     }
     bool isVector = plan.isVector[operand.getOperandNumber()];
-    if (isVector && given.operand == &operand) {
-      vectors[arg] = given.vector;
+    const GivenVector *mine = llvm::find_if(
+        given, [&](const GivenVector &g) { return g.operand == &operand; });
+    if (isVector && mine != given.end()) {
+      vectors[arg] = mine->vector;
       continue;
     }
     SmallVector<Value> idx =
@@ -181,7 +183,7 @@ static void emitVectorIteration(OpBuilder &b, Location loc,
 
 Value mlir::ds::gpu_kernels::emitGenericVector(
     OpBuilder &b, Location loc, const GenericVectors &plan, ArrayRef<Value> ivs,
-    Reduction *red, Value acc, GivenVector given,
+    Reduction *red, Value acc, ArrayRef<GivenVector> given,
     SmallVectorImpl<Value> *loaded,
     SmallVectorImpl<SmallVector<Value>> *yields) {
   Value accs[] = {acc};

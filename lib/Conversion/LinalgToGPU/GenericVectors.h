@@ -62,7 +62,8 @@ struct GivenVector {
 
 /// One vector of `plan.op`'s iteration at loop indices `ivs`, where
 /// ivs[innermost] is a multiple of the width: the operands loaded (vectors,
-/// or one element for all lanes; `given`'s operand takes its vector), the
+/// or one element for all lanes; each of `given`'s operands takes its
+/// vector), the
 /// body once per lane (linalg.index of the innermost loop gives the lane's
 /// own index). An all-parallel op's outputs are then stored as vectors and
 /// null is returned; for a reduction (`red`), `acc` combined with each lane
@@ -72,7 +73,7 @@ struct GivenVector {
 /// stored (storeVectorOutput stores one).
 Value emitGenericVector(OpBuilder &b, Location loc, const GenericVectors &plan,
                         ArrayRef<Value> ivs, Reduction *red = nullptr,
-                        Value acc = {}, GivenVector given = {},
+                        Value acc = {}, ArrayRef<GivenVector> given = {},
                         SmallVectorImpl<Value> *loaded = nullptr,
                         SmallVectorImpl<SmallVector<Value>> *yields = nullptr);
 

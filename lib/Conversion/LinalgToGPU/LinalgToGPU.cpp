@@ -623,7 +623,7 @@ struct ConvertLinalgToGPUPass
                          << static_cast<int64_t>(unroll) << ")";
       return signalPassFailure();
     }
-    LaunchShape shape{blockSize, maxBlocks, unroll, vectorize};
+    LaunchShape shape{blockSize, maxBlocks, unroll, vectorize, cacheRows};
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal())
         continue;

@@ -9,7 +9,9 @@
 
 #include "GenericVectors.h"
 #include "ReductionKernels.h"
+#include "VectorKernels.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <optional>
@@ -230,6 +232,183 @@ Value foldCachedRow(OpBuilder &b, Location loc, Reduction &red,
   return acc;
 }
 
+/// The most vectors per lane a warp's vector row cache holds: rows of 1024
+/// f32 elements (2048 bf16) in 16-byte vectors; kMaxCachedRegisters bounds
+/// it too. PyTorch's persistent softmax keeps rows of up to 1024 elements
+/// in registers.
+constexpr int64_t kMaxCachedVectors = 8;
+
+/// A warp's row cache in 16-byte vectors: lane l holds vectors l, l + 32,
+/// ... of the row, the ones the members' vector loops would give it anyway,
+/// loaded once for every member that reads them. Where every member over
+/// the row's elements moves vectors (GenericVectors.h) and the buffers are
+/// aligned (checked by the caller), rows of 32 x kMaxCachedVectors vectors
+/// are cached, where RowCache, which keeps an element and its address per
+/// register, stops at 256 elements.
+class VectorRowCache {
+public:
+  /// The cache of `ops` (a warp's row group of `rank` loops, the last
+  /// `reduced.size()` of them over the row), or none: a member over the
+  /// row's elements without vectors, rows too long, or no vector that two
+  /// members read and none writes.
+  static std::optional<VectorRowCache>
+  plan(ArrayRef<Operation *> ops, unsigned rank, ArrayRef<int64_t> reduced) {
+    VectorRowCache c;
+    int64_t numRed = 1;
+    for (int64_t s : reduced)
+      numRed *= s;
+    c.plans.resize(ops.size());
+    llvm::DenseSet<Value> written;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      for (Value w : memberWrites(op))
+        written.insert(viewRoot(w));
+      if (memberRank(op) != rank)
+        continue;
+      auto generic = dyn_cast<linalg::GenericOp>(op);
+      if (!generic)
+        return std::nullopt;
+      bool reduction = generic.getNumReductionLoops() > 0;
+      // A reduction's vectors run along its innermost reduced loop.
+      unsigned innermost = rank - 1;
+      if (reduction) {
+        SmallVector<unsigned> redDims;
+        generic.getReductionDims(redDims);
+        innermost = redDims.back();
+      }
+      c.plans[i] =
+          planGenericVectors(generic, innermost, reduced.back(), reduction);
+      if (!c.plans[i])
+        return std::nullopt;
+      c.width =
+          c.width ? std::min(c.width, c.plans[i]->width) : c.plans[i]->width;
+      appendBuffers(c.buffers, c.plans[i]->buffers);
+    }
+    if (!c.width)
+      return std::nullopt;
+    // Every lane a vector at least: narrower vectors on short rows (rows of
+    // 64 f32, 2 each). Narrowing keeps a plan valid (GenericVectors.cpp).
+    while (c.width > 2 && numRed / c.width < kWarpSize)
+      c.width /= 2;
+    if (numRed / c.width < kWarpSize)
+      return std::nullopt;
+    for (std::optional<GenericVectors> &plan : c.plans)
+      if (plan)
+        plan->width = c.width;
+    c.numVectors = numRed / c.width;
+    c.perLane = llvm::divideCeil(c.numVectors, kWarpSize);
+    if (c.perLane > kMaxCachedVectors)
+      return std::nullopt;
+    // The vectors two or more members read and none writes, most-read
+    // first (among equals, in the order the members read them), within
+    // kMaxCachedRegisters.
+    llvm::MapVector<std::pair<Value, AffineMap>, int> readers;
+    for (const std::optional<GenericVectors> &plan : c.plans) {
+      if (!plan)
+        continue;
+      linalg::GenericOp op = plan->op;
+      llvm::SmallDenseSet<std::pair<Value, AffineMap>, 4> seen;
+      for (OpOperand *in : op.getDpsInputOperands())
+        if (plan->isVector[in->getOperandNumber()] &&
+            seen.insert({in->get(), op.getMatchingIndexingMap(in)}).second)
+          ++readers[{in->get(), op.getMatchingIndexingMap(in)}];
+    }
+    auto reads = readers.takeVector();
+    SmallVector<std::pair<int, size_t>> order; // (-readers, position)
+    for (auto [k, entry] : llvm::enumerate(reads))
+      if (entry.second >= 2 && !written.contains(viewRoot(entry.first.first)))
+        order.push_back({-entry.second, k});
+    llvm::sort(order);
+    int64_t registers = 0;
+    for (auto [negCount, k] : order) {
+      std::pair<Value, AffineMap> read = reads[k].first;
+      Type et = cast<MemRefType>(read.first.getType()).getElementType();
+      int64_t cost = llvm::divideCeil(
+          c.perLane * c.width * et.getIntOrFloatBitWidth(), 32);
+      if (registers + cost > kMaxCachedRegisters)
+        continue;
+      registers += cost;
+      c.entries.push_back({read.first, read.second, {}});
+    }
+    if (c.entries.empty())
+      return std::nullopt;
+    return c;
+  }
+
+  /// The buffers whose alignment the cache and the members' vectors need.
+  ArrayRef<Value> alignedBuffers() const { return buffers; }
+  int64_t vectorsPerLane() const { return perLane; }
+  /// Member `i`'s vectors (none for a member over the rows only).
+  const std::optional<GenericVectors> &memberPlan(size_t i) const {
+    return plans[i];
+  }
+
+  /// Emits lane `lane`'s loads of row `rowIdx`: its vector j is vector
+  /// lane + 32 j of the row, clamped to the last one where the row has not
+  /// a multiple of 32 (such a vector is loaded, but not used).
+  void load(OpBuilder &b, Location loc, ArrayRef<Value> rowIdx, Value lane,
+            ArrayRef<Value> redSizes) {
+    Value last = indexConstant(b, loc, numVectors - 1);
+    Value widthV = indexConstant(b, loc, width);
+    for (int64_t j = 0; j < perLane; ++j) {
+      Value v = arith::AddIOp::create(b, loc, lane,
+                                      indexConstant(b, loc, j * kWarpSize));
+      Value inRow;
+      if ((j + 1) * kWarpSize > numVectors) {
+        inRow =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, v, last);
+        v = arith::MinUIOp::create(b, loc, v, last);
+      }
+      SmallVector<Value> ivs(rowIdx);
+      llvm::append_range(
+          ivs, delinearize(b, loc, arith::MulIOp::create(b, loc, v, widthV),
+                           redSizes));
+      for (Entry &e : entries) {
+        Type et = cast<MemRefType>(e.buffer.getType()).getElementType();
+        e.values.push_back(vector::LoadOp::create(
+            b, loc, VectorType::get({width}, et), e.buffer,
+            applyMap(b, loc, e.map, ivs), /*nontemporal=*/false,
+            vectorAlignment(width, et)));
+      }
+      valid.push_back(inRow);
+      indices.push_back(std::move(ivs));
+    }
+  }
+
+  /// Whether the lane's vector j is in the row (null: always).
+  Value inRow(int64_t j) const { return valid[j]; }
+  /// The loop indices of the first element of the lane's vector j.
+  ArrayRef<Value> ivs(int64_t j) const { return indices[j]; }
+  /// The cached vectors member `i` takes at its iteration over the lane's
+  /// vector j.
+  SmallVector<GivenVector> given(size_t i, int64_t j) const {
+    SmallVector<GivenVector> out;
+    const GenericVectors &plan = *plans[i];
+    linalg::GenericOp op = plan.op;
+    for (OpOperand *in : op.getDpsInputOperands()) {
+      if (!plan.isVector[in->getOperandNumber()])
+        continue;
+      AffineMap map = op.getMatchingIndexingMap(in);
+      for (const Entry &e : entries)
+        if (e.buffer == in->get() && e.map == map)
+          out.push_back({in, e.values[j]});
+    }
+    return out;
+  }
+
+private:
+  struct Entry {
+    Value buffer;
+    AffineMap map;
+    SmallVector<Value> values; // the lane's vectors
+  };
+  SmallVector<Entry> entries;
+  SmallVector<std::optional<GenericVectors>> plans; // per member
+  SmallVector<Value> buffers;
+  int64_t width = 0, numVectors = 0, perLane = 0;
+  SmallVector<Value> valid;
+  SmallVector<SmallVector<Value>> indices;
+};
+
 } // namespace
 
 void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
@@ -254,135 +433,207 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
   unsigned rank = rows.size() + reduced.size();
   buildRowLaunch(
       b, loc, numRows, warp, threadsPerRow(numRed, shape), shape,
-      [&](OpBuilder &ob, Location l, RowTeam &team) {
-        SmallVector<Value> rowIdx = delinearize(ob, l, team.row, rowSizes);
-        std::optional<RowCache> cache;
-        if (warp) {
-          cache.emplace(ops, rank, numRed);
-          if (cache->empty())
-            cache.reset();
-          else
-            cache->load(ob, l, rowIdx, team.first, redSizes);
-        }
-        // Without a cache, the members over a contiguous row move 16-byte
-        // vectors of it (GenericVectors.h), all behind one check that
-        // their buffers are aligned (else the scalar loops below).
-        SmallVector<std::optional<GenericVectors>> vectors(ops.size());
-        SmallVector<Value> vectorBuffers;
-        for (auto [i, op] : llvm::enumerate(ops)) {
-          auto generic = dyn_cast<linalg::GenericOp>(op);
-          if (cache || !shape.vectorize || !generic || memberRank(op) != rank)
-            continue;
-          bool reduction = generic.getNumReductionLoops() > 0;
-          // A reduction's vectors run along its innermost reduced loop.
-          unsigned innermost = rank - 1;
-          if (reduction) {
-            SmallVector<unsigned> redDims;
-            generic.getReductionDims(redDims);
-            innermost = redDims.back();
-          }
-          vectors[i] =
-              planGenericVectors(generic, innermost, reduced.back(), reduction);
-          if (vectors[i])
-            appendBuffers(vectorBuffers, vectors[i]->buffers);
-        }
-        Value aligned = vectorBuffers.empty()
-                            ? Value()
-                            : buffersAligned(ob, l, vectorBuffers);
-        for (auto [i, member] : llvm::enumerate(ops)) {
-          Operation *op = member; // captured by the lambdas below
-          const std::optional<GenericVectors> &inVector = vectors[i];
-          Location ol = op->getLoc();
-          auto generic = dyn_cast<linalg::GenericOp>(op);
-          if (generic && generic.getNumReductionLoops() > 0) {
-            Reduction red(ob, generic);
-            Value partial;
-            if (cache)
-              partial = foldCachedRow(ob, ol, red, *cache);
-            else if (inVector)
-              partial = foldVectorsOrElements(
-                  ob, ol, red, ReductionVectors{*inVector, std::nullopt, {}},
-                  rowIdx, team.first, team.stride, aligned);
+      [&](OpBuilder &kb, Location kl, RowTeam &team) {
+        SmallVector<Value> rowIdx = delinearize(kb, kl, team.row, rowSizes);
+        // The members over elements, or over vectors the loops load
+        // (`vectorize`: where the buffers are aligned).
+        auto emitMembers = [&](OpBuilder &ob, Location l, bool vectorize) {
+          std::optional<RowCache> cache;
+          if (warp && shape.cacheRows) {
+            cache.emplace(ops, rank, numRed);
+            if (cache->empty())
+              cache.reset();
             else
-              partial = red.foldRange(ob, ol, rowIdx, team.first, numRedValue,
-                                      team.stride);
-            Value total = team.combine(ob, ol, partial, red.kind);
-            RowTeam::emitIf(ob, ol, team.leader,
-                            [&](OpBuilder &ib, Location il) {
-                              red.foldIntoOutput(ib, il, rowIdx, total);
-                            });
-          } else if (memberRank(op) == rows.size()) {
-            // One element per row: the team's leader computes it.
-            RowTeam::emitIf(ob, ol, team.leader,
-                            [&](OpBuilder &ib, Location il) {
-                              emitMemberIteration(ib, il, op, rowIdx);
-                            });
-          } else if (cache) {
-            // The lane's elements of the row, unrolled, from the cache.
-            for (int64_t e = 0; e < cache->elementsPerLane(); ++e) {
-              Value cond = team.real;
-              if (Value inRow = cache->inRow(e))
-                cond =
-                    cond
-                        ? arith::AndIOp::create(ob, ol, cond, inRow).getResult()
-                        : inRow;
-              RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
-                emitMemberIteration(ib, il, op, cache->ivs(e),
-                                    [&](Value buffer, AffineMap map) {
-                                      return cache->lookup(buffer, map, e);
-                                    });
-              });
-            }
-          } else {
-            // The row's elements, strided over the team's threads, several
-            // loaded at once.
-            auto scalars = [&](OpBuilder &ib, Location il) {
-              buildStridedLoop(
-                  ib, il, team.first, numRedValue, team.stride, shape.unroll,
-                  [&](OpBuilder &eb, Location el, Value c) {
-                    SmallVector<Value> ivs(rowIdx);
-                    llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
-                    emitMemberIteration(eb, el, op, ivs);
-                  });
-            };
-            // Or vectors of the row, strided over the team's threads.
-            auto inVectors = [&](OpBuilder &ib, Location il) {
-              const GenericVectors &plan = *inVector;
-              scf::ForOp::create(
-                  ib, il, team.first,
-                  indexConstant(ib, il, numRed / plan.width), team.stride,
-                  ValueRange{},
-                  [&](OpBuilder &fb, Location fl, Value v, ValueRange) {
-                    Value c = arith::MulIOp::create(
-                        fb, fl, v, indexConstant(fb, fl, plan.width));
-                    SmallVector<Value> ivs(rowIdx);
-                    llvm::append_range(ivs, delinearize(fb, fl, c, redSizes));
-                    emitGenericVector(fb, fl, plan, ivs);
-                    scf::YieldOp::create(fb, fl);
-                  });
-            };
-            RowTeam::emitIf(ob, ol, team.real, [&](OpBuilder &ib, Location il) {
-              if (!inVector) {
-                scalars(ib, il);
-                return;
-              }
-              scf::IfOp::create(
-                  ib, il, aligned,
-                  [&](OpBuilder &tb, Location tl) {
-                    inVectors(tb, tl);
-                    scf::YieldOp::create(tb, tl);
-                  },
-                  [&](OpBuilder &eb, Location el) {
-                    scalars(eb, el);
-                    scf::YieldOp::create(eb, el);
-                  });
-            });
+              cache->load(ob, l, rowIdx, team.first, redSizes);
           }
-          // What this member wrote, another thread of the team may read in
-          // the next. (A warp's lanes would need only __syncwarp; the block
-          // barrier is as correct, every warp running the same members.)
-          if (i + 1 < ops.size())
-            gpu::BarrierOp::create(ob, ol);
+          // Without a cache, the members over a contiguous row move 16-byte
+          // vectors of it (GenericVectors.h), all behind one check that
+          // their buffers are aligned (else the scalar loops below).
+          SmallVector<std::optional<GenericVectors>> vectors(ops.size());
+          SmallVector<Value> vectorBuffers;
+          for (auto [i, op] : llvm::enumerate(ops)) {
+            auto generic = dyn_cast<linalg::GenericOp>(op);
+            if (cache || !vectorize || !generic || memberRank(op) != rank)
+              continue;
+            bool reduction = generic.getNumReductionLoops() > 0;
+            // A reduction's vectors run along its innermost reduced loop.
+            unsigned innermost = rank - 1;
+            if (reduction) {
+              SmallVector<unsigned> redDims;
+              generic.getReductionDims(redDims);
+              innermost = redDims.back();
+            }
+            vectors[i] = planGenericVectors(generic, innermost, reduced.back(),
+                                            reduction);
+            if (vectors[i])
+              appendBuffers(vectorBuffers, vectors[i]->buffers);
+          }
+          Value aligned = vectorBuffers.empty()
+                              ? Value()
+                              : buffersAligned(ob, l, vectorBuffers);
+          for (auto [i, member] : llvm::enumerate(ops)) {
+            Operation *op = member; // captured by the lambdas below
+            const std::optional<GenericVectors> &inVector = vectors[i];
+            Location ol = op->getLoc();
+            auto generic = dyn_cast<linalg::GenericOp>(op);
+            if (generic && generic.getNumReductionLoops() > 0) {
+              Reduction red(ob, generic);
+              Value partial;
+              if (cache)
+                partial = foldCachedRow(ob, ol, red, *cache);
+              else if (inVector)
+                partial = foldVectorsOrElements(
+                    ob, ol, red, ReductionVectors{*inVector, std::nullopt, {}},
+                    rowIdx, team.first, team.stride, aligned);
+              else
+                partial = red.foldRange(ob, ol, rowIdx, team.first, numRedValue,
+                                        team.stride);
+              Value total = team.combine(ob, ol, partial, red.kind);
+              RowTeam::emitIf(ob, ol, team.leader,
+                              [&](OpBuilder &ib, Location il) {
+                                red.foldIntoOutput(ib, il, rowIdx, total);
+                              });
+            } else if (memberRank(op) == rows.size()) {
+              // One element per row: the team's leader computes it.
+              RowTeam::emitIf(ob, ol, team.leader,
+                              [&](OpBuilder &ib, Location il) {
+                                emitMemberIteration(ib, il, op, rowIdx);
+                              });
+            } else if (cache) {
+              // The lane's elements of the row, unrolled, from the cache.
+              for (int64_t e = 0; e < cache->elementsPerLane(); ++e) {
+                Value cond = team.real;
+                if (Value inRow = cache->inRow(e))
+                  cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow)
+                                    .getResult()
+                              : inRow;
+                RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
+                  emitMemberIteration(ib, il, op, cache->ivs(e),
+                                      [&](Value buffer, AffineMap map) {
+                                        return cache->lookup(buffer, map, e);
+                                      });
+                });
+              }
+            } else {
+              // The row's elements, strided over the team's threads, several
+              // loaded at once.
+              auto scalars = [&](OpBuilder &ib, Location il) {
+                buildStridedLoop(
+                    ib, il, team.first, numRedValue, team.stride, shape.unroll,
+                    [&](OpBuilder &eb, Location el, Value c) {
+                      SmallVector<Value> ivs(rowIdx);
+                      llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
+                      emitMemberIteration(eb, el, op, ivs);
+                    });
+              };
+              // Or vectors of the row, strided over the team's threads.
+              auto inVectors = [&](OpBuilder &ib, Location il) {
+                const GenericVectors &plan = *inVector;
+                scf::ForOp::create(
+                    ib, il, team.first,
+                    indexConstant(ib, il, numRed / plan.width), team.stride,
+                    ValueRange{},
+                    [&](OpBuilder &fb, Location fl, Value v, ValueRange) {
+                      Value c = arith::MulIOp::create(
+                          fb, fl, v, indexConstant(fb, fl, plan.width));
+                      SmallVector<Value> ivs(rowIdx);
+                      llvm::append_range(ivs, delinearize(fb, fl, c, redSizes));
+                      emitGenericVector(fb, fl, plan, ivs);
+                      scf::YieldOp::create(fb, fl);
+                    });
+              };
+              RowTeam::emitIf(ob, ol, team.real,
+                              [&](OpBuilder &ib, Location il) {
+                                if (!inVector) {
+                                  scalars(ib, il);
+                                  return;
+                                }
+                                scf::IfOp::create(
+                                    ib, il, aligned,
+                                    [&](OpBuilder &tb, Location tl) {
+                                      inVectors(tb, tl);
+                                      scf::YieldOp::create(tb, tl);
+                                    },
+                                    [&](OpBuilder &eb, Location el) {
+                                      scalars(eb, el);
+                                      scf::YieldOp::create(eb, el);
+                                    });
+                              });
+            }
+            // What this member wrote, another thread of the team may read in
+            // the next. (A warp's lanes would need only __syncwarp; the block
+            // barrier is as correct, every warp running the same members.)
+            if (i + 1 < ops.size())
+              gpu::BarrierOp::create(ob, ol);
+          }
+        };
+        std::optional<VectorRowCache> vcache;
+        if (warp && shape.vectorize && shape.cacheRows)
+          vcache = VectorRowCache::plan(ops, rank, reduced);
+        if (!vcache) {
+          emitMembers(kb, kl, shape.vectorize);
+          return;
         }
+        // The members over the lane's cached vectors, unrolled, where the
+        // buffers are aligned; else over elements (RowCache for rows of up
+        // to 256).
+        auto emitCachedMembers = [&](OpBuilder &ob, Location l) {
+          vcache->load(ob, l, rowIdx, team.first, redSizes);
+          for (auto [i, member] : llvm::enumerate(ops)) {
+            Operation *op = member; // captured by the lambdas below
+            size_t index = i;
+            Location ol = op->getLoc();
+            auto generic = dyn_cast<linalg::GenericOp>(op);
+            const std::optional<GenericVectors> &plan = vcache->memberPlan(i);
+            if (generic && generic.getNumReductionLoops() > 0) {
+              Reduction red(ob, generic);
+              Value acc = arith::ConstantOp::create(ob, ol, red.identity);
+              for (int64_t j = 0; j < vcache->vectorsPerLane(); ++j) {
+                Value next =
+                    emitGenericVector(ob, ol, *plan, vcache->ivs(j), &red, acc,
+                                      vcache->given(index, j));
+                acc = vcache->inRow(j)
+                          ? arith::SelectOp::create(ob, ol, vcache->inRow(j),
+                                                    next, acc)
+                                .getResult()
+                          : next;
+              }
+              Value total = team.combine(ob, ol, acc, red.kind);
+              RowTeam::emitIf(ob, ol, team.leader,
+                              [&](OpBuilder &ib, Location il) {
+                                red.foldIntoOutput(ib, il, rowIdx, total);
+                              });
+            } else if (memberRank(op) == rows.size()) {
+              RowTeam::emitIf(ob, ol, team.leader,
+                              [&](OpBuilder &ib, Location il) {
+                                emitMemberIteration(ib, il, op, rowIdx);
+                              });
+            } else {
+              for (int64_t j = 0; j < vcache->vectorsPerLane(); ++j) {
+                Value cond = team.real;
+                if (Value inRow = vcache->inRow(j))
+                  cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow)
+                                    .getResult()
+                              : inRow;
+                RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
+                  emitGenericVector(ib, il, *plan, vcache->ivs(j), nullptr, {},
+                                    vcache->given(index, j));
+                });
+              }
+            }
+            if (i + 1 < ops.size())
+              gpu::BarrierOp::create(ob, ol);
+          }
+        };
+        scf::IfOp::create(
+            kb, kl, buffersAligned(kb, kl, vcache->alignedBuffers()),
+            [&](OpBuilder &ib, Location il) {
+              emitCachedMembers(ib, il);
+              scf::YieldOp::create(ib, il);
+            },
+            [&](OpBuilder &ib, Location il) {
+              emitMembers(ib, il, /*vectorize=*/false);
+              scf::YieldOp::create(ib, il);
+            });
       });
 }

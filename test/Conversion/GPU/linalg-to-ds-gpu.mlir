@@ -102,11 +102,25 @@ func.func @row_max_warps(%x: memref<8196x512xf32>, %m: memref<8196xf32>) {
 // A row group over 16384 rows of 64 (attention's softmax, scaled down):
 // a warp per row, subgroup reductions, every row its warp's own (16384 is
 // a multiple of 8: no guard), a barrier between the passes. Both passes
-// read the row: each lane loads its two elements once (lane, lane + 32)
-// and both passes use them from registers, unrolled.
+// read the row, so each lane loads its part once and both passes use it
+// from registers, unrolled: where the buffers are 16-byte aligned, vector
+// `lane` of 2 elements (a vector a lane: 4 would leave half the lanes
+// idle), else its elements lane and lane + 32.
 // CHECK-LABEL: func.func @softmax_warp_rows
 // CHECK:         gpu.launch {{.*}} threads(%[[LANE:[^,]*]], %{{.*}}) in (%{{.*}} = %c32{{.*}}, %{{.*}} = %c8{{.*}},
 // CHECK-NOT:       arith.minui
+// CHECK:           scf.if %{{.*}} {
+// CHECK:             %[[V0:.*]] = arith.muli %{{.*}}, %c2
+// CHECK:             %[[X:.*]] = vector.load %arg0[%[[VROW:.*]], %[[V0]]] {alignment = 8 : i64} : memref<16384x64xf32>, vector<2xf32>
+// CHECK:             gpu.subgroup_reduce maximumf
+// CHECK:             gpu.barrier
+// CHECK-NOT:         vector.load %arg0
+// CHECK:             vector.extract %[[X]][0]
+// CHECK:             arith.divf
+// CHECK:             vector.extract %[[X]][1]
+// CHECK:             arith.divf
+// CHECK:             vector.store %{{.*}}, %arg2[%[[VROW]], %[[V0]]] {alignment = 8 : i64}
+// CHECK:           } else {
 // CHECK:           %[[X0:.*]] = memref.load %arg0[%[[ROW:.*]], %[[C0:.*]]] : memref<16384x64xf32>
 // CHECK:           %[[C1:.*]] = arith.addi %[[LANE]], %c32
 // CHECK:           %[[X1:.*]] = memref.load %arg0[%[[ROW]], %[[C1]]]
