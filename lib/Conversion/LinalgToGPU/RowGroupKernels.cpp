@@ -102,6 +102,25 @@ void emitMemberIteration(OpBuilder &b, Location loc, Operation *op,
   emitParallelIteration(b, loc, generic, ivs, map);
 }
 
+/// How member `op` over a row's elements (`rank` loops, the last
+/// `reduced.size()` of them over the row) moves vectors along the row, if
+/// it can: a generic's iteration along its innermost loop, a reduction's
+/// along its innermost reduced one (GenericVectors.h).
+std::optional<GenericVectors> planMemberVectors(Operation *op, unsigned rank,
+                                                ArrayRef<int64_t> reduced) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic)
+    return std::nullopt;
+  bool reduction = generic.getNumReductionLoops() > 0;
+  unsigned innermost = rank - 1;
+  if (reduction) {
+    SmallVector<unsigned> redDims;
+    generic.getReductionDims(redDims);
+    innermost = redDims.back();
+  }
+  return planGenericVectors(generic, innermost, reduced.back(), reduction);
+}
+
 /// Registers (32-bit) per lane a warp's row cache may take.
 constexpr int64_t kMaxCachedRegisters = 64;
 /// The most elements per lane (rows of 256) for which a warp caches its row.
@@ -264,19 +283,7 @@ public:
         written.insert(viewRoot(w));
       if (memberRank(op) != rank)
         continue;
-      auto generic = dyn_cast<linalg::GenericOp>(op);
-      if (!generic)
-        return std::nullopt;
-      bool reduction = generic.getNumReductionLoops() > 0;
-      // A reduction's vectors run along its innermost reduced loop.
-      unsigned innermost = rank - 1;
-      if (reduction) {
-        SmallVector<unsigned> redDims;
-        generic.getReductionDims(redDims);
-        innermost = redDims.back();
-      }
-      c.plans[i] =
-          planGenericVectors(generic, innermost, reduced.back(), reduction);
+      c.plans[i] = planMemberVectors(op, rank, reduced);
       if (!c.plans[i])
         return std::nullopt;
       c.width =
@@ -409,6 +416,199 @@ private:
   SmallVector<SmallVector<Value>> indices;
 };
 
+/// A row group's members over one row, in turn, as the row's team runs
+/// them, with a barrier between consecutive ones.
+class RowMembers {
+public:
+  RowMembers(ArrayRef<Operation *> ops, ArrayRef<int64_t> rows,
+             ArrayRef<int64_t> reduced, ArrayRef<Value> redSizes, bool warp,
+             const LaunchShape &shape, RowTeam &team, SmallVector<Value> rowIdx)
+      : ops(ops), rows(rows), redSizes(redSizes), warp(warp), shape(shape),
+        team(team), rowIdx(std::move(rowIdx)),
+        rank(rows.size() + reduced.size()), reduced(reduced) {
+    for (int64_t s : reduced)
+      numRed *= s;
+  }
+
+  /// Element by element (a warp with a RowCache for rows of up to 256),
+  /// or, with `vectorize`, in the vectors each member's loop loads where
+  /// the buffers are aligned.
+  void emitUncached(OpBuilder &ob, Location l, bool vectorize) {
+    Value numRedValue = indexConstant(ob, l, numRed);
+    std::optional<RowCache> cache;
+    if (warp && shape.cacheRows) {
+      cache.emplace(ops, rank, numRed);
+      if (cache->empty())
+        cache.reset();
+      else
+        cache->load(ob, l, rowIdx, team.first, redSizes);
+    }
+    // Without a cache, the members over a contiguous row move 16-byte
+    // vectors of it (GenericVectors.h), all behind one check that
+    // their buffers are aligned (else the scalar loops below).
+    SmallVector<std::optional<GenericVectors>> vectors(ops.size());
+    SmallVector<Value> vectorBuffers;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      if (cache || !vectorize || memberRank(op) != rank)
+        continue;
+      vectors[i] = planMemberVectors(op, rank, reduced);
+      if (vectors[i])
+        appendBuffers(vectorBuffers, vectors[i]->buffers);
+    }
+    Value aligned =
+        vectorBuffers.empty() ? Value() : buffersAligned(ob, l, vectorBuffers);
+    for (auto [i, member] : llvm::enumerate(ops)) {
+      Operation *op = member; // captured by the lambdas below
+      const std::optional<GenericVectors> &inVector = vectors[i];
+      Location ol = op->getLoc();
+      auto generic = dyn_cast<linalg::GenericOp>(op);
+      if (generic && generic.getNumReductionLoops() > 0) {
+        Reduction red(ob, generic);
+        Value partial;
+        if (cache)
+          partial = foldCachedRow(ob, ol, red, *cache);
+        else if (inVector)
+          partial = foldVectorsOrElements(
+              ob, ol, red, ReductionVectors{*inVector, std::nullopt, {}},
+              rowIdx, team.first, team.stride, aligned);
+        else
+          partial = red.foldRange(ob, ol, rowIdx, team.first, numRedValue,
+                                  team.stride);
+        Value total = team.combine(ob, ol, partial, red.kind);
+        RowTeam::emitIf(ob, ol, team.leader, [&](OpBuilder &ib, Location il) {
+          red.foldIntoOutput(ib, il, rowIdx, total);
+        });
+      } else if (memberRank(op) == rows.size()) {
+        // One element per row: the team's leader computes it.
+        RowTeam::emitIf(ob, ol, team.leader, [&](OpBuilder &ib, Location il) {
+          emitMemberIteration(ib, il, op, rowIdx);
+        });
+      } else if (cache) {
+        // The lane's elements of the row, unrolled, from the cache.
+        for (int64_t e = 0; e < cache->elementsPerLane(); ++e) {
+          Value cond = team.real;
+          if (Value inRow = cache->inRow(e))
+            cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow).getResult()
+                        : inRow;
+          RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
+            emitMemberIteration(ib, il, op, cache->ivs(e),
+                                [&](Value buffer, AffineMap map) {
+                                  return cache->lookup(buffer, map, e);
+                                });
+          });
+        }
+      } else {
+        // The row's elements, strided over the team's threads, several
+        // loaded at once.
+        auto scalars = [&](OpBuilder &ib, Location il) {
+          buildStridedLoop(
+              ib, il, team.first, numRedValue, team.stride, shape.unroll,
+              [&](OpBuilder &eb, Location el, Value c) {
+                SmallVector<Value> ivs(rowIdx);
+                llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
+                emitMemberIteration(eb, el, op, ivs);
+              });
+        };
+        // Or vectors of the row, strided over the team's threads.
+        auto inVectors = [&](OpBuilder &ib, Location il) {
+          const GenericVectors &plan = *inVector;
+          scf::ForOp::create(
+              ib, il, team.first, indexConstant(ib, il, numRed / plan.width),
+              team.stride, ValueRange{},
+              [&](OpBuilder &fb, Location fl, Value v, ValueRange) {
+                Value c = arith::MulIOp::create(
+                    fb, fl, v, indexConstant(fb, fl, plan.width));
+                SmallVector<Value> ivs(rowIdx);
+                llvm::append_range(ivs, delinearize(fb, fl, c, redSizes));
+                emitGenericVector(fb, fl, plan, ivs);
+                scf::YieldOp::create(fb, fl);
+              });
+        };
+        RowTeam::emitIf(ob, ol, team.real, [&](OpBuilder &ib, Location il) {
+          if (!inVector) {
+            scalars(ib, il);
+            return;
+          }
+          scf::IfOp::create(
+              ib, il, aligned,
+              [&](OpBuilder &tb, Location tl) {
+                inVectors(tb, tl);
+                scf::YieldOp::create(tb, tl);
+              },
+              [&](OpBuilder &eb, Location el) {
+                scalars(eb, el);
+                scf::YieldOp::create(eb, el);
+              });
+        });
+      }
+      // What this member wrote, another thread of the team may read in
+      // the next. (A warp's lanes would need only __syncwarp; the block
+      // barrier is as correct, every warp running the same members.)
+      if (i + 1 < ops.size())
+        gpu::BarrierOp::create(ob, ol);
+    }
+  }
+
+  /// The row's indices.
+  ArrayRef<Value> row() const { return rowIdx; }
+
+  /// Over the lane's vectors of `cache` (loaded), unrolled.
+  void emitCached(OpBuilder &ob, Location l, const VectorRowCache &cache) {
+    for (auto [i, member] : llvm::enumerate(ops)) {
+      Operation *op = member; // captured by the lambdas below
+      size_t index = i;
+      Location ol = op->getLoc();
+      auto generic = dyn_cast<linalg::GenericOp>(op);
+      const std::optional<GenericVectors> &plan = cache.memberPlan(i);
+      if (generic && generic.getNumReductionLoops() > 0) {
+        Reduction red(ob, generic);
+        Value acc = arith::ConstantOp::create(ob, ol, red.identity);
+        for (int64_t j = 0; j < cache.vectorsPerLane(); ++j) {
+          Value next = emitGenericVector(ob, ol, *plan, cache.ivs(j), &red, acc,
+                                         cache.given(index, j));
+          acc = cache.inRow(j)
+                    ? arith::SelectOp::create(ob, ol, cache.inRow(j), next, acc)
+                          .getResult()
+                    : next;
+        }
+        Value total = team.combine(ob, ol, acc, red.kind);
+        RowTeam::emitIf(ob, ol, team.leader, [&](OpBuilder &ib, Location il) {
+          red.foldIntoOutput(ib, il, rowIdx, total);
+        });
+      } else if (memberRank(op) == rows.size()) {
+        RowTeam::emitIf(ob, ol, team.leader, [&](OpBuilder &ib, Location il) {
+          emitMemberIteration(ib, il, op, rowIdx);
+        });
+      } else {
+        for (int64_t j = 0; j < cache.vectorsPerLane(); ++j) {
+          Value cond = team.real;
+          if (Value inRow = cache.inRow(j))
+            cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow).getResult()
+                        : inRow;
+          RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
+            emitGenericVector(ib, il, *plan, cache.ivs(j), nullptr, {},
+                              cache.given(index, j));
+          });
+        }
+      }
+      if (i + 1 < ops.size())
+        gpu::BarrierOp::create(ob, ol);
+    }
+  }
+
+private:
+  ArrayRef<Operation *> ops;
+  ArrayRef<int64_t> rows;
+  ArrayRef<Value> redSizes;
+  bool warp;
+  const LaunchShape &shape;
+  RowTeam &team;
+  SmallVector<Value> rowIdx;
+  unsigned rank;
+  ArrayRef<int64_t> reduced;
+  int64_t numRed = 1;
+};
+
 } // namespace
 
 void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
@@ -428,211 +628,32 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
     rowSizes.push_back(indexConstant(b, loc, s));
   for (int64_t s : reduced)
     redSizes.push_back(indexConstant(b, loc, s));
-  Value numRedValue = indexConstant(b, loc, numRed);
   bool warp = warpPerRow(numRows, numRed, shape);
   unsigned rank = rows.size() + reduced.size();
+  // A warp's rows as vectors in registers where the buffers are aligned
+  // (else element by element).
+  std::optional<VectorRowCache> plannedCache;
+  if (warp && shape.vectorize && shape.cacheRows)
+    plannedCache = VectorRowCache::plan(ops, rank, reduced);
   buildRowLaunch(
       b, loc, numRows, warp, threadsPerRow(numRed, shape), shape,
       [&](OpBuilder &kb, Location kl, RowTeam &team) {
-        SmallVector<Value> rowIdx = delinearize(kb, kl, team.row, rowSizes);
-        // The members over elements, or over vectors the loops load
-        // (`vectorize`: where the buffers are aligned).
-        auto emitMembers = [&](OpBuilder &ob, Location l, bool vectorize) {
-          std::optional<RowCache> cache;
-          if (warp && shape.cacheRows) {
-            cache.emplace(ops, rank, numRed);
-            if (cache->empty())
-              cache.reset();
-            else
-              cache->load(ob, l, rowIdx, team.first, redSizes);
-          }
-          // Without a cache, the members over a contiguous row move 16-byte
-          // vectors of it (GenericVectors.h), all behind one check that
-          // their buffers are aligned (else the scalar loops below).
-          SmallVector<std::optional<GenericVectors>> vectors(ops.size());
-          SmallVector<Value> vectorBuffers;
-          for (auto [i, op] : llvm::enumerate(ops)) {
-            auto generic = dyn_cast<linalg::GenericOp>(op);
-            if (cache || !vectorize || !generic || memberRank(op) != rank)
-              continue;
-            bool reduction = generic.getNumReductionLoops() > 0;
-            // A reduction's vectors run along its innermost reduced loop.
-            unsigned innermost = rank - 1;
-            if (reduction) {
-              SmallVector<unsigned> redDims;
-              generic.getReductionDims(redDims);
-              innermost = redDims.back();
-            }
-            vectors[i] = planGenericVectors(generic, innermost, reduced.back(),
-                                            reduction);
-            if (vectors[i])
-              appendBuffers(vectorBuffers, vectors[i]->buffers);
-          }
-          Value aligned = vectorBuffers.empty()
-                              ? Value()
-                              : buffersAligned(ob, l, vectorBuffers);
-          for (auto [i, member] : llvm::enumerate(ops)) {
-            Operation *op = member; // captured by the lambdas below
-            const std::optional<GenericVectors> &inVector = vectors[i];
-            Location ol = op->getLoc();
-            auto generic = dyn_cast<linalg::GenericOp>(op);
-            if (generic && generic.getNumReductionLoops() > 0) {
-              Reduction red(ob, generic);
-              Value partial;
-              if (cache)
-                partial = foldCachedRow(ob, ol, red, *cache);
-              else if (inVector)
-                partial = foldVectorsOrElements(
-                    ob, ol, red, ReductionVectors{*inVector, std::nullopt, {}},
-                    rowIdx, team.first, team.stride, aligned);
-              else
-                partial = red.foldRange(ob, ol, rowIdx, team.first, numRedValue,
-                                        team.stride);
-              Value total = team.combine(ob, ol, partial, red.kind);
-              RowTeam::emitIf(ob, ol, team.leader,
-                              [&](OpBuilder &ib, Location il) {
-                                red.foldIntoOutput(ib, il, rowIdx, total);
-                              });
-            } else if (memberRank(op) == rows.size()) {
-              // One element per row: the team's leader computes it.
-              RowTeam::emitIf(ob, ol, team.leader,
-                              [&](OpBuilder &ib, Location il) {
-                                emitMemberIteration(ib, il, op, rowIdx);
-                              });
-            } else if (cache) {
-              // The lane's elements of the row, unrolled, from the cache.
-              for (int64_t e = 0; e < cache->elementsPerLane(); ++e) {
-                Value cond = team.real;
-                if (Value inRow = cache->inRow(e))
-                  cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow)
-                                    .getResult()
-                              : inRow;
-                RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
-                  emitMemberIteration(ib, il, op, cache->ivs(e),
-                                      [&](Value buffer, AffineMap map) {
-                                        return cache->lookup(buffer, map, e);
-                                      });
-                });
-              }
-            } else {
-              // The row's elements, strided over the team's threads, several
-              // loaded at once.
-              auto scalars = [&](OpBuilder &ib, Location il) {
-                buildStridedLoop(
-                    ib, il, team.first, numRedValue, team.stride, shape.unroll,
-                    [&](OpBuilder &eb, Location el, Value c) {
-                      SmallVector<Value> ivs(rowIdx);
-                      llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
-                      emitMemberIteration(eb, el, op, ivs);
-                    });
-              };
-              // Or vectors of the row, strided over the team's threads.
-              auto inVectors = [&](OpBuilder &ib, Location il) {
-                const GenericVectors &plan = *inVector;
-                scf::ForOp::create(
-                    ib, il, team.first,
-                    indexConstant(ib, il, numRed / plan.width), team.stride,
-                    ValueRange{},
-                    [&](OpBuilder &fb, Location fl, Value v, ValueRange) {
-                      Value c = arith::MulIOp::create(
-                          fb, fl, v, indexConstant(fb, fl, plan.width));
-                      SmallVector<Value> ivs(rowIdx);
-                      llvm::append_range(ivs, delinearize(fb, fl, c, redSizes));
-                      emitGenericVector(fb, fl, plan, ivs);
-                      scf::YieldOp::create(fb, fl);
-                    });
-              };
-              RowTeam::emitIf(ob, ol, team.real,
-                              [&](OpBuilder &ib, Location il) {
-                                if (!inVector) {
-                                  scalars(ib, il);
-                                  return;
-                                }
-                                scf::IfOp::create(
-                                    ib, il, aligned,
-                                    [&](OpBuilder &tb, Location tl) {
-                                      inVectors(tb, tl);
-                                      scf::YieldOp::create(tb, tl);
-                                    },
-                                    [&](OpBuilder &eb, Location el) {
-                                      scalars(eb, el);
-                                      scf::YieldOp::create(eb, el);
-                                    });
-                              });
-            }
-            // What this member wrote, another thread of the team may read in
-            // the next. (A warp's lanes would need only __syncwarp; the block
-            // barrier is as correct, every warp running the same members.)
-            if (i + 1 < ops.size())
-              gpu::BarrierOp::create(ob, ol);
-          }
-        };
-        std::optional<VectorRowCache> vcache;
-        if (warp && shape.vectorize && shape.cacheRows)
-          vcache = VectorRowCache::plan(ops, rank, reduced);
-        if (!vcache) {
-          emitMembers(kb, kl, shape.vectorize);
+        RowMembers members(ops, rows, reduced, redSizes, warp, shape, team,
+                           delinearize(kb, kl, team.row, rowSizes));
+        if (!plannedCache) {
+          members.emitUncached(kb, kl, shape.vectorize);
           return;
         }
-        // The members over the lane's cached vectors, unrolled, where the
-        // buffers are aligned; else over elements (RowCache for rows of up
-        // to 256).
-        auto emitCachedMembers = [&](OpBuilder &ob, Location l) {
-          vcache->load(ob, l, rowIdx, team.first, redSizes);
-          for (auto [i, member] : llvm::enumerate(ops)) {
-            Operation *op = member; // captured by the lambdas below
-            size_t index = i;
-            Location ol = op->getLoc();
-            auto generic = dyn_cast<linalg::GenericOp>(op);
-            const std::optional<GenericVectors> &plan = vcache->memberPlan(i);
-            if (generic && generic.getNumReductionLoops() > 0) {
-              Reduction red(ob, generic);
-              Value acc = arith::ConstantOp::create(ob, ol, red.identity);
-              for (int64_t j = 0; j < vcache->vectorsPerLane(); ++j) {
-                Value next =
-                    emitGenericVector(ob, ol, *plan, vcache->ivs(j), &red, acc,
-                                      vcache->given(index, j));
-                acc = vcache->inRow(j)
-                          ? arith::SelectOp::create(ob, ol, vcache->inRow(j),
-                                                    next, acc)
-                                .getResult()
-                          : next;
-              }
-              Value total = team.combine(ob, ol, acc, red.kind);
-              RowTeam::emitIf(ob, ol, team.leader,
-                              [&](OpBuilder &ib, Location il) {
-                                red.foldIntoOutput(ib, il, rowIdx, total);
-                              });
-            } else if (memberRank(op) == rows.size()) {
-              RowTeam::emitIf(ob, ol, team.leader,
-                              [&](OpBuilder &ib, Location il) {
-                                emitMemberIteration(ib, il, op, rowIdx);
-                              });
-            } else {
-              for (int64_t j = 0; j < vcache->vectorsPerLane(); ++j) {
-                Value cond = team.real;
-                if (Value inRow = vcache->inRow(j))
-                  cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow)
-                                    .getResult()
-                              : inRow;
-                RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
-                  emitGenericVector(ib, il, *plan, vcache->ivs(j), nullptr, {},
-                                    vcache->given(index, j));
-                });
-              }
-            }
-            if (i + 1 < ops.size())
-              gpu::BarrierOp::create(ob, ol);
-          }
-        };
         scf::IfOp::create(
-            kb, kl, buffersAligned(kb, kl, vcache->alignedBuffers()),
+            kb, kl, buffersAligned(kb, kl, plannedCache->alignedBuffers()),
             [&](OpBuilder &ib, Location il) {
-              emitCachedMembers(ib, il);
+              VectorRowCache cache = *plannedCache;
+              cache.load(ib, il, members.row(), team.first, redSizes);
+              members.emitCached(ib, il, cache);
               scf::YieldOp::create(ib, il);
             },
             [&](OpBuilder &ib, Location il) {
-              emitMembers(ib, il, /*vectorize=*/false);
+              members.emitUncached(ib, il, /*vectorize=*/false);
               scf::YieldOp::create(ib, il);
             });
       });
