@@ -130,6 +130,54 @@ constexpr int64_t kMaxCachedRegisters = 64;
 /// 1024 run out at 255 and spill.
 constexpr int64_t kMaxCachedPerLane = 8;
 
+/// A (buffer, indexing map) pair a row-group member reads through.
+using RowRead = std::pair<Value, AffineMap>;
+
+/// Of the reads counted in `readers` (by how many members make each), those
+/// two or more members make and none writes (`written`: view roots), most
+/// read first (among equals, in the order the members read them), while
+/// their registers per lane (`registersOf` an element type) fit in
+/// kMaxCachedRegisters.
+SmallVector<RowRead>
+chooseCachedReads(llvm::MapVector<RowRead, int> readers,
+                  const llvm::DenseSet<Value> &written,
+                  function_ref<int64_t(Type)> registersOf) {
+  auto reads = readers.takeVector();
+  SmallVector<std::pair<int, size_t>> order; // (-readers, position)
+  for (auto [k, entry] : llvm::enumerate(reads))
+    if (entry.second >= 2 && !written.contains(viewRoot(entry.first.first)))
+      order.push_back({-entry.second, k});
+  llvm::sort(order);
+  SmallVector<RowRead> chosen;
+  int64_t registers = 0;
+  for (auto [negCount, k] : order) {
+    RowRead read = reads[k].first;
+    int64_t cost =
+        registersOf(cast<MemRefType>(read.first.getType()).getElementType());
+    if (registers + cost > kMaxCachedRegisters)
+      continue;
+    registers += cost;
+    chosen.push_back(read);
+  }
+  return chosen;
+}
+
+/// A lane's k-th place in a row of `count` places (elements or vectors)
+/// that a warp's lanes take in turn: place lane + 32 k, clamped to the
+/// last where the row has fewer (loaded there, but not used), and whether
+/// it is in the row (null: always).
+std::pair<Value, Value> lanePlace(OpBuilder &b, Location loc, Value lane,
+                                  int64_t k, int64_t count) {
+  Value place =
+      arith::AddIOp::create(b, loc, lane, indexConstant(b, loc, k * kWarpSize));
+  if ((k + 1) * kWarpSize <= count)
+    return {place, Value()};
+  Value last = indexConstant(b, loc, count - 1);
+  Value inRow =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, place, last);
+  return {arith::MinUIOp::create(b, loc, place, last), inRow};
+}
+
 /// A warp's copy of the row elements that several members of its row group
 /// read, as PyTorch's persistent softmax keeps them: each lane loads its
 /// elements of the row (lane, lane + 32, ...) once, into registers, and
@@ -146,34 +194,22 @@ public:
     if (perLane > kMaxCachedPerLane)
       return;
     llvm::DenseSet<Value> written;
-    llvm::MapVector<std::pair<Value, AffineMap>, int> readers;
+    llvm::MapVector<RowRead, int> readers;
     for (Operation *op : ops) {
       for (Value w : memberWrites(op))
         written.insert(viewRoot(w));
       if (memberRank(op) != rank)
         continue;
-      llvm::SmallDenseSet<std::pair<Value, AffineMap>, 4> seen;
-      for (auto read : memberReads(op))
+      llvm::SmallDenseSet<RowRead, 4> seen;
+      for (RowRead read : memberReads(op))
         if (seen.insert(read).second)
           ++readers[read];
     }
-    // Most-read first; among equals, in the order the members read them.
-    SmallVector<std::pair<int, size_t>> order; // (-readers, position)
-    auto reads = readers.takeVector();
-    for (auto [k, entry] : llvm::enumerate(reads))
-      if (entry.second >= 2 && !written.contains(viewRoot(entry.first.first)))
-        order.push_back({-entry.second, k});
-    llvm::sort(order);
-    int64_t registers = 0;
-    for (auto [negCount, k] : order) {
-      std::pair<Value, AffineMap> read = reads[k].first;
-      Type et = cast<MemRefType>(read.first.getType()).getElementType();
-      int64_t cost = perLane * llvm::divideCeil(et.getIntOrFloatBitWidth(), 32);
-      if (registers + cost > kMaxCachedRegisters)
-        continue;
-      registers += cost;
+    // An element a register (or two), unpacked.
+    for (RowRead read : chooseCachedReads(readers, written, [&](Type et) {
+           return perLane * llvm::divideCeil(et.getIntOrFloatBitWidth(), 32);
+         }))
       entries.push_back({read.first, read.second, {}});
-    }
   }
 
   bool empty() const { return entries.empty(); }
@@ -184,16 +220,9 @@ public:
   /// multiple of 32 long (such an element is loaded, but not used).
   void load(OpBuilder &b, Location loc, ArrayRef<Value> rowIdx, Value lane,
             ArrayRef<Value> redSizes) {
-    Value last = indexConstant(b, loc, numRed - 1);
     for (int64_t i = 0; i < perLane; ++i) {
-      Value c = arith::AddIOp::create(b, loc, lane,
-                                      indexConstant(b, loc, i * kWarpSize));
-      Value inRow;
-      if ((i + 1) * kWarpSize > numRed) {
-        inRow =
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, c, last);
-        c = arith::MinUIOp::create(b, loc, c, last);
-      }
+      Value c, inRow;
+      std::tie(c, inRow) = lanePlace(b, loc, lane, i, numRed);
       SmallVector<Value> ivs(rowIdx);
       llvm::append_range(ivs, delinearize(b, loc, c, redSizes));
       for (Entry &e : entries)
@@ -305,37 +334,26 @@ public:
     c.perLane = llvm::divideCeil(c.numVectors, kWarpSize);
     if (c.perLane > kMaxCachedVectors)
       return std::nullopt;
-    // The vectors two or more members read and none writes, most-read
-    // first (among equals, in the order the members read them), within
-    // kMaxCachedRegisters.
-    llvm::MapVector<std::pair<Value, AffineMap>, int> readers;
+    // The vectors the members read (a member's operand read once for all
+    // lanes is no row read).
+    llvm::MapVector<RowRead, int> readers;
     for (const std::optional<GenericVectors> &plan : c.plans) {
       if (!plan)
         continue;
       linalg::GenericOp op = plan->op;
-      llvm::SmallDenseSet<std::pair<Value, AffineMap>, 4> seen;
-      for (OpOperand *in : op.getDpsInputOperands())
-        if (plan->isVector[in->getOperandNumber()] &&
-            seen.insert({in->get(), op.getMatchingIndexingMap(in)}).second)
-          ++readers[{in->get(), op.getMatchingIndexingMap(in)}];
+      llvm::SmallDenseSet<RowRead, 4> seen;
+      for (OpOperand *in : op.getDpsInputOperands()) {
+        RowRead read{in->get(), op.getMatchingIndexingMap(in)};
+        if (plan->isVector[in->getOperandNumber()] && seen.insert(read).second)
+          ++readers[read];
+      }
     }
-    auto reads = readers.takeVector();
-    SmallVector<std::pair<int, size_t>> order; // (-readers, position)
-    for (auto [k, entry] : llvm::enumerate(reads))
-      if (entry.second >= 2 && !written.contains(viewRoot(entry.first.first)))
-        order.push_back({-entry.second, k});
-    llvm::sort(order);
-    int64_t registers = 0;
-    for (auto [negCount, k] : order) {
-      std::pair<Value, AffineMap> read = reads[k].first;
-      Type et = cast<MemRefType>(read.first.getType()).getElementType();
-      int64_t cost = llvm::divideCeil(
-          c.perLane * c.width * et.getIntOrFloatBitWidth(), 32);
-      if (registers + cost > kMaxCachedRegisters)
-        continue;
-      registers += cost;
+    // Vectors packed: 8 bf16 elements in 4 registers.
+    for (RowRead read : chooseCachedReads(readers, written, [&](Type et) {
+           return llvm::divideCeil(
+               c.perLane * c.width * et.getIntOrFloatBitWidth(), 32);
+         }))
       c.entries.push_back({read.first, read.second, {}});
-    }
     if (c.entries.empty())
       return std::nullopt;
     return c;
@@ -354,17 +372,10 @@ public:
   /// a multiple of 32 (such a vector is loaded, but not used).
   void load(OpBuilder &b, Location loc, ArrayRef<Value> rowIdx, Value lane,
             ArrayRef<Value> redSizes) {
-    Value last = indexConstant(b, loc, numVectors - 1);
     Value widthV = indexConstant(b, loc, width);
     for (int64_t j = 0; j < perLane; ++j) {
-      Value v = arith::AddIOp::create(b, loc, lane,
-                                      indexConstant(b, loc, j * kWarpSize));
-      Value inRow;
-      if ((j + 1) * kWarpSize > numVectors) {
-        inRow =
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, v, last);
-        v = arith::MinUIOp::create(b, loc, v, last);
-      }
+      Value v, inRow;
+      std::tie(v, inRow) = lanePlace(b, loc, lane, j, numVectors);
       SmallVector<Value> ivs(rowIdx);
       llvm::append_range(
           ivs, delinearize(b, loc, arith::MulIOp::create(b, loc, v, widthV),
@@ -474,15 +485,9 @@ public:
         else
           partial = red.foldRange(ob, ol, rowIdx, team.first, numRedValue,
                                   team.stride);
-        Value total = team.combine(ob, ol, partial, red.kind);
-        RowTeam::emitIf(ob, ol, team.leader, [&](OpBuilder &ib, Location il) {
-          red.foldIntoOutput(ib, il, rowIdx, total);
-        });
+        finishReduction(ob, ol, red, partial);
       } else if (memberRank(op) == rows.size()) {
-        // One element per row: the team's leader computes it.
-        RowTeam::emitIf(ob, ol, team.leader, [&](OpBuilder &ib, Location il) {
-          emitMemberIteration(ib, il, op, rowIdx);
-        });
+        emitRowValue(ob, ol, op);
       } else if (cache) {
         // The lane's elements of the row, unrolled, from the cache.
         for (int64_t e = 0; e < cache->elementsPerLane(); ++e) {
@@ -571,14 +576,9 @@ public:
                           .getResult()
                     : next;
         }
-        Value total = team.combine(ob, ol, acc, red.kind);
-        RowTeam::emitIf(ob, ol, team.leader, [&](OpBuilder &ib, Location il) {
-          red.foldIntoOutput(ib, il, rowIdx, total);
-        });
+        finishReduction(ob, ol, red, acc);
       } else if (memberRank(op) == rows.size()) {
-        RowTeam::emitIf(ob, ol, team.leader, [&](OpBuilder &ib, Location il) {
-          emitMemberIteration(ib, il, op, rowIdx);
-        });
+        emitRowValue(ob, ol, op);
       } else {
         for (int64_t j = 0; j < cache.vectorsPerLane(); ++j) {
           Value cond = team.real;
@@ -597,6 +597,23 @@ public:
   }
 
 private:
+  /// A reduction member's thread `partial`s combined over the team, the
+  /// total folded into the row's output by the leader.
+  void finishReduction(OpBuilder &b, Location loc, Reduction &red,
+                       Value partial) {
+    Value total = team.combine(b, loc, partial, red.kind);
+    RowTeam::emitIf(b, loc, team.leader, [&](OpBuilder &ib, Location il) {
+      red.foldIntoOutput(ib, il, rowIdx, total);
+    });
+  }
+
+  /// A member with one element per row: the team's leader computes it.
+  void emitRowValue(OpBuilder &b, Location loc, Operation *op) {
+    RowTeam::emitIf(b, loc, team.leader, [&](OpBuilder &ib, Location il) {
+      emitMemberIteration(ib, il, op, rowIdx);
+    });
+  }
+
   ArrayRef<Operation *> ops;
   ArrayRef<int64_t> rows;
   ArrayRef<Value> redSizes;
