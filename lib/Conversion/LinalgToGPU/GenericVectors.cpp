@@ -85,14 +85,9 @@ void mlir::ds::gpu_kernels::storeVectorOutput(OpBuilder &b, Location loc,
                                               OpOperand &init,
                                               ArrayRef<Value> lanes,
                                               ArrayRef<Value> ivs) {
-  Type element = lanes.front().getType();
-  Value vector = vector::FromElementsOp::create(
-      b, loc, VectorType::get({plan.width}, element), lanes);
   SmallVector<Value> idx = applyMap(
       b, loc, linalg::GenericOp(plan.op).getMatchingIndexingMap(&init), ivs);
-  vector::StoreOp::create(b, loc, vector, init.get(), idx,
-                          /*nontemporal=*/false,
-                          vectorAlignment(plan.width, element));
+  storeLanes(b, loc, lanes, init.get(), idx);
 }
 
 /// emitGenericVector and emitGenericVectorLanes: for a reduction, `accs`

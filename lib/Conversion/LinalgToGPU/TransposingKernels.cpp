@@ -457,16 +457,7 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                       lanes.push_back(
                           loadFromTile(ib, il, et, tileMem, row, q));
                     }
-                    if (outWidth == 1) {
-                      memref::StoreOp::create(ib, il, lanes.front(), out->get(),
-                                              idx);
-                      continue;
-                    }
-                    Value vector = vector::FromElementsOp::create(
-                        ib, il, VectorType::get({outWidth}, et), lanes);
-                    vector::StoreOp::create(ib, il, vector, out->get(), idx,
-                                            /*nontemporal=*/false,
-                                            vectorAlignment(outWidth, et));
+                    storeLanes(ib, il, lanes, out->get(), idx);
                   }
                 });
                 scf::YieldOp::create(fb, fl);

@@ -176,13 +176,8 @@ void cloneVector(OpBuilder &b, Location loc, Block &body,
       }
     }
   }
-  for (memref::StoreOp store : stores) {
-    Type element = store.getValueToStore().getType();
-    Value vector =
-        vector::FromElementsOp::create(b, loc, vectorOf(element), lanes[store]);
-    vector::StoreOp::create(b, loc, vector, store.getMemRef(), indices(store),
-                            /*nontemporal=*/false, alignment(element));
-  }
+  for (memref::StoreOp store : stores)
+    storeLanes(b, loc, lanes[store], store.getMemRef(), indices(store));
 }
 
 } // namespace
@@ -232,6 +227,22 @@ int64_t mlir::ds::gpu_kernels::chooseVectorWidth(int64_t widest,
 llvm::MaybeAlign mlir::ds::gpu_kernels::vectorAlignment(int64_t width,
                                                         Type element) {
   return llvm::MaybeAlign(width * *vectorElementBytes(element));
+}
+
+void mlir::ds::gpu_kernels::storeLanes(OpBuilder &b, Location loc,
+                                       ArrayRef<Value> lanes, Value buffer,
+                                       ValueRange indices) {
+  if (lanes.size() == 1) {
+    memref::StoreOp::create(b, loc, lanes.front(), buffer, indices);
+    return;
+  }
+  Type element = lanes.front().getType();
+  int64_t width = lanes.size();
+  Value vector = vector::FromElementsOp::create(
+      b, loc, VectorType::get({width}, element), lanes);
+  vector::StoreOp::create(b, loc, vector, buffer, indices,
+                          /*nontemporal=*/false,
+                          vectorAlignment(width, element));
 }
 
 gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(

@@ -45,6 +45,12 @@ int64_t chooseVectorWidth(int64_t widest, int64_t accesses,
 /// aligned.
 llvm::MaybeAlign vectorAlignment(int64_t width, Type element);
 
+/// Stores `lanes` (consecutive elements) into `buffer` at `indices`, the
+/// first lane's: one memref.store for one lane, else one vector.store
+/// claiming vectorAlignment.
+void storeLanes(OpBuilder &b, Location loc, ArrayRef<Value> lanes, Value buffer,
+                ValueRange indices);
+
 /// If the host loop `p` qualifies, builds its launch at `b`'s insertion
 /// point and returns it; otherwise builds nothing. `element(b, loc, i)`
 /// clones p's body for the element of linear index i (row-major over p's
