@@ -18,7 +18,7 @@ using namespace mlir::ds::gpu_kernels;
 namespace {
 
 /// One buffer access of a member: the value, the map from the member's
-/// loops, and whether it writes.
+/// loops (null: any element, a load in its body), and whether it writes.
 struct RowAccess {
   Value buffer;
   AffineMap map;
@@ -128,6 +128,15 @@ Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
     throughUnitReshapes(a);
     accesses.push_back(a);
   }
+  // A load in the body (a gather, from tensor.extract) may read any element
+  // of its buffer: another row's, if the group writes it. A pointer jump
+  // that reads next[next[p]] after the reduction that writes next would
+  // otherwise join its group and read rows that other blocks have not
+  // written yet.
+  generic.getBody()->walk([&](memref::LoadOp load) {
+    if (!generic.getRegion().isAncestor(load.getMemRef().getParentRegion()))
+      accesses.push_back({load.getMemRef(), AffineMap(), false});
+  });
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
   if (generic.getNumReductionLoops() > 0) {
     return ranges == rowElements &&
@@ -147,7 +156,7 @@ Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
 /// Whether `map` reaches a buffer at the row loops' own indices first
 /// (results 0..n-1 are d0..dn-1), its other results not involving them.
 bool rowLocal(AffineMap map, unsigned numRows) {
-  if (map.getNumResults() < numRows)
+  if (!map || map.getNumResults() < numRows)
     return false;
   for (auto [k, e] : llvm::enumerate(map.getResults())) {
     if (k < numRows) {

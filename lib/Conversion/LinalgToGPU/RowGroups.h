@@ -40,6 +40,9 @@ struct RowGroup {
 /// value of identity layout and maps whose leading results are the row
 /// loops themselves (and whose others do not involve them): then a row's
 /// ops touch only their row's elements of it, and blocks never share one.
+/// A load in a member's body (a gather) counts as reaching any element of
+/// its buffer, so an op that gathers from what the group writes is not a
+/// member.
 /// A group reads at least two of its rows' tensors (fewer would save no
 /// pass); trailing ops over the rows alone are left out.
 /// The moves happen here; the caller builds the launches.

@@ -232,6 +232,68 @@ func.func @softmax_rows(%x: memref<4096x512xf32>, %m: memref<4096xf32>, %z: memr
 
 // -----
 
+// An op after a row reduction that gathers from the reduction's output (a
+// pointer jump, next[next[p]], in the embedding gradient's linked rows)
+// reads other rows' results, which other blocks write in the same launch:
+// it is not a member of the reduction's row group but a launch of its own,
+// after the reduction's. The second reduction, over the same rows, would
+// have joined the group with the gather in it.
+// CHECK-LABEL: func.func @row_reduction_then_gather
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce minsi
+// CHECK-NOT:       gpu.barrier
+// CHECK:           gpu.terminator
+// CHECK:         gpu.launch
+// CHECK:           memref.load %arg1[%[[P:.*]]] : memref<8192xi64>
+// CHECK:           %[[TWICE:.*]] = memref.load %arg1[%{{.*}}] : memref<8192xi64>
+// CHECK:           memref.store %[[TWICE]], %arg2[%[[P]]]
+// CHECK:           gpu.terminator
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+func.func @row_reduction_then_gather(%rows: memref<8192xi64>, %next: memref<8192xi64>,
+                                     %jump: memref<8192xi64>, %rank: memref<8192xi64>) {
+  linalg.generic {indexing_maps = [affine_map<(p, q) -> (q)>, affine_map<(p, q) -> (p)>,
+                                   affine_map<(p, q) -> (p)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%rows, %rows : memref<8192xi64>, memref<8192xi64>) outs(%next : memref<8192xi64>) {
+  ^bb0(%rq: i64, %rp: i64, %acc: i64):
+    %p = linalg.index 0 : index
+    %q = linalg.index 1 : index
+    %pi = arith.index_cast %p : index to i64
+    %qi = arith.index_cast %q : index to i64
+    %same = arith.cmpi eq, %rq, %rp : i64
+    %later = arith.cmpi sgt, %qi, %pi : i64
+    %link = arith.andi %same, %later : i1
+    %none = arith.constant 8192 : i64
+    %cand = arith.select %link, %qi, %none : i64
+    %m = arith.minsi %acc, %cand : i64
+    linalg.yield %m : i64
+  }
+  linalg.generic {indexing_maps = [affine_map<(p) -> (p)>, affine_map<(p) -> (p)>],
+                  iterator_types = ["parallel"]}
+      ins(%next : memref<8192xi64>) outs(%jump : memref<8192xi64>) {
+  ^bb0(%n: i64, %o: i64):
+    %last = arith.constant 8191 : i64
+    %c = arith.minsi %n, %last : i64
+    %at = arith.index_cast %c : i64 to index
+    %twice = memref.load %next[%at] : memref<8192xi64>
+    linalg.yield %twice : i64
+  }
+  linalg.generic {indexing_maps = [affine_map<(p, q) -> (q)>, affine_map<(p, q) -> (p)>,
+                                   affine_map<(p, q) -> (p)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%rows, %rows : memref<8192xi64>, memref<8192xi64>) outs(%rank : memref<8192xi64>) {
+  ^bb0(%rq: i64, %rp: i64, %acc: i64):
+    %same = arith.cmpi eq, %rq, %rp : i64
+    %one = arith.extui %same : i1 to i64
+    %s = arith.addi %acc, %one : i64
+    linalg.yield %s : i64
+  }
+  return
+}
+
+// -----
+
 // A row's result read back through a reshape that adds a unit dimension
 // (softmax's gradient: the row sums as [rows, 1]) is still that row's
 // element: the view does not end the group. A reshape that moves elements
