@@ -31,8 +31,9 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
     Option<"runtimeKernels", "runtime-kernels", "bool", /*default=*/"false",
            "Leave the ops with runtime kernels for convert-ds-to-runtime">,
     Option<"parallelScatter", "parallel-scatter", "bool", /*default=*/"false",
-           "Lower scatters (embedding_grad) as parallel masked reductions "
-           "instead of serial loops (the GPU path)">,
+           "Lower scatters (embedding_grad) as linked rows that every table "
+           "element walks in parallel, long lists in pieces, instead of "
+           "serial loops (the GPU path)">,
     Option<"narrowGemms", "narrow-gemms", "bool", /*default=*/"false",
            "Keep the bf16 and f16 operands of matmuls, accumulating in f32 "
            "(the GPU path: cuBLASLt's BF16/F16 GEMMs); by default they are "

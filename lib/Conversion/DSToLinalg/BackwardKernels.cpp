@@ -21,6 +21,7 @@
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -277,14 +278,33 @@ struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
 ///   first[v] = min{p : row(p) == v}           (a min-reduction over p)
 ///   next[p]  = min{q > p : row(q) == row(p)}  (a min-reduction over q)
 ///   table[v, d] = sum over the list from first[v] of grad[p, d]
-/// with P (positions) for "none". The sum adds the rows in ascending
-/// position order starting from zero, as the CPU's loop does, so both paths
-/// give the same bits. Work: (V + P) * P compares in block reductions and
-/// (V + P) * D loads and adds, where one masked reduction per table element
-/// would be V * D * P (10^14 for a 50k vocabulary over 8k positions).
+/// with P (positions) for "none". Work: (V + P) * P compares in block
+/// reductions and (V + P) * D loads and adds, where one masked reduction per
+/// table element would be V * D * P (10^14 for a 50k vocabulary over 8k
+/// positions).
+///
+/// A walk is serial, one dependent load a link, and a token that fills most
+/// of the batch (padding) makes its list thousands of links long. So when a
+/// list can be longer than K = max(32, 2^ceil(log2(P) / 2)), it is walked in
+/// two levels, as PyTorch's embedding backward splits long segments:
+///   rank[p]     = #{q < p : row(q) == row(p)}   (a sum, beside `next`)
+///   jump[p]     = the K-th link after p          (log2 K pointer doublings)
+///   partial[p, d] = the sum of the K links from p, where rank[p] % K == 0
+///   table[v, d] = sum over first[v], jump[first[v]], ... of partial[., d]
+/// At most K + P / K dependent loads (192 for P = 8192) instead of P.
+/// Both levels add in ascending position order from zero, so a list of at
+/// most K positions gives the CPU loop's bits; a longer one rounds its K-long
+/// pieces' sums once more.
 struct EmbeddingGradLinkedRows : OpConversionPattern<EmbeddingGradOp> {
   EmbeddingGradLinkedRows(MLIRContext *ctx)
       : OpConversionPattern(ctx, /*benefit=*/2) {}
+
+  /// The links of a list longer than this are walked in two levels.
+  static int64_t pieceLength(int64_t positions) {
+    return std::max<int64_t>(
+        32, int64_t(1) << ((llvm::Log2_64_Ceil(positions) + 1) / 2));
+  }
+
   LogicalResult
   matchAndRewrite(EmbeddingGradOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -295,6 +315,8 @@ struct EmbeddingGradLinkedRows : OpConversionPattern<EmbeddingGradOp> {
     MLIRContext *ctx = rewriter.getContext();
     Type i64 = rewriter.getI64Type();
     int64_t vocab = in.vocab, positions = in.positions;
+    int64_t piece = pieceLength(positions);
+    bool twoLevels = positions > piece;
     // "No position" (P), made where it is used so that kernels own it.
     auto none = [&](OpBuilder &b, Location l) {
       return createI64(b, l, positions);
@@ -311,78 +333,162 @@ struct EmbeddingGradLinkedRows : OpConversionPattern<EmbeddingGradOp> {
                         return asI64(b, l, clampIndex(b, l, a[0], vocab));
                       });
 
-    // out[i] = min over j of (match(i, j) ? j : P), i and j the two loops.
-    auto firstMatch = [&](int64_t outer, int64_t inner, AffineMap outerRow,
-                          AffineMap innerRow, bool after) -> Value {
-      SmallVector<Value> inputs = {rows};
-      SmallVector<AffineMap> maps = {innerRow};
-      if (outerRow) {
-        inputs.push_back(rows);
-        maps.push_back(outerRow);
-      }
-      maps.push_back(AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx));
-      Value init = createFilled(rewriter, loc, {outer}, none(rewriter, loc));
-      auto reduce = linalg::GenericOp::create(
-          rewriter, loc, TypeRange{init.getType()}, inputs, ValueRange{init},
-          maps,
-          ArrayRef<utils::IteratorType>{utils::IteratorType::parallel,
-                                        utils::IteratorType::reduction},
-          [&](OpBuilder &b, Location l, ValueRange a) {
-            Value i = asI64(b, l, linalg::IndexOp::create(b, l, 0));
-            Value j = asI64(b, l, linalg::IndexOp::create(b, l, 1));
-            Value key = outerRow ? a[1] : i;
-            Value match = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
-                                                a[0], key);
-            if (after)
-              match = arith::AndIOp::create(
-                  b, l, match,
-                  arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, j, i));
-            Value candidate =
-                arith::SelectOp::create(b, l, match, j, none(b, l));
-            linalg::YieldOp::create(
-                b, l,
-                ValueRange{arith::MinSIOp::create(b, l, a.back(), candidate)});
-          });
-      return reduce.getResult(0);
-    };
     AffineExpr i, j;
     bindDims(ctx, i, j);
-    Value first = firstMatch(vocab, positions, AffineMap(),
-                             AffineMap::get(2, 0, {j}, ctx), /*after=*/false);
-    Value next =
-        firstMatch(positions, positions, AffineMap::get(2, 0, {i}, ctx),
-                   AffineMap::get(2, 0, {j}, ctx), /*after=*/true);
-
-    // table[v, d]: walk the list of row v.
-    RankedTensorType tableType = op.getType();
-    Type elem = in.elem;
-    Value grad = in.grad;
-    Value table = buildParallel(
-        rewriter, loc, tableType, {first},
-        {AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx)},
-        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
-          Value d = linalg::IndexOp::create(b, l, 1);
-          Value zero = arith::ConstantOp::create(b, l, b.getZeroAttr(elem));
-          auto walk = scf::WhileOp::create(
-              b, l, TypeRange{i64, elem}, ValueRange{a[0], zero},
-              [&](OpBuilder &wb, Location wl, ValueRange args) {
-                Value more = arith::CmpIOp::create(
-                    wb, wl, arith::CmpIPredicate::slt, args[0], none(wb, wl));
-                scf::ConditionOp::create(wb, wl, more, args);
-              },
-              [&](OpBuilder &wb, Location wl, ValueRange args) {
-                Value p = arith::IndexCastOp::create(wb, wl, wb.getIndexType(),
-                                                     args[0]);
-                Value g =
-                    tensor::ExtractOp::create(wb, wl, grad, ValueRange{p, d});
-                Value sum = arith::AddFOp::create(wb, wl, args[1], g);
-                Value link = tensor::ExtractOp::create(wb, wl, next, p);
-                scf::YieldOp::create(wb, wl, ValueRange{link, sum});
-              });
-          return walk.getResult(1);
+    // out[i] = the reduction over j of combine(match, i, j, acc), where
+    // match is row(j) == i (over table rows) or row(j) == row(i) (over
+    // positions). One output each: the GPU reduces single outputs in
+    // parallel.
+    using Combine =
+        function_ref<Value(OpBuilder &, Location, Value, Value, Value, Value)>;
+    auto reducePairs = [&](int64_t outer, bool overPositions, Value init,
+                           Combine combine) -> Value {
+      SmallVector<Value> inputs = {rows};
+      SmallVector<AffineMap> maps = {AffineMap::get(2, 0, {j}, ctx)};
+      if (overPositions) {
+        inputs.push_back(rows);
+        maps.push_back(AffineMap::get(2, 0, {i}, ctx));
+      }
+      return buildReduction(
+                 rewriter, loc, {outer, positions}, {1}, inputs, maps, {init},
+                 [&](OpBuilder &b, Location l,
+                     ValueRange a) -> SmallVector<Value> {
+                   Value x = asI64(b, l, linalg::IndexOp::create(b, l, 0));
+                   Value y = asI64(b, l, linalg::IndexOp::create(b, l, 1));
+                   Value match =
+                       arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                             a[0], overPositions ? a[1] : x);
+                   return {combine(b, l, match, x, y, a.back())};
+                 })
+          .front();
+    };
+    // first[v] = min over p of (row(p) == v ? p : P).
+    Value first = reducePairs(
+        vocab, /*overPositions=*/false, none(rewriter, loc),
+        [&](OpBuilder &b, Location l, Value match, Value, Value p, Value acc) {
+          Value candidate = arith::SelectOp::create(b, l, match, p, none(b, l));
+          return arith::MinSIOp::create(b, l, acc, candidate).getResult();
         });
-    rewriter.replaceOp(op, table);
+    // next[p] = min over q of (row(q) == row(p) && q > p ? q : P).
+    Value next = reducePairs(
+        positions, /*overPositions=*/true, none(rewriter, loc),
+        [&](OpBuilder &b, Location l, Value match, Value p, Value q,
+            Value acc) {
+          Value after = arith::AndIOp::create(
+              b, l, match,
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::sgt, q, p));
+          Value candidate = arith::SelectOp::create(b, l, after, q, none(b, l));
+          return arith::MinSIOp::create(b, l, acc, candidate).getResult();
+        });
+
+    RankedTensorType tableType = op.getType();
+    AffineMap byRow = AffineMap::get(2, 0, {i}, ctx);
+    if (!twoLevels) {
+      rewriter.replaceOp(
+          op, buildParallel(rewriter, loc, tableType, {first}, {byRow},
+                            [&](OpBuilder &b, Location l, ValueRange a) {
+                              return sumList(b, l, a[0], next, in.grad,
+                                             positions, /*limit=*/Value());
+                            }));
+      return success();
+    }
+
+    // rank[p] = the number of q < p with row(q) == row(p), beside next
+    // (one row group reads rows for both).
+    Value rank = reducePairs(
+        positions, /*overPositions=*/true, createI64(rewriter, loc, 0),
+        [&](OpBuilder &b, Location l, Value match, Value p, Value q,
+            Value acc) {
+          Value before = arith::AndIOp::create(
+              b, l, match,
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, q, p));
+          Value one = arith::ExtUIOp::create(b, l, i64, before);
+          return arith::AddIOp::create(b, l, acc, one).getResult();
+        });
+    // jump = next applied K times, by doubling: j'[p] = j[j[p]].
+    Value jump = next;
+    auto linkType = RankedTensorType::get({positions}, i64);
+    for (int64_t n = 1; n < piece; n *= 2)
+      jump = buildParallel(
+          rewriter, loc, linkType, {jump}, {rewriter.getMultiDimIdentityMap(1)},
+          [&, jump](OpBuilder &b, Location l, ValueRange a) -> Value {
+            Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt,
+                                                a[0], none(b, l));
+            // Clamped so that "none" reads in bounds; the select drops it.
+            Value at = arith::IndexCastOp::create(
+                b, l, b.getIndexType(),
+                arith::MinSIOp::create(b, l, a[0],
+                                       createI64(b, l, positions - 1)));
+            Value twice = tensor::ExtractOp::create(b, l, jump, at);
+            return arith::SelectOp::create(b, l, valid, twice, none(b, l));
+          });
+
+    // partial[p, d]: the K links from p, at the positions whose rank is a
+    // multiple of K (the pieces' starts); zero elsewhere.
+    auto partialType = RankedTensorType::get({positions, in.dim}, in.elem);
+    Value partial = buildParallel(
+        rewriter, loc, partialType, {rank}, {byRow},
+        [&](OpBuilder &b, Location l, ValueRange a) -> Value {
+          Value p = asI64(b, l, linalg::IndexOp::create(b, l, 0));
+          Value offset =
+              arith::AndIOp::create(b, l, a[0], createI64(b, l, piece - 1));
+          Value starts = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq,
+                                               offset, createI64(b, l, 0));
+          Value limit = arith::SelectOp::create(
+              b, l, starts, createI64(b, l, piece), createI64(b, l, 0));
+          return sumList(b, l, p, next, in.grad, positions, limit);
+        });
+    rewriter.replaceOp(
+        op, buildParallel(rewriter, loc, tableType, {first}, {byRow},
+                          [&](OpBuilder &b, Location l, ValueRange a) {
+                            return sumList(b, l, a[0], jump, partial, positions,
+                                           /*limit=*/Value());
+                          }));
     return success();
+  }
+
+  /// Inside a parallel generic over (list, d): the sum from zero of
+  /// values[p, d] over the list that starts at `start` (i64) and follows
+  /// `links` until P, or for at most `limit` (i64) links where given.
+  static Value sumList(OpBuilder &b, Location loc, Value start, Value links,
+                       Value values, int64_t positions, Value limit) {
+    Type i64 = b.getI64Type();
+    Type elem = cast<RankedTensorType>(values.getType()).getElementType();
+    Value d = linalg::IndexOp::create(b, loc, 1);
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elem));
+    SmallVector<Value> init = {start, zero};
+    SmallVector<Type> types = {i64, elem};
+    if (limit) {
+      init.push_back(createI64(b, loc, 0));
+      types.push_back(i64);
+    }
+    auto walk = scf::WhileOp::create(
+        b, loc, types, init,
+        [&](OpBuilder &wb, Location wl, ValueRange args) {
+          Value more =
+              arith::CmpIOp::create(wb, wl, arith::CmpIPredicate::slt, args[0],
+                                    createI64(wb, wl, positions));
+          if (limit)
+            more = arith::AndIOp::create(
+                wb, wl, more,
+                arith::CmpIOp::create(wb, wl, arith::CmpIPredicate::slt,
+                                      args[2], limit));
+          scf::ConditionOp::create(wb, wl, more, args);
+        },
+        [&](OpBuilder &wb, Location wl, ValueRange args) {
+          Value p =
+              arith::IndexCastOp::create(wb, wl, wb.getIndexType(), args[0]);
+          Value value =
+              tensor::ExtractOp::create(wb, wl, values, ValueRange{p, d});
+          SmallVector<Value> yielded = {
+              tensor::ExtractOp::create(wb, wl, links, p),
+              arith::AddFOp::create(wb, wl, args[1], value)};
+          if (limit)
+            yielded.push_back(
+                arith::AddIOp::create(wb, wl, args[2], createI64(wb, wl, 1)));
+          scf::YieldOp::create(wb, wl, yielded);
+        });
+    return walk.getResult(1);
   }
 };
 

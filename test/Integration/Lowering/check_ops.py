@@ -1135,21 +1135,56 @@ def nn_cases():
     # Enough positions for the GPU lowering's block reductions (>= 32 per
     # output): a vocabulary larger than the positions, one row selected
     # by half of them (a long list), rows never selected, and clamping.
-    rng = rng_for("emb.long")
-    long_idx = rng.integers(-3, 70, size=(4, 24)).astype(I64)
-    long_idx[:, ::2] = 5
-    g_long = randn("emb.grad_long", (4, 24, 6), F32)
+    # The GPU lowering walks a list longer than its pieces (32 links here)
+    # in pieces, whose sums round once more than the CPU's loop: both are
+    # checked against f64 sums, to f32 rounding.
+    def emb_grad_long(name, shape, vocab, dim, pad_every):
+        rng = rng_for(name)
+        idx = rng.integers(-3, vocab + 3, size=shape).astype(I64)
+        idx.reshape(-1)[::pad_every] = 5
+        g = randn(name + ".grad", shape + (dim,), F32)
 
-    def emb_grad_long_ref(g, i):
-        # Ascending positions from zero, in f32: the order of both lowerings.
-        out = np.zeros((67, 6), dtype=F32)
-        for p, row in enumerate(np.clip(i, 0, 66).ravel()):
-            out[row] += g.reshape(-1, 6)[p]
+        def ref(g, i):
+            out = np.zeros((vocab, dim), dtype=F64)
+            np.add.at(out, np.clip(i, 0, vocab - 1).ravel(),
+                      g.reshape(-1, dim).astype(F64))
+            return [out]
+        cases.append(Case(name, [g, idx],
+                          f"%r = ds.embedding_grad %a0, %a1 : {TA(g)}, {TA(idx)} -> "
+                          f"{T((vocab, dim), F32)}",
+                          [("%r", (vocab, dim), F32)], ref, rtol=1e-6, atol=1e-6))
+    # Row 5's list: 48 positions, a piece and a half.
+    emb_grad_long("embedding_grad_long_f32", (4, 24), 67, 6, 2)
+    # Padding: row 5 takes 5 of every 6 positions, a list of 250 (7 full
+    # pieces and one of 26); rows of 1 to 3 positions beside it.
+    pad = rng_for("emb.pad").integers(0, 40, size=(300,)).astype(I64)
+    pad[np.arange(300) % 6 != 0] = 5
+    g_pad = randn("emb.grad_pad", (300, 3), F32)
+
+    def emb_grad_pad_ref(g, i):
+        out = np.zeros((40, 3), dtype=F64)
+        np.add.at(out, i, g.astype(F64))
         return [out]
-    cases.append(Case("embedding_grad_long_f32", [g_long, long_idx],
-                      f"%r = ds.embedding_grad %a0, %a1 : {TA(g_long)}, {TA(long_idx)} -> "
-                      f"{T((67, 6), F32)}",
-                      [("%r", (67, 6), F32)], emb_grad_long_ref, rtol=0, atol=0))
+    cases.append(Case("embedding_grad_padding_f32", [g_pad, pad],
+                      f"%r = ds.embedding_grad %a0, %a1 : {TA(g_pad)}, {TA(pad)} -> "
+                      f"{T((40, 3), F32)}",
+                      [("%r", (40, 3), F32)], emb_grad_pad_ref, rtol=1e-6, atol=1e-6))
+    # The GPT benchmark's shape (8 x 1024 positions over a vocabulary of
+    # 128), half of it padding (row 0): a list of 4096 positions, 32 pieces
+    # of 128. On a GPU, the linked rows' reductions are a block per row
+    # (rows of 8192), as in the benchmark.
+    tokens = rng_for("emb.tokens").integers(0, 128, size=(8, 1024)).astype(I64)
+    tokens[:, 512:] = 0
+    g_tok = randn("emb.grad_tokens", (8, 1024, 2), F32)
+
+    def emb_grad_tokens_ref(g, i):
+        out = np.zeros((128, 2), dtype=F64)
+        np.add.at(out, i.ravel(), g.reshape(-1, 2).astype(F64))
+        return [out]
+    cases.append(Case("embedding_grad_padded_batch_f32", [g_tok, tokens],
+                      f"%r = ds.embedding_grad %a0, %a1 : {TA(g_tok)}, {TA(tokens)} -> "
+                      f"{T((128, 2), F32)}",
+                      [("%r", (128, 2), F32)], emb_grad_tokens_ref, rtol=1e-5, atol=1e-5))
     i32 = np.array([2, 9, -1, 2], dtype=I32)
     t2 = randn("emb.t2", (5, 3))
     cases.append(Case("embedding_i32_idx", [t2, i32],
