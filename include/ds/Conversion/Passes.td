@@ -271,7 +271,16 @@ def EmulateGPUKernelsPass
     threads and, when they do not, writes a message to standard error and
     aborts. So does a load or store whose indices are out of bounds, or a
     vector one whose address lacks the alignment it claims (more than its
-    element's), where a GPU would read another buffer or fault.
+    element's), where a GPU would read another buffer or fault. So does an
+    element of a buffer the launch stores to that one block writes and
+    another block reads or writes in the same launch: on a GPU the blocks
+    run in any order and at once, so the result would depend on timing,
+    where here it would match in the one order the emulation runs. Each
+    such buffer gets two shadows per launch (the block that wrote each
+    element, the block that read it), which every load and store of it
+    checks and updates through one out-of-line function. Views of a
+    buffer are shadowed apart, and the threads of one block are not told
+    apart.
     `gpu.subgroup_reduce` (scalar, unclustered) folds each run of 32
     consecutive threads (x fastest: a warp) in lane order and gives every
     thread of the run the total.

@@ -84,6 +84,31 @@
 // RUN: | not --crash mlir-runner -e vectors_out_of_bounds -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
 // RUN: | FileCheck %s --check-prefix=BOUNDS
 
+// Blocks of one launch run in any order and at once on a GPU, so an
+// element one block writes and another reads or writes is a race, whatever
+// order the emulation runs them in. Each of 4 blocks of 8 threads writes
+// its part of %a, then (after a barrier) reads part (b + offset) mod 4:
+// offset 0 is its own part; with 1, block 2 (the blocks run last first)
+// reads what block 3 wrote; with 3, block 2 writes what block 3 read. In
+// @blocks_write_one_part every block writes part 0.
+// RUN: ds-opt %s --ds-emulate-gpu-kernels --convert-linalg-to-loops \
+// RUN:   --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts > %t.races.mlir
+// RUN: mlir-runner %t.races.mlir -e blocks_own_parts -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=OWN
+// RUN: not --crash mlir-runner %t.races.mlir -e blocks_read_next_part -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=RAW
+// RUN: not --crash mlir-runner %t.races.mlir -e blocks_read_previous_part -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=WAR
+// RUN: not --crash mlir-runner %t.races.mlir -e blocks_write_one_part -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=WAW
+
+// OWN: sizes = [32]
+// OWN-NEXT: [1,  2,  3,  4,  5,  6,  7,  8,  9,  10,  11,  12,  13,  14,  15,  16,  17,  18,  19,  20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31,  32]
+// RAW: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: memref.load reads an element that another block writes in the same launch (blocks run in any order and at once on a GPU: a race)
+// WAR: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: vector.store writes an element that another block reads in the same launch (blocks run in any order and at once on a GPU: a race)
+// WAW: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: vector.store writes an element that another block writes in the same launch (blocks run in any order and at once on a GPU: a race)
+
 // ALIGNED: sizes = [32]
 // ALIGNED-NEXT: [0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,  11,  12,  13,  14,  15,  16,  17,  18,  19,  20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31]
 
@@ -261,5 +286,76 @@ func.func @misaligned_vectors() {
 func.func @vectors_out_of_bounds() {
   %c8 = arith.constant 8 : index
   call @vectors(%c8) : (index) -> ()
+  return
+}
+
+func.func @blocks(%offset: index, %part: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %a = memref.alloc() {alignment = 64 : i64} : memref<32xi64>
+  %out = memref.alloc() : memref<32xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1) {
+    // Thread 0 writes its block's part (block %bx, or %part if given) as
+    // two vectors of 4.
+    %zero = arith.cmpi eq, %tx, %c0 : index
+    scf.if %zero {
+      %given = arith.cmpi ne, %part, %c4 : index
+      %p = arith.select %given, %part, %bx : index
+      %base = arith.muli %p, %c8 : index
+      %bv = arith.index_cast %base : index to i64
+      %v = vector.broadcast %bv : i64 to vector<4xi64>
+      %steps = arith.constant dense<[1, 2, 3, 4]> : vector<4xi64>
+      %lo = arith.addi %v, %steps : vector<4xi64>
+      %four = arith.constant dense<4> : vector<4xi64>
+      %hi = arith.addi %lo, %four : vector<4xi64>
+      vector.store %lo, %a[%base] {alignment = 32 : i64} : memref<32xi64>, vector<4xi64>
+      %mid = arith.addi %base, %c4 : index
+      vector.store %hi, %a[%mid] {alignment = 32 : i64} : memref<32xi64>, vector<4xi64>
+    }
+    gpu.barrier
+    %b = arith.addi %bx, %offset : index
+    %src = arith.remui %b, %c4 : index
+    %row = arith.muli %src, %c8 : index
+    %at = arith.addi %row, %tx : index
+    %x = memref.load %a[%at] : memref<32xi64>
+    %mine = arith.muli %bx, %c8 : index
+    %to = arith.addi %mine, %tx : index
+    memref.store %x, %out[%to] : memref<32xi64>
+    gpu.terminator
+  }
+  %o = memref.cast %out : memref<32xi64> to memref<*xi64>
+  call @printMemrefI64(%o) : (memref<*xi64>) -> ()
+  memref.dealloc %a : memref<32xi64>
+  memref.dealloc %out : memref<32xi64>
+  return
+}
+
+func.func @blocks_own_parts() {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  call @blocks(%c0, %c4) : (index, index) -> ()
+  return
+}
+
+func.func @blocks_read_next_part() {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  call @blocks(%c1, %c4) : (index, index) -> ()
+  return
+}
+
+func.func @blocks_read_previous_part() {
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  call @blocks(%c3, %c4) : (index, index) -> ()
+  return
+}
+
+func.func @blocks_write_one_part() {
+  %c0 = arith.constant 0 : index
+  call @blocks(%c0, %c0) : (index, index) -> ()
   return
 }
