@@ -1155,6 +1155,20 @@ def nn_cases():
                           [("%r", (vocab, dim), F32)], ref, rtol=1e-6, atol=1e-6))
     # Row 5's list: 48 positions, a piece and a half.
     emb_grad_long("embedding_grad_long_f32", (4, 24), 67, 6, 2)
+    # The same shape without the long list: every list one piece of the
+    # GPU's two levels, so both paths give the CPU loop's bits.
+    short_idx = rng_for("emb.short").integers(-3, 70, size=(4, 24)).astype(I64)
+    g_short = randn("emb.grad_short", (4, 24, 6), F32)
+
+    def emb_grad_short_ref(g, i):
+        out = np.zeros((67, 6), dtype=F32)
+        for p, row in enumerate(np.clip(i, 0, 66).ravel()):
+            out[row] += g.reshape(-1, 6)[p]
+        return [out]
+    cases.append(Case("embedding_grad_short_lists_f32", [g_short, short_idx],
+                      f"%r = ds.embedding_grad %a0, %a1 : {TA(g_short)}, {TA(short_idx)} -> "
+                      f"{T((67, 6), F32)}",
+                      [("%r", (67, 6), F32)], emb_grad_short_ref, rtol=0, atol=0))
     # Padding: row 5 takes 5 of every 6 positions, a list of 250 (7 full
     # pieces and one of 26); rows of 1 to 3 positions beside it.
     pad = rng_for("emb.pad").integers(0, 40, size=(300,)).astype(I64)

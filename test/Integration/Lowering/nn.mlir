@@ -9,5 +9,5 @@
 // (im2col + matmul for f32, gemm-convs; the f64 cases keep the loop nests):
 // RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group nn --only 'embedding_grad|conv' \
 // RUN:   --pipeline gpu | FileCheck %s --check-prefix=GPU
-// GPU: PASSED: 32 cases (nn; pipelines gpu)
+// GPU: PASSED: 33 cases (nn; pipelines gpu)
 // CHECK: PASSED
