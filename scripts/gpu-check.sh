@@ -239,6 +239,11 @@ prepare() {
     done
     "$python" "$root/test/Runtime/aot/make_data.py" "$out/bench/gpt-f32" \
       "$out/bench/data" 12 > /dev/null || die "cannot write the benchmark's data"
+    # The same batches with the second half of every sequence one padding
+    # token: the embedding gradient's list for it is 4096 positions long.
+    "$python" "$root/test/Runtime/aot/make_data.py" "$out/bench/gpt-f32" \
+      "$out/bench/data-padded" 12 0 --pad 0.5 > /dev/null ||
+      die "cannot write the benchmark's padded data"
     rm -f "$out/bench/gpt.mlir"
     echo "${size[*]} --layers $layers" > "$out/bench/size.txt"
     cp "$root/scripts/gpu-check/torch_gpt.py" "$out/bench/"
@@ -517,6 +522,18 @@ bench_gpt() {
   bench_ds "$bundle" "$build" fp8-uncached "$layers"
   if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
     row "ds fp8: cached rows vs reread rows" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx faster", a/b}')"
+  fi
+  # Padding: the embedding gradient walks the padding token's list of
+  # 4096 positions in pieces; a serial walk would show here.
+  if [[ -d "$bundle/bench/data-padded" ]]; then
+    local uniform=("${bench_data[@]}")
+    bench_data=()
+    for f in "$bundle"/bench/data-padded/*.npy; do bench_data+=(--data "$(basename "$f" .npy)=$f"); done
+    bench_ds "$bundle" "$build" fp8 "$layers" padded
+    bench_data=("${uniform[@]}")
+    if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
+      row "ds fp8: half-padded vs uniform" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx the time", a/b}')"
+    fi
   fi
   profile_ds "$bundle" "$build" fp8 "$layers"
   profile_ds "$bundle" "$build" bf16 "$layers"

@@ -1,8 +1,10 @@
 """Writes one data set .npy per batch input of an exported step (step.json):
 float inputs N(0, 1), integer inputs uniform in [0, range), STEPS batches of
 rows each. Used by the ahead-of-time tests and scripts/gpu-check.sh.
+With --pad F, the last fraction F of each row of the integer inputs of two
+or more dimensions (token sequences) is 0, a padding token.
 
-usage: make_data.py STEP_DIR OUT_DIR STEPS [SEED]
+usage: make_data.py STEP_DIR OUT_DIR STEPS [SEED] [--pad F]
 prints one NAME=FILE per input, for --data.
 """
 import json
@@ -16,8 +18,16 @@ DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16,
 
 
 def main():
-    step_dir, out_dir, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    args = sys.argv[1:]
+    pad = 0.0
+    if "--pad" in args:
+        at = args.index("--pad")
+        pad = float(args[at + 1])
+        del args[at:at + 2]
+        if not 0.0 <= pad <= 1.0:
+            sys.exit("make_data.py: --pad takes a fraction in [0, 1]")
+    step_dir, out_dir, steps = args[0], args[1], int(args[2])
+    seed = int(args[3]) if len(args) > 3 else 0
     manifest = json.load(open(os.path.join(step_dir, "step.json")))
     rng = np.random.default_rng(seed)
     os.makedirs(out_dir, exist_ok=True)
@@ -34,6 +44,8 @@ def main():
                 sys.exit("make_data.py: integer input '%s' has no range"
                          % arg["name"])
             data = rng.integers(0, arg["range"], shape).astype(dtype)
+            if pad and data.ndim >= 2:
+                data[..., data.shape[-1] - int(round(pad * data.shape[-1])):] = 0
         else:
             data = rng.standard_normal(shape).astype(dtype)
         path = os.path.join(out_dir, arg["name"] + ".npy")
