@@ -282,54 +282,53 @@ FailureOr<func::FuncOp> raceChecker(gpu::LaunchOp launch) {
   auto args = f.getArguments();
   Value writerShadow = args[0], readerShadow = args[1], block = args[4],
         writes = args[5];
-  auto c32 = [&](int64_t v) {
-    return arith::ConstantIntOp::create(b, loc, v, 32);
+  auto c32 = [&](OpBuilder &at, int64_t v) -> Value {
+    return arith::ConstantIntOp::create(at, loc, v, 32);
   };
-  auto lanes = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), args[3],
-                                  indexConstant(b, loc, 1), ValueRange{c32(0)});
+  auto is = [&](OpBuilder &at, Value v, int64_t c) -> Value {
+    return arith::CmpIOp::create(at, loc, arith::CmpIPredicate::eq, v,
+                                 c32(at, c));
+  };
+  auto lanes =
+      scf::ForOp::create(b, loc, indexConstant(b, loc, 0), args[3],
+                         indexConstant(b, loc, 1), ValueRange{c32(b, 0)});
   {
     OpBuilder lb = OpBuilder::atBlockBegin(lanes.getBody());
-    std::swap(b, lb);
-    Value e = arith::AddIOp::create(b, loc, args[2], lanes.getInductionVar());
-    Value writer = memref::LoadOp::create(b, loc, writerShadow, e);
-    Value reader = memref::LoadOp::create(b, loc, readerShadow, e);
+    Value e = arith::AddIOp::create(lb, loc, args[2], lanes.getInductionVar());
+    Value writer = memref::LoadOp::create(lb, loc, writerShadow, e);
+    Value reader = memref::LoadOp::create(lb, loc, readerShadow, e);
     // Another block: an id (>= 0) other than this one, or several (-2).
     auto other = [&](Value who) -> Value {
       return arith::AndIOp::create(
-          b, loc,
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, who, c32(-1)),
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, who, block));
+          lb, loc,
+          arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::ne, who,
+                                c32(lb, -1)),
+          arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::ne, who, block));
     };
-    Value readMet = arith::AndIOp::create(b, loc, writes, other(reader));
+    Value readMet = arith::AndIOp::create(lb, loc, writes, other(reader));
     Value code = arith::SelectOp::create(
-        b, loc, other(writer), c32(1),
-        arith::SelectOp::create(b, loc, readMet, c32(2), c32(0)));
-    code = arith::MaxSIOp::create(b, loc, lanes.getRegionIterArgs()[0], code);
+        lb, loc, other(writer), c32(lb, 1),
+        arith::SelectOp::create(lb, loc, readMet, c32(lb, 2), c32(lb, 0)));
+    code = arith::MaxSIOp::create(lb, loc, lanes.getRegionIterArgs()[0], code);
     // A write records its block; a read its block where none or only
     // this one read before, else "several".
     Value firstReader = arith::OrIOp::create(
-        b, loc,
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, reader,
-                              c32(-1)),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, reader, block));
+        lb, loc, is(lb, reader, -1),
+        arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::eq, reader,
+                              block));
     Value newReader = arith::SelectOp::create(
-        b, loc, writes, reader,
-        arith::SelectOp::create(b, loc, firstReader, block, c32(-2)));
-    Value newWriter = arith::SelectOp::create(b, loc, writes, block, writer);
-    memref::StoreOp::create(b, loc, newWriter, writerShadow, e);
-    memref::StoreOp::create(b, loc, newReader, readerShadow, e);
-    scf::YieldOp::create(b, loc, code);
-    std::swap(b, lb);
+        lb, loc, writes, reader,
+        arith::SelectOp::create(lb, loc, firstReader, block, c32(lb, -2)));
+    Value newWriter = arith::SelectOp::create(lb, loc, writes, block, writer);
+    memref::StoreOp::create(lb, loc, newWriter, writerShadow, e);
+    memref::StoreOp::create(lb, loc, newReader, readerShadow, e);
+    scf::YieldOp::create(lb, loc, code);
   }
   // 1: another block wrote; 2: this write meets another block's read.
   Value code = lanes.getResult(0);
-  auto is = [&](OpBuilder &at, Value v, int64_t c) -> Value {
-    return arith::CmpIOp::create(at, loc, arith::CmpIPredicate::eq, v,
-                                 arith::ConstantIntOp::create(at, loc, c, 32));
-  };
   auto failing = scf::IfOp::create(
       b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, code, c32(0)));
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, code, c32(b, 0)));
   {
     OpBuilder fb = OpBuilder::atBlockTerminator(failing.thenBlock());
     if (failed(emitWrite(fb, loc, "ds-emulate-gpu-kernels: ")))

@@ -7,6 +7,7 @@ or more dimensions (token sequences) is 0, a padding token.
 usage: make_data.py STEP_DIR OUT_DIR STEPS [SEED] [--pad F]
 prints one NAME=FILE per input, for --data.
 """
+import argparse
 import json
 import os
 import sys
@@ -18,16 +19,19 @@ DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16,
 
 
 def main():
-    args = sys.argv[1:]
-    pad = 0.0
-    if "--pad" in args:
-        at = args.index("--pad")
-        pad = float(args[at + 1])
-        del args[at:at + 2]
-        if not 0.0 <= pad <= 1.0:
-            sys.exit("make_data.py: --pad takes a fraction in [0, 1]")
-    step_dir, out_dir, steps = args[0], args[1], int(args[2])
-    seed = int(args[3]) if len(args) > 3 else 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("step_dir")
+    ap.add_argument("out_dir")
+    ap.add_argument("steps", type=int)
+    ap.add_argument("seed", type=int, nargs="?", default=0)
+    ap.add_argument("--pad", type=float, default=0.0,
+                    help="the fraction of each token sequence, at its end, "
+                         "that is the padding token 0")
+    args = ap.parse_args()
+    if not 0.0 <= args.pad <= 1.0:
+        ap.error("--pad takes a fraction in [0, 1]")
+    step_dir, out_dir, steps, seed, pad = (args.step_dir, args.out_dir,
+                                           args.steps, args.seed, args.pad)
     manifest = json.load(open(os.path.join(step_dir, "step.json")))
     rng = np.random.default_rng(seed)
     os.makedirs(out_dir, exist_ok=True)
