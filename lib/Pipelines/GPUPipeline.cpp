@@ -56,6 +56,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.fuseRows = fuseRows;
   c.fuseSiblings = fuseSiblings;
   c.cacheRows = cacheRows;
+  c.forwardCopies = forwardCopies;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
   c.optLevel = optLevel;
@@ -173,6 +174,13 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   extendMath.targetTypeStr = "f32";
   pm.addNestedPass<func::FuncOp>(
       math::createMathExtendToSupportedTypes(extendMath));
+  //    A product cuBLASLt rounded itself is read where it lies, not
+  //    copied first.
+  if (config.forwardCopies) {
+    ForwardCopiesPassOptions forward;
+    forward.distinctArguments = true;
+    pm.addNestedPass<func::FuncOp>(createForwardCopiesPass(forward));
+  }
   bufferization::buildBufferDeallocationPipeline(pm);
   // 5. Everything else becomes kernels; buffers and copies move to the
   //    device.

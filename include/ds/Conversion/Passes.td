@@ -468,6 +468,40 @@ def NameGPUKernelsPass
   }];
 }
 
+def ForwardCopiesPass : Pass<"ds-forward-copies", "::mlir::func::FuncOp"> {
+  let summary = "Makes a whole-buffer copy's readers read its source";
+  let description = [{
+    A library GEMM that rounds its own product (and adds the bias and the
+    FP8 dequantisation scale in its epilogue) leaves the kernel that did
+    that with nothing to do but copy the product into the buffer its
+    readers read: in the FP8 GPT step, the q, k and v projections' products
+    into the buffers the head split transposes, and attention's three
+    gradients into the one the head merge transposes. Each copy reads and
+    writes a whole activation.
+
+    A copy here is a `memref.copy`, or an all-parallel `linalg.generic`
+    whose one output is an allocation, written through the identity map
+    with the element of an identity-mapped input (other inputs unused), of
+    the same type. The ops after it, up to the one that overwrites the
+    whole allocation without reading it (or the block's end), may read the
+    allocation only as long as nothing has written the source, and may not
+    write it. Those readers then read the source instead (views of the
+    allocation are rebuilt on the source), and the copy is erased. Buffers
+    are traced through views to allocations, globals and arguments; a call
+    to a library GEMM (`dsrt_cuda_matmul_*`) writes its third memref
+    operand and reads its other memrefs and the buffers its pointers come
+    from; any other op with undeclared effects stops the search.
+    ds-gpu-pipeline runs it after convert-linalg-to-ds-runtime, before
+    deallocations are placed.
+  }];
+  let options = [
+    Option<"distinctArguments", "distinct-arguments", "bool", "false",
+           "The memref arguments of a step (a function ds-prepare-step-abi "
+           "marked llvm.emit_c_interface) never overlap">,
+  ];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def MergeGPULaunchesPass
     : Pass<"ds-merge-gpu-launches", "::mlir::func::FuncOp"> {
   let summary = "Appends launches to the launch before them";

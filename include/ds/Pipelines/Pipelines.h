@@ -71,6 +71,8 @@ struct GPUPipelineConfig {
   /// A warp's row group keeps the row elements several members read in
   /// registers (convert-linalg-to-ds-gpu's cache-rows).
   bool cacheRows = true;
+  /// Readers of a whole-buffer copy read its source (ds-forward-copies).
+  bool forwardCopies = true;
   /// Launches that may share a kernel merged (ds-merge-gpu-launches).
   bool mergeLaunches = true;
   /// Where ds-gpu-launch-report writes, after the merge ("-": standard
@@ -147,6 +149,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::desc("Keep the row elements several members of a warp's "
                      "row group read in registers (=false: each member "
                      "rereads them, to compare)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> forwardCopies{
+      *this, "forward-copies",
+      llvm::cl::desc("Make the readers of a whole-buffer copy read its "
+                     "source, and drop the copy (ds-forward-copies; =false "
+                     "to compare)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> mergeLaunches{
       *this, "merge-launches",
