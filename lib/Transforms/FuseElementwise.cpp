@@ -65,14 +65,14 @@ struct FuseElementwisePass
       // writes the narrow type and the readers read it (half the traffic
       // both ways). An FP8 policy's GELU output, rounded to bf16 and read by
       // its amax and its scaled cast, was written in f32 otherwise.
-      // Reshapes count as readers: the widening moves past them
-      // (WidenAfterReshape).
+      // Reshapes and transposes count as readers: the widening moves past
+      // them (WidenAfterReshape, WidenAfterTranspose).
       if (ds::isWideningCast(consumer) &&
           llvm::all_of(consumer->getResult(0).getUses(), [&](OpOperand &use) {
             Operation *reader = use.getOwner();
-            return (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(
-                        reader) &&
-                    ds::readersTakeWidening(reader)) ||
+            return (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+                        linalg::TransposeOp>(reader) &&
+                    ds::takesWidening(use)) ||
                    (!isGemm(reader) && linalg::areElementwiseOpsFusable(&use));
           }))
         return false;

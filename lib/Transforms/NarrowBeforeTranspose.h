@@ -20,17 +20,23 @@ namespace mlir::ds {
 /// into that generic.
 /// Also `reshape(extf(x))` becomes `extf(reshape(x))` where the reshape's
 /// readers all take the widening (readersTakeWidening), so that it fuses
-/// into them.
+/// into them; and `transpose(extf(x))` becomes `extf(transpose(x))` where
+/// the transpose's readers do, directly or through such reshapes.
 void populateNarrowBeforeTransposePatterns(RewritePatternSet &patterns);
 
 /// Whether `op` is a linalg.generic that only widens its one input
 /// elementwise (identity maps, parallel loops, one arith.extf).
 bool isWideningCast(Operation *op);
 
-/// Whether every reader of `reshape`'s result is a linalg.generic (tensor
-/// semantics) reading it as an input, which a widening cast moved past the
-/// reshape would fuse into.
-bool readersTakeWidening(Operation *reshape);
+/// Whether a widening cast of `use`'s value would end up fused into its
+/// reader: a linalg.generic (tensor semantics) reading it as an input, or a
+/// reshape or a transpose (of its input) whose readers all take it, since
+/// the widening moves past those.
+bool takesWidening(OpOperand &use);
+
+/// Whether every use of the one result of `view` (a reshape or a
+/// transpose) takesWidening.
+bool readersTakeWidening(Operation *view);
 
 } // namespace mlir::ds
 

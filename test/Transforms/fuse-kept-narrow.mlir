@@ -150,3 +150,72 @@ func.func @widened_needed(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
   } -> tensor<2x3x8xf32>
   return %w : tensor<2x3x8xf32>
 }
+
+// Attention's context: a batched GEMM's bf16 result read widened through
+// the head merge (a transpose and a reshape) by an amax and a scaled FP8
+// cast. The transpose moves the bf16 tensor, and each reader widens the
+// element it loads; no f32 tensor is left.
+// CHECK-LABEL: func.func @widened_through_transpose
+// CHECK:      %[[T:.*]] = linalg.transpose ins(%{{.*}} : tensor<2x4x3x8xbf16>) outs(%{{.*}} : tensor<2x3x4x8xbf16>)
+// CHECK:      linalg.generic {{.*}} ins(%[[T]] : tensor<2x3x4x8xbf16>) outs(%{{.*}} : tensor<f32>)
+// CHECK:        arith.extf
+// CHECK:        math.absf
+// CHECK:      %[[F:.*]] = tensor.collapse_shape %[[T]] {{.*}} into tensor<2x3x32xbf16>
+// CHECK:      linalg.generic {{.*}} ins(%[[F]], %{{.*}} : tensor<2x3x32xbf16>, tensor<f32>)
+// CHECK:        arith.extf
+// CHECK-NOT:  tensor<2x3x4x8xf32>
+// CHECK:      return
+#id4 = affine_map<(b, h, t, d) -> (b, h, t, d)>
+#all4 = affine_map<(b, h, t, d) -> ()>
+#all3b = affine_map<(b, t, n) -> ()>
+func.func @widened_through_transpose(%p: tensor<2x4x3x8xbf16>, %s: tensor<f32>)
+    -> (tensor<f32>, tensor<2x3x32xf8E4M3FN>) {
+  %e = tensor.empty() : tensor<2x4x3x8xf32>
+  %w = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%p : tensor<2x4x3x8xbf16>) outs(%e : tensor<2x4x3x8xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %0 = arith.extf %in : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<2x4x3x8xf32>
+  %te = tensor.empty() : tensor<2x3x4x8xf32>
+  %t = linalg.transpose ins(%w : tensor<2x4x3x8xf32>) outs(%te : tensor<2x3x4x8xf32>) permutation = [0, 2, 1, 3]
+  %zero = arith.constant 0.0 : f32
+  %z = tensor.empty() : tensor<f32>
+  %zf = linalg.fill ins(%zero : f32) outs(%z : tensor<f32>) -> tensor<f32>
+  %amax = linalg.generic {indexing_maps = [#id4, #all4], iterator_types = ["reduction", "reduction", "reduction", "reduction"]}
+      ins(%t : tensor<2x3x4x8xf32>) outs(%zf : tensor<f32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.absf %in : f32
+    %1 = arith.maximumf %0, %out : f32
+    linalg.yield %1 : f32
+  } -> tensor<f32>
+  %f = tensor.collapse_shape %t [[0], [1], [2, 3]] : tensor<2x3x4x8xf32> into tensor<2x3x32xf32>
+  %qe = tensor.empty() : tensor<2x3x32xf8E4M3FN>
+  %q = linalg.generic {indexing_maps = [#id3, #all3b, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%f, %s : tensor<2x3x32xf32>, tensor<f32>) outs(%qe : tensor<2x3x32xf8E4M3FN>) {
+  ^bb0(%in: f32, %sc: f32, %out: f8E4M3FN):
+    %0 = arith.mulf %in, %sc : f32
+    %1 = arith.truncf %0 : f32 to f8E4M3FN
+    linalg.yield %1 : f8E4M3FN
+  } -> tensor<2x3x32xf8E4M3FN>
+  return %amax, %q : tensor<f32>, tensor<2x3x32xf8E4M3FN>
+}
+
+// A transposed widening that a reader needs in memory (the return) stays
+// where it is: the transpose moves f32.
+// CHECK-LABEL: func.func @transposed_widening_needed
+// CHECK:      %[[W:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2x4x3x8xf32>)
+// CHECK:        arith.extf
+// CHECK:      linalg.transpose ins(%[[W]] : tensor<2x4x3x8xf32>)
+func.func @transposed_widening_needed(%p: tensor<2x4x3x8xbf16>) -> tensor<2x3x4x8xf32> {
+  %e = tensor.empty() : tensor<2x4x3x8xf32>
+  %w = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%p : tensor<2x4x3x8xbf16>) outs(%e : tensor<2x4x3x8xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %0 = arith.extf %in : bf16 to f32
+    linalg.yield %0 : f32
+  } -> tensor<2x4x3x8xf32>
+  %te = tensor.empty() : tensor<2x3x4x8xf32>
+  %t = linalg.transpose ins(%w : tensor<2x4x3x8xf32>) outs(%te : tensor<2x3x4x8xf32>) permutation = [0, 2, 1, 3]
+  return %t : tensor<2x3x4x8xf32>
+}

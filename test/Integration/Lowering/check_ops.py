@@ -752,6 +752,28 @@ def shape_cases():
                                                      .transpose(0, 2, 1, 3).copy())
                                     .to(torch.bfloat16).float().numpy()],
                       rtol=0, atol=0))
+    # Attention's context: a bf16 value (a batched GEMM's rounded result)
+    # read widened through the head merge, a transpose and a reshape, by a
+    # reduction and an elementwise op. ds-fuse-elementwise moves the
+    # widening past the transpose and the reshape into both readers, so the
+    # transpose moves bf16; bit for bit.
+    wa = randn("wt.a", (2, 4, 3, 5))
+    body = f"""
+      %n = ds.cast %a0 : {TA(wa)} -> {T((2, 4, 3, 5), BF16)}
+      %w = ds.cast %n : {T((2, 4, 3, 5), BF16)} -> {TA(wa)}
+      %t = ds.transpose %w [0, 2, 1, 3] : {TA(wa)} -> {T((2, 3, 4, 5), F32)}
+      %v = ds.reshape %t : {T((2, 3, 4, 5), F32)} -> {T((2, 3, 20), F32)}
+      %m = ds.reduce_max %t [0, 1, 2, 3] : {T((2, 3, 4, 5), F32)} -> tensor<f32>
+      %r = ds.mul %v, %v : {T((2, 3, 20), F32)}, {T((2, 3, 20), F32)} -> {T((2, 3, 20), F32)}
+    """
+
+    def widened_ref(a):
+        n = torch.from_numpy(a).to(torch.bfloat16).float().numpy()
+        v = n.transpose(0, 2, 1, 3).reshape(2, 3, 20)
+        return [n.max().reshape(()), v * v]
+    cases.append(Case("widen_then_transpose", [wa], body,
+                      [("%m", (), F32), ("%r", (2, 3, 20), F32)], widened_ref,
+                      rtol=0, atol=0))
     cases.append(Case("slice_strided", [x],
                       f"%r = ds.slice %a0 offsets [1, 0, 2] strides [1, 2, 2] : {TA(x)} -> "
                       f"{T((2, 3, 3), F32)}",

@@ -9,6 +9,6 @@
 // transposed into cuBLASLt's X * W^T), executed on the CPU:
 // RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group matmul-shape --pipeline narrow | FileCheck %s --check-prefix=NARROW
 // NARROW: PASSED: {{[0-9]+}} cases (matmul-shape; pipelines narrow)
-// The GPU path's fusion rounds before a transpose and the reshape before it (ds-fuse-elementwise):
+// The GPU path's fusion rounds before a transpose and the reshape before it, and widens after them (ds-fuse-elementwise):
 // RUN: %ds_python %S/check_ops.py --ds-opt ds-opt --group matmul-shape --only 'transpose' --pipeline gpu | FileCheck %s --check-prefix=GPU
-// GPU: PASSED: 6 cases (matmul-shape; pipelines gpu)
+// GPU: PASSED: 7 cases (matmul-shape; pipelines gpu)
