@@ -284,15 +284,13 @@ bool mlir::ds::takesWidening(OpOperand &use) {
 }
 
 bool mlir::ds::readersTakeWidening(Operation *view) {
-  return llvm::all_of(view->getResult(0).getUses(), [](OpOperand &use) {
-    return takesWidening(use);
-  });
+  return llvm::all_of(view->getResult(0).getUses(),
+                      [](OpOperand &use) { return takesWidening(use); });
 }
 
 void mlir::ds::populateNarrowBeforeTransposePatterns(
     RewritePatternSet &patterns) {
-  patterns.add<NarrowBeforeTranspose, NarrowBeforeReshape,
-               WidenAfterTranspose,
+  patterns.add<NarrowBeforeTranspose, NarrowBeforeReshape, WidenAfterTranspose,
                WidenAfterReshape<tensor::CollapseShapeOp>,
                WidenAfterReshape<tensor::ExpandShapeOp>>(patterns.getContext());
 }

@@ -278,9 +278,15 @@ def EmulateGPUKernelsPass
     where here it would match in the one order the emulation runs. Each
     such buffer gets two shadows per launch (the block that wrote each
     element, the block that read it), which every load and store of it
-    checks and updates through one out-of-line function. Views of a
-    buffer are shadowed apart, and the threads of one block are not told
-    apart.
+    checks and updates through one out-of-line function. So does an
+    element (of such a buffer, or of shared memory) that one thread writes
+    and another thread of its block reads or writes between the same two
+    barriers or all-reduces: each thread counts the block-wide
+    synchronisations it passed (its phase), and a second pair of shadows
+    records which thread of which phase touched each element. Subgroup
+    reductions end no phase (they order no memory between warps). Views of
+    a buffer are shadowed apart, and views taken inside the launch not at
+    all.
     `gpu.subgroup_reduce` (scalar, unclustered) folds each run of 32
     consecutive threads (x fastest: a warp) in lane order and gives every
     thread of the run the total.

@@ -66,7 +66,8 @@ public:
 
   LogicalResult run() {
     if (failed(checkSupported()) || failed(emulation::checkAccesses(launch)) ||
-        failed(emulation::checkBlockRaces(launch, buffers)))
+        failed(emulation::checkBlockRaces(launch, buffers)) ||
+        failed(emulation::checkThreadRaces(launch, buffers)))
       return failure();
     replaceIndexOps();
     Location loc = launch.getLoc();

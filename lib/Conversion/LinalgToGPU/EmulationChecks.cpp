@@ -240,30 +240,43 @@ LogicalResult emulation::checkAccesses(gpu::LaunchOp launch) {
 namespace {
 
 /// A buffer the launch writes, and who touched each of its elements so
-/// far in this launch: the block that wrote it and the block that read it
-/// (-1: none; -2: several).
+/// far in this launch: the block (or thread) that wrote it and the one that
+/// read it (see RaceScope).
 struct Shadow {
   Value writer, reader;
   SmallVector<Value> dims; // the buffer's extents, for row-major indices
 };
 
-/// The module's `__ds_emulate_race_check(writer, reader, element, lanes,
-/// block, writes, where, whereLength)`, made on first use: for elements
-/// [element, element + lanes) of a shadowed buffer, records this block as
-/// their writer or reader, and stops the emulation with `where` and what
-/// happened if another block wrote one, or a write meets another block's
-/// read. One call an access, out of line: the checks inline at every
-/// access more than doubled the emulated steps' LLVM time.
-FailureOr<func::FuncOp> raceChecker(gpu::LaunchOp launch) {
-  StringRef name = "__ds_emulate_race_check";
+/// What a race checker tells apart. Blocks: an accessor is a block's id
+/// (i32); -1 is none, -2 several. Threads: an accessor is (block << 40) |
+/// (phase << 16) | thread (i64), the phase counting the block-wide
+/// synchronisations the thread has passed; accessors of different blocks or
+/// phases are ordered (the block check covers blocks), and the thread bits
+/// all set mean several threads of that phase.
+enum class RaceScope { Blocks, Threads };
+
+/// The module's `__ds_emulate_race_check` (blocks) or
+/// `__ds_emulate_thread_race_check` (threads), `(writer, reader, element,
+/// lanes, me, writes, where, whereLength)`, made on first use: for
+/// elements [element, element + lanes) of a shadowed buffer, records `me`
+/// as their writer or reader, and stops the emulation with `where` and what
+/// happened if another accessor that may run at the same time wrote one,
+/// or a write meets such an accessor's read. One call an access, out of
+/// line: the checks inline at every access more than doubled the emulated
+/// steps' LLVM time.
+FailureOr<func::FuncOp> raceChecker(gpu::LaunchOp launch, RaceScope scope) {
+  bool threads = scope == RaceScope::Threads;
+  StringRef name =
+      threads ? "__ds_emulate_thread_race_check" : "__ds_emulate_race_check";
   auto module = launch->getParentOfType<ModuleOp>();
   MLIRContext *ctx = module.getContext();
-  Type i32 = IntegerType::get(ctx, 32);
+  unsigned bits = threads ? 64 : 32;
+  Type id = IntegerType::get(ctx, bits);
   Type index = IndexType::get(ctx);
-  auto shadowType = MemRefType::get({ShapedType::kDynamic}, i32);
+  auto shadowType = MemRefType::get({ShapedType::kDynamic}, id);
   auto type = FunctionType::get(
       ctx,
-      {shadowType, shadowType, index, index, i32, IntegerType::get(ctx, 1),
+      {shadowType, shadowType, index, index, id, IntegerType::get(ctx, 1),
        LLVM::LLVMPointerType::get(ctx), IntegerType::get(ctx, 64)},
       {});
   if (Operation *existing = module.lookupSymbol(name)) {
@@ -280,72 +293,93 @@ FailureOr<func::FuncOp> raceChecker(gpu::LaunchOp launch) {
   f->setAttr("no_inline", UnitAttr::get(ctx));
   OpBuilder b = OpBuilder::atBlockBegin(f.addEntryBlock());
   auto args = f.getArguments();
-  Value writerShadow = args[0], readerShadow = args[1], block = args[4],
+  Value writerShadow = args[0], readerShadow = args[1], me = args[4],
         writes = args[5];
-  auto c32 = [&](OpBuilder &at, int64_t v) -> Value {
-    return arith::ConstantIntOp::create(at, loc, v, 32);
+  auto cst = [&](OpBuilder &at, int64_t v) -> Value {
+    return arith::ConstantIntOp::create(at, loc, v, bits);
   };
-  auto is = [&](OpBuilder &at, Value v, int64_t c) -> Value {
-    return arith::CmpIOp::create(at, loc, arith::CmpIPredicate::eq, v,
-                                 c32(at, c));
+  auto eq = [&](OpBuilder &at, Value a, Value c) -> Value {
+    return arith::CmpIOp::create(at, loc, arith::CmpIPredicate::eq, a, c);
+  };
+  // The accessor's block and phase (threads), which another thread's
+  // access must share to race with it.
+  auto phaseOf = [&](OpBuilder &at, Value who) -> Value {
+    return arith::ShRSIOp::create(at, loc, who, cst(at, 16));
   };
   auto lanes =
       scf::ForOp::create(b, loc, indexConstant(b, loc, 0), args[3],
-                         indexConstant(b, loc, 1), ValueRange{c32(b, 0)});
+                         indexConstant(b, loc, 1), ValueRange{cst(b, 0)});
   {
     OpBuilder lb = OpBuilder::atBlockBegin(lanes.getBody());
     Value e = arith::AddIOp::create(lb, loc, args[2], lanes.getInductionVar());
     Value writer = memref::LoadOp::create(lb, loc, writerShadow, e);
     Value reader = memref::LoadOp::create(lb, loc, readerShadow, e);
-    // Another block: an id (>= 0) other than this one, or several (-2).
+    Value none = cst(lb, -1);
+    Value samePhase =
+        threads ? eq(lb, phaseOf(lb, reader), phaseOf(lb, me)) : Value();
+    // Another accessor that may run at the same time: one (or several)
+    // other than this one, and for threads in this block and phase.
     auto other = [&](Value who) -> Value {
-      return arith::AndIOp::create(
+      Value r = arith::AndIOp::create(
           lb, loc,
-          arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::ne, who,
-                                c32(lb, -1)),
-          arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::ne, who, block));
+          arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::ne, who, none),
+          arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::ne, who, me));
+      if (threads)
+        r = arith::AndIOp::create(lb, loc, r,
+                                  eq(lb, phaseOf(lb, who), phaseOf(lb, me)));
+      return r;
     };
     Value readMet = arith::AndIOp::create(lb, loc, writes, other(reader));
     Value code = arith::SelectOp::create(
-        lb, loc, other(writer), c32(lb, 1),
-        arith::SelectOp::create(lb, loc, readMet, c32(lb, 2), c32(lb, 0)));
+        lb, loc, other(writer), cst(lb, 1),
+        arith::SelectOp::create(lb, loc, readMet, cst(lb, 2), cst(lb, 0)));
     code = arith::MaxSIOp::create(lb, loc, lanes.getRegionIterArgs()[0], code);
-    // A write records its block; a read its block where none or only
-    // this one read before, else "several".
-    Value firstReader = arith::OrIOp::create(
-        lb, loc, is(lb, reader, -1),
-        arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::eq, reader,
-                              block));
+    // A write records its accessor; a read its accessor where none, only
+    // this one or (threads) only earlier phases read before, else
+    // "several".
+    Value firstReader =
+        arith::OrIOp::create(lb, loc, eq(lb, reader, none), eq(lb, reader, me));
+    Value several = cst(lb, -2);
+    if (threads) {
+      firstReader = arith::OrIOp::create(
+          lb, loc, firstReader,
+          arith::XOrIOp::create(lb, loc, samePhase,
+                                arith::ConstantIntOp::create(lb, loc, 1, 1)));
+      several = arith::OrIOp::create(lb, loc, me, cst(lb, 0xFFFF));
+    }
     Value newReader = arith::SelectOp::create(
         lb, loc, writes, reader,
-        arith::SelectOp::create(lb, loc, firstReader, block, c32(lb, -2)));
-    Value newWriter = arith::SelectOp::create(lb, loc, writes, block, writer);
+        arith::SelectOp::create(lb, loc, firstReader, me, several));
+    Value newWriter = arith::SelectOp::create(lb, loc, writes, me, writer);
     memref::StoreOp::create(lb, loc, newWriter, writerShadow, e);
     memref::StoreOp::create(lb, loc, newReader, readerShadow, e);
     scf::YieldOp::create(lb, loc, code);
   }
-  // 1: another block wrote; 2: this write meets another block's read.
+  // 1: another accessor wrote; 2: this write meets another's read.
   Value code = lanes.getResult(0);
   auto failing = scf::IfOp::create(
       b, loc,
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, code, c32(b, 0)));
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, code, cst(b, 0)));
   {
     OpBuilder fb = OpBuilder::atBlockTerminator(failing.thenBlock());
     if (failed(emitWrite(fb, loc, "ds-emulate-gpu-kernels: ")))
       return failure();
     writeTo2(fb, loc, args[6], args[7]);
+    std::string who = threads ? "another thread of its block" : "another block";
     std::string race =
-        " in the same launch (blocks run in any order and at once on a "
-        "GPU: a race)\n";
+        threads ? " between the same barriers (threads run in any order and "
+                  "at once between barriers on a GPU: a race)\n"
+                : " in the same launch (blocks run in any order and at once "
+                  "on a GPU: a race)\n";
     Value reads = arith::XOrIOp::create(
         fb, loc, writes, arith::ConstantIntOp::create(fb, loc, 1, 1));
     std::pair<Value, std::string> messages[] = {
-        {arith::AndIOp::create(fb, loc, is(fb, code, 1), reads),
-         " reads an element that another block writes" + race},
-        {arith::AndIOp::create(fb, loc, is(fb, code, 1), writes),
-         " writes an element that another block writes" + race},
-        {is(fb, code, 2),
-         " writes an element that another block reads" + race}};
+        {arith::AndIOp::create(fb, loc, eq(fb, code, cst(fb, 1)), reads),
+         " reads an element that " + who + " writes" + race},
+        {arith::AndIOp::create(fb, loc, eq(fb, code, cst(fb, 1)), writes),
+         " writes an element that " + who + " writes" + race},
+        {eq(fb, code, cst(fb, 2)),
+         " writes an element that " + who + " reads" + race}};
     for (auto &m : messages) {
       auto branch = scf::IfOp::create(fb, loc, m.first);
       OpBuilder mb = OpBuilder::atBlockTerminator(branch.thenBlock());
@@ -356,6 +390,80 @@ FailureOr<func::FuncOp> raceChecker(gpu::LaunchOp launch) {
   }
   func::ReturnOp::create(b, loc);
   return f;
+}
+
+/// Shadows of `bits`-bit accessors for each of `bases`, all -1, allocated
+/// at `b` and appended to `buffers`; each base's extents from `dimsOf`.
+void allocShadows(OpBuilder &b, Location loc,
+                  llvm::MapVector<Value, Shadow> &shadows, unsigned bits,
+                  function_ref<Value(OpBuilder &, Value, int64_t)> dimOf,
+                  SmallVectorImpl<Value> &buffers) {
+  Type id = b.getIntegerType(bits);
+  for (auto &[base, shadow] : shadows) {
+    auto type = cast<MemRefType>(base.getType());
+    Value count = indexConstant(b, loc, 1);
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      shadow.dims.push_back(dimOf(b, base, d));
+      count = b.createOrFold<arith::MulIOp>(loc, count, shadow.dims.back());
+    }
+    auto shadowType = MemRefType::get({ShapedType::kDynamic}, id);
+    shadow.writer = memref::AllocOp::create(b, loc, shadowType, count);
+    shadow.reader = memref::AllocOp::create(b, loc, shadowType, count);
+    buffers.push_back(shadow.writer);
+    buffers.push_back(shadow.reader);
+    Value none = arith::ConstantIntOp::create(b, loc, -1, bits);
+    auto init = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), count,
+                                   indexConstant(b, loc, 1));
+    OpBuilder ib = OpBuilder::atBlockTerminator(init.getBody());
+    memref::StoreOp::create(ib, loc, none, shadow.writer,
+                            init.getInductionVar());
+    memref::StoreOp::create(ib, loc, none, shadow.reader,
+                            init.getInductionVar());
+  }
+}
+
+/// Before each access in `accesses` of a buffer in `shadows`, a call of
+/// `checker` with its row-major element and the accessor `who(builder)`.
+LogicalResult
+callChecker(ArrayRef<std::pair<Operation *, MemoryAccess>> accesses,
+            const llvm::MapVector<Value, Shadow> &shadows, func::FuncOp checker,
+            function_ref<Value(OpBuilder &, Location)> who) {
+  for (auto &[op, access] : accesses) {
+    auto it = shadows.find(access.base);
+    if (it == shadows.end())
+      continue;
+    const Shadow &shadow = it->second;
+    OpBuilder ob(op);
+    Location at = op->getLoc();
+    // Row-major element index (in bounds: checkAccesses stops first).
+    Value element = indexConstant(ob, at, 0);
+    for (auto [index, dim] : llvm::zip(access.indices, shadow.dims))
+      element = arith::AddIOp::create(
+          ob, at, arith::MulIOp::create(ob, at, element, dim), index);
+    std::string text = where(op);
+    FailureOr<Value> whereText = stringGlobal(ob, at, text);
+    if (failed(whereText))
+      return failure();
+    func::CallOp::create(
+        ob, at, checker,
+        ValueRange{shadow.writer, shadow.reader, element,
+                   indexConstant(ob, at, access.lanes), who(ob, at),
+                   arith::ConstantIntOp::create(ob, at, access.writes, 1),
+                   *whereText,
+                   arith::ConstantIntOp::create(ob, at, text.size(), 64)});
+  }
+  return success();
+}
+
+/// The linear id of `ids` in `sizes`, x fastest.
+Value linearId(OpBuilder &b, Location loc, gpu::KernelDim3 ids,
+               gpu::KernelDim3 sizes) {
+  return arith::AddIOp::create(
+      b, loc, ids.x,
+      arith::MulIOp::create(
+          b, loc, sizes.x,
+          arith::AddIOp::create(
+              b, loc, ids.y, arith::MulIOp::create(b, loc, sizes.y, ids.z))));
 }
 
 } // namespace
@@ -381,69 +489,103 @@ LogicalResult emulation::checkBlockRaces(gpu::LaunchOp launch,
 
   Location loc = launch.getLoc();
   OpBuilder b(launch);
-  Type i32 = b.getI32Type();
-  for (auto &[base, shadow] : shadows) {
-    auto type = cast<MemRefType>(base.getType());
-    Value count = indexConstant(b, loc, 1);
-    for (int64_t d = 0; d < type.getRank(); ++d) {
-      shadow.dims.push_back(b.createOrFold<memref::DimOp>(loc, base, d));
-      count = b.createOrFold<arith::MulIOp>(loc, count, shadow.dims.back());
-    }
-    auto shadowType = MemRefType::get({ShapedType::kDynamic}, i32);
-    shadow.writer = memref::AllocOp::create(b, loc, shadowType, count);
-    shadow.reader = memref::AllocOp::create(b, loc, shadowType, count);
-    buffers.push_back(shadow.writer);
-    buffers.push_back(shadow.reader);
-    Value none = arith::ConstantIntOp::create(b, loc, -1, 32);
-    auto init = scf::ForOp::create(b, loc, indexConstant(b, loc, 0), count,
-                                   indexConstant(b, loc, 1));
-    OpBuilder ib = OpBuilder::atBlockTerminator(init.getBody());
-    memref::StoreOp::create(ib, loc, none, shadow.writer,
-                            init.getInductionVar());
-    memref::StoreOp::create(ib, loc, none, shadow.reader,
-                            init.getInductionVar());
-  }
-
+  allocShadows(
+      b, loc, shadows, 32,
+      [&](OpBuilder &at, Value base, int64_t d) {
+        return at.createOrFold<memref::DimOp>(loc, base, d);
+      },
+      buffers);
   // The block's linear id, from the launch's own arguments.
   OpBuilder bb = OpBuilder::atBlockBegin(&launch.getBody().front());
-  gpu::KernelDim3 ids = launch.getBlockIds();
-  gpu::KernelDim3 grid = launch.getGridSize();
-  Value linear = arith::AddIOp::create(
-      bb, loc, ids.x,
-      arith::MulIOp::create(
-          bb, loc, grid.x,
-          arith::AddIOp::create(
-              bb, loc, ids.y, arith::MulIOp::create(bb, loc, grid.y, ids.z))));
-  Value block = arith::IndexCastOp::create(bb, loc, i32, linear);
-
-  FailureOr<func::FuncOp> checker = raceChecker(launch);
+  Value block = arith::IndexCastOp::create(
+      bb, loc, bb.getI32Type(),
+      linearId(bb, loc, launch.getBlockIds(), launch.getGridSize()));
+  FailureOr<func::FuncOp> checker = raceChecker(launch, RaceScope::Blocks);
   if (failed(checker))
     return failure();
-  for (auto &[op, access] : accesses) {
-    auto it = shadows.find(access.base);
-    if (it == shadows.end())
-      continue;
-    const Shadow &shadow = it->second;
-    bool writes = access.writes;
-    ValueRange indices = access.indices;
-    int64_t lanes = access.lanes;
-    OpBuilder ob(op);
-    Location at = op->getLoc();
-    // Row-major element index (in bounds: checkAccesses stops first).
-    Value element = indexConstant(ob, at, 0);
-    for (auto [index, dim] : llvm::zip(indices, shadow.dims))
-      element = arith::AddIOp::create(
-          ob, at, arith::MulIOp::create(ob, at, element, dim), index);
-    std::string text = where(op);
-    FailureOr<Value> whereText = stringGlobal(ob, at, text);
-    if (failed(whereText))
-      return failure();
-    func::CallOp::create(
-        ob, at, *checker,
-        ValueRange{shadow.writer, shadow.reader, element,
-                   indexConstant(ob, at, lanes), block,
-                   arith::ConstantIntOp::create(ob, at, writes, 1), *whereText,
-                   arith::ConstantIntOp::create(ob, at, text.size(), 64)});
-  }
-  return success();
+  return callChecker(accesses, shadows, *checker,
+                     [&](OpBuilder &, Location) { return block; });
+}
+
+/// Elements of a buffer (or of shared memory) that one thread of a block
+/// writes and another reads or writes between the same two block-wide
+/// synchronisations: a GPU runs those threads in any order and at once, so
+/// this is a race even inside one warp (Volta and later schedule a warp's
+/// threads independently). The emulation runs the threads one after
+/// another, last first, which hides it. Each buffer the launch stores to
+/// and each shared buffer it stores to gets two shadows, and each thread a
+/// count of the barriers and all-reduces it has passed (its phase); each
+/// load and store checks and updates the shadows. Subgroup reductions do
+/// not order memory between warps, so they end no phase. Views of a buffer
+/// taken inside the launch are not tracked.
+LogicalResult emulation::checkThreadRaces(gpu::LaunchOp launch,
+                                          SmallVectorImpl<Value> &buffers) {
+  auto accesses = accessesOf(launch);
+  auto attributions = launch.getWorkgroupAttributions();
+  auto tracked = [&](Value base) {
+    return !launch.getBody().isAncestor(base.getParentRegion()) ||
+           llvm::is_contained(attributions, base);
+  };
+  llvm::MapVector<Value, Shadow> shadows;
+  for (auto &[op, access] : accesses)
+    if (access.writes && tracked(access.base))
+      shadows.insert({access.base, Shadow()});
+  if (shadows.empty())
+    return success();
+
+  Location loc = launch.getLoc();
+  OpBuilder b(launch);
+  allocShadows(
+      b, loc, shadows, 64,
+      [&](OpBuilder &at, Value base, int64_t d) -> Value {
+        auto type = cast<MemRefType>(base.getType());
+        if (!type.isDynamicDim(d))
+          return indexConstant(at, loc, type.getDimSize(d));
+        return at.createOrFold<memref::DimOp>(loc, base, d);
+      },
+      buffers);
+  // Each thread's phase, at its linear id.
+  gpu::KernelDim3 sizes = launch.getBlockSizeOperandValues();
+  Value numThreads = b.createOrFold<arith::MulIOp>(
+      loc, sizes.x, b.createOrFold<arith::MulIOp>(loc, sizes.y, sizes.z));
+  Type i64 = b.getI64Type();
+  Value phases = memref::AllocOp::create(
+      b, loc, MemRefType::get({ShapedType::kDynamic}, i64), numThreads);
+  buffers.push_back(phases);
+
+  OpBuilder bb = OpBuilder::atBlockBegin(&launch.getBody().front());
+  Value thread =
+      linearId(bb, loc, launch.getThreadIds(), launch.getBlockSize());
+  Value block = linearId(bb, loc, launch.getBlockIds(), launch.getGridSize());
+  Value blockBits = arith::ShLIOp::create(
+      bb, loc, arith::IndexCastOp::create(bb, loc, i64, block),
+      arith::ConstantIntOp::create(bb, loc, 40, 64));
+  Value threadBits = arith::IndexCastOp::create(bb, loc, i64, thread);
+  memref::StoreOp::create(bb, loc, arith::ConstantIntOp::create(bb, loc, 0, 64),
+                          phases, thread);
+  // A block-wide synchronisation starts a phase.
+  launch.getBody().walk([&](Operation *op) {
+    if (!isa<gpu::BarrierOp, gpu::AllReduceOp>(op))
+      return;
+    OpBuilder ab(op->getContext());
+    ab.setInsertionPointAfter(op);
+    Value n = memref::LoadOp::create(ab, loc, phases, thread);
+    memref::StoreOp::create(
+        ab, loc,
+        arith::AddIOp::create(ab, loc, n,
+                              arith::ConstantIntOp::create(ab, loc, 1, 64)),
+        phases, thread);
+  });
+  FailureOr<func::FuncOp> checker = raceChecker(launch, RaceScope::Threads);
+  if (failed(checker))
+    return failure();
+  return callChecker(
+      accesses, shadows, *checker, [&](OpBuilder &at, Location l) -> Value {
+        Value phase = memref::LoadOp::create(at, l, phases, thread);
+        Value bits = arith::OrIOp::create(
+            at, l, blockBits,
+            arith::ShLIOp::create(at, l, phase,
+                                  arith::ConstantIntOp::create(at, l, 16, 64)));
+        return arith::OrIOp::create(at, l, bits, threadBits);
+      });
 }

@@ -30,6 +30,14 @@ LogicalResult checkAccesses(gpu::LaunchOp launch);
 LogicalResult checkBlockRaces(gpu::LaunchOp launch,
                               SmallVectorImpl<Value> &buffers);
 
+/// Around each load and store of a buffer, or of shared memory, the launch
+/// stores to, a check that no other thread of the block writes the element
+/// between the same two block-wide synchronisations, nor reads it if this
+/// access writes. Shadows and per-thread phase counts it allocates before
+/// the launch are appended to `buffers`.
+LogicalResult checkThreadRaces(gpu::LaunchOp launch,
+                               SmallVectorImpl<Value> &buffers);
+
 /// Code at `b` that, where `fails` holds, stops the emulation with
 /// `ds-emulate-gpu-kernels: FILE:LINE:COL: <op> <what>`.
 LogicalResult emitCheck(OpBuilder &b, Location loc, Operation *op, Value fails,

@@ -103,6 +103,29 @@
 // RUN: not --crash mlir-runner %t.races.mlir -e blocks_write_one_part -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
 // RUN: | FileCheck %s --check-prefix=WAW
 
+// Threads of one block run in any order and at once between barriers, so
+// an element (of shared or global memory) one thread writes and another
+// reads or writes between the same two barriers is a race too, even though
+// the emulation runs them one after another. One block of 8 threads:
+// thread t writes tile[t] = t + 1, then reads tile[(t + shift) mod 8] into
+// out[t], with a barrier between (@threads_exchange) or not
+// (@threads_no_barrier: thread 6, which runs after 7, reads what 7 wrote).
+// In @threads_write_one every thread stores to out[0]; in
+// @threads_overwrite_read each thread, after a barrier, reads tile[t - 1]
+// and then writes tile[t], which thread t + 1 read.
+// RUN: mlir-runner %t.races.mlir -e threads_exchange -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=EXCHANGE
+// RUN: not --crash mlir-runner %t.races.mlir -e threads_no_barrier -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=TRAW
+// RUN: not --crash mlir-runner %t.races.mlir -e threads_write_one -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=TWAW
+// RUN: not --crash mlir-runner %t.races.mlir -e threads_overwrite_read -entry-point-result=void -shared-libs=%mlir_runner_libs 2>&1 \
+// RUN: | FileCheck %s --check-prefix=TWAR
+// EXCHANGE: [2,  3,  4,  5,  6,  7,  8,  1]
+// TRAW: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: memref.load reads an element that another thread of its block writes between the same barriers (threads run in any order and at once between barriers on a GPU: a race)
+// TWAW: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: memref.store writes an element that another thread of its block writes between the same barriers
+// TWAR: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: memref.store writes an element that another thread of its block reads between the same barriers
+
 // OWN: sizes = [32]
 // OWN-NEXT: [1,  2,  3,  4,  5,  6,  7,  8,  9,  10,  11,  12,  13,  14,  15,  16,  17,  18,  19,  20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31,  32]
 // RAW: ds-emulate-gpu-kernels: {{.*}}emulate-gpu-kernels-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: memref.load reads an element that another block writes in the same launch (blocks run in any order and at once on a GPU: a race)
@@ -357,5 +380,68 @@ func.func @blocks_read_previous_part() {
 func.func @blocks_write_one_part() {
   %c0 = arith.constant 0 : index
   call @blocks(%c0, %c0) : (index, index) -> ()
+  return
+}
+
+// See the runs of @threads_exchange and its kin above.
+func.func @threads(%shift: index, %barrier: i1, %one: i1, %overwrite: i1) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %out = memref.alloc() : memref<8xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c8, %sy = %c1, %sz = %c1)
+             workgroup(%tile : memref<8xi64, #gpu.address_space<workgroup>>) {
+    %t = arith.index_cast %tx : index to i64
+    %one64 = arith.constant 1 : i64
+    %v = arith.addi %t, %one64 : i64
+    memref.store %v, %tile[%tx] : memref<8xi64, #gpu.address_space<workgroup>>
+    scf.if %barrier {
+      gpu.barrier
+    }
+    %s = arith.addi %tx, %shift : index
+    %src = arith.remui %s, %c8 : index
+    %x = memref.load %tile[%src] : memref<8xi64, #gpu.address_space<workgroup>>
+    scf.if %overwrite {
+      memref.store %x, %tile[%tx] : memref<8xi64, #gpu.address_space<workgroup>>
+    }
+    %to = arith.select %one, %c0, %tx : index
+    memref.store %x, %out[%to] : memref<8xi64>
+    gpu.terminator
+  }
+  %o = memref.cast %out : memref<8xi64> to memref<*xi64>
+  call @printMemrefI64(%o) : (memref<*xi64>) -> ()
+  memref.dealloc %out : memref<8xi64>
+  return
+}
+
+func.func @threads_exchange() {
+  %c1 = arith.constant 1 : index
+  %true = arith.constant true
+  %false = arith.constant false
+  call @threads(%c1, %true, %false, %false) : (index, i1, i1, i1) -> ()
+  return
+}
+
+func.func @threads_no_barrier() {
+  %c1 = arith.constant 1 : index
+  %false = arith.constant false
+  call @threads(%c1, %false, %false, %false) : (index, i1, i1, i1) -> ()
+  return
+}
+
+func.func @threads_write_one() {
+  %c0 = arith.constant 0 : index
+  %true = arith.constant true
+  %false = arith.constant false
+  call @threads(%c0, %true, %true, %false) : (index, i1, i1, i1) -> ()
+  return
+}
+
+func.func @threads_overwrite_read() {
+  %c7 = arith.constant 7 : index
+  %true = arith.constant true
+  %false = arith.constant false
+  call @threads(%c7, %true, %false, %true) : (index, i1, i1, i1) -> ()
   return
 }
