@@ -1044,7 +1044,16 @@ def FuseElementwisePass : InterfacePass<"ds-fuse-elementwise", "::mlir::Function
     A producer with several users is fused only if every user can take it,
     so that it disappears (a gather, never: it is computed once): if one
     user needs its result in memory, the others read that result rather
-    than recomputing it from all of its inputs.
+    than recomputing it from all of its inputs. Where that user is an
+    elementwise op over the same elements that comes first (before every
+    other use), the producer joins it instead as one op with both results
+    (which upstream's pattern does not do: it recomputes the producer in
+    the consumer and keeps it for the other uses): one pass reads the
+    producer's inputs and writes the kept result and the consumer's. An
+    AdamW update's moments, which the step returns and the parameter update
+    reads, are one pass over each parameter instead of three. Casts alone
+    are left to the rounding and widening patterns, which place them
+    themselves.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
