@@ -64,6 +64,27 @@ Value narrowingCast(OpBuilder &b, Location loc, Value source, Type narrow) {
       .getResult(0);
 }
 
+/// `source` widened elementwise to the element type of `wide` (a tensor
+/// type of its shape): a generic with one extf, what isWideningCast
+/// matches.
+Value wideningCast(OpBuilder &b, Location loc, Value source,
+                   RankedTensorType wide) {
+  Value empty =
+      tensor::EmptyOp::create(b, loc, wide.getShape(), wide.getElementType());
+  AffineMap id = b.getMultiDimIdentityMap(wide.getRank());
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{wide}, ValueRange{source}, ValueRange{empty},
+             ArrayRef<AffineMap>{id, id},
+             SmallVector<utils::IteratorType>(wide.getRank(),
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value r =
+                   arith::ExtFOp::create(nb, l, wide.getElementType(), args[0]);
+               linalg::YieldOp::create(nb, l, r);
+             })
+      .getResult(0);
+}
+
 /// `reshape` applied again to `narrowSource`, its source rounded: the same
 /// reshape, of the narrow element type.
 Value reshapeNarrow(OpBuilder &b, Operation *reshape, Value narrowSource) {
@@ -198,20 +219,9 @@ struct WidenAfterReshape : OpRewritePattern<ReshapeOp> {
       return rewriter.notifyMatchFailure(reshape, "read other than fused");
     Value narrow =
         reshapeNarrow(rewriter, reshape, widen.getDpsInputOperand(0)->get());
-    auto type = cast<RankedTensorType>(reshape.getType());
-    Value empty = tensor::EmptyOp::create(
-        rewriter, reshape.getLoc(), type.getShape(), type.getElementType());
-    AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
-    rewriter.replaceOpWithNewOp<linalg::GenericOp>(
-        reshape, TypeRange{type}, ValueRange{narrow}, ValueRange{empty},
-        ArrayRef<AffineMap>{id, id},
-        SmallVector<utils::IteratorType>(type.getRank(),
-                                         utils::IteratorType::parallel),
-        [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value wide =
-              arith::ExtFOp::create(nb, l, type.getElementType(), args[0]);
-          linalg::YieldOp::create(nb, l, wide);
-        });
+    rewriter.replaceOp(reshape,
+                       wideningCast(rewriter, reshape.getLoc(), narrow,
+                                    cast<RankedTensorType>(reshape.getType())));
     return success();
   }
 };
@@ -247,19 +257,7 @@ struct WidenAfterTranspose : OpRewritePattern<linalg::TransposeOp> {
     Value moved = linalg::TransposeOp::create(rewriter, loc, narrow, init,
                                               transpose.getPermutation())
                       .getResult()[0];
-    Value empty = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
-                                          type.getElementType());
-    AffineMap id = rewriter.getMultiDimIdentityMap(type.getRank());
-    rewriter.replaceOpWithNewOp<linalg::GenericOp>(
-        transpose, TypeRange{type}, ValueRange{moved}, ValueRange{empty},
-        ArrayRef<AffineMap>{id, id},
-        SmallVector<utils::IteratorType>(type.getRank(),
-                                         utils::IteratorType::parallel),
-        [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value wide =
-              arith::ExtFOp::create(nb, l, type.getElementType(), args[0]);
-          linalg::YieldOp::create(nb, l, wide);
-        });
+    rewriter.replaceOp(transpose, wideningCast(rewriter, loc, moved, type));
     return success();
   }
 };

@@ -455,6 +455,18 @@ callChecker(ArrayRef<std::pair<Operation *, MemoryAccess>> accesses,
   return success();
 }
 
+/// An empty shadow for each buffer that one of `accesses` writes and
+/// `tracked` accepts, in order of first access.
+llvm::MapVector<Value, Shadow>
+writtenBuffers(ArrayRef<std::pair<Operation *, MemoryAccess>> accesses,
+               function_ref<bool(Value)> tracked) {
+  llvm::MapVector<Value, Shadow> shadows;
+  for (auto &[op, access] : accesses)
+    if (access.writes && tracked(access.base))
+      shadows.insert({access.base, Shadow()});
+  return shadows;
+}
+
 /// The linear id of `ids` in `sizes`, x fastest.
 Value linearId(OpBuilder &b, Location loc, gpu::KernelDim3 ids,
                gpu::KernelDim3 sizes) {
@@ -479,11 +491,10 @@ Value linearId(OpBuilder &b, Location loc, gpu::KernelDim3 ids,
 LogicalResult emulation::checkBlockRaces(gpu::LaunchOp launch,
                                          SmallVectorImpl<Value> &buffers) {
   auto accesses = accessesOf(launch);
-  llvm::MapVector<Value, Shadow> shadows;
-  for (auto &[op, access] : accesses)
-    if (access.writes &&
-        !launch.getBody().isAncestor(access.base.getParentRegion()))
-      shadows.insert({access.base, Shadow()});
+  llvm::MapVector<Value, Shadow> shadows =
+      writtenBuffers(accesses, [&](Value base) {
+        return !launch.getBody().isAncestor(base.getParentRegion());
+      });
   if (shadows.empty())
     return success();
 
@@ -522,14 +533,11 @@ LogicalResult emulation::checkThreadRaces(gpu::LaunchOp launch,
                                           SmallVectorImpl<Value> &buffers) {
   auto accesses = accessesOf(launch);
   auto attributions = launch.getWorkgroupAttributions();
-  auto tracked = [&](Value base) {
-    return !launch.getBody().isAncestor(base.getParentRegion()) ||
-           llvm::is_contained(attributions, base);
-  };
-  llvm::MapVector<Value, Shadow> shadows;
-  for (auto &[op, access] : accesses)
-    if (access.writes && tracked(access.base))
-      shadows.insert({access.base, Shadow()});
+  llvm::MapVector<Value, Shadow> shadows =
+      writtenBuffers(accesses, [&](Value base) {
+        return !launch.getBody().isAncestor(base.getParentRegion()) ||
+               llvm::is_contained(attributions, base);
+      });
   if (shadows.empty())
     return success();
 
