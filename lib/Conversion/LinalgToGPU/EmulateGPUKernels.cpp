@@ -51,9 +51,15 @@ bool containsSync(Operation *op) {
       .wasInterrupted();
 }
 
-/// Whether a per-thread value of type `t` can be kept in a buffer; others
-/// (views) are recomputed where they are read.
-bool storable(Type t) { return t.isIntOrIndexOrFloat(); }
+/// Whether a per-thread value of type `t` can be kept in a buffer (a
+/// scalar, or a vector of them: a row cache's); others (views) are
+/// recomputed where they are read.
+bool storable(Type t) {
+  if (auto v = dyn_cast<VectorType>(t))
+    return v.hasStaticShape() && !v.isScalable() &&
+           v.getElementType().isIntOrIndexOrFloat();
+  return t.isIntOrIndexOrFloat();
+}
 
 Value indexConstant(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);

@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GenericVectors.h"
+#include "MaskedReads.h"
 #include "ReductionKernels.h"
 #include "VectorKernels.h"
 
@@ -127,12 +128,29 @@ static void emitVectorIteration(OpBuilder &b, Location loc,
     }
     SmallVector<Value> idx =
         applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
+    auto load = [&](OpBuilder &lb, Location l) -> Value {
+      if (isVector)
+        return vector::LoadOp::create(lb, l, vectorOf(arg.getType()), v, idx,
+                                      /*nontemporal=*/false,
+                                      alignment(arg.getType()));
+      return memref::LoadOp::create(lb, l, v, idx);
+    };
+    // Skipped where no lane uses it, unless another op takes what this
+    // iteration loads.
+    std::optional<ReadMask> mask;
+    if (!loaded && op.isDpsInput(&operand))
+      mask = readMask(op, &operand);
+    Value value =
+        mask ? loadUnlessUnused(
+                   b, loc,
+                   emitUnused(b, loc, *mask, ivs, plan.innermost, plan.width),
+                   isVector ? Type(vectorOf(arg.getType())) : arg.getType(),
+                   usedFraction(*mask), load)
+             : load(b, loc);
     if (isVector)
-      vectors[arg] = vector::LoadOp::create(b, loc, vectorOf(arg.getType()), v,
-                                            idx, /*nontemporal=*/false,
-                                            alignment(arg.getType()));
+      vectors[arg] = value;
     else
-      shared.map(arg, memref::LoadOp::create(b, loc, v, idx));
+      shared.map(arg, value);
   }
   if (loaded) {
     loaded->assign(op->getNumOperands(), Value());
@@ -271,9 +289,12 @@ Value mlir::ds::gpu_kernels::foldVectorsOrElements(
         Value c = arith::MulIOp::create(rb, l, v, indexConstant(rb, l, width));
         SmallVector<Value> ivs =
             red.loopIndices(parIdx, delinearize(rb, l, c, red.redSizes));
+        // The sibling takes the shared tensor's vector as loaded (so the
+        // reduction's mask must not skip it); without one, nothing is
+        // shared.
         SmallVector<Value> loaded;
         Value next = emitGenericVector(rb, l, plan.reduction, ivs, &red, acc[0],
-                                       {}, &loaded);
+                                       {}, plan.sibling ? &loaded : nullptr);
         if (plan.sibling) {
           // The sibling's lanes are the reduction's elements c, c + 1, ...:
           // the shared tensor's vector is the one just loaded.

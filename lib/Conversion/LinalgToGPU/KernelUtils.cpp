@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelUtils.h"
+#include "MaskedReads.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -193,7 +194,7 @@ Operation *combinerOf(linalg::GenericOp op) {
 /// and the body uses is loaded where its indexing map says (a scalar
 /// operand is used as is), and `linalg.index` is the index itself.
 void cloneBodyAt(OpBuilder &b, Location loc, linalg::GenericOp op,
-                 ArrayRef<Value> ivs, IRMapping &map) {
+                 ArrayRef<Value> ivs, IRMapping &map, bool maskReads) {
   Block &body = *op.getBody();
   for (OpOperand &operand : op->getOpOperands()) {
     BlockArgument arg = op.getMatchingBlockArgument(&operand);
@@ -206,7 +207,16 @@ void cloneBodyAt(OpBuilder &b, Location loc, linalg::GenericOp op,
     }
     SmallVector<Value> idx =
         applyMap(b, loc, op.getMatchingIndexingMap(&operand), ivs);
-    map.map(arg, memref::LoadOp::create(b, loc, v, idx));
+    auto load = [&](OpBuilder &lb, Location l) -> Value {
+      return memref::LoadOp::create(lb, l, v, idx);
+    };
+    std::optional<ReadMask> mask;
+    if (maskReads && op.isDpsInput(&operand))
+      mask = readMask(op, &operand);
+    map.map(arg,
+            mask ? loadUnlessUnused(b, loc, emitUnused(b, loc, *mask, ivs),
+                                    arg.getType(), usedFraction(*mask), load)
+                 : load(b, loc));
   }
   for (Operation &inner : body.without_terminator()) {
     if (auto index = dyn_cast<linalg::IndexOp>(inner)) {

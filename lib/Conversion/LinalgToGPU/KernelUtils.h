@@ -81,8 +81,11 @@ Value viewRoot(Value v);
 
 /// Clones `op`'s body (its terminator aside) at loop indices `ivs` into
 /// `map`, loading each operand the body uses and `map` does not give.
+/// `maskReads`: an input element the body does not use at `ivs`
+/// (MaskedReads.h) is not loaded; only for a caller that takes nothing but
+/// the body's results from `map` (not the loaded elements, for another op).
 void cloneBodyAt(OpBuilder &b, Location loc, linalg::GenericOp op,
-                 ArrayRef<Value> ivs, IRMapping &map);
+                 ArrayRef<Value> ivs, IRMapping &map, bool maskReads = false);
 
 } // namespace mlir::ds::gpu_kernels
 

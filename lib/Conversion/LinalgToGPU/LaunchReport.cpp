@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Conversion/Passes.h"
+#include "ds/Dialect/DS/IR/DSDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -17,6 +18,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -95,6 +97,9 @@ Row launchRow(gpu::LaunchOp launch) {
   if (FlatSymbolRefAttr name = launch.getFunctionAttr())
     row.kernel = name.getValue().str();
   llvm::SetVector<Value> reads, writes;
+  // The part of each buffer read: a masked load (MaskedReads.h) reads what
+  // its `ds.read_fraction` says, any other all of it.
+  DenseMap<Value, double> readFraction;
   launch.getBody().walk([&](MemoryEffectOpInterface op) {
     SmallVector<MemoryEffects::EffectInstance> effects;
     op.getEffects(effects);
@@ -107,23 +112,29 @@ Row launchRow(gpu::LaunchOp launch) {
       if (launch->isProperAncestor(v.getParentBlock()->getParentOp()) ||
           v.getParentBlock()->getParentOp() == launch)
         continue;
-      if (isa<MemoryEffects::Read>(e.getEffect()))
+      if (isa<MemoryEffects::Read>(e.getEffect())) {
         reads.insert(v);
-      else if (isa<MemoryEffects::Write>(e.getEffect()))
+        auto fraction =
+            op->getAttrOfType<FloatAttr>(ds::DSDialect::kReadFractionAttrName);
+        double &f = readFraction.try_emplace(v, 0.0).first->second;
+        f = std::max(f, fraction ? fraction.getValueAsDouble() : 1.0);
+      } else if (isa<MemoryEffects::Write>(e.getEffect()))
         writes.insert(v);
     }
   });
-  auto total = [&](const llvm::SetVector<Value> &values, int64_t &bytes) {
+  auto total = [&](const llvm::SetVector<Value> &values, int64_t &bytes,
+                   bool read) {
     for (Value v : values) {
       std::optional<int64_t> b = staticBytes(v.getType());
+      double fraction = read ? readFraction.lookup_or(v, 1.0) : 1.0;
       if (b)
-        bytes += *b;
+        bytes += static_cast<int64_t>(std::llround(*b * fraction));
       else
         row.complete = false;
     }
   };
-  total(reads, row.read);
-  total(writes, row.written);
+  total(reads, row.read, /*read=*/true);
+  total(writes, row.written, /*read=*/false);
   return row;
 }
 

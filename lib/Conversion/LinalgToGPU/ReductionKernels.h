@@ -110,7 +110,8 @@ struct Reduction {
                        Value linear, Value acc) {
     IRMapping map;
     map.map(outArg, acc);
-    cloneBodyAt(b, loc, op, ivs, map);
+    // The sibling takes the shared tensor's element from `map`.
+    cloneBodyAt(b, loc, op, ivs, map, /*maskReads=*/!sibling);
     if (sibling)
       computeSibling(b, loc, ivs, linear, map);
     return map.lookup(comb->getResult(0));
@@ -133,7 +134,7 @@ struct Reduction {
     if (map.contains(mine))
       siblingMap.map(sibling.getMatchingBlockArgument(shared->elementwise),
                      map.lookup(mine));
-    cloneBodyAt(b, loc, sibling, siblingIvs, siblingMap);
+    cloneBodyAt(b, loc, sibling, siblingIvs, siblingMap, /*maskReads=*/true);
     auto yield = cast<linalg::YieldOp>(sibling.getBody()->getTerminator());
     for (auto [init, value] :
          llvm::zip(sibling.getDpsInitsMutable(), yield.getValues())) {

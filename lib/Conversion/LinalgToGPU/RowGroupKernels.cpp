@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GenericVectors.h"
+#include "MaskedReads.h"
 #include "ReductionKernels.h"
 #include "VectorKernels.h"
 
@@ -25,7 +26,7 @@ namespace {
 /// there: its inputs (and the outputs it reads) loaded where their maps say.
 void emitParallelIteration(OpBuilder &b, Location loc, linalg::GenericOp op,
                            ArrayRef<Value> ivs, IRMapping map = {}) {
-  cloneBodyAt(b, loc, op, ivs, map);
+  cloneBodyAt(b, loc, op, ivs, map, /*maskReads=*/true);
   auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
   for (auto [init, value] :
        llvm::zip(op.getDpsInitsMutable(), yield.getOperands())) {
@@ -133,6 +134,50 @@ constexpr int64_t kMaxCachedPerLane = 8;
 /// A (buffer, indexing map) pair a row-group member reads through.
 using RowRead = std::pair<Value, AffineMap>;
 
+/// Where the members of `ops` over `rank` loops that read `read` do not
+/// use its element (MaskedReads.h): the mask of each such read, or none
+/// where one of them uses it everywhere.
+SmallVector<ReadMask> cachedReadMasks(ArrayRef<Operation *> ops, unsigned rank,
+                                      RowRead read) {
+  SmallVector<ReadMask> masks;
+  for (Operation *op : ops) {
+    if (memberRank(op) != rank)
+      continue;
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic) {
+      if (llvm::is_contained(memberReads(op), read))
+        return {};
+      continue;
+    }
+    for (OpOperand *in : generic.getDpsInputOperands()) {
+      if (RowRead{in->get(), generic.getMatchingIndexingMap(in)} != read ||
+          generic.getMatchingBlockArgument(in).use_empty())
+        continue;
+      std::optional<ReadMask> mask = readMask(generic, in);
+      if (!mask)
+        return {};
+      masks.push_back(*mask);
+    }
+  }
+  return masks;
+}
+
+/// A cached read's load at loop indices `ivs` (and the `width` - 1 after
+/// them along the last loop), skipped where no member uses it.
+Value loadCached(OpBuilder &b, Location loc, ArrayRef<ReadMask> masks,
+                 std::optional<double> fraction, ArrayRef<Value> ivs,
+                 int64_t width, Type type,
+                 function_ref<Value(OpBuilder &, Location)> load) {
+  if (masks.empty())
+    return load(b, loc);
+  Value unused;
+  for (const ReadMask &mask : masks) {
+    Value u = emitUnused(b, loc, mask, ivs, ivs.size() - 1, width);
+    unused = unused ? arith::AndIOp::create(b, loc, unused, u).getResult() : u;
+  }
+  return loadUnlessUnused(b, loc, unused, type, fraction, load);
+}
+
 /// Of the reads counted in `readers` (by how many members make each), those
 /// two or more members make and none writes (`written`: view roots), most
 /// read first (among equals, in the order the members read them), while
@@ -208,8 +253,12 @@ public:
     // An element a register (or two), unpacked.
     for (RowRead read : chooseCachedReads(readers, written, [&](Type et) {
            return perLane * llvm::divideCeil(et.getIntOrFloatBitWidth(), 32);
-         }))
-      entries.push_back({read.first, read.second, {}});
+         })) {
+      SmallVector<ReadMask> masks = cachedReadMasks(ops, rank, read);
+      std::optional<double> fraction = usedFraction(masks);
+      entries.push_back(
+          {read.first, read.second, {}, std::move(masks), fraction});
+    }
   }
 
   bool empty() const { return entries.empty(); }
@@ -226,8 +275,13 @@ public:
       SmallVector<Value> ivs(rowIdx);
       llvm::append_range(ivs, delinearize(b, loc, c, redSizes));
       for (Entry &e : entries)
-        e.values.push_back(memref::LoadOp::create(
-            b, loc, e.buffer, applyMap(b, loc, e.map, ivs)));
+        e.values.push_back(
+            loadCached(b, loc, e.masks, e.fraction, ivs, /*width=*/1,
+                       cast<MemRefType>(e.buffer.getType()).getElementType(),
+                       [&](OpBuilder &lb, Location l) -> Value {
+                         return memref::LoadOp::create(
+                             lb, l, e.buffer, applyMap(lb, l, e.map, ivs));
+                       }));
       valid.push_back(inRow);
       indices.push_back(std::move(ivs));
     }
@@ -249,7 +303,9 @@ private:
   struct Entry {
     Value buffer;
     AffineMap map;
-    SmallVector<Value> values; // one per element of the lane
+    SmallVector<Value> values;   // one per element of the lane
+    SmallVector<ReadMask> masks; // where no member uses an element
+    std::optional<double> fraction;
   };
   SmallVector<Entry> entries;
   int64_t numRed, perLane;
@@ -270,7 +326,7 @@ Value foldCachedRow(OpBuilder &b, Location loc, Reduction &red,
       if (Value v =
               cache.lookup(in->get(), red.op.getMatchingIndexingMap(in), i))
         map.map(red.op.getMatchingBlockArgument(in), v);
-    cloneBodyAt(b, loc, red.op, cache.ivs(i), map);
+    cloneBodyAt(b, loc, red.op, cache.ivs(i), map, /*maskReads=*/true);
     Value next = map.lookup(red.comb->getResult(0));
     acc = cache.inRow(i)
               ? arith::SelectOp::create(b, loc, cache.inRow(i), next, acc)
@@ -352,8 +408,12 @@ public:
     for (RowRead read : chooseCachedReads(readers, written, [&](Type et) {
            return llvm::divideCeil(
                c.perLane * c.width * et.getIntOrFloatBitWidth(), 32);
-         }))
-      c.entries.push_back({read.first, read.second, {}});
+         })) {
+      SmallVector<ReadMask> masks = cachedReadMasks(ops, rank, read);
+      std::optional<double> fraction = usedFraction(masks);
+      c.entries.push_back(
+          {read.first, read.second, {}, std::move(masks), fraction});
+    }
     if (c.entries.empty())
       return std::nullopt;
     return c;
@@ -382,10 +442,14 @@ public:
                            redSizes));
       for (Entry &e : entries) {
         Type et = cast<MemRefType>(e.buffer.getType()).getElementType();
-        e.values.push_back(vector::LoadOp::create(
-            b, loc, VectorType::get({width}, et), e.buffer,
-            applyMap(b, loc, e.map, ivs), /*nontemporal=*/false,
-            vectorAlignment(width, et)));
+        auto type = VectorType::get({width}, et);
+        e.values.push_back(
+            loadCached(b, loc, e.masks, e.fraction, ivs, width, type,
+                       [&](OpBuilder &lb, Location l) -> Value {
+                         return vector::LoadOp::create(
+                             lb, l, type, e.buffer, applyMap(lb, l, e.map, ivs),
+                             /*nontemporal=*/false, vectorAlignment(width, et));
+                       }));
       }
       valid.push_back(inRow);
       indices.push_back(std::move(ivs));
@@ -417,7 +481,9 @@ private:
   struct Entry {
     Value buffer;
     AffineMap map;
-    SmallVector<Value> values; // the lane's vectors
+    SmallVector<Value> values;   // the lane's vectors
+    SmallVector<ReadMask> masks; // where no member uses an element
+    std::optional<double> fraction;
   };
   SmallVector<Entry> entries;
   SmallVector<std::optional<GenericVectors>> plans; // per member

@@ -364,7 +364,8 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                                       red->shared->elementwise),
                                   redMap.lookup(mine));
                       }
-                      cloneBodyAt(fb, fl, op, row.ivs, map);
+                      cloneBodyAt(fb, fl, op, row.ivs, map,
+                                  /*maskReads=*/true);
                       for (Value v : yield.getValues())
                         row.lanes.push_back({map.lookupOrDefault(v)});
                     }

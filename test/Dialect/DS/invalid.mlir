@@ -947,3 +947,11 @@ func.func @quantized_matmul_types(%x: tensor<4x12xi32>, %w: tensor<8x12xi8>, %s:
   %0 = ds.quantized_matmul %x, %w, %s, %s, %s, %s transpose_rhs : tensor<4x12xi32>, tensor<8x12xi8>, tensor<f32>, tensor<f32> -> tensor<4x8xf32>
   return
 }
+
+// -----
+
+func.func @negative_read_fraction(%m: memref<8xf32>, %i: index) -> f32 {
+  // expected-error@+1 {{'memref.load' op attribute 'ds.read_fraction' must be a float in [0, 1]}}
+  %0 = memref.load %m[%i] {ds.read_fraction = 1.5 : f64} : memref<8xf32>
+  return %0 : f32
+}

@@ -958,6 +958,62 @@ def reduction_cases():
         xi = randn(name, shape, dt, 3.0)
         cases.append(Case(name, [xi], f"%r = ds.{op} %a0 axis = 1 : {TA(xi)}",
                           [("%r", xi.shape, dt)], lambda v, f=f: [f(t64(v), 1).numpy()]))
+    # A causal softmax and its gradient, as attention's: on the GPU, the
+    # scores above the diagonal are not loaded (MaskedReads.h), and read as
+    # zero where the mask's select discards them. Rows of 64 for a block each
+    # (4 x 64 rows), and for a warp each with a vector row cache (8192 rows,
+    # 2-element vectors of f32, 2 of bf16; the gradient only). The gradient is given the
+    # scores, not the probabilities, so that it recomputes them from the
+    # scores, as attention's backward does: there every read of the scores
+    # is masked; the cotangent's is not (the sum of p * dy reads it).
+    def causal_softmax_ref(x, dy=None, dt=F32):
+        t = t64(x).requires_grad_()
+        rows, cols = x.shape[-2:]
+        above = torch.triu(torch.ones(rows, cols, dtype=torch.bool), 1 + cols - rows)
+        y = torch.softmax(t.masked_fill(above, float("-inf")), -1)
+        if dy is None:
+            return [to_np(y.detach(), dt)]
+        y.backward(t64(dy))
+        return [to_np(t.grad, dt)]
+    for name, shape, dt in [("causal_softmax_f32", (4, 64, 64), F32),
+                            ("causal_softmax_warp_rows_f32", (128, 64, 64), F32),
+                            ("causal_softmax_warp_rows_bf16", (128, 64, 64), BF16)]:
+        x = randn(name, shape, scale=3.0).astype(dt)
+        dy = randn(name + ".dy", shape).astype(dt)
+        f32 = T(shape, F32)
+        # bf16 as the precision policies keep attention's scores: stored in
+        # bf16, computed in f32, rounded once at the end.
+        bf16 = dt == BF16
+        tol = dict(rtol=1e-2, atol=1e-3) if bf16 else {}
+
+        def widened(arg, value):
+            return f"{value} = ds.cast {arg} : {TA(x)} -> {f32}\n" if bf16 else ""
+
+        def result(value):
+            return (f"%r = ds.cast {value} : {f32} -> {TA(x)}", "%r") if bf16 else ("", value)
+        xv, dyv = ("%x", "%dy") if bf16 else ("%a0", "%a1")
+        forward = widened("%a0", "%x") + f"""
+          %m = ds.causal_mask {xv} : {f32}
+          %p = ds.softmax %m axis = 2 : {f32}
+        """
+        # The warp rows' forward runs inside their gradient's group (its
+        # first members); alone, it would only add 11 MB to the GPU bundle.
+        if "warp" not in name:
+            narrow, out = result("%p")
+            cases.append(Case(name, [x], forward + narrow, [(out, shape, dt)],
+                              lambda v, dt=dt: causal_softmax_ref(v, dt=dt), **tol))
+        keep = T(shape[:-1] + (1,), F32)
+        narrow, out = result("%gm")
+        backward = widened("%a1", "%dy") + forward + f"""
+          %t = ds.mul {dyv}, %p : {f32}, {f32} -> {f32}
+          %s = ds.reduce_sum %t [2] keep_dims : {f32} -> {keep}
+          %d = ds.sub {dyv}, %s : {f32}, {keep} -> {f32}
+          %g = ds.mul %p, %d : {f32}, {f32} -> {f32}
+          %gm = ds.causal_mask %g fill = 0.0 : {f32}
+        """ + narrow
+        cases.append(Case(name.replace("softmax", "softmax_grad"), [x, dy], backward,
+                          [(out, shape, dt)],
+                          lambda v, g, dt=dt: causal_softmax_ref(v, g, dt), **tol))
     xi = randn("reduce_sum_warp_rows_f64", (8195, 32), F64)
     cases.append(Case("reduce_sum_warp_rows_f64", [xi],
                       f"%r = ds.reduce_sum %a0 [1] : {TA(xi)} -> {T((8195,), F64)}",

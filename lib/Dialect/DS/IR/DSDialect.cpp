@@ -74,6 +74,14 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
              << name << "' must be a float type (bf16, f16 or f32)";
     return success();
   }
+  if (name == DSDialect::kReadFractionAttrName) {
+    auto fraction = dyn_cast<FloatAttr>(attr.getValue());
+    if (!fraction || !(fraction.getValueAsDouble() >= 0.0) ||
+        fraction.getValueAsDouble() > 1.0)
+      return op->emitOpError("attribute '")
+             << name << "' must be a float in [0, 1]";
+    return success();
+  }
   return op->emitOpError("unknown ds attribute '") << name << "'";
 }
 

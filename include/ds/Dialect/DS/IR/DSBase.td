@@ -72,6 +72,11 @@ def DS_Dialect : Dialect {
     /// A tensor-level matmul whose accumulator is not read (unit).
     static constexpr ::llvm::StringLiteral kGemmOverwriteAttrName =
         "ds.gemm_overwrite";
+    /// On a load in a GPU kernel that runs only where the element is used
+    /// (lib/Conversion/LinalgToGPU/MaskedReads.h): the fraction of its
+    /// buffer it reads, for ds-gpu-launch-report (a float in [0, 1]).
+    static constexpr ::llvm::StringLiteral kReadFractionAttrName =
+        "ds.read_fraction";
 
     /// Module attributes of ds-assign-precision: its decisions per step
     /// function, and the time-level schedule the runner follows.
