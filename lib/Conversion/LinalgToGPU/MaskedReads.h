@@ -48,7 +48,8 @@ Value emitUnused(OpBuilder &b, Location loc, const ReadMask &mask,
 
 /// The fraction of the iterations at which some mask of `masks` (of ops
 /// over the same loops) uses its element, estimated on a grid of at most
-/// 16384 points over the loops the masks depend on; none when a condition
+/// 4096 points over the loops the masks depend on (midpoints of equal
+/// parts where a loop is longer than its share); none when a condition
 /// uses an op it cannot evaluate.
 std::optional<double> usedFraction(ArrayRef<ReadMask> masks);
 
