@@ -137,16 +137,10 @@ static void emitVectorIteration(OpBuilder &b, Location loc,
     };
     // Skipped where no lane uses it, unless another op takes what this
     // iteration loads.
-    std::optional<ReadMask> mask;
-    if (!loaded && op.isDpsInput(&operand))
-      mask = readMask(op, &operand);
-    Value value =
-        mask ? loadUnlessUnused(
-                   b, loc,
-                   emitUnused(b, loc, *mask, ivs, plan.innermost, plan.width),
-                   isVector ? Type(vectorOf(arg.getType())) : arg.getType(),
-                   usedFraction(*mask), load)
-             : load(b, loc);
+    Type type = isVector ? Type(vectorOf(arg.getType())) : arg.getType();
+    Value value = loaded ? load(b, loc)
+                         : loadIfUsed(b, loc, operand, ivs, type, load,
+                                      plan.innermost, plan.width);
     if (isVector)
       vectors[arg] = value;
     else

@@ -210,13 +210,9 @@ void cloneBodyAt(OpBuilder &b, Location loc, linalg::GenericOp op,
     auto load = [&](OpBuilder &lb, Location l) -> Value {
       return memref::LoadOp::create(lb, l, v, idx);
     };
-    std::optional<ReadMask> mask;
-    if (maskReads && op.isDpsInput(&operand))
-      mask = readMask(op, &operand);
-    map.map(arg,
-            mask ? loadUnlessUnused(b, loc, emitUnused(b, loc, *mask, ivs),
-                                    arg.getType(), usedFraction(*mask), load)
-                 : load(b, loc));
+    map.map(arg, maskReads
+                     ? loadIfUsed(b, loc, operand, ivs, arg.getType(), load)
+                     : load(b, loc));
   }
   for (Operation &inner : body.without_terminator()) {
     if (auto index = dyn_cast<linalg::IndexOp>(inner)) {

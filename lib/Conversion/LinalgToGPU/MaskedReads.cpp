@@ -364,4 +364,19 @@ Value loadUnlessUnused(OpBuilder &b, Location loc, Value unused, Type type,
   return ifOp.getResult(0);
 }
 
+Value loadIfUsed(OpBuilder &b, Location loc, OpOperand &input,
+                 ArrayRef<Value> ivs, Type type,
+                 function_ref<Value(OpBuilder &, Location)> load,
+                 unsigned innermost, int64_t width) {
+  auto op = cast<linalg::GenericOp>(input.getOwner());
+  std::optional<ReadMask> mask;
+  if (op.isDpsInput(&input))
+    mask = readMask(op, &input);
+  if (!mask)
+    return load(b, loc);
+  return loadUnlessUnused(b, loc,
+                          emitUnused(b, loc, *mask, ivs, innermost, width),
+                          type, usedFraction(*mask), load);
+}
+
 } // namespace mlir::ds::gpu_kernels

@@ -60,6 +60,15 @@ Value loadUnlessUnused(OpBuilder &b, Location loc, Value unused, Type type,
                        std::optional<double> fraction,
                        function_ref<Value(OpBuilder &, Location)> load);
 
+/// `load()`'s value for input `input` of its generic at loop indices `ivs`
+/// (a vector's first lane when `width` > 1, lanes along loop `innermost`),
+/// or zeros of `type` where no lane uses its element (readMask): the load
+/// as is when the input has no mask.
+Value loadIfUsed(OpBuilder &b, Location loc, OpOperand &input,
+                 ArrayRef<Value> ivs, Type type,
+                 function_ref<Value(OpBuilder &, Location)> load,
+                 unsigned innermost = 0, int64_t width = 1);
+
 } // namespace mlir::ds::gpu_kernels
 
 #endif // DS_LIB_CONVERSION_LINALGTOGPU_MASKEDREADS_H
