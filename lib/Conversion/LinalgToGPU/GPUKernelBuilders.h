@@ -131,10 +131,13 @@ bool isParallelReduction(linalg::GenericOp op);
 /// that its threads also compute at each element they combine
 /// (canShareReductionKernel, ReductionSiblings.h), reading the tensor the
 /// two share once. The caller checks that neither writes what the other
-/// touches, and erases the sibling.
+/// touches, and erases the sibling. `columns`, with a transposing sibling
+/// (isTransposingGeneric): a column reduction that runs over its tiles too
+/// (canShareColumnTiles, and buildTransposingLaunch below).
 void buildReductionLaunch(OpBuilder &b, linalg::GenericOp op,
                           const LaunchShape &shape,
-                          linalg::GenericOp sibling = {});
+                          linalg::GenericOp sibling = {},
+                          linalg::GenericOp columns = {});
 
 /// Below this many reduced elements per output, a block per output wastes
 /// most of its threads: one thread per output loops instead.
@@ -191,8 +194,15 @@ bool isTransposingGeneric(linalg::GenericOp op);
 /// next tile). So the transposed writes coalesce as well as the rest,
 /// where a thread per element would use one byte of every 32-byte sector
 /// it writes for FP8.
+///
+/// `columns` (canShareColumnTiles, ReductionSiblings.h): a reduction of
+/// every loop but the tiles' columns, reading a tensor `op` reads, which
+/// the tiles fold too: each tile's column sums go to a partial buffer, a
+/// row per tile row, folded into the output by a second launch. The caller
+/// erases it.
 void buildTransposingLaunch(OpBuilder &b, linalg::GenericOp op,
-                            const LaunchShape &shape);
+                            const LaunchShape &shape,
+                            linalg::GenericOp columns = {});
 
 /// Moves `ops` (consecutive in one block, in order) into a one-block,
 /// one-thread launch inserted where the first was. Their results must not

@@ -200,11 +200,11 @@ Value mlir::ds::gpu_kernels::emitGenericVector(
 
 SmallVector<Value> mlir::ds::gpu_kernels::emitGenericVectorLanes(
     OpBuilder &b, Location loc, const GenericVectors &plan, ArrayRef<Value> ivs,
-    Reduction &red, ArrayRef<Value> accs) {
+    Reduction &red, ArrayRef<Value> accs, ArrayRef<GivenVector> given) {
   assert(static_cast<int64_t>(accs.size()) == plan.width &&
          "an accumulator per lane");
   SmallVector<Value> lanes(accs);
-  emitVectorIteration(b, loc, plan, ivs, &red, lanes, {}, nullptr, nullptr);
+  emitVectorIteration(b, loc, plan, ivs, &red, lanes, given, nullptr, nullptr);
   return lanes;
 }
 

@@ -94,11 +94,12 @@ void storeVectorOutput(OpBuilder &b, Location loc, const GenericVectors &plan,
 /// One vector of the reduction `red`'s iteration at loop indices `ivs`,
 /// where plan.innermost is one of its output (parallel) loops: lane k
 /// combines its element into accs[k], the accumulator of the vector's
-/// output k. Returns the accumulators.
+/// output k (`given`: as emitGenericVector's). Returns the accumulators.
 SmallVector<Value> emitGenericVectorLanes(OpBuilder &b, Location loc,
                                           const GenericVectors &plan,
                                           ArrayRef<Value> ivs, Reduction &red,
-                                          ArrayRef<Value> accs);
+                                          ArrayRef<Value> accs,
+                                          ArrayRef<GivenVector> given = {});
 
 /// How a parallel reduction's fold moves vectors along its innermost
 /// reduced loop, and with it the iterations of the sibling that runs in its

@@ -221,11 +221,15 @@ void fuseRowGroups(func::FuncOp f, const LaunchShape &shape) {
 /// (reduction loops stay serial inside).
 LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
                                ArrayRef<ReductionSibling> siblings) {
-  llvm::DenseMap<Operation *, linalg::GenericOp> siblingOf;
+  // Each unit becomes one launch where its last op, the elementwise one,
+  // was; the reductions before it go with it.
+  llvm::DenseMap<Operation *, const ReductionSibling *> unitOf;
   llvm::DenseSet<Operation *> absorbed;
   for (const ReductionSibling &pair : siblings) {
-    siblingOf[pair.reduction] = pair.elementwise;
-    absorbed.insert(pair.elementwise);
+    unitOf[pair.elementwise] = &pair;
+    for (linalg::GenericOp op : {pair.reduction, pair.columns})
+      if (op)
+        absorbed.insert(op);
   }
   SmallVector<linalg::LinalgOp> ops;
   f.walk([&](linalg::LinalgOp op) {
@@ -234,7 +238,7 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
   });
   IRRewriter rewriter(f.getContext());
   for (linalg::LinalgOp op : ops) {
-    if (absorbed.contains(op)) // erased with its reduction
+    if (absorbed.contains(op)) // erased with its unit's elementwise op
       continue;
     if (!op.hasPureBufferSemantics())
       return op->emitError("not supported by ds-gpu-pipeline: '")
@@ -255,6 +259,18 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
       continue;
     }
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (const ReductionSibling *unit = unitOf.lookup(op)) {
+      OpBuilder b(op);
+      if (unit->reduction)
+        buildReductionLaunch(b, unit->reduction, shape, generic, unit->columns);
+      else
+        buildTransposingLaunch(b, generic, shape, unit->columns);
+      for (linalg::GenericOp member : {unit->columns, unit->reduction})
+        if (member)
+          member->erase();
+      op->erase();
+      continue;
+    }
     if (generic && isTransposingGeneric(generic)) {
       OpBuilder b(op);
       buildTransposingLaunch(b, generic, shape);
@@ -265,11 +281,8 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
       int64_t n = staticReductionSize(generic);
       if (n < 0 || n >= kMinParallelReduction) {
         OpBuilder b(op);
-        linalg::GenericOp sibling = siblingOf.lookup(op);
-        buildReductionLaunch(b, generic, shape, sibling);
+        buildReductionLaunch(b, generic, shape);
         op->erase();
-        if (sibling)
-          sibling->erase();
         continue;
       }
     }

@@ -449,7 +449,8 @@ bool mlir::ds::gpu_kernels::coalescedAlong(linalg::GenericOp op, unsigned d) {
 void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
                                                  linalg::GenericOp op,
                                                  const LaunchShape &shape,
-                                                 linalg::GenericOp sibling) {
+                                                 linalg::GenericOp sibling,
+                                                 linalg::GenericOp columns) {
   Reduction red(b, op);
   // A full reduction gets a block reduction, whose threads visit each
   // element once: the sibling's iterations, once each.
@@ -461,15 +462,16 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
     assert(red.shared && "not a sibling of the reduction");
     // A cast-transpose's tiles set the order the elements are visited in.
     if (isTransposingGeneric(sibling))
-      return buildTransposingSiblingLaunch(b, red, shape);
+      return buildTransposingSiblingLaunch(b, red, shape, columns);
   }
+  assert(!columns && "column reductions join cast-transposes only");
   // A block per output reads along the reduced dimensions, a thread per
   // output along the outputs: pick the one whose loads coalesce, the block
   // when both or neither do.
-  bool columns = !red.parDims.empty() &&
-                 !coalescedAlong(op, red.redDims.back()) &&
-                 coalescedAlong(op, red.parDims.back());
-  if (columns)
+  bool byColumns = !red.parDims.empty() &&
+                   !coalescedAlong(op, red.redDims.back()) &&
+                   coalescedAlong(op, red.parDims.back());
+  if (byColumns)
     buildColumnReduction(b, red, shape);
   else if (warpPerRow(red.numOutStatic, red.numRedStatic, shape))
     buildWarpReduction(b, red, shape);

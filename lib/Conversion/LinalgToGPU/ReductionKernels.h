@@ -181,10 +181,12 @@ struct Reduction {
     memref::StoreOp::create(b, loc, folded, memOut(), idx);
   }
 
-  /// A buffer for `split` partial results per output: [outputs..., split].
-  Value allocPartials(OpBuilder &b, Location loc, int64_t split) {
+  /// A buffer for `split` partial results per output: [outputs..., split],
+  /// or with `splitFirst` [split, outputs...] (a row of outputs per part).
+  Value allocPartials(OpBuilder &b, Location loc, int64_t split,
+                      bool splitFirst = false) {
     SmallVector<int64_t> shape(parStatic);
-    shape.push_back(split);
+    shape.insert(splitFirst ? shape.begin() : shape.end(), split);
     return memref::AllocOp::create(
         b, loc, MemRefType::get(shape, comb->getResult(0).getType()));
   }
@@ -288,8 +290,11 @@ void buildRowLaunch(OpBuilder &b, Location loc, int64_t numRows, bool warp,
 /// (isTransposingGeneric): buildTransposingLaunch's tiles, each block
 /// folding the reduction over the elements of its tiles into one partial
 /// result, which a second launch folds into the output.
+/// `columns`: a column reduction over the same tiles
+/// (buildTransposingLaunch's), or none.
 void buildTransposingSiblingLaunch(OpBuilder &b, Reduction &red,
-                                   const LaunchShape &shape);
+                                   const LaunchShape &shape,
+                                   linalg::GenericOp columns = {});
 
 } // namespace mlir::ds::gpu_kernels
 

@@ -84,16 +84,18 @@ bool usesResultOf(Operation *op,
   return r.wasInterrupted();
 }
 
-/// Tries to bring `reduction` next to `elementwise` (later in its block);
-/// see scheduleReductionSiblings. `pairs`: the reductions already paired,
-/// each followed by its elementwise op: the two move together.
-bool schedule(linalg::GenericOp reduction, linalg::GenericOp elementwise,
-              const llvm::DenseMap<Operation *, Operation *> &pairs,
-              bool distinctArguments) {
-  // The ops between that depend on the reduction, transitively.
-  llvm::SmallPtrSet<Operation *, 16> dependents = {reduction};
+/// The units scheduled so far, each a run of adjacent ops that moves as
+/// one: its first op -> its last.
+using Units = llvm::DenseMap<Operation *, Operation *>;
+
+/// Tries to bring `mover` next to the unit from `first` to `last` (later in
+/// its block): see scheduleReductionSiblings.
+bool schedule(Operation *mover, Operation *first, Operation *last,
+              const Units &units, bool distinctArguments) {
+  // The ops between that depend on the mover, transitively.
+  llvm::SmallPtrSet<Operation *, 16> dependents = {mover};
   SmallVector<AccessSet> dependentAccesses;
-  dependentAccesses.emplace_back(reduction);
+  dependentAccesses.emplace_back(mover);
   SmallVector<Operation *> moved;
   auto dependsOnMoved = [&](Operation *op) {
     if (usesResultOf(op, dependents))
@@ -102,10 +104,13 @@ bool schedule(linalg::GenericOp reduction, linalg::GenericOp elementwise,
     return accesses.touchesMemory() &&
            conflictsWithAny(accesses, dependentAccesses, distinctArguments);
   };
-  for (Operation *op = reduction->getNextNode(); op != elementwise;) {
-    SmallVector<Operation *, 2> unit = {op};
-    if (Operation *partner = pairs.lookup(op))
-      unit.push_back(partner);
+  for (Operation *op = mover->getNextNode(); op != first;) {
+    SmallVector<Operation *, 3> unit = {op};
+    if (Operation *unitLast = units.lookup(op))
+      for (Operation *member = op; member != unitLast;) {
+        member = member->getNextNode();
+        unit.push_back(member);
+      }
     op = unit.back()->getNextNode();
     if (!llvm::any_of(unit, dependsOnMoved))
       continue;
@@ -115,15 +120,50 @@ bool schedule(linalg::GenericOp reduction, linalg::GenericOp elementwise,
       moved.push_back(member);
     }
   }
-  if (dependsOnMoved(elementwise))
-    return false;
-  reduction->moveBefore(elementwise);
-  Operation *after = elementwise;
+  for (Operation *op = first;; op = op->getNextNode()) {
+    if (dependsOnMoved(op))
+      return false;
+    if (op == last)
+      break;
+  }
+  mover->moveBefore(first);
+  Operation *after = last;
   for (Operation *op : moved) {
     op->moveAfter(after);
     after = op;
   }
   return true;
+}
+
+/// The first generic within kSearchWindow ops after `op` that `fits`, or
+/// null.
+linalg::GenericOp firstWithin(Operation *op,
+                              function_ref<bool(linalg::GenericOp)> fits) {
+  op = op->getNextNode();
+  for (int seen = 0; op && seen < kSearchWindow; op = op->getNextNode(), ++seen)
+    if (auto generic = dyn_cast<linalg::GenericOp>(op);
+        generic && fits(generic))
+      return generic;
+  return {};
+}
+
+/// A reduction of every loop but the innermost, which it keeps (a column's
+/// sum), of at least kMinSiblingElements elements.
+bool isLargeColumnReduction(linalg::GenericOp op) {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  if (!isParallelReduction(op) || iterators.size() < 2 ||
+      iterators.back() != utils::IteratorType::parallel ||
+      llvm::any_of(ArrayRef(iterators).drop_back(), [](auto it) {
+        return it != utils::IteratorType::reduction;
+      }))
+    return false;
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return false;
+  int64_t n = 1;
+  for (int64_t r : ranges)
+    n *= r;
+  return n >= kMinSiblingElements;
 }
 
 } // namespace
@@ -167,6 +207,18 @@ bool mlir::ds::gpu_kernels::canShareReductionKernel(
   return sharedInput(reduction, elementwise).has_value();
 }
 
+bool mlir::ds::gpu_kernels::canShareColumnTiles(linalg::GenericOp columns,
+                                                linalg::GenericOp elementwise) {
+  if (!isLargeColumnReduction(columns) || !isTransposingGeneric(elementwise) ||
+      elementwise.getStaticLoopRanges() != columns.getStaticLoopRanges())
+    return false;
+  for (Operation &inner : elementwise.getBody()->without_terminator())
+    if (inner.getNumRegions() != 0)
+      return false;
+  std::optional<SharedInput> shared = sharedInput(columns, elementwise);
+  return shared && shared->sameLoops;
+}
+
 SmallVector<ReductionSibling>
 mlir::ds::gpu_kernels::scheduleReductionSiblings(func::FuncOp f,
                                                  bool distinctArguments) {
@@ -176,29 +228,64 @@ mlir::ds::gpu_kernels::scheduleReductionSiblings(func::FuncOp f,
         generic && isLargeFullReduction(generic))
       reductions.push_back(generic);
   SmallVector<ReductionSibling> pairs;
-  llvm::SmallPtrSet<Operation *, 16> paired;        // elementwise ops taken
-  llvm::DenseMap<Operation *, Operation *> partner; // reduction -> sibling
+  llvm::DenseMap<Operation *, size_t> pairOf; // elementwise -> its pair
+  Units units;
   for (linalg::GenericOp reduction : reductions) {
-    Operation *op = reduction->getNextNode();
-    for (int seen = 0; op && seen < kSearchWindow;
-         op = op->getNextNode(), ++seen) {
-      auto generic = dyn_cast<linalg::GenericOp>(op);
-      if (generic && !paired.contains(generic) &&
-          canShareReductionKernel(reduction, generic))
-        break;
-    }
-    auto elementwise = dyn_cast_or_null<linalg::GenericOp>(op);
-    if (!elementwise ||
-        !schedule(reduction, elementwise, partner, distinctArguments))
+    linalg::GenericOp elementwise =
+        firstWithin(reduction, [&](linalg::GenericOp generic) {
+          return !pairOf.contains(generic) &&
+                 canShareReductionKernel(reduction, generic);
+        });
+    if (!elementwise || !schedule(reduction, elementwise, elementwise, units,
+                                  distinctArguments))
       continue;
-    paired.insert(elementwise);
-    partner[reduction] = elementwise;
-    pairs.push_back({reduction, elementwise});
+    pairOf[elementwise] = pairs.size();
+    units[reduction] = elementwise;
+    pairs.push_back({reduction, elementwise, {}});
+  }
+  // Column reductions join the cast-transposes after them, with their
+  // full reductions if they have one.
+  SmallVector<linalg::GenericOp> columnReductions;
+  for (Operation &op : f.getBody().front())
+    if (auto generic = dyn_cast<linalg::GenericOp>(op);
+        generic && isLargeColumnReduction(generic))
+      columnReductions.push_back(generic);
+  llvm::SmallPtrSet<Operation *, 16> withColumns;
+  for (linalg::GenericOp columns : columnReductions) {
+    linalg::GenericOp elementwise =
+        firstWithin(columns, [&](linalg::GenericOp generic) {
+          return !withColumns.contains(generic) &&
+                 canShareColumnTiles(columns, generic);
+        });
+    if (!elementwise)
+      continue;
+    auto it = pairOf.find(elementwise);
+    Operation *first = it == pairOf.end()
+                           ? elementwise.getOperation()
+                           : pairs[it->second].reduction.getOperation();
+    if (!schedule(columns, first, elementwise, units, distinctArguments))
+      continue;
+    withColumns.insert(elementwise);
+    units.erase(first);
+    units[columns] = elementwise;
+    if (it == pairOf.end()) {
+      pairOf[elementwise] = pairs.size();
+      pairs.push_back({{}, elementwise, columns});
+    } else {
+      pairs[it->second].columns = columns;
+    }
   }
   assert(llvm::all_of(pairs,
                       [](const ReductionSibling &p) {
-                        return p.reduction->getNextNode() == p.elementwise;
+                        Operation *next = p.elementwise;
+                        for (linalg::GenericOp op : {p.reduction, p.columns})
+                          if (op) {
+                            if (op->getNextNode() != next)
+                              return false;
+                            next = op;
+                          }
+                        return true;
                       }) &&
-         "a pair moves as a unit");
+         "a unit moves as one");
   return pairs;
 }

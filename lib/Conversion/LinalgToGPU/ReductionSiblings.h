@@ -23,9 +23,16 @@
 namespace mlir::ds::gpu_kernels {
 
 /// A full reduction and the all-parallel generic that runs in its kernel.
+/// Where that generic is a cast-transpose (isTransposingGeneric), a column
+/// reduction of the same tensor may run over its tiles as well: a bias
+/// gradient, which sums the cotangent the FP8 cast quantises over its rows
+/// (Transformer Engine's cast_transpose_dbias). In the block they are
+/// adjacent, in this order: `columns`, `reduction`, `elementwise`; either
+/// of the first two may be null, not both.
 struct ReductionSibling {
   linalg::GenericOp reduction;
   linalg::GenericOp elementwise;
+  linalg::GenericOp columns;
 };
 
 /// The tensor a full reduction and an elementwise op both read: the
@@ -51,14 +58,24 @@ std::optional<SharedInput> sharedInput(linalg::GenericOp reduction,
 bool canShareReductionKernel(linalg::GenericOp reduction,
                              linalg::GenericOp elementwise);
 
+/// Whether the reduction `columns` can run over the tiles of the
+/// cast-transpose `elementwise` (isTransposingGeneric), judged on the two
+/// ops alone: it reduces every loop but the tiles' columns (the innermost)
+/// and reads a tensor of `elementwise`'s through the same map over loops of
+/// the same sizes.
+bool canShareColumnTiles(linalg::GenericOp columns,
+                         linalg::GenericOp elementwise);
+
 /// Pairs each full reduction of `f`'s body with the first later op that
 /// canShareReductionKernel, where the two can meet: the reduction moves
 /// down to just before it, and the ops between that depend on the
 /// reduction (through values or buffers, transitively) move to just after
 /// it. Only when the elementwise op depends on none of them, and neither
 /// op writes what the other touches. `distinctArguments`: `f`'s buffer
-/// arguments never share memory (the step ABI's promise). Returns the
-/// pairs, each now adjacent.
+/// arguments never share memory (the step ABI's promise). Then brings
+/// each column reduction next to the first later cast-transpose (paired or
+/// not) that canShareColumnTiles, in the same way. Returns the pairs, each
+/// now adjacent.
 SmallVector<ReductionSibling> scheduleReductionSiblings(func::FuncOp f,
                                                         bool distinctArguments);
 

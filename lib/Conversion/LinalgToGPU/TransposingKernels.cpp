@@ -64,17 +64,19 @@ Transposed transposedOutputs(linalg::GenericOp op) {
 /// still holds 8 blocks of 256 threads).
 constexpr int64_t kMaxTileVector = 4;
 
-/// How a transposing op's iteration (and its reduction's) moves vectors
+/// How a transposing op's iteration (and its reductions') moves vectors
 /// along the innermost loop, the tiles' columns: the op's plan, whose
-/// transposed outputs go to the tiles lane by lane, and the reduction's.
+/// transposed outputs go to the tiles lane by lane, the full reduction's
+/// and the column reduction's.
 struct TileVectors {
   GenericVectors op;
-  std::optional<GenericVectors> red;
-  SmallVector<Value> buffers; // both plans', each once
+  std::optional<GenericVectors> red, cols;
+  SmallVector<Value> buffers; // every plan's, each once
 };
 
 std::optional<TileVectors> planTileVectors(linalg::GenericOp op,
                                            const Transposed &t, Reduction *red,
+                                           Reduction *cols,
                                            const LaunchShape &shape) {
   if (!shape.vectorize)
     return std::nullopt;
@@ -84,7 +86,7 @@ std::optional<TileVectors> planTileVectors(linalg::GenericOp op,
       op, colLoop, sizes[colLoop], /*reduction=*/false, t.outputs);
   if (!opPlan)
     return std::nullopt;
-  TileVectors plan{*opPlan, std::nullopt, opPlan->buffers};
+  TileVectors plan{*opPlan, std::nullopt, std::nullopt, opPlan->buffers};
   int64_t width = std::min(opPlan->width, kMaxTileVector);
   if (red) {
     // The reduction's lanes are the op's: the same loops, or consecutive
@@ -97,10 +99,21 @@ std::optional<TileVectors> planTileVectors(linalg::GenericOp op,
       return std::nullopt;
     width = std::min(width, plan.red->width);
     appendBuffers(plan.buffers, plan.red->buffers);
-    plan.red->width = width;
+  }
+  if (cols) {
+    // A lane per column: its own accumulator (the same loops as the op's).
+    plan.cols = planGenericVectors(cols->op, colLoop, sizes[colLoop],
+                                   /*reduction=*/true);
+    if (!plan.cols)
+      return std::nullopt;
+    width = std::min(width, plan.cols->width);
+    appendBuffers(plan.buffers, plan.cols->buffers);
   }
   // Narrowing keeps a plan valid (GenericVectors.cpp).
   plan.op.width = width;
+  for (std::optional<GenericVectors> *other : {&plan.red, &plan.cols})
+    if (*other)
+      (*other)->width = width;
   return plan;
 }
 
@@ -133,8 +146,100 @@ int64_t outVectorWidth(const Transposed &t, int64_t rows, int64_t width,
   return vector >= 2 ? vector : 1;
 }
 
+/// Folds `partials` ([rows, columns]: `cols`' column sums, a row per tile
+/// row) into the output of `cols` (one output dimension) in one launch,
+/// and frees it. A block takes 32 columns, a lane one of them, and its warps
+/// every (blockSize / 32)-th row; the warps' sums meet in shared memory and
+/// the first warp folds them in warp order, so each column is summed in a
+/// fixed order. A column reduction of the partials would split its rows
+/// over a second launch.
+void foldColumnPartials(OpBuilder &b, Location loc, Reduction &cols,
+                        Value partials, int64_t rows,
+                        const LaunchShape &shape) {
+  assert(cols.parStatic.size() == 1 && "one output dimension");
+  int64_t columns = cols.parStatic.front();
+  int64_t warps = shape.blockSize / kTransposeTile;
+  MLIRContext *ctx = b.getContext();
+  auto workgroup = gpu::AddressSpaceAttr::get(
+      ctx, gpu::GPUDialect::getWorkgroupAddressSpace());
+  Type et = cols.identity.getType();
+  Value bands =
+      indexConstant(b, loc, llvm::divideCeil(columns, kTransposeTile));
+  Value one = indexConstant(b, loc, 1);
+  auto launch = gpu::LaunchOp::create(
+      b, loc, clampBlocks(b, loc, bands, shape.maxBlocks), one, one,
+      indexConstant(b, loc, shape.blockSize), one, one,
+      /*dynamicSharedMemorySize=*/Value(), /*asyncTokenType=*/Type(),
+      /*asyncDependencies=*/ValueRange{},
+      TypeRange{MemRefType::get({warps, kTransposeTile}, et, AffineMap(),
+                                workgroup)});
+  Value sums = launch.getWorkgroupAttributions().front();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  TileThread thread = tileThread(b, loc, launch, shape.blockSize);
+  Value rowsV = indexConstant(b, loc, rows);
+  Value lastCol = indexConstant(b, loc, columns - 1);
+  Value columnsV = indexConstant(b, loc, columns);
+  auto combine = [&](OpBuilder &cb, Value acc, Value v) {
+    IRMapping fold;
+    fold.map(cols.outArg, acc);
+    fold.map(cols.x, v);
+    return cb.clone(*cols.comb, fold)->getResult(0);
+  };
+  // Bands are uniform across the block, as its barriers require.
+  scf::ForOp::create(
+      b, loc, launch.getBlockIds().x, bands, launch.getGridSize().x,
+      ValueRange{}, [&](OpBuilder &ob, Location l, Value band, ValueRange) {
+        Value col = arith::AddIOp::create(
+            ob, l, arith::MulIOp::create(ob, l, band, thread.side), thread.tx);
+        // Past the last column: a valid one, whose sum is dropped.
+        Value readCol = arith::MinUIOp::create(ob, l, col, lastCol);
+        Value mine =
+            scf::ForOp::create(
+                ob, l, thread.ty, rowsV, thread.passStride,
+                ValueRange{arith::ConstantOp::create(ob, l, cols.identity)},
+                [&](OpBuilder &rb, Location rl, Value row, ValueRange acc) {
+                  Value v = memref::LoadOp::create(rb, rl, partials,
+                                                   ValueRange{row, readCol});
+                  scf::YieldOp::create(rb, rl, combine(rb, acc.front(), v));
+                })
+                .getResult(0);
+        memref::StoreOp::create(ob, l, mine, sums,
+                                ValueRange{thread.ty, thread.tx});
+        gpu::BarrierOp::create(ob, l);
+        Value first = arith::CmpIOp::create(ob, l, arith::CmpIPredicate::eq,
+                                            thread.ty, indexConstant(ob, l, 0));
+        Value ok = arith::AndIOp::create(
+            ob, l, first,
+            arith::CmpIOp::create(ob, l, arith::CmpIPredicate::ult, col,
+                                  columnsV));
+        RowTeam::emitIf(ob, l, ok, [&](OpBuilder &ib, Location il) {
+          Value total = arith::ConstantOp::create(ib, il, cols.identity);
+          for (int64_t w = 0; w < warps; ++w)
+            total =
+                combine(ib, total,
+                        memref::LoadOp::create(
+                            ib, il, sums,
+                            ValueRange{indexConstant(ib, il, w), thread.tx}));
+          cols.foldIntoOutput(ib, il, {col}, total);
+        });
+        // The next band overwrites the sums.
+        gpu::BarrierOp::create(ob, l);
+        scf::YieldOp::create(ob, l);
+      });
+  gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointAfter(launch);
+  memref::DeallocOp::create(b, loc, partials);
+}
+
 /// The launch for both builders: `red` (null: none) is folded over the
 /// elements of each block's tiles, `op` is its sibling or stands alone.
+/// `cols` (null: none) is folded over each tile's columns: a thread folds
+/// its column (or a lane its own) over its rows of the tile, the warps'
+/// sums meet in shared memory after the in-phase, and the first 32 x W
+/// threads each fold a column's in warp order and store it into row
+/// (outer, tile row) of a [tile rows, columns] buffer, which a second
+/// launch folds over the tile rows (a column reduction).
 ///
 /// A tile is 32 rows (of the transposed outputs' innermost loop) by 32 x W
 /// columns (of the op's innermost loop). In: warp w takes tile rows w,
@@ -152,14 +257,15 @@ int64_t outVectorWidth(const Transposed &t, int64_t rows, int64_t width,
 /// banks. Vectors need 16-byte aligned buffers, checked in the kernel:
 /// otherwise the same code with W = V = 1.
 void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
-                          const LaunchShape &shape, Reduction *red) {
+                          const LaunchShape &shape, Reduction *red,
+                          Reduction *cols) {
   Location loc = op.getLoc();
   MLIRContext *ctx = b.getContext();
   Transposed t = transposedOutputs(op);
   SmallVector<int64_t> sizes = op.getStaticLoopRanges();
   unsigned n = sizes.size(), colLoop = n - 1, rowLoop = t.rowLoop;
   const int64_t tile = kTransposeTile;
-  std::optional<TileVectors> vectors = planTileVectors(op, t, red, shape);
+  std::optional<TileVectors> vectors = planTileVectors(op, t, red, cols, shape);
   int64_t widest = vectors ? vectors->op.width : 1;
   // Tiles: the other loops in order, then the tile rows and columns.
   SmallVector<unsigned> outer;
@@ -201,12 +307,24 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
   if (red)
     tileTypes.push_back(MemRefType::get(
         {shape.blockSize}, red->identity.getType(), AffineMap(), workgroup));
+  // Each warp's column sums of the tile, a column (tile*widest) per word.
+  int64_t warps = shape.blockSize / kTransposeTile;
+  if (cols)
+    tileTypes.push_back(MemRefType::get({warps, tile * widest},
+                                        cols->identity.getType(), AffineMap(),
+                                        workgroup));
   // With a reduction, every block writes one partial result, so the grid
   // is fixed (no more blocks than tiles: none is left without one), and
   // only as large as fills the GPU: its partials are folded by one block.
   int64_t numBlocks =
       std::min({numTiles, shape.maxBlocks, red ? kBlocksToFill : numTiles});
   Value partials = red ? red->allocPartials(b, loc, numBlocks) : Value();
+  // A row of column sums per tile row (of each outer index).
+  int64_t tileRows =
+      countOf(ArrayRef(tileSpaceOf(widest)).drop_back()); // any width's
+  Value colPartials = cols ? cols->allocPartials(b, loc, tileRows,
+                                                 /*splitFirst=*/true)
+                           : Value();
   Value blocks = red ? indexConstant(b, loc, numBlocks)
                      : clampBlocks(b, loc, indexConstant(b, loc, numTiles),
                                    shape.maxBlocks);
@@ -216,7 +334,11 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
       one, /*dynamicSharedMemorySize=*/Value(), /*asyncTokenType=*/Type(),
       /*asyncDependencies=*/ValueRange{}, tileTypes);
   ValueRange tiles = launch.getWorkgroupAttributions();
-  Value running;
+  Value running, colSums;
+  if (cols) {
+    colSums = tiles.back();
+    tiles = tiles.drop_back();
+  }
   if (red) {
     running = tiles.back();
     tiles = tiles.drop_back();
@@ -287,10 +409,15 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
         indexConstant(tb, tl, countOf(tileSpaceOf(width))),
         launch.getGridSize().x, ValueRange{},
         [&](OpBuilder &ob, Location l, Value tileId, ValueRange) {
+          // Carried over the thread's rows: the full reduction's running
+          // value, then a column sum per lane (from the identity each tile).
           SmallVector<Value> acc;
           if (red)
             acc.push_back(
                 memref::LoadOp::create(ob, l, running, ValueRange{tid}));
+          size_t colAt = acc.size();
+          if (cols)
+            acc.append(width, arith::ConstantOp::create(ob, l, cols->identity));
           SmallVector<Value> idx = delinearize(ob, l, tileId, tileSpaceV);
           SmallVector<Value> outerIdx(ArrayRef(idx).drop_back(2));
           Value r0 = arith::MulIOp::create(ob, l, idx[idx.size() - 2], tv);
@@ -332,6 +459,15 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                       row.ivs = ivsAt(
                           outerIdx, arith::MinUIOp::create(fb, fl, r, lastRowV),
                           arith::MinUIOp::create(fb, fl, firstCol, lastColV));
+                      // The column sums take what the op loaded (or was
+                      // given) of the tensor they share, and fold where the
+                      // row is in range.
+                      Value inRange = row.ok;
+                      auto foldColumns = [&](ArrayRef<Value> next) {
+                        for (auto [k, v] : llvm::enumerate(next))
+                          carried[colAt + k] = arith::SelectOp::create(
+                              fb, fl, inRange, v, carried[colAt + k]);
+                      };
                       if (plan) {
                         GivenVector given;
                         if (red) {
@@ -343,8 +479,19 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                               fb, fl, row.ok, next, carried.front());
                           given = sharedVector(*red, loaded);
                         }
+                        SmallVector<Value> opLoaded;
                         emitGenericVector(fb, fl, plan->op, row.ivs, nullptr,
-                                          {}, given, nullptr, &row.lanes);
+                                          {}, given, cols ? &opLoaded : nullptr,
+                                          &row.lanes);
+                        if (cols) {
+                          SmallVector<GivenVector, 1> colGiven;
+                          if (Value v = opLoaded[cols->shared->elementwise
+                                                     ->getOperandNumber()])
+                            colGiven.push_back({cols->shared->reduction, v});
+                          foldColumns(emitGenericVectorLanes(
+                              fb, fl, *plan->cols, row.ivs, *cols,
+                              ArrayRef(carried).drop_front(colAt), colGiven));
+                        }
                         continue;
                       }
                       IRMapping map;
@@ -364,10 +511,24 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                                       red->shared->elementwise),
                                   redMap.lookup(mine));
                       }
+                      // An element the column sums read is loaded, whether
+                      // or not the op uses it.
                       cloneBodyAt(fb, fl, op, row.ivs, map,
-                                  /*maskReads=*/true);
+                                  /*maskReads=*/!cols);
                       for (Value v : yield.getValues())
                         row.lanes.push_back({map.lookupOrDefault(v)});
+                      if (cols) {
+                        IRMapping colMap;
+                        colMap.map(cols->outArg, carried[colAt]);
+                        BlockArgument opArg = op.getMatchingBlockArgument(
+                            cols->shared->elementwise);
+                        if (map.contains(opArg))
+                          colMap.map(cols->op.getMatchingBlockArgument(
+                                         cols->shared->reduction),
+                                     map.lookup(opArg));
+                        cloneBodyAt(fb, fl, cols->op, row.ivs, colMap);
+                        foldColumns(colMap.lookup(cols->comb->getResult(0)));
+                      }
                     }
                     // Then the group's stores.
                     for (Row &row : group) {
@@ -410,7 +571,42 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
           if (red)
             memref::StoreOp::create(ob, l, folded.front(), running,
                                     ValueRange{tid});
+          // The thread's column sums at their tile columns (lane k of
+          // thread x: column x*W + k), in its warp's row.
+          for (int64_t k = 0; cols && k < width; ++k) {
+            Value col = tx;
+            if (width > 1)
+              col = arith::AddIOp::create(
+                  ob, l, arith::MulIOp::create(ob, l, tx, widthV),
+                  indexConstant(ob, l, k));
+            memref::StoreOp::create(ob, l, folded[colAt + k], colSums,
+                                    ValueRange{ty, col});
+          }
           gpu::BarrierOp::create(ob, l);
+          // Thread j < 32 x W folds tile column j over the warps, in
+          // order, into the tile row's partial sums.
+          if (cols) {
+            Value col = arith::AddIOp::create(ob, l, c0, tid);
+            Value ok =
+                arith::AndIOp::create(ob, l, lessThan(ob, l, tid, tileCols),
+                                      lessThan(ob, l, col, colsV));
+            RowTeam::emitIf(ob, l, ok, [&](OpBuilder &ib, Location il) {
+              Value sum = arith::ConstantOp::create(ib, il, cols->identity);
+              for (int64_t w = 0; w < warps; ++w) {
+                IRMapping fold;
+                fold.map(cols->outArg, sum);
+                fold.map(cols->x,
+                         memref::LoadOp::create(
+                             ib, il, colSums,
+                             ValueRange{indexConstant(ib, il, w), tid}));
+                sum = ib.clone(*cols->comb, fold)->getResult(0);
+              }
+              Value tileRow =
+                  arith::DivUIOp::create(ib, il, tileId, tileSpaceV.back());
+              memref::StoreOp::create(ib, il, sum, colPartials,
+                                      ValueRange{tileRow, col});
+            });
+          }
           // Out: tile columns ty*V, ty*V + blockSize/32*V, ..., of each
           // the element (r0 + the row, the column's) and the V - 1 after
           // it, written where the transposed outputs' maps put it (warp
@@ -507,10 +703,14 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
     });
   }
   gpu::TerminatorOp::create(b, loc);
-  if (red) {
-    b.setInsertionPointAfter(launch);
+  // The column sums' fold first: its launch has shared memory, which
+  // ds-merge-gpu-launches does not join, and the full reduction's one-block
+  // fold then still joins the one-block launches after it.
+  b.setInsertionPointAfter(launch);
+  if (cols)
+    foldColumnPartials(b, loc, *cols, colPartials, tileRows, shape);
+  if (red)
     red->foldPartials(b, loc, partials, shape);
-  }
 }
 
 } // namespace
@@ -548,13 +748,28 @@ bool mlir::ds::gpu_kernels::isTransposingGeneric(linalg::GenericOp op) {
   return !transposedOutputs(op).outputs.empty();
 }
 
+/// `columns` taken apart as a reduction that reads `op`'s tensor.
+static std::optional<Reduction>
+columnReduction(OpBuilder &b, linalg::GenericOp columns, linalg::GenericOp op) {
+  if (!columns)
+    return std::nullopt;
+  assert(canShareColumnTiles(columns, op) && "not a column sibling");
+  Reduction cols(b, columns);
+  cols.shared = sharedInput(columns, op);
+  return cols;
+}
+
 void mlir::ds::gpu_kernels::buildTransposingLaunch(OpBuilder &b,
                                                    linalg::GenericOp op,
-                                                   const LaunchShape &shape) {
-  buildLaunchOverTiles(b, op, shape, /*red=*/nullptr);
+                                                   const LaunchShape &shape,
+                                                   linalg::GenericOp columns) {
+  std::optional<Reduction> cols = columnReduction(b, columns, op);
+  buildLaunchOverTiles(b, op, shape, /*red=*/nullptr, cols ? &*cols : nullptr);
 }
 
 void mlir::ds::gpu_kernels::buildTransposingSiblingLaunch(
-    OpBuilder &b, Reduction &red, const LaunchShape &shape) {
-  buildLaunchOverTiles(b, red.sibling, shape, &red);
+    OpBuilder &b, Reduction &red, const LaunchShape &shape,
+    linalg::GenericOp columns) {
+  std::optional<Reduction> cols = columnReduction(b, columns, red.sibling);
+  buildLaunchOverTiles(b, red.sibling, shape, &red, cols ? &*cols : nullptr);
 }

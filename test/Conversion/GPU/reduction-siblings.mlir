@@ -339,3 +339,137 @@ func.func @cast_transpose(%x: memref<70x45xf32>, %qt: memref<45x70xbf16>) attrib
   }
   return
 }
+
+// -----
+
+// A bias gradient (the column sums of a cotangent) beside the cotangent's
+// amax and FP8 cast-transpose runs over the cast's tiles too (Transformer
+// Engine's cast_transpose_dbias): the bf16 vector each lane loads serves
+// the amax, the cast and a sum per lane. Each thread keeps its columns'
+// sums over its rows of the tile, the warps' sums meet in shared memory
+// (8 warps x 128 columns), and the first 128 threads fold them in warp
+// order into the tile row's partial sums, [8 tile rows, 512]. A second
+// launch folds those, a lane per column and the block's warps over the
+// tile rows, then the amax's partials as before.
+// CHECK-LABEL: func.func @amax_cast_transpose_dbias
+// CHECK:         %[[P:.*]] = gpu.alloc () : memref<32xf32>
+// CHECK:         %[[CP:.*]] = gpu.alloc () : memref<8x512xf32>
+// CHECK:         gpu.launch {{.*}} workgroup(%[[TILE:.*]] : memref<32x129xi32, #gpu.address_space<workgroup>>, %[[ACC:.*]] : memref<256xf32, #gpu.address_space<workgroup>>, %[[SUMS:.*]] : memref<8x128xf32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.if
+// CHECK:             scf.for
+// CHECK:               memref.load %[[ACC]]
+// CHECK:               scf.for
+// CHECK:                 %[[X:.*]] = vector.load %arg0[{{.*}} : memref<256x512xbf16>, vector<4xbf16>
+// CHECK-COUNT-4:         arith.maximumf
+// CHECK-NOT:             vector.load
+// CHECK-COUNT-4:         arith.truncf
+// CHECK-NOT:             vector.load
+// CHECK-COUNT-4:         arith.addf
+// CHECK:                 vector.load %arg0[
+// CHECK:               memref.store %{{.*}}, %[[ACC]]
+// CHECK-COUNT-4:       memref.store %{{.*}}, %[[SUMS]]
+// CHECK:               gpu.barrier
+// CHECK:               scf.if
+// CHECK-COUNT-8:         memref.load %[[SUMS]]
+// CHECK:                 memref.store %{{.*}}, %[[CP]][
+// CHECK:               scf.for
+// CHECK:               gpu.barrier
+// CHECK:           } else {
+// CHECK:             scf.for
+// CHECK:               scf.for
+// CHECK:                 %[[X:.*]] = memref.load %arg0[
+// CHECK:                 arith.maximumf
+// CHECK:                 arith.truncf
+// CHECK:                 arith.addf
+// CHECK:               memref.store %{{.*}}, %[[SUMS]]
+// CHECK-NOT:           memref.store %{{.*}}, %[[SUMS]]
+// CHECK:               gpu.barrier
+// CHECK:           gpu.all_reduce maximumf
+// CHECK:         gpu.launch {{.*}} workgroup(%[[WARPS:.*]] : memref<8x32xf32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.for
+// CHECK:             memref.load %[[CP]]
+// CHECK:             arith.addf
+// CHECK:           memref.store %{{.*}}, %[[WARPS]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.if
+// CHECK-COUNT-8:     memref.load %[[WARPS]]
+// CHECK:             memref.store %{{.*}}, %arg5[
+// CHECK:         gpu.dealloc %[[CP]]
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce maximumf
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+// UNFUSED-LABEL: func.func @amax_cast_transpose_dbias
+// UNFUSED-NOT:     memref<8x128xf32, #gpu.address_space<workgroup>>
+// UNFUSED:         return
+#id2 = affine_map<(i, j) -> (i, j)>
+#tr2 = affine_map<(i, j) -> (j, i)>
+#all2 = affine_map<(i, j) -> ()>
+#col2 = affine_map<(i, j) -> (j)>
+func.func @amax_cast_transpose_dbias(%x: memref<256x512xbf16>, %scale: memref<f32>,
+                                     %q: memref<256x512xf8E5M2>, %qt: memref<512x256xf8E5M2>,
+                                     %m: memref<f32>, %db: memref<512xf32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<256x512xbf16>) outs(%db : memref<512xf32>) {
+  ^bb0(%a: bf16, %acc: f32):
+    %w = arith.extf %a : bf16 to f32
+    %s = arith.addf %acc, %w : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<256x512xbf16>) outs(%m : memref<f32>) {
+  ^bb0(%a: bf16, %acc: f32):
+    %w = arith.extf %a : bf16 to f32
+    %abs = math.absf %w : f32
+    %mx = arith.maximumf %acc, %abs : f32
+    linalg.yield %mx : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2, #id2, #tr2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %scale : memref<256x512xbf16>, memref<f32>) outs(%q, %qt : memref<256x512xf8E5M2>, memref<512x256xf8E5M2>) {
+  ^bb0(%a: bf16, %s: f32, %o: f8E5M2, %ot: f8E5M2):
+    %w = arith.extf %a : bf16 to f32
+    %p = arith.mulf %w, %s : f32
+    %t = arith.truncf %p : f32 to f8E5M2
+    linalg.yield %t, %t : f8E5M2, f8E5M2
+  }
+  return
+}
+
+// -----
+
+// A column sum after the cast-transpose, or over a map of its own (here
+// the transposed tensor's columns), keeps its own kernel.
+// CHECK-LABEL: func.func @dbias_not_joined
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+// CHECK:         gpu.launch {{.*}} workgroup(%{{.*}} : memref<32x129xi32, #gpu.address_space<workgroup>>) {
+// CHECK-NOT:       arith.addf
+// CHECK:         gpu.launch
+// CHECK:           arith.addf
+// CHECK:         return
+#id2 = affine_map<(i, j) -> (i, j)>
+#tr2 = affine_map<(i, j) -> (j, i)>
+#col2 = affine_map<(i, j) -> (j)>
+func.func @dbias_not_joined(%x: memref<256x512xbf16>, %qt: memref<512x256xbf16>,
+                            %db: memref<512xf32>, %dbt: memref<256xf32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#tr2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<256x512xbf16>) outs(%dbt : memref<256xf32>) {
+  ^bb0(%a: bf16, %acc: f32):
+    %w = arith.extf %a : bf16 to f32
+    %s = arith.addf %acc, %w : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #tr2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<256x512xbf16>) outs(%qt : memref<512x256xbf16>) {
+  ^bb0(%a: bf16, %ot: bf16):
+    linalg.yield %a : bf16
+  }
+  linalg.generic {indexing_maps = [#id2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<256x512xbf16>) outs(%db : memref<512xf32>) {
+  ^bb0(%a: bf16, %acc: f32):
+    %w = arith.extf %a : bf16 to f32
+    %s = arith.addf %acc, %w : f32
+    linalg.yield %s : f32
+  }
+  return
+}

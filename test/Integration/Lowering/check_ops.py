@@ -908,6 +908,47 @@ def reduction_cases():
                       lambda x: [torch.from_numpy(x * x).to(torch.bfloat16).float().numpy().T],
                       rtol=0, atol=0))
 
+    # A bias gradient beside the cast-transpose of its cotangent: the column
+    # sums run over the same tiles (Transformer Engine's
+    # cast_transpose_dbias; convert-linalg-to-ds-gpu's fuse-siblings), with
+    # the amax and through the same loops, and without one through a
+    # reshape. The cotangent is bf16 and read widened, as the FP8 policy
+    # keeps it. Its elements are eighths of at most 32, so every order of
+    # summation is exact: bit for bit. 130 and 260 are not multiples of 32.
+    dshape = (2, 130, 260)
+    for name, view, perm, fp8 in [("amax_cast_transpose_dbias_e5m2", dshape, [0, 2, 1], E5M2),
+                                  ("cast_reshape_transpose_dbias_bf16", (260, 260), [1, 0], BF16)]:
+        dx = (rng_for(name).integers(-255, 256, dshape) / 8.0).astype(BF16)
+        out = tuple(view[p] for p in perm)
+        amax = fp8 != BF16
+        reshape = (f"%qv = ds.reshape %q : {T(dshape, fp8)} -> {T(view, fp8)}"
+                   if view != dshape else "")
+        amax_ops = (f"""%a = ds.abs %x : {T(dshape, F32)}
+          %m = ds.reduce_max %a [0, 1, 2] : {T(dshape, F32)} -> {T((), F32)}"""
+                    if amax else "")
+        body = f"""
+          %x = ds.cast %a0 : {TA(dx)} -> {T(dshape, F32)}
+          %db = ds.reduce_sum %x [0, 1] : {T(dshape, F32)} -> {T((260,), F32)}
+          {amax_ops}
+          %s = ds.mul %x, %{"a1" if amax else "x"} : {T(dshape, F32)}, {T(() if amax else dshape, F32)} -> {T(dshape, F32)}
+          %q = ds.cast %s{" saturate" if amax else ""} : {T(dshape, F32)} -> {T(dshape, fp8)}
+          {reshape}
+          %t = ds.transpose {"%qv" if reshape else "%q"} [{', '.join(map(str, perm))}] : {T(view, fp8)} -> {T(out, fp8)}
+          %rt = ds.cast %t : {T(out, fp8)} -> {T(out, F32)}
+        """
+        def ref(x, s=None, v=view, p=perm, t=fp8):
+            xf = x.astype(np.float64)
+            q = (xf * s if s is not None else xf * xf).astype(F32)
+            q = (torch.from_numpy(q).to(torch.bfloat16).float().numpy() if t == BF16
+                 else q.astype(t).astype(F32))
+            refs = [xf.sum((0, 1)).astype(F32)]
+            if s is not None:
+                refs.append(np.abs(xf).max().astype(F32))
+            return refs + [q.reshape(v).transpose(p)]
+        inputs = [dx, np.array(0.75, F32)] if amax else [dx]
+        outputs = [("%db", (260,), F32)] + ([("%m", (), F32)] if amax else []) + [("%rt", out, F32)]
+        cases.append(Case(name, inputs, body, outputs, ref, rtol=0, atol=0))
+
     sm = randn("softmax", (3, 5, 7), scale=3.0)
     lx = randn("ln.x", (3, 5, 7), F64, 2.0) + 1.5
     lw, lb = randn("ln.w", (5, 7), F64), randn("ln.b", (5, 7), F64)
