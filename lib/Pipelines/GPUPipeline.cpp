@@ -161,6 +161,10 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   //    The FP8 GEMMs' transposed operands are written by the casts that
   //    make them (TE's cast-transpose), not copied after.
   pm.addNestedPass<func::FuncOp>(createFuseTransposesPass());
+  //    A layer norm's weight and bias gradients come after its input
+  //    gradient, which then gets a buffer of its own and joins the row
+  //    group of the statistics it reads.
+  pm.addNestedPass<func::FuncOp>(createSinkColumnReductionsPass());
   pm.addNestedPass<func::FuncOp>(createPrepareLibraryGemmsPass());
   math::MathExpandOpsPassOptions expandPowI;
   expandPowI.opMnemonics = {"fpowi"};

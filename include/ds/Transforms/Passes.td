@@ -1079,6 +1079,31 @@ def FuseTransposesPass : InterfacePass<"ds-fuse-transposes", "::mlir::FunctionOp
                            "::mlir::tensor::TensorDialect"];
 }
 
+def SinkColumnReductionsPass : InterfacePass<"ds-sink-column-reductions", "::mlir::FunctionOpInterface"> {
+  let summary = "Move column reductions past the row-wise op after them that reads the same tensor";
+  let description = [{
+    A layer norm's gradient computes the rows' statistics, then the weight
+    and bias gradients (column sums of the cotangent over the rows), then
+    the input gradient, which reads the cotangent and the statistics. On
+    the GPU the statistics and the input gradient form one row group
+    (convert-linalg-to-ds-gpu), which reads each row once, but the column
+    sums between them keep the input gradient out: bufferization writes it
+    in place over the cotangent they still read.
+
+    This pass moves a reduction of every loop but the innermost (a column
+    sum) on tensors to just after the first later all-parallel
+    `linalg.generic` over the same loops that reads one of its tensors
+    through the same map, reads a value per row (an input whose map uses
+    some loop but not the innermost), writes nothing transposed and does
+    not depend on the reduction. Several such reductions keep their order.
+    The cotangent is then live until the column sums, so the input gradient
+    gets a buffer of its own and joins the row group. ds-gpu-pipeline runs
+    it before bufferization. A cast-transpose (a transposed output) is
+    left alone: the column sums join its tiles instead.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def ApproximateMathPass : InterfacePass<"ds-approximate-math", "::mlir::FunctionOpInterface"> {
   let summary = "Replace f32 transcendental calls by inline polynomials";
   let description = [{
