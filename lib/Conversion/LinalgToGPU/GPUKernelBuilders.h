@@ -139,6 +139,20 @@ void buildReductionLaunch(OpBuilder &b, linalg::GenericOp op,
                           linalg::GenericOp sibling = {},
                           linalg::GenericOp columns = {});
 
+/// Whether buildReductionLaunch gives `op` (isParallelReduction) a thread
+/// per output, consecutive threads on consecutive outputs (a column
+/// reduction): its inputs coalesce along the outputs' innermost loop and
+/// not along the reduced one.
+bool getsColumnReduction(linalg::GenericOp op);
+
+/// Emits the column reductions `ops` (getsColumnReduction, over loops of
+/// the same sizes, in program order, neither writing what another touches:
+/// columnGroups, ReductionSiblings.h) as one launch whose threads fold all
+/// of them side by side, loading an input several read through the same
+/// map once. The caller erases them.
+void buildColumnGroupLaunch(OpBuilder &b, ArrayRef<linalg::GenericOp> ops,
+                            const LaunchShape &shape);
+
 /// Below this many reduced elements per output, a block per output wastes
 /// most of its threads: one thread per output loops instead.
 constexpr int64_t kMinParallelReduction = 32;

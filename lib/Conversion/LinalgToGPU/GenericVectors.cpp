@@ -200,11 +200,12 @@ Value mlir::ds::gpu_kernels::emitGenericVector(
 
 SmallVector<Value> mlir::ds::gpu_kernels::emitGenericVectorLanes(
     OpBuilder &b, Location loc, const GenericVectors &plan, ArrayRef<Value> ivs,
-    Reduction &red, ArrayRef<Value> accs, ArrayRef<GivenVector> given) {
+    Reduction &red, ArrayRef<Value> accs, ArrayRef<GivenVector> given,
+    SmallVectorImpl<Value> *loaded) {
   assert(static_cast<int64_t>(accs.size()) == plan.width &&
          "an accumulator per lane");
   SmallVector<Value> lanes(accs);
-  emitVectorIteration(b, loc, plan, ivs, &red, lanes, given, nullptr, nullptr);
+  emitVectorIteration(b, loc, plan, ivs, &red, lanes, given, loaded, nullptr);
   return lanes;
 }
 

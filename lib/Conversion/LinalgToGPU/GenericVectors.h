@@ -94,12 +94,13 @@ void storeVectorOutput(OpBuilder &b, Location loc, const GenericVectors &plan,
 /// One vector of the reduction `red`'s iteration at loop indices `ivs`,
 /// where plan.innermost is one of its output (parallel) loops: lane k
 /// combines its element into accs[k], the accumulator of the vector's
-/// output k (`given`: as emitGenericVector's). Returns the accumulators.
-SmallVector<Value> emitGenericVectorLanes(OpBuilder &b, Location loc,
-                                          const GenericVectors &plan,
-                                          ArrayRef<Value> ivs, Reduction &red,
-                                          ArrayRef<Value> accs,
-                                          ArrayRef<GivenVector> given = {});
+/// output k (`given`, `loaded`: as emitGenericVector's). Returns the
+/// accumulators.
+SmallVector<Value>
+emitGenericVectorLanes(OpBuilder &b, Location loc, const GenericVectors &plan,
+                       ArrayRef<Value> ivs, Reduction &red,
+                       ArrayRef<Value> accs, ArrayRef<GivenVector> given = {},
+                       SmallVectorImpl<Value> *loaded = nullptr);
 
 /// How a parallel reduction's fold moves vectors along its innermost
 /// reduced loop, and with it the iterations of the sibling that runs in its

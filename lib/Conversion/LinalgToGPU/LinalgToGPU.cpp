@@ -123,9 +123,15 @@ bool getsReductionKernel(Operation *op) {
 /// The constant `t` holds at `reader`: one linalg.fill of a constant
 /// writes it before `reader` in their block, and any other op that may
 /// write it (one that does more than copy from it or free it) comes after
-/// `reader`. Null otherwise.
-TypedAttr filledConstant(Value t, Operation *reader) {
-  if (!t.getDefiningOp<memref::AllocOp>())
+/// `reader`. Null otherwise. `t` is an allocation or, with
+/// `distinctArguments` (no other argument shares its memory), an argument
+/// of the function: bufferization may fill a step's result with the zeros
+/// that the accumulators of its gradient's reductions copy.
+TypedAttr filledConstant(Value t, Operation *reader, bool distinctArguments) {
+  auto arg = dyn_cast<BlockArgument>(t);
+  bool argument = arg && distinctArguments &&
+                  isa<FunctionOpInterface>(arg.getOwner()->getParentOp());
+  if (!t.getDefiningOp<memref::AllocOp>() && !argument)
     return {};
   Block *block = reader->getBlock();
   TypedAttr value;
@@ -158,7 +164,7 @@ TypedAttr filledConstant(Value t, Operation *reader) {
 /// is fresh and the next op to touch it is a reduction that gets a kernel,
 /// the copy goes and the reduction folds the constant in
 /// (kConstantInitAttr); a fill nothing copies from any more goes too.
-void foldConstantInits(func::FuncOp f) {
+void foldConstantInits(func::FuncOp f, bool distinctArguments) {
   SmallVector<memref::CopyOp> copies;
   for (Operation &op : f.getBody().front())
     if (auto copy = dyn_cast<memref::CopyOp>(op))
@@ -167,7 +173,7 @@ void foldConstantInits(func::FuncOp f) {
   for (memref::CopyOp copy : copies) {
     Value target = copy.getTarget();
     auto type = cast<MemRefType>(target.getType());
-    TypedAttr value = filledConstant(copy.getSource(), copy);
+    TypedAttr value = filledConstant(copy.getSource(), copy, distinctArguments);
     if (!value || !target.getDefiningOp<memref::AllocOp>() ||
         !type.getLayout().isIdentity() ||
         copy.getSource().getType() != target.getType())
@@ -195,8 +201,9 @@ void foldConstantInits(func::FuncOp f) {
     copy.erase();
   }
   for (Value t : templates) {
-    // Kept while anything but its fill and its dealloc uses it.
-    if (!llvm::all_of(t.getUsers(), [](Operation *u) {
+    // Kept while anything but its fill and its dealloc uses it, and always
+    // when it is an argument (a result of the step).
+    if (isa<BlockArgument>(t) || !llvm::all_of(t.getUsers(), [](Operation *u) {
           return isa<linalg::FillOp, memref::DeallocOp>(u);
         }))
       continue;
@@ -217,10 +224,13 @@ void fuseRowGroups(func::FuncOp f, const LaunchShape &shape) {
 }
 
 /// Every linalg op of `f` becomes a kernel: parallel reductions directly
-/// (with their `siblings`, which then go), the rest through scf.parallel
-/// (reduction loops stay serial inside).
+/// (with their `siblings`, which then go; with `groupColumns`, column
+/// reductions of one tensor as one launch), the rest through scf.parallel
+/// (reduction loops stay serial inside). `distinctArguments`: as
+/// scheduleReductionSiblings'.
 LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
-                               ArrayRef<ReductionSibling> siblings) {
+                               ArrayRef<ReductionSibling> siblings,
+                               bool groupColumns, bool distinctArguments) {
   // Each unit becomes one launch where its last op, the elementwise one,
   // was; the reductions before it go with it.
   llvm::DenseMap<Operation *, const ReductionSibling *> unitOf;
@@ -230,6 +240,20 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
     for (linalg::GenericOp op : {pair.reduction, pair.columns})
       if (op)
         absorbed.insert(op);
+  }
+  // Column reductions that read the same tensor: one launch, where the last
+  // of each group was.
+  llvm::DenseSet<Operation *> taken(absorbed);
+  for (const ReductionSibling &pair : siblings)
+    taken.insert(pair.elementwise);
+  SmallVector<SmallVector<linalg::GenericOp>> groups;
+  if (groupColumns)
+    groups = columnGroups(f, taken, distinctArguments);
+  llvm::DenseMap<Operation *, ArrayRef<linalg::GenericOp>> groupOf;
+  for (ArrayRef<linalg::GenericOp> group : groups) {
+    groupOf[group.back()] = group;
+    for (linalg::GenericOp op : group.drop_back())
+      absorbed.insert(op);
   }
   SmallVector<linalg::LinalgOp> ops;
   f.walk([&](linalg::LinalgOp op) {
@@ -259,6 +283,14 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
       continue;
     }
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (ArrayRef<linalg::GenericOp> group = groupOf.lookup(op);
+        !group.empty()) {
+      OpBuilder b(op);
+      buildColumnGroupLaunch(b, group, shape);
+      for (linalg::GenericOp member : llvm::reverse(group))
+        member->erase();
+      continue;
+    }
     if (const ReductionSibling *unit = unitOf.lookup(op)) {
       OpBuilder b(op);
       if (unit->reduction)
@@ -640,18 +672,17 @@ struct ConvertLinalgToGPUPass
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal())
         continue;
-      foldConstantInits(f);
+      // Only a step's own arguments come with the ABI's promise.
+      bool distinct = f->hasAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName());
+      foldConstantInits(f, distinct);
       if (fuseRows)
         fuseRowGroups(f, shape);
       SmallVector<ReductionSibling> siblings;
-      if (fuseSiblings) {
-        // Only a step's own arguments come with the ABI's promise.
-        bool distinct =
-            f->hasAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName());
+      if (fuseSiblings)
         siblings = scheduleReductionSiblings(f, distinct);
-      }
       convertCopies(f);
-      if (failed(convertLinalgOps(f, shape, siblings)))
+      if (failed(convertLinalgOps(f, shape, siblings,
+                                  /*groupColumns=*/fuseSiblings, distinct)))
         return signalPassFailure();
       convertParallelLoops(f, shape);
       if (failed(wrapHostMemoryCode(f)))

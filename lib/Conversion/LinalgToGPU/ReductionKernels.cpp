@@ -273,61 +273,120 @@ struct ColumnTasks {
   Value count;   // tasks
 };
 
-/// Task `task` of a column reduction: its outputs' elements in its run,
-/// folded in order (one accumulator per output) into the outputs or, with
-/// `partials`, written there.
-void emitColumnTask(OpBuilder &b, Location loc, Reduction &red,
-                    const ColumnTasks &t, const GenericVectors *vectors,
-                    Value partials, Value task) {
+/// One reduction of a column group (buildColumnReduction): the reduction,
+/// its vector plan (null: elements) and its partial results' buffer (null:
+/// none, the task folds into the output).
+struct ColumnMember {
+  Reduction *red;
+  const GenericVectors *vectors;
+  Value partials;
+};
+
+/// What the members before have loaded of a buffer through a map: the
+/// value (an element or a vector) each of them would load again.
+using LoadedOperands =
+    SmallVector<std::tuple<Value, AffineMap, Value>, 4>; // buffer, map, value
+
+Value lookupLoaded(const LoadedOperands &loaded, linalg::GenericOp op,
+                   OpOperand *operand) {
+  for (auto [buffer, map, value] : loaded)
+    if (buffer == operand->get() && map == op.getMatchingIndexingMap(operand))
+      return value;
+  return {};
+}
+
+/// Task `task` of a column reduction group: each member's outputs'
+/// elements in its run, folded in order (one accumulator per output and
+/// member) into the outputs or, with partials, written there. An input
+/// that several members read through the same map is loaded once.
+void emitColumnTask(OpBuilder &b, Location loc, ArrayRef<ColumnMember> members,
+                    const ColumnTasks &t, bool vectors, Value task) {
+  Reduction &lead = *members.front().red;
+  bool split = static_cast<bool>(members.front().partials);
   // Consecutive tasks on consecutive outputs (or vectors of them).
   Value outVectors = t.numOut;
   if (t.lanes > 1)
     outVectors = arith::DivUIOp::create(b, loc, t.numOut,
                                         indexConstant(b, loc, t.lanes));
   Value o = task, part;
-  if (partials) {
+  if (split) {
     o = arith::RemUIOp::create(b, loc, task, outVectors);
     part = arith::DivUIOp::create(b, loc, task, outVectors);
   }
   if (t.lanes > 1)
     o = arith::MulIOp::create(b, loc, o, indexConstant(b, loc, t.lanes));
-  SmallVector<Value> parIdx = delinearize(b, loc, o, red.parSizes);
+  SmallVector<Value> parIdx = delinearize(b, loc, o, lead.parSizes);
   Value first = indexConstant(b, loc, 0), end = t.numRed;
-  if (partials) {
+  if (split) {
     first = arith::MulIOp::create(b, loc, part, t.run);
     end = arith::MinUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, first, t.run), t.numRed);
   }
   Value one = indexConstant(b, loc, 1);
-  SmallVector<Value> totals;
-  if (!vectors) {
-    totals.push_back(red.foldRange(b, loc, parIdx, first, end, one));
-  } else {
-    SmallVector<Value> init(t.lanes,
-                            arith::ConstantOp::create(b, loc, red.identity));
-    auto loop = scf::ForOp::create(
-        b, loc, first, end, one, init,
-        [&](OpBuilder &rb, Location l, Value r, ValueRange accs) {
-          SmallVector<Value> ivs =
-              red.loopIndices(parIdx, delinearize(rb, l, r, red.redSizes));
-          scf::YieldOp::create(
-              rb, l,
-              emitGenericVectorLanes(rb, l, *vectors, ivs, red,
-                                     SmallVector<Value>(accs)));
-        });
-    llvm::append_range(totals, loop.getResults());
-  }
-  for (auto [k, total] : llvm::enumerate(totals)) {
-    SmallVector<Value> laneIdx(parIdx);
-    if (k > 0)
-      laneIdx.back() = arith::AddIOp::create(b, loc, laneIdx.back(),
-                                             indexConstant(b, loc, k));
-    if (!partials) {
-      red.foldIntoOutput(b, loc, laneIdx, total);
-      continue;
+  // Alone, a reduction skips the elements its body discards
+  // (MaskedReads.h); in a group, what one member loads another may use.
+  bool shareLoads = members.size() > 1;
+  // A member's t.lanes accumulators after another's.
+  SmallVector<Value> init;
+  for (const ColumnMember &m : members)
+    init.append(t.lanes, arith::ConstantOp::create(b, loc, m.red->identity));
+  auto loop = scf::ForOp::create(
+      b, loc, first, end, one, init,
+      [&](OpBuilder &rb, Location l, Value r, ValueRange accs) {
+        SmallVector<Value> ivs =
+            lead.loopIndices(parIdx, delinearize(rb, l, r, lead.redSizes));
+        SmallVector<Value> next;
+        LoadedOperands loaded;
+        for (auto [k, m] : llvm::enumerate(members)) {
+          linalg::GenericOp op = m.red->op;
+          ValueRange mine = accs.slice(k * t.lanes, t.lanes);
+          if (!vectors) {
+            IRMapping map;
+            map.map(m.red->outArg, mine.front());
+            for (OpOperand *in : op.getDpsInputOperands())
+              if (Value v = lookupLoaded(loaded, op, in))
+                map.map(op.getMatchingBlockArgument(in), v);
+            cloneBodyAt(rb, l, op, ivs, map, /*maskReads=*/!shareLoads);
+            for (OpOperand *in : op.getDpsInputOperands())
+              if (BlockArgument arg = op.getMatchingBlockArgument(in);
+                  map.contains(arg) && !lookupLoaded(loaded, op, in))
+                loaded.push_back({in->get(), op.getMatchingIndexingMap(in),
+                                  map.lookup(arg)});
+            next.push_back(map.lookup(m.red->comb->getResult(0)));
+            continue;
+          }
+          SmallVector<GivenVector> given;
+          for (OpOperand *in : op.getDpsInputOperands())
+            if (Value v = lookupLoaded(loaded, op, in))
+              given.push_back({in, v});
+          SmallVector<Value> vectorsLoaded;
+          llvm::append_range(next, emitGenericVectorLanes(
+                                       rb, l, *m.vectors, ivs, *m.red,
+                                       SmallVector<Value>(mine), given,
+                                       shareLoads ? &vectorsLoaded : nullptr));
+          if (!shareLoads)
+            continue;
+          for (OpOperand *in : op.getDpsInputOperands())
+            if (Value v = vectorsLoaded[in->getOperandNumber()];
+                v && !lookupLoaded(loaded, op, in))
+              loaded.push_back({in->get(), op.getMatchingIndexingMap(in), v});
+        }
+        scf::YieldOp::create(rb, l, next);
+      });
+  for (auto [k, m] : llvm::enumerate(members)) {
+    for (int64_t lane = 0; lane < t.lanes; ++lane) {
+      Value total = loop.getResult(k * t.lanes + lane);
+      SmallVector<Value> laneIdx(parIdx);
+      if (lane > 0)
+        laneIdx.back() = arith::AddIOp::create(b, loc, laneIdx.back(),
+                                               indexConstant(b, loc, lane));
+      if (!split) {
+        m.red->foldIntoOutput(b, loc, laneIdx, total);
+        continue;
+      }
+      laneIdx.push_back(part);
+      memref::StoreOp::create(b, loc, total, m.partials, laneIdx);
     }
-    laneIdx.push_back(part);
-    memref::StoreOp::create(b, loc, total, partials, laneIdx);
   }
 }
 
@@ -344,20 +403,48 @@ void emitColumnTask(OpBuilder &b, Location loc, Reduction &red,
 /// same sums in the same order, in a fraction of the load instructions.
 /// The grid is sized for those tasks; the misaligned case's scalar tasks
 /// take more trips of the grid-stride loop.
-void buildColumnReduction(OpBuilder &b, Reduction &red,
+///
+/// `reds`: one reduction, or a group of them over the same loops
+/// (columnGroups, ReductionSiblings.h), which the same threads fold side by
+/// side, loading what they share once: a layer norm's weight and bias
+/// gradients both sum the cotangent over the rows.
+void buildColumnReduction(OpBuilder &b, ArrayRef<Reduction *> reds,
                           const LaunchShape &shape) {
+  Reduction &red = *reds.front();
   Location loc = red.op.getLoc();
-  std::optional<GenericVectors> vectors;
+  // Vectors when every member has a plan, at the narrowest width.
+  SmallVector<GenericVectors> plans;
   if (shape.vectorize && red.numOutStatic > 0 &&
       !ShapedType::isDynamic(red.parStatic.back()))
-    vectors = planGenericVectors(red.op, red.parDims.back(),
-                                 red.parStatic.back(), /*reduction=*/true);
-  int64_t lanes = vectors ? vectors->width : 1;
+    for (Reduction *r : reds) {
+      std::optional<GenericVectors> plan =
+          planGenericVectors(r->op, r->parDims.back(), r->parStatic.back(),
+                             /*reduction=*/true);
+      if (!plan) {
+        plans.clear();
+        break;
+      }
+      plans.push_back(*plan);
+    }
+  int64_t lanes = plans.empty() ? 1 : plans.front().width;
+  SmallVector<Value> alignedBuffers;
+  for (const GenericVectors &plan : plans) {
+    lanes = std::min(lanes, plan.width);
+    appendBuffers(alignedBuffers, plan.buffers);
+  }
+  // Narrowing keeps a plan valid (GenericVectors.cpp).
+  for (GenericVectors &plan : plans)
+    plan.width = lanes;
   // Split for the vector tasks' count: as many threads as scalar tasks
   // would have, where the runs stay long enough.
   int64_t split =
       columnSplit(red.numOutStatic / lanes, red.numRedStatic, shape);
-  Value partials = split > 1 ? red.allocPartials(b, loc, split) : Value();
+  SmallVector<ColumnMember> scalarMembers, vectorMembers;
+  for (auto [k, r] : llvm::enumerate(reds)) {
+    Value partials = split > 1 ? r->allocPartials(b, loc, split) : Value();
+    scalarMembers.push_back({r, nullptr, partials});
+    vectorMembers.push_back({r, plans.empty() ? nullptr : &plans[k], partials});
+  }
   Reduction::Tasks tasks = red.tasks(b, loc, split);
   ColumnTasks scalar{tasks.numOut, tasks.numRed, Value(), 1, tasks.count};
   // Runs of ceil(numRed / split) elements; the last may be short or empty.
@@ -366,10 +453,9 @@ void buildColumnReduction(OpBuilder &b, Reduction &red,
           ? indexConstant(b, loc, llvm::divideCeil(red.numRedStatic, split))
           : tasks.numRed;
   ColumnTasks vector = scalar;
-  if (vectors) {
-    vector.lanes = vectors->width;
-    vector.count =
-        indexConstant(b, loc, red.numOutStatic / vector.lanes * split);
+  if (!plans.empty()) {
+    vector.lanes = lanes;
+    vector.count = indexConstant(b, loc, red.numOutStatic / lanes * split);
   }
   Value blocks = clampBlocks(
       b, loc,
@@ -382,31 +468,33 @@ void buildColumnReduction(OpBuilder &b, Reduction &red,
                 std::tie(start, stride) = gridStrideStart(kb, loc, launch);
                 auto tasksOf = [&](OpBuilder &ib, Location il,
                                    const ColumnTasks &t,
-                                   const GenericVectors *plan) {
+                                   ArrayRef<ColumnMember> members) {
                   scf::ForOp::create(
                       ib, il, start, t.count, stride, ValueRange{},
                       [&](OpBuilder &fb, Location fl, Value task, ValueRange) {
-                        emitColumnTask(fb, fl, red, t, plan, partials, task);
+                        emitColumnTask(fb, fl, members, t,
+                                       members.front().vectors, task);
                         scf::YieldOp::create(fb, fl);
                       });
                 };
-                if (!vectors) {
-                  tasksOf(kb, loc, scalar, nullptr);
+                if (plans.empty()) {
+                  tasksOf(kb, loc, scalar, scalarMembers);
                   return;
                 }
                 scf::IfOp::create(
-                    kb, loc, buffersAligned(kb, loc, vectors->buffers),
+                    kb, loc, buffersAligned(kb, loc, alignedBuffers),
                     [&](OpBuilder &ib, Location il) {
-                      tasksOf(ib, il, vector, &*vectors);
+                      tasksOf(ib, il, vector, vectorMembers);
                       scf::YieldOp::create(ib, il);
                     },
                     [&](OpBuilder &ib, Location il) {
-                      tasksOf(ib, il, scalar, nullptr);
+                      tasksOf(ib, il, scalar, scalarMembers);
                       scf::YieldOp::create(ib, il);
                     });
               });
-  if (partials)
-    red.foldPartials(b, loc, partials, shape);
+  for (const ColumnMember &m : scalarMembers)
+    if (m.partials)
+      m.red->foldPartials(b, loc, m.partials, shape);
 }
 
 } // namespace
@@ -465,14 +553,8 @@ void mlir::ds::gpu_kernels::buildReductionLaunch(OpBuilder &b,
       return buildTransposingSiblingLaunch(b, red, shape, columns);
   }
   assert(!columns && "column reductions join cast-transposes only");
-  // A block per output reads along the reduced dimensions, a thread per
-  // output along the outputs: pick the one whose loads coalesce, the block
-  // when both or neither do.
-  bool byColumns = !red.parDims.empty() &&
-                   !coalescedAlong(op, red.redDims.back()) &&
-                   coalescedAlong(op, red.parDims.back());
-  if (byColumns)
-    buildColumnReduction(b, red, shape);
+  if (getsColumnReduction(op))
+    buildColumnReduction(b, {&red}, shape);
   else if (warpPerRow(red.numOutStatic, red.numRedStatic, shape))
     buildWarpReduction(b, red, shape);
   else
@@ -499,4 +581,30 @@ bool mlir::ds::gpu_kernels::isBlockRowReduction(linalg::GenericOp op,
   return numRed >= kMinParallelReduction &&
          blockSplit(numOut, numRed, shape) == 1 &&
          coalescedAlong(op, op.getNumLoops() - 1);
+}
+
+// A block per output reads along the reduced dimensions, a thread per
+// output along the outputs: the one whose loads coalesce, the block when
+// both or neither do.
+bool mlir::ds::gpu_kernels::getsColumnReduction(linalg::GenericOp op) {
+  if (!isParallelReduction(op))
+    return false;
+  std::optional<unsigned> lastPar, lastRed;
+  for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray()))
+    (it == utils::IteratorType::reduction ? lastRed : lastPar) = d;
+  return lastPar && lastRed && !coalescedAlong(op, *lastRed) &&
+         coalescedAlong(op, *lastPar);
+}
+
+void mlir::ds::gpu_kernels::buildColumnGroupLaunch(
+    OpBuilder &b, ArrayRef<linalg::GenericOp> ops, const LaunchShape &shape) {
+  // Stable addresses: the members point into it.
+  std::vector<Reduction> reds;
+  reds.reserve(ops.size());
+  for (linalg::GenericOp op : ops)
+    reds.emplace_back(b, op);
+  SmallVector<Reduction *> members;
+  for (Reduction &red : reds)
+    members.push_back(&red);
+  buildColumnReduction(b, members, shape);
 }

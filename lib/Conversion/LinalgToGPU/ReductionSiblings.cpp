@@ -289,3 +289,70 @@ mlir::ds::gpu_kernels::scheduleReductionSiblings(func::FuncOp f,
          "a unit moves as one");
   return pairs;
 }
+
+/// Whether `a` and `b` read one buffer through one map.
+static bool shareAnInput(linalg::GenericOp a, linalg::GenericOp b) {
+  for (OpOperand *x : a.getDpsInputOperands())
+    for (OpOperand *y : b.getDpsInputOperands())
+      if (isa<MemRefType>(x->get().getType()) && x->get() == y->get() &&
+          a.getMatchingIndexingMap(x) == b.getMatchingIndexingMap(y))
+        return true;
+  return false;
+}
+
+/// Ops that may lie between two members of a column group: they touch no
+/// memory.
+static bool isSeparable(Operation &op) {
+  return isa<memref::AllocOp>(op) || (op.getNumRegions() == 0 && isPure(&op));
+}
+
+SmallVector<SmallVector<linalg::GenericOp>>
+mlir::ds::gpu_kernels::columnGroups(func::FuncOp f,
+                                    const llvm::DenseSet<Operation *> &taken,
+                                    bool distinctArguments) {
+  auto candidate = [&](Operation &op) -> linalg::GenericOp {
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    if (!generic || taken.contains(generic) ||
+        !generic.hasPureBufferSemantics() || !getsColumnReduction(generic) ||
+        llvm::any_of(generic.getStaticLoopRanges(), ShapedType::isDynamic))
+      return {};
+    // As convertLinalgOps: fewer elements per output loop in a thread.
+    int64_t reduced = 1;
+    for (auto [size, it] : llvm::zip(generic.getStaticLoopRanges(),
+                                     generic.getIteratorTypesArray()))
+      if (it == utils::IteratorType::reduction)
+        reduced *= size;
+    return reduced >= kMinParallelReduction ? generic : linalg::GenericOp();
+  };
+  SmallVector<SmallVector<linalg::GenericOp>> groups;
+  Block &body = f.getBody().front();
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    linalg::GenericOp first = candidate(*it);
+    if (!first)
+      continue;
+    SmallVector<linalg::GenericOp> group = {first};
+    SmallVector<AccessSet> accesses;
+    accesses.emplace_back(first);
+    auto next = std::next(it);
+    for (; next != body.end(); ++next) {
+      if (isSeparable(*next))
+        continue;
+      linalg::GenericOp member = candidate(*next);
+      if (!member ||
+          member.getStaticLoopRanges() != first.getStaticLoopRanges() ||
+          member.getIteratorTypesArray() != first.getIteratorTypesArray() ||
+          llvm::none_of(
+              group,
+              [&](linalg::GenericOp m) { return shareAnInput(m, member); }) ||
+          conflictsWithAny(AccessSet(member), accesses, distinctArguments))
+        break;
+      group.push_back(member);
+      accesses.emplace_back(member);
+    }
+    if (group.size() < 2)
+      continue;
+    it = group.back()->getIterator();
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}

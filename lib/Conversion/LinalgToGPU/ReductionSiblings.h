@@ -79,6 +79,16 @@ bool canShareColumnTiles(linalg::GenericOp columns,
 SmallVector<ReductionSibling> scheduleReductionSiblings(func::FuncOp f,
                                                         bool distinctArguments);
 
+/// Runs of column reductions (getsColumnReduction, GPUKernelBuilders.h) of
+/// `f`'s body that one launch can fold side by side: each over loops of the
+/// same sizes and iterators as the first, reading an input another member
+/// reads through the same map, touching nothing another writes, and
+/// separated from the one before only by allocations and pure ops. Two
+/// members at least; none of `taken` (the reductions siblings took).
+SmallVector<SmallVector<linalg::GenericOp>>
+columnGroups(func::FuncOp f, const llvm::DenseSet<Operation *> &taken,
+             bool distinctArguments);
+
 } // namespace mlir::ds::gpu_kernels
 
 #endif // DS_LIB_CONVERSION_LINALGTOGPU_REDUCTIONSIBLINGS_H

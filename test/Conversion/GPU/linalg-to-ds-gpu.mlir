@@ -684,6 +684,61 @@ func.func @constant_init(%x: memref<1024xf32>, %s: memref<f32>, %u: memref<f32>)
 
 // -----
 
+// The filled buffer may be a step's own result (an argument): bufferization
+// fills a zero gradient's buffer and copies it into the accumulators of
+// other reductions. In a step (llvm.emit_c_interface: no other argument
+// shares its memory) the copy goes as well, and the fill stays, since it is
+// the result. Elsewhere another argument might alias it: the copy stays.
+// CHECK-LABEL: func.func @constant_init_argument
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %arg2[] : memref<f32>
+// CHECK-NOT:       memref.load %arg2
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+// CHECK:             arith.constant 0.000000e+00 : f32
+// CHECK:         return
+// CHECK-LABEL: func.func @constant_init_not_a_step
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %arg2[] : memref<f32>
+// CHECK:           memref.load %arg2[] : memref<f32>
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+func.func @constant_init_argument(%x: memref<1024xf32>, %s: memref<f32>, %zero_grad: memref<f32>)
+    attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%zero_grad : memref<f32>)
+  %a = memref.alloc() : memref<f32>
+  memref.copy %zero_grad, %a : memref<f32> to memref<f32>
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>],
+                  iterator_types = ["reduction"]}
+      ins(%x : memref<1024xf32>) outs(%a : memref<f32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.addf %acc, %v : f32
+    linalg.yield %r : f32
+  }
+  memref.copy %a, %s : memref<f32> to memref<f32>
+  memref.dealloc %a : memref<f32>
+  return
+}
+func.func @constant_init_not_a_step(%x: memref<1024xf32>, %s: memref<f32>, %zero_grad: memref<f32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%zero_grad : memref<f32>)
+  %a = memref.alloc() : memref<f32>
+  memref.copy %zero_grad, %a : memref<f32> to memref<f32>
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>],
+                  iterator_types = ["reduction"]}
+      ins(%x : memref<1024xf32>) outs(%a : memref<f32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.addf %acc, %v : f32
+    linalg.yield %r : f32
+  }
+  memref.copy %a, %s : memref<f32> to memref<f32>
+  memref.dealloc %a : memref<f32>
+  return
+}
+
+// -----
+
 // Something else reads the copy before the reduction: the copy stays (in
 // a kernel: a copy of a few elements is not worth a DMA).
 // CHECK-LABEL: func.func @init_read_first

@@ -473,3 +473,70 @@ func.func @dbias_not_joined(%x: memref<256x512xbf16>, %qt: memref<512x256xbf16>,
   }
   return
 }
+
+// -----
+
+// A layer norm's weight and bias gradients: two column sums of the same
+// cotangent, with the second's accumulator allocated between them. One
+// launch folds both, a thread's two accumulators per output side by side
+// (per lane of a vector), loading the cotangent once; each writes its own
+// partial sums, which two launches fold. A third column sum of another
+// tensor keeps its own launch.
+// CHECK-LABEL: func.func @column_group
+// CHECK:         %[[P1:.*]] = gpu.alloc () : memref<128x{{[0-9]+}}xf32>
+// CHECK:         %[[P2:.*]] = gpu.alloc () : memref<128x{{[0-9]+}}xf32>
+// CHECK:         gpu.launch
+// CHECK:           scf.if
+// CHECK:             scf.for
+// CHECK:               scf.for {{.*}} -> (f32, f32, f32, f32, f32, f32, f32, f32)
+// CHECK:                 vector.load %arg0[{{.*}} : memref<512x128xf32>, vector<4xf32>
+// CHECK:                 vector.load %arg1[
+// CHECK-NOT:             vector.load
+// CHECK-COUNT-8:         arith.addf
+// CHECK:               memref.store %{{.*}}, %[[P1]][
+// CHECK:               memref.store %{{.*}}, %[[P2]][
+// CHECK:           } else {
+// CHECK:               scf.for {{.*}} -> (f32, f32)
+// CHECK:                 memref.load %arg0[
+// CHECK:                 memref.load %arg1[
+// CHECK-NOT:             memref.load %arg0[
+// CHECK:         gpu.launch
+// CHECK:           memref.load %[[P1]]
+// CHECK:         gpu.launch
+// CHECK:           memref.load %[[P2]]
+// CHECK:         gpu.launch
+// CHECK-NOT:       memref.load %arg0[
+// CHECK:           memref.load %arg4[
+// CHECK:         return
+// UNFUSED-LABEL: func.func @column_group
+// UNFUSED-COUNT-3: gpu.alloc () : memref<128x{{[0-9]+}}xf32>
+// UNFUSED-NOT:     gpu.alloc () : memref<128x{{[0-9]+}}xf32>
+// UNFUSED:         return
+#id2 = affine_map<(i, j) -> (i, j)>
+#col2 = affine_map<(i, j) -> (j)>
+func.func @column_group(%dy: memref<512x128xf32>, %xhat: memref<512x128xf32>,
+                        %dw: memref<128xf32>, %db: memref<128xf32>,
+                        %other: memref<512x128xf32>, %do: memref<128xf32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id2, #id2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%dy, %xhat : memref<512x128xf32>, memref<512x128xf32>) outs(%dw : memref<128xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %t = memref.alloc() : memref<128xf32>
+  linalg.generic {indexing_maps = [#id2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%dy : memref<512x128xf32>) outs(%t : memref<128xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  memref.copy %t, %db : memref<128xf32> to memref<128xf32>
+  linalg.generic {indexing_maps = [#id2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%other : memref<512x128xf32>) outs(%do : memref<128xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  return
+}

@@ -949,6 +949,23 @@ def reduction_cases():
         outputs = [("%db", (260,), F32)] + ([("%m", (), F32)] if amax else []) + [("%rt", out, F32)]
         cases.append(Case(name, inputs, body, outputs, ref, rtol=0, atol=0))
 
+    # A layer norm's weight and bias gradients: two column sums of one
+    # cotangent, which the GPU path folds side by side in one launch that
+    # loads the cotangent once (convert-linalg-to-ds-gpu's column groups).
+    # Eighths of at most 16: every order of summation is exact.
+    gy = (rng_for("column_group.dy").integers(-127, 128, dshape) / 8.0).astype(F32)
+    gx = (rng_for("column_group.x").integers(-127, 128, dshape) / 8.0).astype(F32)
+    body = f"""
+      %p = ds.mul %a0, %a1 : {TA(gy)}, {TA(gx)} -> {TA(gy)}
+      %dw = ds.reduce_sum %p [0, 1] : {TA(gy)} -> {T((260,), F32)}
+      %db = ds.reduce_sum %a0 [0, 1] : {TA(gy)} -> {T((260,), F32)}
+    """
+    cases.append(Case("column_group_sums_f32", [gy, gx], body,
+                      [("%dw", (260,), F32), ("%db", (260,), F32)],
+                      lambda y, x: [(y.astype(np.float64) * x).sum((0, 1)).astype(F32),
+                                    y.astype(np.float64).sum((0, 1)).astype(F32)],
+                      rtol=0, atol=0))
+
     sm = randn("softmax", (3, 5, 7), scale=3.0)
     lx = randn("ln.x", (3, 5, 7), F64, 2.0) + 1.5
     lw, lb = randn("ln.w", (5, 7), F64), randn("ln.b", (5, 7), F64)
