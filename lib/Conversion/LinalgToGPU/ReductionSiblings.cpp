@@ -32,19 +32,24 @@ bool allIterators(linalg::GenericOp op, utils::IteratorType type) {
                       [&](utils::IteratorType it) { return it == type; });
 }
 
+/// The iterations of `op`, when its loops are static (else -1).
+int64_t staticIterations(linalg::GenericOp op) {
+  int64_t n = 1;
+  for (int64_t r : op.getStaticLoopRanges()) {
+    if (ShapedType::isDynamic(r))
+      return -1;
+    n *= r;
+  }
+  return n;
+}
+
 /// A reduction over every loop of at least kMinSiblingElements elements,
 /// which gets a parallel kernel of its own.
 bool isLargeFullReduction(linalg::GenericOp op) {
-  if (!isParallelReduction(op) ||
-      !allIterators(op, utils::IteratorType::reduction))
-    return false;
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  if (llvm::any_of(ranges, ShapedType::isDynamic))
-    return false;
-  int64_t n = 1;
-  for (int64_t r : ranges)
-    n *= r;
-  return n >= std::max(kMinParallelReduction, kMinSiblingElements);
+  return isParallelReduction(op) &&
+         allIterators(op, utils::IteratorType::reduction) &&
+         staticIterations(op) >=
+             std::max(kMinParallelReduction, kMinSiblingElements);
 }
 
 /// The buffer `v` reshapes (through expand_shape and collapse_shape only),
@@ -157,13 +162,7 @@ bool isLargeColumnReduction(linalg::GenericOp op) {
         return it != utils::IteratorType::reduction;
       }))
     return false;
-  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  if (llvm::any_of(ranges, ShapedType::isDynamic))
-    return false;
-  int64_t n = 1;
-  for (int64_t r : ranges)
-    n *= r;
-  return n >= kMinSiblingElements;
+  return staticIterations(op) >= kMinSiblingElements;
 }
 
 } // namespace
