@@ -251,12 +251,55 @@ mlir::ds::gpu_kernels::planReductionVectors(Reduction &red) {
   return plan;
 }
 
-GivenVector mlir::ds::gpu_kernels::sharedVector(const Reduction &red,
-                                                ArrayRef<Value> loaded) {
+/// Pairs of an input of `from` and one of `to` that read the same buffer
+/// through the same map.
+static SmallVector<std::pair<OpOperand *, OpOperand *>>
+sameReads(linalg::GenericOp from, linalg::GenericOp to) {
+  SmallVector<std::pair<OpOperand *, OpOperand *>> pairs;
+  for (OpOperand *mine : from.getDpsInputOperands())
+    for (OpOperand *theirs : to.getDpsInputOperands())
+      if (isa<MemRefType>(mine->get().getType()) &&
+          theirs->get() == mine->get() &&
+          to.getMatchingIndexingMap(theirs) ==
+              from.getMatchingIndexingMap(mine))
+        pairs.push_back({mine, theirs});
+  return pairs;
+}
+
+SmallVector<GivenVector> mlir::ds::gpu_kernels::vectorsReadBy(
+    linalg::GenericOp from, ArrayRef<Value> loaded, linalg::GenericOp to) {
+  SmallVector<GivenVector> given;
+  for (const auto &pair : sameReads(from, to)) {
+    OpOperand *theirs = pair.second;
+    Value vector = loaded[pair.first->getOperandNumber()];
+    if (vector && llvm::none_of(given, [&](const GivenVector &g) {
+          return g.operand == theirs;
+        }))
+      given.push_back({theirs, vector});
+  }
+  return given;
+}
+
+SmallVector<GivenVector>
+mlir::ds::gpu_kernels::sharedVectors(const Reduction &red,
+                                     ArrayRef<Value> loaded) {
+  if (red.shared->sameLoops)
+    return vectorsReadBy(red.op, loaded, red.sibling);
   Value vector = loaded[red.shared->reduction->getOperandNumber()];
   if (!vector)
     return {};
-  return {red.shared->elementwise, vector};
+  return {{red.shared->elementwise, vector}};
+}
+
+void mlir::ds::gpu_kernels::mapElementsReadBy(linalg::GenericOp from,
+                                              const IRMapping &fromMap,
+                                              linalg::GenericOp to,
+                                              IRMapping &toMap) {
+  for (auto [mine, theirs] : sameReads(from, to)) {
+    BlockArgument arg = from.getMatchingBlockArgument(mine);
+    if (fromMap.contains(arg))
+      toMap.map(to.getMatchingBlockArgument(theirs), fromMap.lookup(arg));
+  }
 }
 
 void mlir::ds::gpu_kernels::appendBuffers(SmallVectorImpl<Value> &buffers,
@@ -296,7 +339,7 @@ Value mlir::ds::gpu_kernels::foldVectorsOrElements(
           SmallVector<Value> siblingIvs =
               red.shared->sameLoops ? ivs : delinearize(rb, l, c, siblingSizes);
           emitGenericVector(rb, l, *plan.sibling, siblingIvs, nullptr, {},
-                            sharedVector(red, loaded));
+                            sharedVectors(red, loaded));
         }
         scf::YieldOp::create(rb, l, next);
       });

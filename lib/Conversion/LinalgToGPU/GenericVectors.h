@@ -77,10 +77,25 @@ Value emitGenericVector(OpBuilder &b, Location loc, const GenericVectors &plan,
                         SmallVectorImpl<Value> *loaded = nullptr,
                         SmallVectorImpl<SmallVector<Value>> *yields = nullptr);
 
-/// The vector the sibling of `red` (ReductionSiblings.h) takes for the
-/// tensor the two share: the one the reduction's iteration loaded
-/// (emitGenericVector's `loaded`), if it loaded one.
-GivenVector sharedVector(const Reduction &red, ArrayRef<Value> loaded);
+/// The vectors `from`'s iteration loaded (emitGenericVector's `loaded`, by
+/// operand number) that operands of `to` read too: the same buffer through
+/// the same map, over the same loops.
+SmallVector<GivenVector> vectorsReadBy(linalg::GenericOp from,
+                                       ArrayRef<Value> loaded,
+                                       linalg::GenericOp to);
+
+/// The vectors the sibling of `red` (ReductionSiblings.h) takes from the
+/// reduction's iteration (`loaded`): the tensor the two share and, over
+/// the same loops, every other buffer both read through the same map.
+SmallVector<GivenVector> sharedVectors(const Reduction &red,
+                                       ArrayRef<Value> loaded);
+
+/// Maps, in `toMap`, each block argument of `to` that reads what one of
+/// `from` read (the same buffer through the same map, over the same loops)
+/// and `fromMap` holds to that element: cloned at the same indices, `to`
+/// then loads it no more.
+void mapElementsReadBy(linalg::GenericOp from, const IRMapping &fromMap,
+                       linalg::GenericOp to, IRMapping &toMap);
 
 /// Appends to `buffers` those of `more` it does not hold yet.
 void appendBuffers(SmallVectorImpl<Value> &buffers, ArrayRef<Value> more);

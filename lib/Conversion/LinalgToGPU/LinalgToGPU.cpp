@@ -678,8 +678,10 @@ struct ConvertLinalgToGPUPass
       if (fuseRows)
         fuseRowGroups(f, shape);
       SmallVector<ReductionSibling> siblings;
-      if (fuseSiblings)
+      if (fuseSiblings) {
         siblings = scheduleReductionSiblings(f, distinct);
+        inlineSharedProducers(siblings, distinct);
+      }
       convertCopies(f);
       if (failed(convertLinalgOps(f, shape, siblings,
                                   /*groupColumns=*/fuseSiblings, distinct)))

@@ -10,6 +10,7 @@
 #define DS_LIB_CONVERSION_LINALGTOGPU_REDUCTIONKERNELS_H
 
 #include "GPUKernelBuilders.h"
+#include "GenericVectors.h"
 #include "KernelUtils.h"
 #include "ReductionSiblings.h"
 
@@ -131,7 +132,9 @@ struct Reduction {
     }
     IRMapping siblingMap;
     BlockArgument mine = op.getMatchingBlockArgument(shared->reduction);
-    if (map.contains(mine))
+    if (shared->sameLoops)
+      mapElementsReadBy(op, map, sibling, siblingMap);
+    else if (map.contains(mine))
       siblingMap.map(sibling.getMatchingBlockArgument(shared->elementwise),
                      map.lookup(mine));
     cloneBodyAt(b, loc, sibling, siblingIvs, siblingMap, /*maskReads=*/true);

@@ -6,6 +6,7 @@
 
 #include "ReductionSiblings.h"
 #include "BufferAccess.h"
+#include "KernelUtils.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -354,4 +355,204 @@ mlir::ds::gpu_kernels::columnGroups(func::FuncOp f,
     groups.push_back(std::move(group));
   }
   return groups;
+}
+
+/// `member` with its input `operand` (the output of `producer`, read
+/// through the identity over the same loops) replaced by `producer`'s
+/// inputs, and `producer`'s body computed first for its value. Built
+/// before `member`, which is left in place.
+static linalg::GenericOp inlineProducer(linalg::GenericOp member,
+                                        OpOperand *operand,
+                                        linalg::GenericOp producer) {
+  SmallVector<Value> inputs;
+  SmallVector<AffineMap> maps;
+  for (OpOperand *in : member.getDpsInputOperands())
+    if (in != operand) {
+      inputs.push_back(in->get());
+      maps.push_back(member.getMatchingIndexingMap(in));
+    }
+  size_t producerInputs = inputs.size();
+  for (OpOperand *in : producer.getDpsInputOperands()) {
+    inputs.push_back(in->get());
+    maps.push_back(producer.getMatchingIndexingMap(in));
+  }
+  SmallVector<Value> outputs;
+  for (OpOperand &init : member.getDpsInitsMutable()) {
+    outputs.push_back(init.get());
+    maps.push_back(member.getMatchingIndexingMap(&init));
+  }
+  OpBuilder b(member);
+  auto fused = linalg::GenericOp::create(
+      b, member.getLoc(), TypeRange{}, inputs, outputs, maps,
+      member.getIteratorTypesArray(),
+      [&](OpBuilder &nb, Location loc, ValueRange args) {
+        IRMapping map;
+        for (auto [k, in] : llvm::enumerate(producer.getDpsInputOperands()))
+          map.map(producer.getMatchingBlockArgument(in),
+                  args[producerInputs + k]);
+        for (Operation &op : producer.getBody()->without_terminator())
+          nb.clone(op, map);
+        auto produced =
+            cast<linalg::YieldOp>(producer.getBody()->getTerminator());
+        size_t next = 0;
+        for (OpOperand *in : member.getDpsInputOperands())
+          map.map(member.getMatchingBlockArgument(in),
+                  in == operand ? map.lookupOrDefault(produced.getOperand(0))
+                                : args[next++]);
+        for (auto [k, init] : llvm::enumerate(member.getDpsInitsMutable()))
+          map.map(member.getMatchingBlockArgument(&init),
+                  args[inputs.size() + k]);
+        for (Operation &op : member.getBody()->without_terminator())
+          nb.clone(op, map);
+        SmallVector<Value> yielded;
+        for (Value v : member.getBody()->getTerminator()->getOperands())
+          yielded.push_back(map.lookupOrDefault(v));
+        linalg::YieldOp::create(nb, loc, yielded);
+      });
+  fused->setDiscardableAttrs(member->getDiscardableAttrDictionary());
+  return fused;
+}
+
+/// The producer inlineSharedProducers may move into `unit`'s members, and
+/// the temporary it writes; none when the conditions fail.
+static std::pair<linalg::GenericOp, Value>
+sharedProducer(const ReductionSibling &unit, bool distinctArguments) {
+  linalg::GenericOp e = unit.elementwise;
+  linalg::GenericOp first = unit.columns ? unit.columns : unit.reduction;
+  std::optional<SharedInput> shared =
+      first ? sharedInput(unit.reduction ? unit.reduction : unit.columns, e)
+            : std::nullopt;
+  if (!shared || !shared->sameLoops)
+    return {};
+  Value buffer = shared->elementwise->get();
+  auto alloc = buffer.getDefiningOp<memref::AllocOp>();
+  if (!alloc || alloc->getBlock() != e->getBlock())
+    return {};
+  SmallVector<linalg::GenericOp> members = {e};
+  for (linalg::GenericOp op : {unit.reduction, unit.columns})
+    if (op)
+      members.push_back(op);
+  // The writer: the last generic before the unit that writes the buffer,
+  // all-parallel over its whole shape, so that it overwrites what the
+  // buffer held before (bufferization reuses one allocation for values
+  // that are not live at once).
+  linalg::GenericOp producer;
+  Operation *unitStart = first ? first.getOperation() : e.getOperation();
+  for (Operation *user : buffer.getUsers())
+    if (auto generic = dyn_cast<linalg::GenericOp>(user);
+        generic && generic->getBlock() == e->getBlock() &&
+        generic->isBeforeInBlock(unitStart) && generic.getNumDpsInits() == 1 &&
+        generic.getDpsInitOperand(0)->get() == buffer &&
+        (!producer || producer->isBeforeInBlock(generic)))
+      producer = generic;
+  if (!producer || !producer.hasPureBufferSemantics() ||
+      producer.getNumParallelLoops() != producer.getNumLoops() ||
+      !producer.getMatchingIndexingMap(producer.getDpsInitOperand(0))
+           .isIdentity() ||
+      producer.payloadUsesValueFromOperand(producer.getDpsInitOperand(0)) ||
+      producer.getStaticLoopRanges() != e.getStaticLoopRanges() ||
+      producer.getStaticLoopRanges() !=
+          cast<MemRefType>(buffer.getType()).getShape() ||
+      producer->getBlock() != e->getBlock() ||
+      !producer->isBeforeInBlock(first ? first : e))
+    return {};
+  // What reads the value it writes: the members alone (each once, through
+  // the identity over its loops), until a deallocation or the next value
+  // written over all of the buffer. Uses before it (through views too) saw
+  // an earlier value.
+  Block *block = e->getBlock();
+  llvm::SmallPtrSet<Operation *, 4> readers;
+  llvm::SetVector<Operation *> touching; // in the block, through views too
+  SmallVector<Value> views = {buffer};
+  while (!views.empty()) {
+    Value v = views.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      Operation *at = block->findAncestorOpInBlock(*use.getOwner());
+      if (!at)
+        return {};
+      if (isa<ViewLikeOpInterface>(use.getOwner()))
+        llvm::append_range(views, use.getOwner()->getResults());
+      else
+        touching.insert(at);
+      if (at == producer || at->isBeforeInBlock(producer))
+        continue;
+      if (!e->isBeforeInBlock(at)) {
+        // Up to the unit's end: the members' reads, of the buffer itself.
+        auto generic = dyn_cast<linalg::GenericOp>(use.getOwner());
+        if (!generic || v != buffer || !llvm::is_contained(members, generic) ||
+            generic.isDpsInit(&use) ||
+            !generic.getMatchingIndexingMap(&use).isIdentity() ||
+            !readers.insert(generic).second) // one read per member
+          return {};
+      }
+    }
+  }
+  // After the unit, the first op that touches it must free or overwrite it.
+  Operation *next = nullptr;
+  for (Operation *op : touching)
+    if (e->isBeforeInBlock(op) && (!next || op->isBeforeInBlock(next)))
+      next = op;
+  if (next && !isa<memref::DeallocOp>(next)) {
+    auto overwrite = dyn_cast<linalg::GenericOp>(next);
+    if (!overwrite || overwrite.getNumDpsInits() != 1 ||
+        overwrite.getDpsInitOperand(0)->get() != buffer ||
+        llvm::is_contained(overwrite.getDpsInputs(), buffer) ||
+        overwrite.getNumParallelLoops() != overwrite.getNumLoops() ||
+        !overwrite.getMatchingIndexingMap(overwrite.getDpsInitOperand(0))
+             .isIdentity() ||
+        overwrite.payloadUsesValueFromOperand(overwrite.getDpsInitOperand(0)) ||
+        overwrite.getStaticLoopRanges() !=
+            cast<MemRefType>(buffer.getType()).getShape())
+      return {};
+  }
+  for (Operation &op : producer.getBody()->without_terminator())
+    if (op.getNumRegions() != 0)
+      return {};
+  // Its inputs unchanged until the unit, which writes none of them.
+  SmallVector<AccessSet> producerAccesses;
+  producerAccesses.emplace_back(producer);
+  for (Operation *op = producer->getNextNode(); op != (first ? first : e);
+       op = op->getNextNode()) {
+    AccessSet accesses(op);
+    if (accesses.touchesMemory() &&
+        conflictsWithAny(accesses, producerAccesses, distinctArguments))
+      return {};
+  }
+  for (linalg::GenericOp member : members)
+    for (OpOperand &init : member.getDpsInitsMutable())
+      for (OpOperand *in : producer.getDpsInputOperands())
+        if (viewRoot(init.get()) == viewRoot(in->get()))
+          return {};
+  return {producer, buffer};
+}
+
+void mlir::ds::gpu_kernels::inlineSharedProducers(
+    MutableArrayRef<ReductionSibling> units, bool distinctArguments) {
+  for (ReductionSibling &unit : units) {
+    auto [producer, buffer] = sharedProducer(unit, distinctArguments);
+
+    if (!producer)
+      continue;
+    for (linalg::GenericOp *member :
+         {&unit.columns, &unit.reduction, &unit.elementwise}) {
+      if (!*member)
+        continue;
+      for (OpOperand *in : member->getDpsInputOperands())
+        if (in->get() == buffer) {
+          linalg::GenericOp fused = inlineProducer(*member, in, producer);
+          (*member)->erase();
+          *member = fused;
+          break;
+        }
+    }
+    producer->erase();
+    // The buffer goes if nothing but its deallocations uses it any more.
+    if (llvm::all_of(buffer.getUsers(), [](Operation *user) {
+          return isa<memref::DeallocOp>(user);
+        })) {
+      for (Operation *user : llvm::make_early_inc_range(buffer.getUsers()))
+        user->erase();
+      buffer.getDefiningOp()->erase();
+    }
+  }
 }

@@ -79,6 +79,18 @@ bool canShareColumnTiles(linalg::GenericOp columns,
 SmallVector<ReductionSibling> scheduleReductionSiblings(func::FuncOp f,
                                                         bool distinctArguments);
 
+/// Where the tensor a unit's members share (`elementwise`'s input that its
+/// reductions read) is a temporary written by one all-parallel generic
+/// over the same loops and read by nothing but the unit, that producer's
+/// body moves into every member that reads it, which reads the producer's
+/// inputs instead; the producer and the temporary go. A GELU's gradient,
+/// which an FP8 policy's cast-transpose, its amax and the bias gradient
+/// read, is then computed in their kernel and never written (Transformer
+/// Engine's dact_cast_transpose_dbias). The producer's inputs must not be
+/// written between it and the unit, nor by the unit. Updates `units`.
+void inlineSharedProducers(MutableArrayRef<ReductionSibling> units,
+                           bool distinctArguments);
+
 /// Runs of column reductions (getsColumnReduction, GPUKernelBuilders.h) of
 /// `f`'s body that one launch can fold side by side: each over loops of the
 /// same sizes and iterators as the first, reading an input another member

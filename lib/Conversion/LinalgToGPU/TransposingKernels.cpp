@@ -469,7 +469,7 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                               fb, fl, inRange, v, carried[colAt + k]);
                       };
                       if (plan) {
-                        GivenVector given;
+                        SmallVector<GivenVector> given;
                         if (red) {
                           SmallVector<Value> loaded;
                           Value next = emitGenericVector(
@@ -477,21 +477,17 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                               red, carried.front(), {}, &loaded);
                           carried.front() = arith::SelectOp::create(
                               fb, fl, row.ok, next, carried.front());
-                          given = sharedVector(*red, loaded);
+                          given = sharedVectors(*red, loaded);
                         }
                         SmallVector<Value> opLoaded;
                         emitGenericVector(fb, fl, plan->op, row.ivs, nullptr,
                                           {}, given, cols ? &opLoaded : nullptr,
                                           &row.lanes);
-                        if (cols) {
-                          SmallVector<GivenVector, 1> colGiven;
-                          if (Value v = opLoaded[cols->shared->elementwise
-                                                     ->getOperandNumber()])
-                            colGiven.push_back({cols->shared->reduction, v});
+                        if (cols)
                           foldColumns(emitGenericVectorLanes(
                               fb, fl, *plan->cols, row.ivs, *cols,
-                              ArrayRef(carried).drop_front(colAt), colGiven));
-                        }
+                              ArrayRef(carried).drop_front(colAt),
+                              vectorsReadBy(op, opLoaded, cols->op)));
                         continue;
                       }
                       IRMapping map;
@@ -506,7 +502,9 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                             carried.front());
                         BlockArgument mine = red->op.getMatchingBlockArgument(
                             red->shared->reduction);
-                        if (redMap.contains(mine))
+                        if (red->shared->sameLoops)
+                          mapElementsReadBy(red->op, redMap, op, map);
+                        else if (redMap.contains(mine))
                           map.map(op.getMatchingBlockArgument(
                                       red->shared->elementwise),
                                   redMap.lookup(mine));
@@ -520,12 +518,7 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                       if (cols) {
                         IRMapping colMap;
                         colMap.map(cols->outArg, carried[colAt]);
-                        BlockArgument opArg = op.getMatchingBlockArgument(
-                            cols->shared->elementwise);
-                        if (map.contains(opArg))
-                          colMap.map(cols->op.getMatchingBlockArgument(
-                                         cols->shared->reduction),
-                                     map.lookup(opArg));
+                        mapElementsReadBy(op, map, cols->op, colMap);
                         cloneBodyAt(fb, fl, cols->op, row.ivs, colMap);
                         foldColumns(colMap.lookup(cols->comb->getResult(0)));
                       }

@@ -540,3 +540,102 @@ func.func @column_group(%dy: memref<512x128xf32>, %xhat: memref<512x128xf32>,
   }
   return
 }
+
+// -----
+
+// The cotangent is a temporary computed from two tensors (a GELU's
+// gradient) and read by the amax, the bias gradient and the cast-transpose
+// alone: its producer's body moves into all three, which read the two
+// tensors (one bf16 vector each, shared) instead, and the temporary is
+// never written (Transformer Engine's dact_cast_transpose_dbias). Kept as
+// a kernel of its own when something else reads the temporary after.
+// CHECK-LABEL: func.func @dact_cast_transpose_dbias
+// CHECK-NOT:     alloc{{.*}} : memref<256x512xbf16>
+// CHECK:         gpu.launch {{.*}} workgroup(
+// CHECK:           scf.if
+// CHECK:             vector.load %arg0[{{.*}} : memref<256x512xbf16>, vector<4xbf16>
+// CHECK:             vector.load %arg1[{{.*}} : memref<256x512xbf16>, vector<4xbf16>
+// CHECK-NOT:         vector.load %arg{{[01]}}[
+// CHECK:             arith.truncf {{.*}} : f32 to f8E5M2
+// CHECK:         return
+// CHECK-LABEL: func.func @dact_read_after
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %[[T:.*]][
+// CHECK:         gpu.launch {{.*}} workgroup(
+// CHECK:           vector.load %[[T]][
+#id2 = affine_map<(i, j) -> (i, j)>
+#tr2 = affine_map<(i, j) -> (j, i)>
+#all2 = affine_map<(i, j) -> ()>
+#col2 = affine_map<(i, j) -> (j)>
+func.func @dact_cast_transpose_dbias(%h: memref<256x512xbf16>, %g: memref<256x512xbf16>, %scale: memref<f32>,
+                                     %q: memref<256x512xf8E5M2>, %qt: memref<512x256xf8E5M2>,
+                                     %m: memref<f32>, %db: memref<512xf32>) attributes {llvm.emit_c_interface} {
+  %x = memref.alloc() : memref<256x512xbf16>
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %g : memref<256x512xbf16>, memref<256x512xbf16>) outs(%x : memref<256x512xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %o: bf16):
+    %wa = arith.extf %a : bf16 to f32
+    %wb = arith.extf %b : bf16 to f32
+    %p = arith.mulf %wa, %wb : f32
+    %r = arith.truncf %p : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  linalg.generic {indexing_maps = [#id2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<256x512xbf16>) outs(%db : memref<512xf32>) {
+  ^bb0(%a: bf16, %acc: f32):
+    %w = arith.extf %a : bf16 to f32
+    %s = arith.addf %acc, %w : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<256x512xbf16>) outs(%m : memref<f32>) {
+  ^bb0(%a: bf16, %acc: f32):
+    %w = arith.extf %a : bf16 to f32
+    %abs = math.absf %w : f32
+    %mx = arith.maximumf %acc, %abs : f32
+    linalg.yield %mx : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2, #id2, #tr2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %scale : memref<256x512xbf16>, memref<f32>) outs(%q, %qt : memref<256x512xf8E5M2>, memref<512x256xf8E5M2>) {
+  ^bb0(%a: bf16, %s: f32, %o: f8E5M2, %ot: f8E5M2):
+    %w = arith.extf %a : bf16 to f32
+    %p = arith.mulf %w, %s : f32
+    %t = arith.truncf %p : f32 to f8E5M2
+    linalg.yield %t, %t : f8E5M2, f8E5M2
+  }
+  memref.dealloc %x : memref<256x512xbf16>
+  return
+}
+func.func @dact_read_after(%h: memref<256x512xbf16>, %g: memref<256x512xbf16>, %scale: memref<f32>,
+                           %q: memref<256x512xf8E5M2>, %qt: memref<512x256xf8E5M2>,
+                           %m: memref<f32>, %keep: memref<256x512xbf16>) attributes {llvm.emit_c_interface} {
+  %x = memref.alloc() : memref<256x512xbf16>
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %g : memref<256x512xbf16>, memref<256x512xbf16>) outs(%x : memref<256x512xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %o: bf16):
+    %wa = arith.extf %a : bf16 to f32
+    %wb = arith.extf %b : bf16 to f32
+    %p = arith.mulf %wa, %wb : f32
+    %r = arith.truncf %p : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  linalg.generic {indexing_maps = [#id2, #all2], iterator_types = ["reduction", "reduction"]}
+      ins(%x : memref<256x512xbf16>) outs(%m : memref<f32>) {
+  ^bb0(%a: bf16, %acc: f32):
+    %w = arith.extf %a : bf16 to f32
+    %abs = math.absf %w : f32
+    %mx = arith.maximumf %acc, %abs : f32
+    linalg.yield %mx : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #all2, #id2, #tr2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %scale : memref<256x512xbf16>, memref<f32>) outs(%q, %qt : memref<256x512xf8E5M2>, memref<512x256xf8E5M2>) {
+  ^bb0(%a: bf16, %s: f32, %o: f8E5M2, %ot: f8E5M2):
+    %w = arith.extf %a : bf16 to f32
+    %p = arith.mulf %w, %s : f32
+    %t = arith.truncf %p : f32 to f8E5M2
+    linalg.yield %t, %t : f8E5M2, f8E5M2
+  }
+  memref.copy %x, %keep : memref<256x512xbf16> to memref<256x512xbf16>
+  memref.dealloc %x : memref<256x512xbf16>
+  return
+}

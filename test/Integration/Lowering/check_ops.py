@@ -949,6 +949,36 @@ def reduction_cases():
         outputs = [("%db", (260,), F32)] + ([("%m", (), F32)] if amax else []) + [("%rt", out, F32)]
         cases.append(Case(name, inputs, body, outputs, ref, rtol=0, atol=0))
 
+    # The cotangent itself computed from two tensors (a GELU's gradient
+    # from its input and the upstream gradient), rounded to bf16 and read by
+    # the amax, the bias gradient and the cast-transpose alone: the GPU path
+    # computes it in their kernel instead of writing it (Transformer
+    # Engine's dact_cast_transpose_dbias). Eighths of at most 15, so the
+    # products are exact in bf16 and every order of summation is exact.
+    ah = (rng_for("dact.h").integers(-15, 16, dshape) / 8.0).astype(BF16)
+    ag = (rng_for("dact.g").integers(-15, 16, dshape) / 8.0).astype(BF16)
+    body = f"""
+      %h = ds.cast %a0 : {TA(ah)} -> {T(dshape, F32)}
+      %g = ds.cast %a1 : {TA(ag)} -> {T(dshape, F32)}
+      %p = ds.mul %h, %g : {T(dshape, F32)}, {T(dshape, F32)} -> {T(dshape, F32)}
+      %d = ds.cast %p : {T(dshape, F32)} -> {T(dshape, BF16)}
+      %x = ds.cast %d : {T(dshape, BF16)} -> {T(dshape, F32)}
+      %db = ds.reduce_sum %x [0, 1] : {T(dshape, F32)} -> {T((260,), F32)}
+      %a = ds.abs %x : {T(dshape, F32)}
+      %m = ds.reduce_max %a [0, 1, 2] : {T(dshape, F32)} -> {T((), F32)}
+      %s = ds.mul %x, %a2 : {T(dshape, F32)}, {T((), F32)} -> {T(dshape, F32)}
+      %q = ds.cast %s saturate : {T(dshape, F32)} -> {T(dshape, E5M2)}
+      %t = ds.transpose %q [0, 2, 1] : {T(dshape, E5M2)} -> {T((2, 260, 130), E5M2)}
+      %rt = ds.cast %t : {T((2, 260, 130), E5M2)} -> {T((2, 260, 130), F32)}
+    """
+    def dact_ref(h, g, s):
+        x = h.astype(np.float64) * g.astype(np.float64)
+        return [x.sum((0, 1)).astype(F32), np.abs(x).max().astype(F32),
+                (x * s).astype(F32).astype(E5M2).astype(F32).transpose(0, 2, 1)]
+    cases.append(Case("dact_cast_transpose_dbias_e5m2", [ah, ag, np.array(0.75, F32)], body,
+                      [("%db", (260,), F32), ("%m", (), F32), ("%rt", (2, 260, 130), F32)],
+                      dact_ref, rtol=0, atol=0))
+
     # A layer norm's weight and bias gradients: two column sums of one
     # cotangent, which the GPU path folds side by side in one launch that
     # loads the cotangent once (convert-linalg-to-ds-gpu's column groups).
