@@ -446,6 +446,8 @@ sharedProducer(const ReductionSibling &unit, bool distinctArguments) {
         (!producer || producer->isBeforeInBlock(generic)))
       producer = generic;
   if (!producer || !producer.hasPureBufferSemantics() ||
+      llvm::any_of(producer.getDpsInputs(),
+                   [&](Value in) { return viewRoot(in) == buffer; }) ||
       producer.getNumParallelLoops() != producer.getNumLoops() ||
       !producer.getMatchingIndexingMap(producer.getDpsInitOperand(0))
            .isIdentity() ||
@@ -460,20 +462,22 @@ sharedProducer(const ReductionSibling &unit, bool distinctArguments) {
   // the identity over its loops), until a deallocation or the next value
   // written over all of the buffer. Uses before it (through views too) saw
   // an earlier value.
+  // Whatever is derived from the buffer (views, casts, its address)
+  // counts as touching it where it is used.
   Block *block = e->getBlock();
   llvm::SmallPtrSet<Operation *, 4> readers;
-  llvm::SetVector<Operation *> touching; // in the block, through views too
-  SmallVector<Value> views = {buffer};
-  while (!views.empty()) {
-    Value v = views.pop_back_val();
+  llvm::SetVector<Operation *> touching; // in the block
+  SmallVector<Value> derived = {buffer};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!derived.empty()) {
+    Value v = derived.pop_back_val();
     for (OpOperand &use : v.getUses()) {
       Operation *at = block->findAncestorOpInBlock(*use.getOwner());
       if (!at)
         return {};
-      if (isa<ViewLikeOpInterface>(use.getOwner()))
-        llvm::append_range(views, use.getOwner()->getResults());
-      else
-        touching.insert(at);
+      touching.insert(at);
+      if (seen.insert(use.getOwner()).second)
+        llvm::append_range(derived, use.getOwner()->getResults());
       if (at == producer || at->isBeforeInBlock(producer))
         continue;
       if (!e->isBeforeInBlock(at)) {
@@ -496,7 +500,8 @@ sharedProducer(const ReductionSibling &unit, bool distinctArguments) {
     auto overwrite = dyn_cast<linalg::GenericOp>(next);
     if (!overwrite || overwrite.getNumDpsInits() != 1 ||
         overwrite.getDpsInitOperand(0)->get() != buffer ||
-        llvm::is_contained(overwrite.getDpsInputs(), buffer) ||
+        llvm::any_of(overwrite.getDpsInputs(),
+                     [&](Value in) { return viewRoot(in) == buffer; }) ||
         overwrite.getNumParallelLoops() != overwrite.getNumLoops() ||
         !overwrite.getMatchingIndexingMap(overwrite.getDpsInitOperand(0))
              .isIdentity() ||
