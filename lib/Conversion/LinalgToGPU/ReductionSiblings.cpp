@@ -413,6 +413,22 @@ static linalg::GenericOp inlineProducer(linalg::GenericOp member,
   return fused;
 }
 
+/// Whether `op` writes a new value over all of `buffer` (its one output):
+/// all-parallel over the buffer's static shape, through the identity, and
+/// reading nothing of what the buffer held.
+static bool overwritesWhole(linalg::GenericOp op, Value buffer) {
+  OpOperand *init =
+      op.getNumDpsInits() == 1 ? op.getDpsInitOperand(0) : nullptr;
+  return init && init->get() == buffer && op.hasPureBufferSemantics() &&
+         op.getNumParallelLoops() == op.getNumLoops() &&
+         op.getMatchingIndexingMap(init).isIdentity() &&
+         !op.payloadUsesValueFromOperand(init) &&
+         op.getStaticLoopRanges() ==
+             cast<MemRefType>(buffer.getType()).getShape() &&
+         llvm::none_of(op.getDpsInputs(),
+                       [&](Value in) { return viewRoot(in) == buffer; });
+}
+
 /// The producer inlineSharedProducers may move into `unit`'s members, and
 /// the temporary it writes; none when the conditions fail.
 static std::pair<linalg::GenericOp, Value>
@@ -445,23 +461,12 @@ sharedProducer(const ReductionSibling &unit, bool distinctArguments) {
         generic.getDpsInitOperand(0)->get() == buffer &&
         (!producer || producer->isBeforeInBlock(generic)))
       producer = generic;
-  if (!producer || !producer.hasPureBufferSemantics() ||
-      llvm::any_of(producer.getDpsInputs(),
-                   [&](Value in) { return viewRoot(in) == buffer; }) ||
-      producer.getNumParallelLoops() != producer.getNumLoops() ||
-      !producer.getMatchingIndexingMap(producer.getDpsInitOperand(0))
-           .isIdentity() ||
-      producer.payloadUsesValueFromOperand(producer.getDpsInitOperand(0)) ||
-      producer.getStaticLoopRanges() != e.getStaticLoopRanges() ||
-      producer.getStaticLoopRanges() !=
-          cast<MemRefType>(buffer.getType()).getShape() ||
-      producer->getBlock() != e->getBlock() ||
-      !producer->isBeforeInBlock(first ? first : e))
+  if (!producer || !overwritesWhole(producer, buffer) ||
+      producer.getStaticLoopRanges() != e.getStaticLoopRanges())
     return {};
   // What reads the value it writes: the members alone (each once, through
   // the identity over its loops), until a deallocation or the next value
-  // written over all of the buffer. Uses before it (through views too) saw
-  // an earlier value.
+  // written over all of the buffer. Uses before it saw an earlier value.
   // Whatever is derived from the buffer (views, casts, its address)
   // counts as touching it where it is used.
   Block *block = e->getBlock();
@@ -498,16 +503,7 @@ sharedProducer(const ReductionSibling &unit, bool distinctArguments) {
       next = op;
   if (next && !isa<memref::DeallocOp>(next)) {
     auto overwrite = dyn_cast<linalg::GenericOp>(next);
-    if (!overwrite || overwrite.getNumDpsInits() != 1 ||
-        overwrite.getDpsInitOperand(0)->get() != buffer ||
-        llvm::any_of(overwrite.getDpsInputs(),
-                     [&](Value in) { return viewRoot(in) == buffer; }) ||
-        overwrite.getNumParallelLoops() != overwrite.getNumLoops() ||
-        !overwrite.getMatchingIndexingMap(overwrite.getDpsInitOperand(0))
-             .isIdentity() ||
-        overwrite.payloadUsesValueFromOperand(overwrite.getDpsInitOperand(0)) ||
-        overwrite.getStaticLoopRanges() !=
-            cast<MemRefType>(buffer.getType()).getShape())
+    if (!overwrite || !overwritesWhole(overwrite, buffer))
       return {};
   }
   for (Operation &op : producer.getBody()->without_terminator())
