@@ -36,10 +36,12 @@ Value product(OpBuilder &b, Location loc, ArrayRef<Value> values) {
 gpu::LaunchOp buildLaunch(OpBuilder &b, Location loc, Value blocks,
                           Value threads,
                           function_ref<void(OpBuilder &, gpu::LaunchOp)> body,
-                          Value threadsY) {
+                          Value threadsY, TypeRange workgroup) {
   Value one = indexConstant(b, loc, 1);
-  auto launch = gpu::LaunchOp::create(b, loc, blocks, one, one, threads,
-                                      threadsY ? threadsY : one, one);
+  auto launch = gpu::LaunchOp::create(
+      b, loc, blocks, one, one, threads, threadsY ? threadsY : one, one,
+      /*dynamicSharedMemorySize=*/Value(), /*asyncTokenType=*/Type(),
+      /*asyncDependencies=*/ValueRange{}, workgroup);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&launch.getBody().front());
   body(b, launch);

@@ -25,11 +25,11 @@ Value indexConstant(OpBuilder &b, Location loc, int64_t v);
 Value product(OpBuilder &b, Location loc, ArrayRef<Value> values);
 
 /// Builds a launch of `blocks` x (`threads`, `threadsY`) whose body `body`
-/// fills (`threadsY` null: one).
+/// fills (`threadsY` null: one), with `workgroup` shared-memory buffers.
 gpu::LaunchOp buildLaunch(OpBuilder &b, Location loc, Value blocks,
                           Value threads,
                           function_ref<void(OpBuilder &, gpu::LaunchOp)> body,
-                          Value threadsY = {});
+                          Value threadsY = {}, TypeRange workgroup = {});
 
 /// min(max(n, 1), cap): a launch needs one block even for an empty space.
 Value clampBlocks(OpBuilder &b, Location loc, Value n, int64_t cap);

@@ -158,12 +158,51 @@ TypedAttr filledConstant(Value t, Operation *reader, bool distinctArguments) {
   return value;
 }
 
+/// The first op after `from` in its block that uses `target` (directly, or
+/// nested in it), or null.
+Operation *nextUser(Operation *from, Value target) {
+  for (Operation *op = from->getNextNode(); op; op = op->getNextNode()) {
+    bool touches = false;
+    op->walk([&](Operation *inner) {
+      touches |= llvm::is_contained(inner->getOperands(), target);
+    });
+    if (touches)
+      return op;
+  }
+  return nullptr;
+}
+
+/// `op` as a reduction that gets a kernel and writes `target` as its one
+/// output without reading it otherwise, or null.
+linalg::GenericOp reductionInto(Operation *op, Value target) {
+  if (!op || !getsReductionKernel(op))
+    return {};
+  auto generic = cast<linalg::GenericOp>(op);
+  if (generic.getDpsInitOperand(0)->get() != target ||
+      llvm::is_contained(generic.getDpsInputs(), target))
+    return {};
+  return generic;
+}
+
+/// Whether `v` is a buffer only its own uses reach: an allocation, or with
+/// `distinctArguments` an argument of the function.
+bool isOwnBuffer(Value v, bool distinctArguments) {
+  if (v.getDefiningOp<memref::AllocOp>())
+    return true;
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && distinctArguments &&
+         isa<FunctionOpInterface>(arg.getOwner()->getParentOp());
+}
+
 /// Bufferization gives each reduction's accumulator its own buffer, a copy
 /// of one filled with the reduction's start value (0, -inf): a device copy
 /// per reduction, 91 per layer of the FP8 GPT step. When the copy's target
-/// is fresh and the next op to touch it is a reduction that gets a kernel,
-/// the copy goes and the reduction folds the constant in
-/// (kConstantInitAttr); a fill nothing copies from any more goes too.
+/// is fresh (or a step's result) and the next op to touch it is a
+/// reduction that gets a kernel, the copy goes and the reduction folds the
+/// constant in (kConstantInitAttr); a fill nothing copies from any more
+/// goes too. So does a fill whose next user is such a reduction: the
+/// template a step's result holds, which its own gradient's reduction then
+/// accumulates into.
 void foldConstantInits(func::FuncOp f, bool distinctArguments) {
   SmallVector<memref::CopyOp> copies;
   for (Operation &op : f.getBody().front())
@@ -174,27 +213,14 @@ void foldConstantInits(func::FuncOp f, bool distinctArguments) {
     Value target = copy.getTarget();
     auto type = cast<MemRefType>(target.getType());
     TypedAttr value = filledConstant(copy.getSource(), copy, distinctArguments);
-    if (!value || !target.getDefiningOp<memref::AllocOp>() ||
+    if (!value || !isOwnBuffer(target, distinctArguments) ||
         !type.getLayout().isIdentity() ||
         copy.getSource().getType() != target.getType())
       continue;
     // The next op that touches the target (through any use, a view
     // included) must be the reduction, writing it as its one output.
-    Operation *next = nullptr;
-    for (Operation *op = copy->getNextNode(); op && !next;
-         op = op->getNextNode()) {
-      bool touches = false;
-      op->walk([&](Operation *inner) {
-        touches |= llvm::is_contained(inner->getOperands(), target);
-      });
-      if (touches)
-        next = op;
-    }
-    if (!next || !getsReductionKernel(next))
-      continue;
-    auto generic = cast<linalg::GenericOp>(next);
-    if (generic.getDpsInitOperand(0)->get() != target ||
-        llvm::is_contained(generic.getDpsInputs(), target))
+    linalg::GenericOp generic = reductionInto(nextUser(copy, target), target);
+    if (!generic)
       continue;
     generic->setAttr(kConstantInitAttr, value);
     templates.insert(copy.getSource());
@@ -210,6 +236,23 @@ void foldConstantInits(func::FuncOp f, bool distinctArguments) {
     for (Operation *user : llvm::make_early_inc_range(t.getUsers()))
       if (isa<linalg::FillOp>(user))
         user->erase();
+  }
+  SmallVector<linalg::FillOp> fills;
+  for (Operation &op : f.getBody().front())
+    if (auto fill = dyn_cast<linalg::FillOp>(op))
+      fills.push_back(fill);
+  for (linalg::FillOp fill : fills) {
+    Value target = fill.getOutputs()[0];
+    auto c = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+    auto type = dyn_cast<MemRefType>(target.getType());
+    if (!c || !type || !type.getLayout().isIdentity() ||
+        !isOwnBuffer(target, distinctArguments))
+      continue;
+    linalg::GenericOp generic = reductionInto(nextUser(fill, target), target);
+    if (!generic || generic->hasAttr(kConstantInitAttr))
+      continue;
+    generic->setAttr(kConstantInitAttr, c.getValue());
+    fill.erase();
   }
 }
 

@@ -99,11 +99,15 @@ bool mlir::ds::gpu_kernels::warpPerRow(int64_t numOut, int64_t numRed,
 void mlir::ds::gpu_kernels::buildRowLaunch(
     OpBuilder &b, Location loc, int64_t numRows, bool warp, int64_t threads,
     const LaunchShape &shape,
-    function_ref<void(OpBuilder &, Location, RowTeam &)> body) {
-  int64_t perBlock = warp ? shape.blockSize / kWarpSize : 1;
+    function_ref<void(OpBuilder &, Location, RowTeam &)> body,
+    const RowLaunchExtras &extras) {
+  int64_t perBlock = 1;
+  if (warp)
+    perBlock = extras.warpsPerBlock ? extras.warpsPerBlock
+                                    : shape.blockSize / kWarpSize;
   Value blocks = clampBlocks(
       b, loc, indexConstant(b, loc, llvm::divideCeil(numRows, perBlock)),
-      shape.maxBlocks);
+      extras.maxBlocks ? extras.maxBlocks : shape.maxBlocks);
   Value threadsX = indexConstant(b, loc, warp ? kWarpSize : threads);
   Value threadsY = warp ? indexConstant(b, loc, perBlock) : Value();
   buildLaunch(
@@ -119,6 +123,8 @@ void mlir::ds::gpu_kernels::buildRowLaunch(
                                             perBlockValue);
         Value step = arith::MulIOp::create(kb, loc, launch.getGridSize().x,
                                            perBlockValue);
+        if (extras.before)
+          extras.before(kb, loc, launch);
         scf::ForOp::create(
             kb, loc, start, indexConstant(kb, loc, numRows), step, ValueRange{},
             [&](OpBuilder &ob, Location l, Value blockRow, ValueRange) {
@@ -128,7 +134,9 @@ void mlir::ds::gpu_kernels::buildRowLaunch(
               team.stride = launch.getBlockSize().x;
               team.row = blockRow;
               team.leader = isFirst;
+              team.index = zero;
               if (warp) {
+                team.index = launch.getThreadIds().y;
                 team.row = arith::AddIOp::create(ob, l, blockRow,
                                                  launch.getThreadIds().y);
                 if (numRows % perBlock != 0) {
@@ -143,8 +151,10 @@ void mlir::ds::gpu_kernels::buildRowLaunch(
               body(ob, l, team);
               scf::YieldOp::create(ob, l);
             });
+        if (extras.after)
+          extras.after(kb, loc, launch);
       },
-      threadsY);
+      threadsY, extras.workgroup);
 }
 
 namespace {
@@ -607,4 +617,104 @@ void mlir::ds::gpu_kernels::buildColumnGroupLaunch(
   for (Reduction &red : reds)
     members.push_back(&red);
   buildColumnReduction(b, members, shape);
+}
+
+void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,
+                                               ArrayRef<Reduction *> cols,
+                                               ArrayRef<Value> partials,
+                                               int64_t rows,
+                                               const LaunchShape &shape) {
+  assert(!cols.empty() && cols.size() == partials.size());
+  assert(llvm::all_of(cols,
+                      [&](Reduction *c) {
+                        return c->parStatic.size() == 1 &&
+                               c->parStatic == cols.front()->parStatic;
+                      }) &&
+         "one output dimension, the same for all");
+  int64_t columns = cols.front()->parStatic.front();
+  int64_t warps = shape.blockSize / kTransposeTile;
+  MLIRContext *ctx = b.getContext();
+  auto workgroup = gpu::AddressSpaceAttr::get(
+      ctx, gpu::GPUDialect::getWorkgroupAddressSpace());
+  // One buffer of warp sums per element type.
+  auto sumTypeOf = [&](Reduction *c) -> Type {
+    return MemRefType::get({warps, kTransposeTile}, c->identity.getType(),
+                           AffineMap(), workgroup);
+  };
+  SmallVector<Type> sumTypes;
+  for (Reduction *c : cols)
+    if (!llvm::is_contained(sumTypes, sumTypeOf(c)))
+      sumTypes.push_back(sumTypeOf(c));
+  Value bands =
+      indexConstant(b, loc, llvm::divideCeil(columns, kTransposeTile));
+  Value one = indexConstant(b, loc, 1);
+  auto launch = gpu::LaunchOp::create(
+      b, loc, clampBlocks(b, loc, bands, shape.maxBlocks), one, one,
+      indexConstant(b, loc, shape.blockSize), one, one,
+      /*dynamicSharedMemorySize=*/Value(), /*asyncTokenType=*/Type(),
+      /*asyncDependencies=*/ValueRange{}, sumTypes);
+  ValueRange sumBuffers = launch.getWorkgroupAttributions();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&launch.getBody().front());
+  TileThread thread = tileThread(b, loc, launch, shape.blockSize);
+  Value rowsV = indexConstant(b, loc, rows);
+  Value lastCol = indexConstant(b, loc, columns - 1);
+  Value columnsV = indexConstant(b, loc, columns);
+  // Bands are uniform across the block, as its barriers require.
+  scf::ForOp::create(
+      b, loc, launch.getBlockIds().x, bands, launch.getGridSize().x,
+      ValueRange{}, [&](OpBuilder &ob, Location l, Value band, ValueRange) {
+        Value col = arith::AddIOp::create(
+            ob, l, arith::MulIOp::create(ob, l, band, thread.side), thread.tx);
+        // Past the last column: a valid one, whose sum is dropped.
+        Value readCol = arith::MinUIOp::create(ob, l, col, lastCol);
+        Value first = arith::CmpIOp::create(ob, l, arith::CmpIPredicate::eq,
+                                            thread.ty, indexConstant(ob, l, 0));
+        Value ok = arith::AndIOp::create(
+            ob, l, first,
+            arith::CmpIOp::create(ob, l, arith::CmpIPredicate::ult, col,
+                                  columnsV));
+        for (auto [c, part] : llvm::zip(cols, partials)) {
+          Reduction &red = *c;
+          Value sums =
+              sumBuffers[llvm::find(sumTypes, sumTypeOf(c)) - sumTypes.begin()];
+          auto combine = [&](OpBuilder &cb, Value acc, Value v) {
+            IRMapping fold;
+            fold.map(red.outArg, acc);
+            fold.map(red.x, v);
+            return cb.clone(*red.comb, fold)->getResult(0);
+          };
+          Value p = part;
+          Value mine =
+              scf::ForOp::create(
+                  ob, l, thread.ty, rowsV, thread.passStride,
+                  ValueRange{arith::ConstantOp::create(ob, l, red.identity)},
+                  [&](OpBuilder &rb, Location rl, Value row, ValueRange acc) {
+                    Value v = memref::LoadOp::create(rb, rl, p,
+                                                     ValueRange{row, readCol});
+                    scf::YieldOp::create(rb, rl, combine(rb, acc.front(), v));
+                  })
+                  .getResult(0);
+          memref::StoreOp::create(ob, l, mine, sums,
+                                  ValueRange{thread.ty, thread.tx});
+          gpu::BarrierOp::create(ob, l);
+          RowTeam::emitIf(ob, l, ok, [&](OpBuilder &ib, Location il) {
+            Value total = arith::ConstantOp::create(ib, il, red.identity);
+            for (int64_t w = 0; w < warps; ++w)
+              total =
+                  combine(ib, total,
+                          memref::LoadOp::create(
+                              ib, il, sums,
+                              ValueRange{indexConstant(ib, il, w), thread.tx}));
+            red.foldIntoOutput(ib, il, {col}, total);
+          });
+          // The next reduction or band overwrites the sums.
+          gpu::BarrierOp::create(ob, l);
+        }
+        scf::YieldOp::create(ob, l);
+      });
+  gpu::TerminatorOp::create(b, loc);
+  b.setInsertionPointAfter(launch);
+  for (Value p : partials)
+    memref::DeallocOp::create(b, loc, p);
 }

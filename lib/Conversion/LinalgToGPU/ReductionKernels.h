@@ -240,6 +240,7 @@ struct RowTeam {
   Value stride; // the distance to its next one
   Value leader; // i1: the one thread that writes the row's single values
   Value real;   // i1: whether the row is the team's own; null when all are
+  Value index;  // the team's place in its block (a warp's thread y; else 0)
   bool warp = false;
 
   /// Every team thread's `partial` combined, in each of them.
@@ -285,9 +286,29 @@ bool warpPerRow(int64_t numOut, int64_t numRed, const LaunchShape &shape);
 /// Every thread of a block runs the loop the same number of times, as
 /// barriers and all-reduces in `body` require (and a warp's lanes, as its
 /// shuffles do).
+/// `extras` changes the launch for a row group's column sums.
+struct RowLaunchExtras {
+  int64_t warpsPerBlock = 0; // with `warp`; 0: blockSize / 32
+  int64_t maxBlocks = 0;     // 0: shape.maxBlocks
+  SmallVector<Type> workgroup;
+  /// Emitted before and after the loop over the rows, in every thread.
+  function_ref<void(OpBuilder &, Location, gpu::LaunchOp)> before, after;
+};
 void buildRowLaunch(OpBuilder &b, Location loc, int64_t numRows, bool warp,
                     int64_t threads, const LaunchShape &shape,
-                    function_ref<void(OpBuilder &, Location, RowTeam &)> body);
+                    function_ref<void(OpBuilder &, Location, RowTeam &)> body,
+                    const RowLaunchExtras &extras = {});
+
+/// The column sums of several reductions over the same `columns` (each with
+/// one output dimension) and `rows`: `partials[k]` ([rows, columns], a row
+/// of partial sums per tile row or block) folded into the output of
+/// `cols[k]` in one launch, then freed. A block takes 32 columns, a lane
+/// one of them, and its warps every (blockSize / 32)-th row; the warps'
+/// sums meet in shared memory and the first warp folds them in warp order,
+/// so each column is summed in a fixed order.
+void foldColumnPartials(OpBuilder &b, Location loc, ArrayRef<Reduction *> cols,
+                        ArrayRef<Value> partials, int64_t rows,
+                        const LaunchShape &shape);
 
 /// A full reduction whose sibling is a transposing generic
 /// (isTransposingGeneric): buildTransposingLaunch's tiles, each block

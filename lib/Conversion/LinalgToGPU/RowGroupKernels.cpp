@@ -10,11 +10,13 @@
 #include "GenericVectors.h"
 #include "MaskedReads.h"
 #include "ReductionKernels.h"
+#include "RowGroups.h"
 #include "VectorKernels.h"
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <algorithm>
 #include <optional>
 
 using namespace mlir;
@@ -114,7 +116,10 @@ std::optional<GenericVectors> planMemberVectors(Operation *op, unsigned rank,
     return std::nullopt;
   bool reduction = generic.getNumReductionLoops() > 0;
   unsigned innermost = rank - 1;
-  if (reduction) {
+  // A row reduction moves along its last reduced loop; a column member,
+  // whose last loop is its output's, along that one, a column a lane.
+  if (reduction &&
+      generic.getIteratorTypesArray().back() != utils::IteratorType::parallel) {
     SmallVector<unsigned> redDims;
     generic.getReductionDims(redDims);
     innermost = redDims.back();
@@ -493,15 +498,191 @@ private:
   SmallVector<SmallVector<Value>> indices;
 };
 
+/// Teams (warps or blocks) a row group with column members runs at most:
+/// about eight warps an SM of an H100 or H200 (132 SMs), each with a row's
+/// tensors in flight. Every block writes a row of partial sums per column
+/// member, which a second launch folds: more blocks would write more of
+/// them.
+constexpr int64_t kColumnTeams = 1024;
+/// Rows a team takes at least where it keeps column sums: the partial sums
+/// (written and read once) are then at most a quarter of what a column
+/// member would read again on its own.
+constexpr int64_t kMinColumnRows = 8;
+
+/// The sums of a row group's column members (RowGroups.h): for each, a
+/// [teams, columns] buffer in shared memory, in which each team's threads
+/// fold the row elements they take, a column a thread (the same in every
+/// row), so no two threads ever touch one sum. After the rows, the block
+/// folds its teams' sums in team order into a row of a [blocks, columns]
+/// buffer of partial sums, which foldColumnPartials folds into the output.
+class ColumnSums {
+public:
+  ColumnSums(ArrayRef<Operation *> ops, unsigned numRows) {
+    for (auto [i, op] : llvm::enumerate(ops))
+      if (auto generic = dyn_cast<linalg::GenericOp>(op);
+          generic && generic.getNumReductionLoops() > 0 &&
+          isColumnMember(generic, numRows)) {
+        slot[i] = members.size();
+        members.push_back(generic);
+        bytesPerTeam += columnSumBytes(generic);
+      }
+  }
+
+  bool empty() const { return members.empty(); }
+  bool has(size_t i) const { return slot.contains(i); }
+  int64_t teamBytes() const { return bytesPerTeam; }
+  ArrayRef<linalg::GenericOp> ops() const { return members; }
+
+  /// The shared buffers for `teams` teams a block.
+  SmallVector<Type> workgroupTypes(int64_t teams) const {
+    SmallVector<Type> types;
+    for (linalg::GenericOp op : members) {
+      MLIRContext *ctx = op.getContext();
+      Type et = getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType());
+      types.push_back(MemRefType::get(
+          {teams, op.getStaticLoopRanges().back()}, et, AffineMap(),
+          gpu::AddressSpaceAttr::get(
+              ctx, gpu::GPUDialect::getWorkgroupAddressSpace())));
+    }
+    return types;
+  }
+
+  /// Every sum of the block set to its identity, then a barrier.
+  void emitInit(OpBuilder &b, Location loc, gpu::LaunchOp launch) {
+    forEachColumn(
+        b, loc, launch,
+        [&](OpBuilder &cb, Location cl, size_t k, Reduction &red, Value col) {
+          Value identity = arith::ConstantOp::create(cb, cl, red.identity);
+          for (int64_t t = 0; t < numTeams; ++t)
+            memref::StoreOp::create(cb, cl, identity, buffers[k],
+                                    ValueRange{indexConstant(cb, cl, t), col});
+        });
+    gpu::BarrierOp::create(b, loc);
+  }
+
+  /// After the rows: a barrier, then the block's sums, its teams' in team
+  /// order, into row `blockId` of each member's partial sums.
+  void emitBlockPartials(OpBuilder &b, Location loc, gpu::LaunchOp launch,
+                         ArrayRef<Value> partials) {
+    gpu::BarrierOp::create(b, loc);
+    forEachColumn(
+        b, loc, launch,
+        [&](OpBuilder &cb, Location cl, size_t k, Reduction &red, Value col) {
+          Value sum = arith::ConstantOp::create(cb, cl, red.identity);
+          for (int64_t t = 0; t < numTeams; ++t) {
+            IRMapping fold;
+            fold.map(red.outArg, sum);
+            fold.map(red.x, memref::LoadOp::create(
+                                cb, cl, buffers[k],
+                                ValueRange{indexConstant(cb, cl, t), col}));
+            sum = cb.clone(*red.comb, fold)->getResult(0);
+          }
+          memref::StoreOp::create(cb, cl, sum, partials[k],
+                                  ValueRange{launch.getBlockIds().x, col});
+        });
+  }
+
+  /// The kernel's shared buffers.
+  void bind(ValueRange workgroup) {
+    buffers.assign(workgroup.begin(), workgroup.end());
+  }
+  /// The running team's place in its block.
+  void setTeam(Value index) { team = index; }
+
+  /// Member `i` at loop indices `ivs` (row element ivs.back()): its sum
+  /// there combined with the body's value, the inputs `cached` has taken
+  /// from it.
+  void emitElement(OpBuilder &b, Location loc, size_t i, ArrayRef<Value> ivs,
+                   CachedRead cached) {
+    size_t k = slot.lookup(i);
+    Reduction red(b, members[k]);
+    SmallVector<Value, 2> at = {team, ivs.back()};
+    IRMapping map;
+    map.map(red.outArg, memref::LoadOp::create(b, loc, buffers[k], at));
+    if (cached)
+      for (OpOperand *in : red.op.getDpsInputOperands())
+        if (Value v = cached(in->get(), red.op.getMatchingIndexingMap(in)))
+          map.map(red.op.getMatchingBlockArgument(in), v);
+    cloneBodyAt(b, loc, red.op, ivs, map, /*maskReads=*/true);
+    memref::StoreOp::create(b, loc, map.lookup(red.comb->getResult(0)),
+                            buffers[k], at);
+  }
+
+  /// Member `i`'s vector at loop indices `ivs` (`plan`, `given`: as
+  /// emitGenericVectorLanes'): each lane's sum combined with its element.
+  void emitVector(OpBuilder &b, Location loc, size_t i,
+                  const GenericVectors &plan, ArrayRef<Value> ivs,
+                  ArrayRef<GivenVector> given) {
+    size_t k = slot.lookup(i);
+    Reduction red(b, members[k]);
+    SmallVector<SmallVector<Value, 2>> at;
+    SmallVector<Value> sums;
+    for (int64_t lane = 0; lane < plan.width; ++lane) {
+      Value col = ivs.back();
+      if (lane > 0)
+        col = arith::AddIOp::create(b, loc, col, indexConstant(b, loc, lane));
+      at.push_back({team, col});
+      sums.push_back(memref::LoadOp::create(b, loc, buffers[k], at.back()));
+    }
+    SmallVector<Value> next =
+        emitGenericVectorLanes(b, loc, plan, ivs, red, sums, given);
+    for (auto [v, idx] : llvm::zip(next, at))
+      memref::StoreOp::create(b, loc, v, buffers[k], idx);
+  }
+
+  /// Teams a block of `warpTeams` teams (a warp each; 1: a block per row)
+  /// keeps within kMaxColumnSumBytes: halved until they fit.
+  int64_t fitTeams(int64_t warpTeams) {
+    int64_t t = warpTeams;
+    while (t > 1 && t * bytesPerTeam > kMaxColumnSumBytes)
+      t /= 2;
+    numTeams = t;
+    return t;
+  }
+
+private:
+  /// `body` for every column of every member, the block's threads striding
+  /// over the columns.
+  void forEachColumn(
+      OpBuilder &b, Location loc, gpu::LaunchOp launch,
+      function_ref<void(OpBuilder &, Location, size_t, Reduction &, Value)>
+          body) {
+    Value tid = arith::AddIOp::create(
+        b, loc, launch.getThreadIds().x,
+        arith::MulIOp::create(b, loc, launch.getThreadIds().y,
+                              launch.getBlockSize().x));
+    Value threads = arith::MulIOp::create(b, loc, launch.getBlockSize().x,
+                                          launch.getBlockSize().y);
+    for (auto [k, op] : llvm::enumerate(members)) {
+      size_t member = k;
+      Reduction red(b, op);
+      scf::ForOp::create(
+          b, loc, tid, indexConstant(b, loc, op.getStaticLoopRanges().back()),
+          threads, ValueRange{},
+          [&](OpBuilder &fb, Location fl, Value col, ValueRange) {
+            body(fb, fl, member, red, col);
+            scf::YieldOp::create(fb, fl);
+          });
+    }
+  }
+
+  SmallVector<linalg::GenericOp> members;
+  llvm::DenseMap<size_t, size_t> slot; // member index in ops -> in members
+  int64_t bytesPerTeam = 0, numTeams = 1;
+  SmallVector<Value> buffers;
+  Value team;
+};
+
 /// A row group's members over one row, in turn, as the row's team runs
 /// them, with a barrier between consecutive ones.
 class RowMembers {
 public:
   RowMembers(ArrayRef<Operation *> ops, ArrayRef<int64_t> rows,
              ArrayRef<int64_t> reduced, ArrayRef<Value> redSizes, bool warp,
-             const LaunchShape &shape, RowTeam &team, SmallVector<Value> rowIdx)
+             const LaunchShape &shape, RowTeam &team, SmallVector<Value> rowIdx,
+             ColumnSums &columns)
       : ops(ops), rows(rows), redSizes(redSizes), warp(warp), shape(shape),
-        team(team), rowIdx(std::move(rowIdx)),
+        team(team), rowIdx(std::move(rowIdx)), columns(columns),
         rank(rows.size() + reduced.size()), reduced(reduced) {
     for (int64_t s : reduced)
       numRed *= s;
@@ -536,10 +717,11 @@ public:
         vectorBuffers.empty() ? Value() : buffersAligned(ob, l, vectorBuffers);
     for (auto [i, member] : llvm::enumerate(ops)) {
       Operation *op = member; // captured by the lambdas below
+      size_t index = i;
       const std::optional<GenericVectors> &inVector = vectors[i];
       Location ol = op->getLoc();
       auto generic = dyn_cast<linalg::GenericOp>(op);
-      if (generic && generic.getNumReductionLoops() > 0) {
+      if (isRowReduction(i, generic)) {
         Reduction red(ob, generic);
         Value partial;
         if (cache)
@@ -562,10 +744,10 @@ public:
             cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow).getResult()
                         : inRow;
           RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
-            emitMemberIteration(ib, il, op, cache->ivs(e),
-                                [&](Value buffer, AffineMap map) {
-                                  return cache->lookup(buffer, map, e);
-                                });
+            emitIteration(ib, il, index, op, cache->ivs(e),
+                          [&](Value buffer, AffineMap map) {
+                            return cache->lookup(buffer, map, e);
+                          });
           });
         }
       } else {
@@ -577,7 +759,7 @@ public:
               [&](OpBuilder &eb, Location el, Value c) {
                 SmallVector<Value> ivs(rowIdx);
                 llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
-                emitMemberIteration(eb, el, op, ivs);
+                emitIteration(eb, el, index, op, ivs);
               });
         };
         // Or vectors of the row, strided over the team's threads.
@@ -591,7 +773,7 @@ public:
                     fb, fl, v, indexConstant(fb, fl, plan.width));
                 SmallVector<Value> ivs(rowIdx);
                 llvm::append_range(ivs, delinearize(fb, fl, c, redSizes));
-                emitGenericVector(fb, fl, plan, ivs);
+                emitVectorIteration(fb, fl, index, plan, ivs);
                 scf::YieldOp::create(fb, fl);
               });
         };
@@ -631,7 +813,7 @@ public:
       Location ol = op->getLoc();
       auto generic = dyn_cast<linalg::GenericOp>(op);
       const std::optional<GenericVectors> &plan = cache.memberPlan(i);
-      if (generic && generic.getNumReductionLoops() > 0) {
+      if (isRowReduction(i, generic)) {
         Reduction red(ob, generic);
         Value acc = arith::ConstantOp::create(ob, ol, red.identity);
         for (int64_t j = 0; j < cache.vectorsPerLane(); ++j) {
@@ -652,8 +834,8 @@ public:
             cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow).getResult()
                         : inRow;
           RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
-            emitGenericVector(ib, il, *plan, cache.ivs(j), nullptr, {},
-                              cache.given(index, j));
+            emitVectorIteration(ib, il, index, *plan, cache.ivs(j),
+                                cache.given(index, j));
           });
         }
       }
@@ -663,6 +845,31 @@ public:
   }
 
 private:
+  /// Member `i` (`op`) over the row's elements at loop indices `ivs`: a
+  /// column member's sums, or an all-parallel member's outputs.
+  void emitIteration(OpBuilder &b, Location loc, size_t i, Operation *op,
+                     ArrayRef<Value> ivs, CachedRead cached = nullptr) {
+    if (columns.has(i))
+      columns.emitElement(b, loc, i, ivs, cached);
+    else
+      emitMemberIteration(b, loc, op, ivs, cached);
+  }
+
+  /// The same over the vector at `ivs` (`plan`, taking `given`).
+  void emitVectorIteration(OpBuilder &b, Location loc, size_t i,
+                           const GenericVectors &plan, ArrayRef<Value> ivs,
+                           ArrayRef<GivenVector> given = {}) {
+    if (columns.has(i))
+      columns.emitVector(b, loc, i, plan, ivs, given);
+    else
+      emitGenericVector(b, loc, plan, ivs, nullptr, {}, given);
+  }
+
+  /// Whether member `i` (`generic`: null or the op) is a row reduction.
+  bool isRowReduction(size_t i, linalg::GenericOp generic) const {
+    return generic && generic.getNumReductionLoops() > 0 && !columns.has(i);
+  }
+
   /// A reduction member's thread `partial`s combined over the team, the
   /// total folded into the row's output by the leader.
   void finishReduction(OpBuilder &b, Location loc, Reduction &red,
@@ -687,6 +894,7 @@ private:
   const LaunchShape &shape;
   RowTeam &team;
   SmallVector<Value> rowIdx;
+  ColumnSums &columns;
   unsigned rank;
   ArrayRef<int64_t> reduced;
   int64_t numRed = 1;
@@ -718,11 +926,45 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
   std::optional<VectorRowCache> plannedCache;
   if (warp && shape.vectorize && shape.cacheRows)
     plannedCache = VectorRowCache::plan(ops, rank, reduced);
+  // Column members: as many teams a block as their sums fit, and a grid of
+  // kColumnTeams teams at most, each block writing a row of partial sums.
+  ColumnSums columns(ops, rows.size());
+  RowLaunchExtras extras;
+  SmallVector<Value> partials;
+  std::vector<Reduction> columnReductions;
+  int64_t numBlocks = 0;
+  if (!columns.empty()) {
+    int64_t teams = columns.fitTeams(warp ? shape.blockSize / kWarpSize : 1);
+    numBlocks = std::clamp<int64_t>(
+        std::min<int64_t>(numRows / (teams * kMinColumnRows),
+                          kColumnTeams / teams),
+        1, shape.maxBlocks);
+    extras.warpsPerBlock = warp ? teams : 0;
+    extras.maxBlocks = numBlocks;
+    extras.workgroup = columns.workgroupTypes(teams);
+    for (linalg::GenericOp op : columns.ops()) {
+      columnReductions.emplace_back(b, op);
+      partials.push_back(columnReductions.back().allocPartials(
+          b, loc, numBlocks, /*splitFirst=*/true));
+    }
+  }
+  auto before = [&](OpBuilder &kb, Location kl, gpu::LaunchOp launch) {
+    columns.bind(launch.getWorkgroupAttributions());
+    columns.emitInit(kb, kl, launch);
+  };
+  auto after = [&](OpBuilder &kb, Location kl, gpu::LaunchOp launch) {
+    columns.emitBlockPartials(kb, kl, launch, partials);
+  };
+  if (!columns.empty()) {
+    extras.before = before;
+    extras.after = after;
+  }
   buildRowLaunch(
       b, loc, numRows, warp, threadsPerRow(numRed, shape), shape,
       [&](OpBuilder &kb, Location kl, RowTeam &team) {
+        columns.setTeam(team.index);
         RowMembers members(ops, rows, reduced, redSizes, warp, shape, team,
-                           delinearize(kb, kl, team.row, rowSizes));
+                           delinearize(kb, kl, team.row, rowSizes), columns);
         if (!plannedCache) {
           members.emitUncached(kb, kl, shape.vectorize);
           return;
@@ -739,5 +981,12 @@ void mlir::ds::gpu_kernels::buildRowGroupLaunch(OpBuilder &b,
               members.emitUncached(ib, il, /*vectorize=*/false);
               scf::YieldOp::create(ib, il);
             });
-      });
+      },
+      extras);
+  if (!columns.empty()) {
+    SmallVector<Reduction *> reds;
+    for (Reduction &red : columnReductions)
+      reds.push_back(&red);
+    foldColumnPartials(b, loc, reds, partials, numBlocks, shape);
+  }
 }

@@ -23,6 +23,8 @@ struct RowAccess {
   Value buffer;
   AffineMap map;
   bool writes;
+  /// A column member's output (RowGroups.h), written once after every row.
+  bool columns = false;
 };
 
 /// `a` seen through reshapes that only add or drop unit dimensions (a
@@ -79,7 +81,7 @@ void throughUnitReshapes(RowAccess &a) {
 }
 
 /// The shape of a row-group candidate.
-enum class Kind { None, Reduction, OverRows, OverRowElements };
+enum class Kind { None, Reduction, OverRows, OverRowElements, Columns };
 
 /// What `op` is to a group over `rows` x `reduced` (None: not a member),
 /// with its buffer accesses.
@@ -119,12 +121,14 @@ Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
   for (Operation &inner : generic.getBody()->without_terminator())
     if (inner.getNumRegions() != 0)
       return Kind::None;
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  bool columns = ranges == rowElements && isColumnMember(generic, rows.size());
   for (OpOperand &operand : generic->getOpOperands()) {
     if (!isa<MemRefType>(operand.get().getType()))
       continue;
     bool writes = generic.isDpsInit(&operand);
-    RowAccess a{operand.get(), generic.getMatchingIndexingMap(&operand),
-                writes};
+    RowAccess a{operand.get(), generic.getMatchingIndexingMap(&operand), writes,
+                writes && columns};
     throughUnitReshapes(a);
     accesses.push_back(a);
   }
@@ -137,7 +141,8 @@ Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
     if (!generic.getRegion().isAncestor(load.getMemRef().getParentRegion()))
       accesses.push_back({load.getMemRef(), AffineMap(), false});
   });
-  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  if (columns)
+    return Kind::Columns;
   if (generic.getNumReductionLoops() > 0) {
     return ranges == rowElements &&
                    generic.getNumParallelLoops() == rows.size() &&
@@ -173,13 +178,23 @@ bool rowLocal(AffineMap map, unsigned numRows) {
 }
 
 /// Whether no row of `accesses` (all the group's) touches an element of a
-/// buffer the group writes that another row touches.
+/// buffer the group writes that another row touches, and nothing but its
+/// column member touches a column member's output.
 bool rowsIndependent(ArrayRef<RowAccess> accesses, unsigned numRows) {
   llvm::DenseMap<Value, Value> written; // root -> the one value reaching it
+  llvm::SmallPtrSet<Value, 4> columnOutputs;
   for (const RowAccess &a : accesses)
-    if (a.writes)
+    if (a.columns) {
+      if (!columnOutputs.insert(viewRoot(a.buffer)).second)
+        return false; // two column members' outputs
+    } else if (a.writes)
       written[viewRoot(a.buffer)] = a.buffer;
   for (const RowAccess &a : accesses) {
+    if (columnOutputs.contains(viewRoot(a.buffer))) {
+      if (!a.columns)
+        return false;
+      continue;
+    }
     auto it = written.find(viewRoot(a.buffer));
     if (it == written.end())
       continue;
@@ -211,6 +226,25 @@ bool mayMoveAfter(Operation *op) {
 
 } // namespace
 
+bool mlir::ds::gpu_kernels::isColumnMember(linalg::GenericOp op,
+                                           unsigned numRows) {
+  if (!isParallelReduction(op) || op.getNumLoops() != numRows + 1 ||
+      op.getNumReductionLoops() != numRows ||
+      op.getIteratorTypesArray().back() != utils::IteratorType::parallel ||
+      llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
+      !coalescedAlong(op, numRows))
+    return false;
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  return out.getNumResults() == 1 &&
+         out.getResult(0) == getAffineDimExpr(numRows, op.getContext());
+}
+
+int64_t mlir::ds::gpu_kernels::columnSumBytes(linalg::GenericOp op) {
+  Type et = getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType());
+  return op.getStaticLoopRanges().back() *
+         llvm::divideCeil(et.getIntOrFloatBitWidth(), 8);
+}
+
 SmallVector<RowGroup>
 mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
   SmallVector<RowGroup> groups;
@@ -236,10 +270,19 @@ mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
     // after the group rather than end it.
     SmallVector<AccessSet> movedAccesses;
     SmallVector<Operation *> moved;
+    int64_t columnBytes = 0; // a team's column sums
     auto last = it;
     for (auto next = std::next(it); next != block.end(); ++next) {
       SmallVector<RowAccess> more(accesses);
       Kind kind = classify(&*next, group.rows, group.reduced, shape, more);
+      // A column member whose sums would pass the shared memory they may
+      // take, or whose output another member touches, is left out of the
+      // group's way like any other op.
+      if (kind == Kind::Columns &&
+          (columnBytes + columnSumBytes(cast<linalg::GenericOp>(*next)) >
+               kMaxColumnSumBytes ||
+           !rowsIndependent(more, numRows)))
+        kind = Kind::None;
       if (kind == Kind::None) {
         if (mayLieBetween(&*next))
           continue;
@@ -253,6 +296,8 @@ mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
           (!moved.empty() &&
            conflictsWithAny(AccessSet(&*next), movedAccesses, distinct)))
         break;
+      if (kind == Kind::Columns)
+        columnBytes += columnSumBytes(cast<linalg::GenericOp>(*next));
       accesses = std::move(more);
       group.ops.push_back(&*next);
       kinds.push_back(kind);

@@ -45,8 +45,31 @@ struct RowGroup {
 /// member.
 /// A group reads at least two of its rows' tensors (fewer would save no
 /// pass); trailing ops over the rows alone are left out.
+/// A group also takes column members (isColumnMember): a layer norm
+/// gradient's weight and bias gradients, and the bias gradient of the
+/// linear layer before it, are sums over the rows of tensors the group
+/// reads or writes row by row. Each team of the kernel (a warp or a block)
+/// folds its rows' elements into sums in shared memory, a column a thread,
+/// so that the rows are not read again (buildRowGroupLaunch). Their outputs
+/// must be touched by no other member, and their sums fit
+/// kMaxColumnSumBytes together; a column member past that is moved out of
+/// the group's way as other ops are.
 /// The moves happen here; the caller builds the launches.
 SmallVector<RowGroup> findRowGroups(func::FuncOp f, const LaunchShape &shape);
+
+/// Whether `op` is a sum over `numRows` row loops of the elements of one
+/// more loop, a row's (its output indexed by that loop alone, static,
+/// coalescing along it): a column member of a row group over those rows.
+bool isColumnMember(linalg::GenericOp op, unsigned numRows);
+
+/// Shared memory one team's sums of column member `op` take: a row's
+/// elements of its output type.
+int64_t columnSumBytes(linalg::GenericOp op);
+
+/// Shared memory a team's column sums may take: 32 KiB keeps seven blocks
+/// on an SM of an H100 or H200 (228 KiB), below the 48 KiB a kernel may
+/// hold statically.
+constexpr int64_t kMaxColumnSumBytes = 32 * 1024;
 
 } // namespace mlir::ds::gpu_kernels
 

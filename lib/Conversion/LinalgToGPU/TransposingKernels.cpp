@@ -146,92 +146,6 @@ int64_t outVectorWidth(const Transposed &t, int64_t rows, int64_t width,
   return vector >= 2 ? vector : 1;
 }
 
-/// Folds `partials` ([rows, columns]: `cols`' column sums, a row per tile
-/// row) into the output of `cols` (one output dimension) in one launch,
-/// and frees it. A block takes 32 columns, a lane one of them, and its warps
-/// every (blockSize / 32)-th row; the warps' sums meet in shared memory and
-/// the first warp folds them in warp order, so each column is summed in a
-/// fixed order. A column reduction of the partials would split its rows
-/// over a second launch.
-void foldColumnPartials(OpBuilder &b, Location loc, Reduction &cols,
-                        Value partials, int64_t rows,
-                        const LaunchShape &shape) {
-  assert(cols.parStatic.size() == 1 && "one output dimension");
-  int64_t columns = cols.parStatic.front();
-  int64_t warps = shape.blockSize / kTransposeTile;
-  MLIRContext *ctx = b.getContext();
-  auto workgroup = gpu::AddressSpaceAttr::get(
-      ctx, gpu::GPUDialect::getWorkgroupAddressSpace());
-  Type et = cols.identity.getType();
-  Value bands =
-      indexConstant(b, loc, llvm::divideCeil(columns, kTransposeTile));
-  Value one = indexConstant(b, loc, 1);
-  auto launch = gpu::LaunchOp::create(
-      b, loc, clampBlocks(b, loc, bands, shape.maxBlocks), one, one,
-      indexConstant(b, loc, shape.blockSize), one, one,
-      /*dynamicSharedMemorySize=*/Value(), /*asyncTokenType=*/Type(),
-      /*asyncDependencies=*/ValueRange{},
-      TypeRange{MemRefType::get({warps, kTransposeTile}, et, AffineMap(),
-                                workgroup)});
-  Value sums = launch.getWorkgroupAttributions().front();
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&launch.getBody().front());
-  TileThread thread = tileThread(b, loc, launch, shape.blockSize);
-  Value rowsV = indexConstant(b, loc, rows);
-  Value lastCol = indexConstant(b, loc, columns - 1);
-  Value columnsV = indexConstant(b, loc, columns);
-  auto combine = [&](OpBuilder &cb, Value acc, Value v) {
-    IRMapping fold;
-    fold.map(cols.outArg, acc);
-    fold.map(cols.x, v);
-    return cb.clone(*cols.comb, fold)->getResult(0);
-  };
-  // Bands are uniform across the block, as its barriers require.
-  scf::ForOp::create(
-      b, loc, launch.getBlockIds().x, bands, launch.getGridSize().x,
-      ValueRange{}, [&](OpBuilder &ob, Location l, Value band, ValueRange) {
-        Value col = arith::AddIOp::create(
-            ob, l, arith::MulIOp::create(ob, l, band, thread.side), thread.tx);
-        // Past the last column: a valid one, whose sum is dropped.
-        Value readCol = arith::MinUIOp::create(ob, l, col, lastCol);
-        Value mine =
-            scf::ForOp::create(
-                ob, l, thread.ty, rowsV, thread.passStride,
-                ValueRange{arith::ConstantOp::create(ob, l, cols.identity)},
-                [&](OpBuilder &rb, Location rl, Value row, ValueRange acc) {
-                  Value v = memref::LoadOp::create(rb, rl, partials,
-                                                   ValueRange{row, readCol});
-                  scf::YieldOp::create(rb, rl, combine(rb, acc.front(), v));
-                })
-                .getResult(0);
-        memref::StoreOp::create(ob, l, mine, sums,
-                                ValueRange{thread.ty, thread.tx});
-        gpu::BarrierOp::create(ob, l);
-        Value first = arith::CmpIOp::create(ob, l, arith::CmpIPredicate::eq,
-                                            thread.ty, indexConstant(ob, l, 0));
-        Value ok = arith::AndIOp::create(
-            ob, l, first,
-            arith::CmpIOp::create(ob, l, arith::CmpIPredicate::ult, col,
-                                  columnsV));
-        RowTeam::emitIf(ob, l, ok, [&](OpBuilder &ib, Location il) {
-          Value total = arith::ConstantOp::create(ib, il, cols.identity);
-          for (int64_t w = 0; w < warps; ++w)
-            total =
-                combine(ib, total,
-                        memref::LoadOp::create(
-                            ib, il, sums,
-                            ValueRange{indexConstant(ib, il, w), thread.tx}));
-          cols.foldIntoOutput(ib, il, {col}, total);
-        });
-        // The next band overwrites the sums.
-        gpu::BarrierOp::create(ob, l);
-        scf::YieldOp::create(ob, l);
-      });
-  gpu::TerminatorOp::create(b, loc);
-  b.setInsertionPointAfter(launch);
-  memref::DeallocOp::create(b, loc, partials);
-}
-
 /// The launch for both builders: `red` (null: none) is folded over the
 /// elements of each block's tiles, `op` is its sibling or stands alone.
 /// `cols` (null: none) is folded over each tile's columns: a thread folds
@@ -701,7 +615,7 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
   // fold then still joins the one-block launches after it.
   b.setInsertionPointAfter(launch);
   if (cols)
-    foldColumnPartials(b, loc, *cols, colPartials, tileRows, shape);
+    foldColumnPartials(b, loc, {cols}, {colPartials}, tileRows, shape);
   if (red)
     red->foldPartials(b, loc, partials, shape);
 }

@@ -639,10 +639,11 @@ func.func @head_permutation(%x: memref<8x64x4x16xf32>, %y: memref<8x4x64x16xf32>
 // Bufferization starts each reduction from a copy of a buffer filled with
 // its start value. The copy (a device memcpy per reduction) goes: the
 // kernel folds the constant in instead of reading the output. The filled
-// buffer is still the output of a later reduction, so its fill stays.
+// buffer is the output of a later reduction, the next op to use it once
+// the copy has gone: its fill goes as well, that reduction folding the
+// constant in too.
 // CHECK-LABEL: func.func @constant_init
 // CHECK:         %[[T:.*]] = gpu.alloc{{ +}}() : memref<f32>
-// CHECK:         gpu.launch
 // CHECK-NOT:     gpu.memcpy
 // CHECK:         gpu.launch
 // CHECK:           %[[TOT:.*]] = gpu.all_reduce add
@@ -651,9 +652,12 @@ func.func @head_permutation(%x: memref<8x64x4x16xf32>, %y: memref<8x4x64x16xf32>
 // CHECK:             %[[NEW:.*]] = arith.addf %[[ZERO]], %[[TOT]]
 // CHECK:             memref.store %[[NEW]], %[[A:.*]][]
 // CHECK:         gpu.launch
+// CHECK:         gpu.launch
 // CHECK:           %[[TOT2:.*]] = gpu.all_reduce add
-// CHECK:             %[[OLD:.*]] = memref.load %[[T]][]
-// CHECK:             arith.addf %[[OLD]], %[[TOT2]]
+// CHECK-NOT:         memref.load %[[T]][]
+// CHECK:             %[[ZERO2:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK:             arith.addf %[[ZERO2]], %[[TOT2]]
+// CHECK:             memref.store %{{.*}}, %[[T]][]
 func.func @constant_init(%x: memref<1024xf32>, %s: memref<f32>, %u: memref<f32>) {
   %zero = arith.constant 0.0 : f32
   %t = memref.alloc() : memref<f32>
@@ -679,6 +683,47 @@ func.func @constant_init(%x: memref<1024xf32>, %s: memref<f32>, %u: memref<f32>)
   memref.copy %t, %u : memref<f32> to memref<f32>
   memref.dealloc %a : memref<f32>
   memref.dealloc %t : memref<f32>
+  return
+}
+
+// -----
+
+// A step whose results are the reductions' accumulators themselves (the
+// lowering cases' column sums): the copy into a result goes, in a step, as
+// a copy into an allocation does, and so does the fill of the result that
+// the last reduction accumulates into.
+// CHECK-LABEL: func.func @constant_init_results
+// CHECK-NOT:     linalg.fill
+// CHECK-NOT:     gpu.memcpy
+// CHECK:         gpu.launch
+// CHECK:           arith.constant 0.000000e+00 : f32
+// CHECK-NOT:       memref.load %arg1[]
+// CHECK:           memref.store %{{.*}}, %arg1[]
+// CHECK:         gpu.launch
+// CHECK:           arith.constant 0.000000e+00 : f32
+// CHECK-NOT:       memref.load %arg2[]
+// CHECK:           memref.store %{{.*}}, %arg2[]
+// CHECK:         return
+func.func @constant_init_results(%x: memref<1024xf32>, %s: memref<f32>, %t: memref<f32>)
+    attributes {llvm.emit_c_interface} {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%t : memref<f32>)
+  memref.copy %t, %s : memref<f32> to memref<f32>
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>],
+                  iterator_types = ["reduction"]}
+      ins(%x : memref<1024xf32>) outs(%s : memref<f32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.addf %acc, %v : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>],
+                  iterator_types = ["reduction"]}
+      ins(%x : memref<1024xf32>) outs(%t : memref<f32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %sq = arith.mulf %v, %v : f32
+    %r = arith.addf %acc, %sq : f32
+    linalg.yield %r : f32
+  }
   return
 }
 
@@ -864,20 +909,34 @@ func.func @racy_map(%x: memref<8xf32>, %y: memref<4xf32>) {
 
 // A layer norm gradient's shape: row statistics, then column sums that read
 // them (the weight's gradient), then the rows' own results. The column sums
-// need nothing the later member writes and write nothing it reads, so they
-// move after the group, which keeps the rows' two passes in one launch.
+// join the group: each block folds its rows into sums in shared memory, a
+// column a thread, and writes them as a row of partial sums ([blocks,
+// columns]: 4096 rows a block of 256 threads each, at least 8 rows a
+// block), which a second launch folds into the output. The rows are read
+// from memory once for all three ops.
 // When what lies between writes a buffer a later member reads (@row_group_
 // blocked), the group ends there.
 // CHECK-LABEL: func.func @row_group_past_column_sum
-// CHECK:         gpu.launch
+// CHECK:         %[[PARTIAL:.*]] = gpu.alloc () : memref<512x512xf32>
+// CHECK:         gpu.launch {{.*}} workgroup(%[[SUMS:.*]] : memref<1x512xf32, #gpu.address_space<workgroup>>)
+// CHECK:           memref.store %cst, %[[SUMS]]
+// CHECK:           gpu.barrier
 // CHECK:           gpu.all_reduce add
+// CHECK:           gpu.barrier
+// CHECK:           memref.load %[[SUMS]]
+// CHECK:           arith.mulf
+// CHECK:           memref.store %{{.*}}, %[[SUMS]]
 // CHECK:           gpu.barrier
 // CHECK:           arith.divf
 // CHECK:           memref.store %{{.*}}, %arg3
-// CHECK:         gpu.launch
-// CHECK:           arith.mulf
+// CHECK:           gpu.barrier
+// CHECK:           memref.load %[[SUMS]]
+// CHECK:           memref.store %{{.*}}, %[[PARTIAL]]
+// CHECK:         gpu.launch {{.*}} workgroup(%{{.*}} : memref<8x32xf32, #gpu.address_space<workgroup>>)
+// CHECK:           memref.load %[[PARTIAL]]
 // CHECK:           memref.store %{{.*}}, %arg2
-// CHECK-NOT:       arith.divf
+// CHECK:         gpu.dealloc %[[PARTIAL]]
+// CHECK-NOT:     gpu.launch
 // CHECK:         return
 // CHECK-LABEL: func.func @row_group_blocked
 // CHECK:         gpu.launch

@@ -996,6 +996,56 @@ def reduction_cases():
                                     y.astype(np.float64).sum((0, 1)).astype(F32)],
                       rtol=0, atol=0))
 
+    # A layer norm gradient's shape in one row group: two row statistics,
+    # the input gradient added to a residual gradient, then three column
+    # sums (the weight and bias gradients of the norm, the bias gradient of
+    # the linear layer before it, which sums the input gradient) and the
+    # input gradient's rounding for the next GEMM. On the GPU the column
+    # sums run in the group's kernel, each team folding its rows in shared
+    # memory (RowGroups.h). A warp a row with its row in registers (8192
+    # rows of 72: vectors of 2, the second only in 4 lanes; misaligned,
+    # elements, 3 a lane), and a block a row (1024 rows of 100: vectors of
+    # 4 aligned, 4 elements a group misaligned). Positive eighths: no sum
+    # cancels, so the f32 sums in any order stay within 1e-4 of f64's.
+    for name, (rows, cols) in [("row_group_column_sums_warp_f32", (8192, 72)),
+                               ("row_group_column_sums_block_f32", (1024, 100))]:
+        shape, keep = (rows, cols), (rows, 1)
+        cx = (rng_for(name + ".x").integers(0, 17, shape) / 8.0).astype(BF16)
+        cdy = (rng_for(name + ".dy").integers(1, 17, shape) / 8.0).astype(BF16)
+        cw = (rng_for(name + ".w").integers(1, 9, (1, cols)) / 8.0).astype(F32)
+        cg = (rng_for(name + ".g").integers(0, 17, shape) / 8.0).astype(BF16)
+        f32 = T(shape, F32)
+        body = f"""
+          %x = ds.cast %a0 : {TA(cx)} -> {f32}
+          %dy = ds.cast %a1 : {TA(cdy)} -> {f32}
+          %g = ds.cast %a3 : {TA(cg)} -> {f32}
+          %xs = ds.reduce_sum %x [1] keep_dims : {f32} -> {T(keep, F32)}
+          %xc = ds.mul %x, %xs : {f32}, {T(keep, F32)} -> {f32}
+          %gy = ds.mul %dy, %a2 : {f32}, {TA(cw)} -> {f32}
+          %t = ds.mul %gy, %xc : {f32}, {f32} -> {f32}
+          %r1 = ds.reduce_sum %t [1] keep_dims : {f32} -> {T(keep, F32)}
+          %d0 = ds.add %gy, %r1 : {f32}, {T(keep, F32)} -> {f32}
+          %dx = ds.add %g, %d0 : {f32}, {f32} -> {f32}
+          %p = ds.mul %dy, %xc : {f32}, {f32} -> {f32}
+          %dw = ds.reduce_sum %p [0] : {f32} -> {T((cols,), F32)}
+          %db = ds.reduce_sum %dy [0] : {f32} -> {T((cols,), F32)}
+          %dbias = ds.reduce_sum %dx [0] : {f32} -> {T((cols,), F32)}
+          %c = ds.cast %dx : {f32} -> {T(shape, BF16)}
+        """
+
+        def column_sums_ref(x, dy, w, g):
+            x, dy, g = (v.astype(np.float64) for v in (x, dy, g))
+            xc = x * x.sum(1, keepdims=True)
+            gy = dy * w
+            dx = g + gy + (gy * xc).sum(1, keepdims=True)
+            return [(dy * xc).sum(0).astype(F32), dy.sum(0).astype(F32),
+                    dx.sum(0).astype(F32),
+                    torch.from_numpy(dx.astype(F32)).to(torch.bfloat16).float().numpy()]
+        cases.append(Case(name, [cx, cdy, cw, cg], body,
+                          [("%dw", (cols,), F32), ("%db", (cols,), F32),
+                           ("%dbias", (cols,), F32), ("%c", shape, BF16)],
+                          column_sums_ref))
+
     sm = randn("softmax", (3, 5, 7), scale=3.0)
     lx = randn("ln.x", (3, 5, 7), F64, 2.0) + 1.5
     lw, lb = randn("ln.w", (5, 7), F64), randn("ln.b", (5, 7), F64)
