@@ -56,6 +56,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.fuseRows = fuseRows;
   c.fuseSiblings = fuseSiblings;
   c.cacheRows = cacheRows;
+  c.rowColumns = rowColumns;
   c.forwardCopies = forwardCopies;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
@@ -196,6 +197,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   kernels.fuseRows = config.fuseRows;
   kernels.fuseSiblings = config.fuseSiblings;
   kernels.cacheRows = config.cacheRows;
+  kernels.rowColumns = config.rowColumns;
   pm.addPass(createConvertLinalgToGPUPass(kernels));
   cleanup();
   //    Launches that may share a kernel become one.

@@ -590,6 +590,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.fuseRows = options.gpuFuseRows;
       gpu.fuseSiblings = options.gpuFuseSiblings;
       gpu.cacheRows = options.gpuCacheRows;
+      gpu.rowColumns = options.gpuRowColumns;
       gpu.launchReport = options.gpuLaunchReport;
       std::string why;
       if (failed(mlir::ds::buildGPUPipeline(pm, gpu, why)))

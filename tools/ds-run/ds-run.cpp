@@ -121,6 +121,13 @@ cl::opt<bool> gpuCacheRows(
              "(ds-gpu-pipeline's cache-rows; default true, =false to "
              "compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<bool> gpuRowColumns(
+    "gpu-row-columns",
+    cl::desc("With --device cuda: a row group's kernel also folds the "
+             "column sums over its rows, such as a layer norm's weight and "
+             "bias gradients (ds-gpu-pipeline's row-columns; default true, "
+             "=false to compare)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<std::string> gpuLaunchReport(
     "gpu-launch-report",
     cl::desc("With --device cuda: write what each kernel launch and "
@@ -629,7 +636,8 @@ int main(int argc, char **argv) {
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
              &gpuVectorize, &gpuNativeCasts, &gpuIndex32, &gpuFuseRows,
-             &gpuFuseSiblings, &gpuCacheRows, &gpuLaunchReport, &cudaGraphs})
+             &gpuFuseSiblings, &gpuCacheRows, &gpuRowColumns, &gpuLaunchReport,
+             &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -689,6 +697,7 @@ int main(int argc, char **argv) {
   prepare.gpuFuseRows = gpuFuseRows;
   prepare.gpuFuseSiblings = gpuFuseSiblings;
   prepare.gpuCacheRows = gpuCacheRows;
+  prepare.gpuRowColumns = gpuRowColumns;
   prepare.gpuLaunchReport = gpuLaunchReport;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;

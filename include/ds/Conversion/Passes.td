@@ -232,7 +232,11 @@ def ConvertLinalgToGPUPass
            "A warp's row group keeps the row elements several members "
            "read in registers (rows of up to 256 elements, or of up to "
            "256 16-byte vectors where the buffers are aligned); false: "
-           "each member rereads them">
+           "each member rereads them">,
+    Option<"rowColumns", "row-columns", "bool", /*default=*/"true",
+           "A row group also takes the column sums over its rows (a layer "
+           "norm's weight and bias gradients), folded in shared memory; "
+           "false: they read the rows again in launches of their own">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",

@@ -71,6 +71,9 @@ struct GPUPipelineConfig {
   /// A warp's row group keeps the row elements several members read in
   /// registers (convert-linalg-to-ds-gpu's cache-rows).
   bool cacheRows = true;
+  /// Row groups take the column sums over their rows
+  /// (convert-linalg-to-ds-gpu's row-columns).
+  bool rowColumns = true;
   /// Readers of a whole-buffer copy read its source (ds-forward-copies).
   bool forwardCopies = true;
   /// Launches that may share a kernel merged (ds-merge-gpu-launches).
@@ -149,6 +152,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::desc("Keep the row elements several members of a warp's "
                      "row group read in registers (=false: each member "
                      "rereads them, to compare)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> rowColumns{
+      *this, "row-columns",
+      llvm::cl::desc("Fold the column sums over a row group's rows (a layer "
+                     "norm's weight and bias gradients) into its kernel "
+                     "(=false: launches of their own, to compare)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> forwardCopies{
       *this, "forward-copies",

@@ -88,6 +88,9 @@ struct PrepareOptions {
   /// Rows kept in registers by warps' row groups (ds-gpu-pipeline's
   /// cache-rows).
   bool gpuCacheRows = true;
+  /// Column sums over a row group's rows in its kernel (ds-gpu-pipeline's
+  /// row-columns).
+  bool gpuRowColumns = true;
   /// Where ds-gpu-launch-report writes ("-": standard error); empty: none.
   std::string gpuLaunchReport;
   /// Compile without running here: keep the machine code so that

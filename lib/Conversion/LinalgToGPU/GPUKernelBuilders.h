@@ -32,6 +32,8 @@ struct LaunchShape {
   /// A warp's row group keeps the row elements several members read in
   /// registers (RowGroupKernels.cpp).
   bool cacheRows = true;
+  /// A row group takes the column sums over its rows (RowGroups.h).
+  bool rowColumns = true;
 };
 
 /// The most elements per thread per iteration of an elementwise loop.

@@ -711,7 +711,8 @@ struct ConvertLinalgToGPUPass
                          << static_cast<int64_t>(unroll) << ")";
       return signalPassFailure();
     }
-    LaunchShape shape{blockSize, maxBlocks, unroll, vectorize, cacheRows};
+    LaunchShape shape{blockSize, maxBlocks, unroll,
+                      vectorize, cacheRows, rowColumns};
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal())
         continue;

@@ -122,7 +122,8 @@ Kind classify(Operation *op, ArrayRef<int64_t> rows, ArrayRef<int64_t> reduced,
     if (inner.getNumRegions() != 0)
       return Kind::None;
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
-  bool columns = ranges == rowElements && isColumnMember(generic, rows.size());
+  bool columns = shape.rowColumns && ranges == rowElements &&
+                 isColumnMember(generic, rows.size());
   for (OpOperand &operand : generic->getOpOperands()) {
     if (!isa<MemRefType>(operand.get().getType()))
       continue;

@@ -1,6 +1,8 @@
 // RUN: ds-opt %s --convert-linalg-to-ds-gpu --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: ds-opt %s --convert-linalg-to-ds-gpu=fuse-rows=false --split-input-file --verify-diagnostics \
 // RUN:   | FileCheck %s --check-prefix=UNFUSED
+// RUN: ds-opt %s --convert-linalg-to-ds-gpu=row-columns=false --split-input-file --verify-diagnostics \
+// RUN:   | FileCheck %s --check-prefix=APART
 
 // Elementwise: one grid-stride kernel of 256 threads per block over the
 // flattened iteration space (64 x 1000 = 64000 elements), 4 f32 elements
@@ -938,6 +940,19 @@ func.func @racy_map(%x: memref<8xf32>, %y: memref<4xf32>) {
 // CHECK:         gpu.dealloc %[[PARTIAL]]
 // CHECK-NOT:     gpu.launch
 // CHECK:         return
+// With row-columns=false the column sums move after the group and read the
+// rows again in a launch of their own.
+// APART-LABEL: func.func @row_group_past_column_sum
+// APART:         gpu.launch
+// APART-NOT:       workgroup
+// APART:           gpu.all_reduce add
+// APART:           arith.divf
+// APART:           memref.store %{{.*}}, %arg3
+// APART:         gpu.launch
+// APART:           arith.mulf
+// APART:           memref.store %{{.*}}, %arg2
+// APART-NOT:       arith.divf
+// APART:         return
 // CHECK-LABEL: func.func @row_group_blocked
 // CHECK:         gpu.launch
 // CHECK:           gpu.all_reduce add
@@ -1000,6 +1015,147 @@ func.func @row_group_blocked(%x: memref<4096x512xf32>, %s: memref<4096xf32>,
   ^bb0(%a: f32, %sum: f32, %w: f32, %o: f32):
     %d = arith.divf %a, %sum : f32
     %r = arith.divf %d, %w : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Column members in a warp-per-row group (8192 rows): each warp is a team
+// with its own sums. Two members of rows of 64 f32 take 512 bytes a team,
+// so a block keeps its 8 warps, and the grid is 128 blocks (at least 8 rows
+// a warp). Three members of rows of 1024 take 12 KiB a team: 2 warps a
+// block fit in kMaxColumnSumBytes (32 KiB), 512 blocks. Both fold their
+// partial sums in one launch after the group.
+// CHECK-LABEL: func.func @row_group_column_warps
+// CHECK:         gpu.alloc () : memref<128x64xf32>
+// CHECK:         gpu.alloc () : memref<128x64xf32>
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c8, {{.*}}) workgroup(%{{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<8x64xf32, #gpu.address_space<workgroup>>)
+// CHECK:           gpu.subgroup_reduce add
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %arg2
+// CHECK:           memref.store %{{.*}}, %arg3
+// CHECK-NOT:     gpu.launch
+// CHECK-LABEL: func.func @row_group_column_wide_rows
+// CHECK-COUNT-3: gpu.alloc () : memref<512x1024xf32>
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c2, {{.*}}) workgroup(%{{.*}} : memref<2x1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<2x1024xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<2x1024xf32, #gpu.address_space<workgroup>>)
+// CHECK:         gpu.launch
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+func.func @row_group_column_warps(%x: memref<8192x64xf32>, %s: memref<8192xf32>,
+                                  %c: memref<64xf32>, %d: memref<64xf32>,
+                                  %y: memref<8192x64xf32>)
+    attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8192x64xf32>) outs(%s : memref<8192xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : memref<8192x64xf32>, memref<8192xf32>) outs(%y : memref<8192x64xf32>) {
+  ^bb0(%a: f32, %sum: f32, %o: f32):
+    %r = arith.divf %a, %sum : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (j)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x, %s : memref<8192x64xf32>, memref<8192xf32>) outs(%c : memref<64xf32>) {
+  ^bb0(%a: f32, %sum: f32, %b: f32):
+    %p = arith.mulf %a, %sum : f32
+    %r = arith.addf %b, %p : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%y : memref<8192x64xf32>) outs(%d : memref<64xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+func.func @row_group_column_wide_rows(%x: memref<8192x1024xf32>, %s: memref<8192xf32>,
+                                      %c: memref<1024xf32>, %d: memref<1024xf32>,
+                                      %e: memref<1024xf32>)
+    attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8192x1024xf32>) outs(%s : memref<8192xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (j)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x, %s : memref<8192x1024xf32>, memref<8192xf32>) outs(%c : memref<1024xf32>) {
+  ^bb0(%a: f32, %sum: f32, %b: f32):
+    %p = arith.mulf %a, %sum : f32
+    %r = arith.addf %b, %p : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<8192x1024xf32>) outs(%d : memref<1024xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (j)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x, %s : memref<8192x1024xf32>, memref<8192xf32>) outs(%e : memref<1024xf32>) {
+  ^bb0(%a: f32, %sum: f32, %b: f32):
+    %p = arith.subf %a, %sum : f32
+    %r = arith.addf %b, %p : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Column members' sums take at most 32 KiB a team: of two members over rows
+// of 8192 f32 (a block each), the first fills it, and the second runs after
+// the group, on its own.
+// CHECK-LABEL: func.func @row_group_column_budget
+// CHECK:         gpu.launch {{.*}} workgroup(%{{.*}} : memref<1x8192xf32, #gpu.address_space<workgroup>>)
+// CHECK:           gpu.all_reduce add
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %arg2
+// CHECK:         gpu.launch
+// CHECK-NOT:       workgroup
+// CHECK:         return
+func.func @row_group_column_budget(%x: memref<1024x8192xf32>, %s: memref<1024xf32>,
+                                   %c: memref<8192xf32>, %d: memref<8192xf32>)
+    attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<1024x8192xf32>) outs(%s : memref<1024xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (j)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x, %s : memref<1024x8192xf32>, memref<1024xf32>) outs(%c : memref<8192xf32>) {
+  ^bb0(%a: f32, %sum: f32, %b: f32):
+    %p = arith.mulf %a, %sum : f32
+    %r = arith.addf %b, %p : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<1024x8192xf32>) outs(%d : memref<8192xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %r = arith.addf %b, %a : f32
     linalg.yield %r : f32
   }
   return
