@@ -32,6 +32,41 @@ func.func @linear_tanh(%w: tensor<4x3xf32> {ds.param = "w", ds.init = #ds.init<n
 
 // -----
 
+// A softmax of causally masked scores (fill -inf, through a cast) is 0
+// above the diagonal: its gradient masks the cotangent there first (fill
+// 0), so that nothing reads it, as flash attention never computes it. A
+// finite fill keeps the plain rule.
+// CHECK-LABEL: func.func @causal_softmax
+// CHECK: %[[P:.*]] = ds.softmax
+// CHECK: %[[DY:.*]] = ds.causal_mask %{{.*}} fill = 0.000000e+00 {{.*}}ds.vjp_of = "ds.softmax"
+// CHECK: %[[T:.*]] = ds.mul %[[DY]], %[[P]]
+// CHECK: ds.sub %[[DY]], %{{.*}}
+// CHECK: ds.causal_mask %{{.*}} fill = 0.000000e+00 {{.*}}ds.vjp_of = "ds.causal_mask"
+// CHECK-LABEL: func.func @finite_fill_softmax
+// CHECK: ds.softmax
+// CHECK-NOT: ds.causal_mask %{{.*}} fill = 0.000000e+00 {{.*}}ds.vjp_of = "ds.softmax"
+// CHECK: ds.causal_mask %{{.*}} fill = 0.000000e+00 {{.*}}ds.vjp_of = "ds.causal_mask"
+func.func @causal_softmax(%w: tensor<2x4x4xf32> {ds.param = "w", ds.init = #ds.init<zeros>},
+                          %y: tensor<2x4x4xf32> {ds.input = "y"})
+    -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %m = ds.causal_mask %w : tensor<2x4x4xf32>
+  %b = ds.cast %m : tensor<2x4x4xf32> -> tensor<2x4x4xbf16>
+  %c = ds.cast %b : tensor<2x4x4xbf16> -> tensor<2x4x4xf32>
+  %p = ds.softmax %c axis = 2 : tensor<2x4x4xf32>
+  %l = ds.mse_loss %p, %y : tensor<2x4x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @finite_fill_softmax(%w: tensor<2x4x4xf32> {ds.param = "w", ds.init = #ds.init<zeros>},
+                               %y: tensor<2x4x4xf32> {ds.input = "y"})
+    -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %m = ds.causal_mask %w fill = -1.0e+09 : tensor<2x4x4xf32>
+  %p = ds.softmax %m axis = 2 : tensor<2x4x4xf32>
+  %l = ds.mse_loss %p, %y : tensor<2x4x4xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Broadcast operands get their gradient summed back to their shape; integer
 // operands (labels) get none.
 // CHECK-LABEL: func.func @bias_broadcast

@@ -1103,7 +1103,8 @@ def reduction_cases():
     # 2-element vectors of f32, 2 of bf16; the gradient only). The gradient is given the
     # scores, not the probabilities, so that it recomputes them from the
     # scores, as attention's backward does: there every read of the scores
-    # is masked; the cotangent's is not (the sum of p * dy reads it).
+    # is masked, and so is the cotangent's, which ds.softmax's gradient
+    # masks above the diagonal (where p is 0) as autodiff builds it.
     def causal_softmax_ref(x, dy=None, dt=F32):
         t = t64(x).requires_grad_()
         rows, cols = x.shape[-2:]
@@ -1143,9 +1144,10 @@ def reduction_cases():
         keep = T(shape[:-1] + (1,), F32)
         narrow, out = result("%gm")
         backward = widened("%a1", "%dy") + forward + f"""
-          %t = ds.mul {dyv}, %p : {f32}, {f32} -> {f32}
+          %dym = ds.causal_mask {dyv} fill = 0.0 : {f32}
+          %t = ds.mul %dym, %p : {f32}, {f32} -> {f32}
           %s = ds.reduce_sum %t [2] keep_dims : {f32} -> {keep}
-          %d = ds.sub {dyv}, %s : {f32}, {keep} -> {f32}
+          %d = ds.sub %dym, %s : {f32}, {keep} -> {f32}
           %g = ds.mul %p, %d : {f32}, {f32} -> {f32}
           %gm = ds.causal_mask %g fill = 0.0 : {f32}
         """ + narrow

@@ -482,6 +482,15 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 // Softmax and normalisations
 //===----------------------------------------------------------------------===//
 
+/// Whether `v` is a ds.causal_mask with fill -inf, through casts (which
+/// keep -inf): a softmax of it is exactly 0 above the diagonal.
+static bool isCausallyMasked(Value v) {
+  while (auto castOp = v.getDefiningOp<CastOp>())
+    v = castOp.getInput();
+  auto mask = v.getDefiningOp<CausalMaskOp>();
+  return mask && mask.getFill().isInfinity() && mask.getFill().isNegative();
+}
+
 LogicalResult SoftmaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   noGrads(*this, operandGrads);
@@ -490,6 +499,13 @@ LogicalResult SoftmaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
     return success();
   GradBuilder g(builder, getLoc());
   Value y = getResult();
+  // Above a causal mask's diagonal y is 0, and so is y * dy for a finite
+  // dy: the cotangent there is masked rather than read, as flash attention
+  // never computes it (the GPU's kernels then skip those loads).
+  auto type = cast<RankedTensorType>(dy.getType());
+  if (getAxis() == type.getRank() - 1 && isCausallyMasked(getInput()))
+    dy = CausalMaskOp::create(builder, getLoc(), dy,
+                              builder.getF64FloatAttr(0.0));
   Value s = g.reduceSum(g.mul(dy, y), {static_cast<int64_t>(getAxis())},
                         /*keepDims=*/true);
   operandGrads[0] = g.mul(y, g.sub(dy, s));

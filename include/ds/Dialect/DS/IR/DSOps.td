@@ -311,7 +311,12 @@ class DS_SoftmaxBase<string mnemonic, string formula, string grad>
 }
 
 def DS_SoftmaxOp : DS_SoftmaxBase<"softmax", "exp(x) / sum(exp(x))",
-    "`dx = y * (dy - sum(dy * y))`, the sum along `axis`."> {
+    "`dx = y * (dy - sum(dy * y))`, the sum along `axis`. Where the input "
+    "is a `ds.causal_mask` with fill -inf (through casts) and `axis` the "
+    "last, `dy` is masked too (fill 0) before it is used: `y` is 0 "
+    "there, so finite values give the same gradient, and the masked "
+    "cotangent need not be read (flash attention never computes it); an "
+    "inf or NaN there no longer makes the row's gradient NaN."> {
   let summary = "Softmax along one axis";
 }
 def DS_LogSoftmaxOp : DS_SoftmaxBase<"log_softmax", "x - log(sum(exp(x)))",
