@@ -82,7 +82,10 @@ struct Row {
 
 /// The distinct buffers a launch reads and writes, each counted once at its
 /// full (view's) size: the DRAM traffic of a kernel that streams its
-/// operands, as the step's fused elementwise and reduction kernels do.
+/// operands, as the step's fused elementwise and reduction kernels do. A
+/// buffer the body writes before it reads it (in the order of its code)
+/// counts as written only: a row group's later members read what an earlier
+/// one wrote of their row, from the cache.
 Row launchRow(gpu::LaunchOp launch) {
   Row row{Row::Kernel, "", 0, 0, 0, 0, true, launch.getLoc(), ""};
   auto extent = [](Value v) {
@@ -97,6 +100,7 @@ Row launchRow(gpu::LaunchOp launch) {
   if (FlatSymbolRefAttr name = launch.getFunctionAttr())
     row.kernel = name.getValue().str();
   llvm::SetVector<Value> reads, writes;
+  llvm::DenseSet<Value> writtenFirst;
   // The part of each buffer read: a masked load (MaskedReads.h) reads what
   // its `ds.read_fraction` says, any other all of it.
   DenseMap<Value, double> readFraction;
@@ -113,13 +117,18 @@ Row launchRow(gpu::LaunchOp launch) {
           v.getParentBlock()->getParentOp() == launch)
         continue;
       if (isa<MemoryEffects::Read>(e.getEffect())) {
+        if (writtenFirst.contains(v))
+          continue;
         reads.insert(v);
         auto fraction =
             op->getAttrOfType<FloatAttr>(ds::DSDialect::kReadFractionAttrName);
         double &f = readFraction.try_emplace(v, 0.0).first->second;
         f = std::max(f, fraction ? fraction.getValueAsDouble() : 1.0);
-      } else if (isa<MemoryEffects::Write>(e.getEffect()))
+      } else if (isa<MemoryEffects::Write>(e.getEffect())) {
         writes.insert(v);
+        if (!reads.contains(v))
+          writtenFirst.insert(v);
+      }
     }
   });
   auto total = [&](const llvm::SetVector<Value> &values, int64_t &bytes,

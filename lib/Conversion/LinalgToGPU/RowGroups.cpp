@@ -6,6 +6,7 @@
 
 #include "RowGroups.h"
 #include "BufferAccess.h"
+#include "GenericVectors.h"
 #include "KernelUtils.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -225,6 +226,62 @@ bool mayMoveAfter(Operation *op) {
   return op->getNumResults() == 0 && !op->hasTrait<OpTrait::IsTerminator>();
 }
 
+/// Ops just before a row group's first member that it may run first: the
+/// generics before `first` (allocations and pure ops between) over the
+/// group's rows or their elements, while every row's accesses stay its own
+/// (`accesses`: the members'), up to the earliest one over the elements
+/// that writes a buffer a later one reads, which moves 16-byte vectors along
+/// the row as the members may; none of them a member of the group before
+/// (`previous`). In program order. A layer norm's statistics then read the
+/// residual sum that the producer has just written (or, backward, the sum
+/// of the q, k and v projections' input gradients) from the cache, not
+/// from DRAM.
+SmallVector<Operation *> producersBefore(Operation *first,
+                                         const RowGroup &group,
+                                         ArrayRef<RowAccess> accesses,
+                                         const LaunchShape &shape,
+                                         const RowGroup *previous) {
+  constexpr int kMaxLookBack = 4;
+  SmallVector<RowAccess> more(accesses);
+  SmallVector<Operation *> prefix; // latest first
+  size_t taken = 0;
+  llvm::SmallPtrSet<Value, 8> read;
+  for (const RowAccess &a : accesses)
+    if (!a.writes)
+      read.insert(viewRoot(a.buffer));
+  Operation *prev = first->getPrevNode();
+  for (int k = 0; k < kMaxLookBack; ++k, prev = prev->getPrevNode()) {
+    while (prev && mayLieBetween(prev))
+      prev = prev->getPrevNode();
+    auto op = dyn_cast_or_null<linalg::GenericOp>(prev);
+    if (!op || (previous && llvm::is_contained(previous->ops, prev)))
+      break;
+    SmallVector<RowAccess> next(more);
+    Kind kind = classify(op, group.rows, group.reduced, shape, next);
+    if ((kind != Kind::OverRows && kind != Kind::OverRowElements) ||
+        !rowsIndependent(next, group.rows.size()))
+      break;
+    bool producer = kind == Kind::OverRowElements &&
+                    llvm::any_of(op.getDpsInits(), [&](Value out) {
+                      return read.contains(viewRoot(out));
+                    });
+    unsigned inner = op.getNumLoops() - 1;
+    if (kind == Kind::OverRowElements &&
+        !planGenericVectors(op, inner, op.getStaticLoopRanges()[inner],
+                            /*reduction=*/false))
+      break;
+    more = std::move(next);
+    prefix.push_back(op);
+    for (Value in : op.getDpsInputs())
+      if (isa<MemRefType>(in.getType()))
+        read.insert(viewRoot(in));
+    if (producer)
+      taken = prefix.size();
+  }
+  prefix.resize(taken);
+  return SmallVector<Operation *>(llvm::reverse(prefix));
+}
+
 } // namespace
 
 bool mlir::ds::gpu_kernels::isColumnMember(linalg::GenericOp op,
@@ -308,6 +365,11 @@ mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
       kinds.pop_back();
       group.ops.pop_back();
     }
+    SmallVector<Operation *> producers =
+        producersBefore(first, group, accesses, shape,
+                        groups.empty() ? nullptr : &groups.back());
+    group.ops.insert(group.ops.begin(), producers.begin(), producers.end());
+    kinds.insert(kinds.begin(), producers.size(), Kind::OverRowElements);
     int64_t passes =
         llvm::count_if(kinds, [](Kind k) { return k != Kind::OverRows; });
     if (passes < 2)

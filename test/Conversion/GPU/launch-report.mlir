@@ -9,7 +9,9 @@
 
 // The kernel reads x (1000 f32: 4000 bytes, counted once though loaded
 // twice) and its scratch in shared memory (not counted), and writes y
-// (1000 bf16: 2000 bytes). The GEMM: batch 2, M 64, N 16, K 32, so
+// (1000 bf16: 2000 bytes), which it then reads back: written first, y
+// counts as written only (what a kernel reads of what it wrote comes from
+// the cache, as a row group's later members read their row). The GEMM: batch 2, M 64, N 16, K 32, so
 // 2 x 2 x 64 x 16 x 32 = 131072 FLOPs; A and B 16384 + 4096 bytes, C 8192.
 // The copy moves 4000 bytes each way.
 // CHECK: ds-gpu-launch-report: @step: 1 kernel launches, 1 library GEMMs, 1 copies
@@ -55,6 +57,7 @@ func.func @step(%x: memref<1000xf32>, %y: memref<1000xbf16>, %z: memref<1000xf32
       %t = arith.addf %s, %w : f32
       %h = arith.truncf %t : f32 to bf16
       memref.store %h, %y[%i] : memref<1000xbf16>
+      %back = memref.load %y[%i] : memref<1000xbf16>
     }
     gpu.terminator
   }

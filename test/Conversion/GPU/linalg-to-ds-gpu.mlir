@@ -1160,3 +1160,84 @@ func.func @row_group_column_budget(%x: memref<1024x8192xf32>, %s: memref<1024xf3
   }
   return
 }
+
+// -----
+
+// The op just before a row group that writes what the group reads (a
+// residual sum before a layer norm's statistics) runs as the group's first
+// member: the statistics read the rows it has just written from the cache.
+// A sum whose result the group does not read stays a launch of its own.
+// CHECK-LABEL: func.func @row_group_producer
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %arg2
+// CHECK:           gpu.barrier
+// CHECK:           gpu.all_reduce add
+// CHECK:           gpu.barrier
+// CHECK:           arith.divf
+// CHECK:           memref.store %{{.*}}, %arg4
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+// CHECK-LABEL: func.func @row_group_unrelated_producer
+// CHECK:         gpu.launch
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:           memref.store %{{.*}}, %arg5
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+func.func @row_group_producer(%x: memref<4096x512xf32>, %r: memref<4096x512xf32>,
+                              %h: memref<4096x512xf32>, %s: memref<4096xf32>,
+                              %y: memref<4096x512xf32>)
+    attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %r : memref<4096x512xf32>, memref<4096x512xf32>) outs(%h : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %v = arith.addf %a, %b : f32
+    linalg.yield %v : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%h : memref<4096x512xf32>) outs(%s : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %v = arith.addf %b, %a : f32
+    linalg.yield %v : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%h, %s : memref<4096x512xf32>, memref<4096xf32>) outs(%y : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %sum: f32, %o: f32):
+    %v = arith.divf %a, %sum : f32
+    linalg.yield %v : f32
+  }
+  return
+}
+func.func @row_group_unrelated_producer(%x: memref<4096x512xf32>, %r: memref<4096x512xf32>,
+                                        %h: memref<4096x512xf32>, %s: memref<4096xf32>,
+                                        %y: memref<4096x512xf32>, %u: memref<4096x512xf32>)
+    attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %r : memref<4096x512xf32>, memref<4096x512xf32>) outs(%u : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %v = arith.addf %a, %b : f32
+    linalg.yield %v : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%h : memref<4096x512xf32>) outs(%s : memref<4096xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %v = arith.addf %b, %a : f32
+    linalg.yield %v : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>,
+                                   affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%h, %s : memref<4096x512xf32>, memref<4096xf32>) outs(%y : memref<4096x512xf32>) {
+  ^bb0(%a: f32, %sum: f32, %o: f32):
+    %v = arith.divf %a, %sum : f32
+    linalg.yield %v : f32
+  }
+  return
+}

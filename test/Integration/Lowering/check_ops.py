@@ -1046,6 +1046,32 @@ def reduction_cases():
                            ("%dbias", (cols,), F32), ("%c", shape, BF16)],
                           column_sums_ref))
 
+    # A residual sum and the layer norm that reads it: the GPU path runs the
+    # sum as the first member of the norm's row group (it writes the rows
+    # that the statistics then read back from the cache). A warp a row
+    # (8192 rows of 32: the element cache) and a block a row (1024 rows of
+    # 100: vectors of 4 aligned).
+    for name, (rows, cols) in [("row_group_producer_warp_f32", (8192, 32)),
+                               ("row_group_producer_block_f32", (1024, 100))]:
+        shape = (rows, cols)
+        px = (rng_for(name + ".x").integers(-16, 17, shape) / 8.0).astype(BF16)
+        pr = (rng_for(name + ".r").integers(-16, 17, shape) / 8.0).astype(BF16)
+        pw = randn(name + ".w", (cols,))
+        pb = randn(name + ".b", (cols,))
+        f32 = T(shape, F32)
+        body = f"""
+          %x = ds.cast %a0 : {TA(px)} -> {f32}
+          %r = ds.cast %a1 : {TA(pr)} -> {f32}
+          %h = ds.add %x, %r : {f32}, {f32} -> {f32}
+          %y = ds.layer_norm %h, %a2, %a3 : {f32}, {TA(pw)}, {TA(pb)}
+        """
+        cases.append(Case(name, [px, pr, pw, pb], body,
+                          [("%h", shape, F32), ("%y", shape, F32)],
+                          lambda x, r, w, b, cols=cols: [
+                              x.astype(np.float64) + r.astype(np.float64),
+                              F.layer_norm(t64(x.astype(np.float64) + r.astype(np.float64)),
+                                           (cols,), t64(w), t64(b)).numpy()]))
+
     sm = randn("softmax", (3, 5, 7), scale=3.0)
     lx = randn("ln.x", (3, 5, 7), F64, 2.0) + 1.5
     lw, lb = randn("ln.w", (5, 7), F64), randn("ln.b", (5, 7), F64)
