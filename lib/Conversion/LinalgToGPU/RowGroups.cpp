@@ -236,14 +236,13 @@ bool mayMoveAfter(Operation *op) {
 /// residual sum that the producer has just written (or, backward, the sum
 /// of the q, k and v projections' input gradients) from the cache, not
 /// from DRAM.
-SmallVector<Operation *> producersBefore(Operation *first,
-                                         const RowGroup &group,
-                                         ArrayRef<RowAccess> accesses,
-                                         const LaunchShape &shape,
-                                         const RowGroup *previous) {
+SmallVector<std::pair<Operation *, Kind>>
+producersBefore(Operation *first, const RowGroup &group,
+                ArrayRef<RowAccess> accesses, const LaunchShape &shape,
+                const RowGroup *previous) {
   constexpr int kMaxLookBack = 4;
   SmallVector<RowAccess> more(accesses);
-  SmallVector<Operation *> prefix; // latest first
+  SmallVector<std::pair<Operation *, Kind>> prefix; // latest first
   size_t taken = 0;
   llvm::SmallPtrSet<Value, 8> read;
   for (const RowAccess &a : accesses)
@@ -271,7 +270,7 @@ SmallVector<Operation *> producersBefore(Operation *first,
                             /*reduction=*/false))
       break;
     more = std::move(next);
-    prefix.push_back(op);
+    prefix.push_back({op, kind});
     for (Value in : op.getDpsInputs())
       if (isa<MemRefType>(in.getType()))
         read.insert(viewRoot(in));
@@ -279,7 +278,7 @@ SmallVector<Operation *> producersBefore(Operation *first,
       taken = prefix.size();
   }
   prefix.resize(taken);
-  return SmallVector<Operation *>(llvm::reverse(prefix));
+  return SmallVector<std::pair<Operation *, Kind>>(llvm::reverse(prefix));
 }
 
 } // namespace
@@ -365,11 +364,13 @@ mlir::ds::gpu_kernels::findRowGroups(func::FuncOp f, const LaunchShape &shape) {
       kinds.pop_back();
       group.ops.pop_back();
     }
-    SmallVector<Operation *> producers =
+    SmallVector<std::pair<Operation *, Kind>> producers =
         producersBefore(first, group, accesses, shape,
                         groups.empty() ? nullptr : &groups.back());
-    group.ops.insert(group.ops.begin(), producers.begin(), producers.end());
-    kinds.insert(kinds.begin(), producers.size(), Kind::OverRowElements);
+    for (auto [op, kind] : llvm::reverse(producers)) {
+      group.ops.insert(group.ops.begin(), op);
+      kinds.insert(kinds.begin(), kind);
+    }
     int64_t passes =
         llvm::count_if(kinds, [](Kind k) { return k != Kind::OverRows; });
     if (passes < 2)
