@@ -530,7 +530,6 @@ public:
 
   bool empty() const { return members.empty(); }
   bool has(size_t i) const { return slot.contains(i); }
-  int64_t teamBytes() const { return bytesPerTeam; }
   ArrayRef<linalg::GenericOp> ops() const { return members; }
 
   /// The shared buffers for `teams` teams a block.
