@@ -678,12 +678,6 @@ void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,
           Reduction &red = *c;
           Value sums =
               sumBuffers[llvm::find(sumTypes, sumTypeOf(c)) - sumTypes.begin()];
-          auto combine = [&](OpBuilder &cb, Value acc, Value v) {
-            IRMapping fold;
-            fold.map(red.outArg, acc);
-            fold.map(red.x, v);
-            return cb.clone(*red.comb, fold)->getResult(0);
-          };
           Value p = part;
           Value mine =
               scf::ForOp::create(
@@ -692,21 +686,16 @@ void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,
                   [&](OpBuilder &rb, Location rl, Value row, ValueRange acc) {
                     Value v = memref::LoadOp::create(rb, rl, p,
                                                      ValueRange{row, readCol});
-                    scf::YieldOp::create(rb, rl, combine(rb, acc.front(), v));
+                    scf::YieldOp::create(rb, rl,
+                                         red.combine(rb, acc.front(), v));
                   })
                   .getResult(0);
           memref::StoreOp::create(ob, l, mine, sums,
                                   ValueRange{thread.ty, thread.tx});
           gpu::BarrierOp::create(ob, l);
           RowTeam::emitIf(ob, l, ok, [&](OpBuilder &ib, Location il) {
-            Value total = arith::ConstantOp::create(ib, il, red.identity);
-            for (int64_t w = 0; w < warps; ++w)
-              total =
-                  combine(ib, total,
-                          memref::LoadOp::create(
-                              ib, il, sums,
-                              ValueRange{indexConstant(ib, il, w), thread.tx}));
-            red.foldIntoOutput(ib, il, {col}, total);
+            red.foldIntoOutput(ib, il, {col},
+                               red.foldColumn(ib, il, sums, warps, thread.tx));
           });
           // The next reduction or band overwrites the sums.
           gpu::BarrierOp::create(ob, l);

@@ -78,6 +78,27 @@ struct Reduction {
 
   Value memOut() { return op.getDpsInitOperand(0)->get(); }
 
+  /// `acc` and `v` combined by a clone of the combiner.
+  Value combine(OpBuilder &b, Value acc, Value v) const {
+    IRMapping fold;
+    fold.map(outArg, acc);
+    fold.map(x, v);
+    return b.clone(*comb, fold)->getResult(0);
+  }
+
+  /// Column `col` of a `[rows, columns]` buffer of partial results (a row
+  /// per warp or team) folded from the identity, in row order.
+  Value foldColumn(OpBuilder &b, Location loc, Value buffer, int64_t rows,
+                   Value col) const {
+    Value sum = arith::ConstantOp::create(b, loc, identity);
+    for (int64_t r = 0; r < rows; ++r)
+      sum = combine(
+          b, sum,
+          memref::LoadOp::create(b, loc, buffer,
+                                 ValueRange{indexConstant(b, loc, r), col}));
+    return sum;
+  }
+
   /// The launch's tasks: an output each, or `split` parts of each.
   struct Tasks {
     Value numOut, numRed, split, count;
@@ -177,11 +198,7 @@ struct Reduction {
     // read: the constant is folded in instead.
     Value old = init ? arith::ConstantOp::create(b, loc, init).getResult()
                      : memref::LoadOp::create(b, loc, memOut(), idx);
-    IRMapping fold;
-    fold.map(outArg, old);
-    fold.map(x, total);
-    Value folded = b.clone(*comb, fold)->getResult(0);
-    memref::StoreOp::create(b, loc, folded, memOut(), idx);
+    memref::StoreOp::create(b, loc, combine(b, old, total), memOut(), idx);
   }
 
   /// A buffer for `split` partial results per output: [outputs..., split],
@@ -217,11 +234,7 @@ struct Reduction {
         b, loc, ValueRange{partials}, ValueRange{memOut()},
         ArrayRef<AffineMap>{partialMap, newOutMap}, iterators,
         [&](OpBuilder &fb, Location l, ValueRange args) {
-          IRMapping fold;
-          fold.map(outArg, args[1]);
-          fold.map(x, args[0]);
-          Operation *folded = fb.clone(*comb, fold);
-          linalg::YieldOp::create(fb, l, folded->getResult(0));
+          linalg::YieldOp::create(fb, l, combine(fb, args[1], args[0]));
         });
     if (init)
       finish->setAttr(kConstantInitAttr, init);

@@ -567,15 +567,7 @@ public:
     forEachColumn(
         b, loc, launch,
         [&](OpBuilder &cb, Location cl, size_t k, Reduction &red, Value col) {
-          Value sum = arith::ConstantOp::create(cb, cl, red.identity);
-          for (int64_t t = 0; t < numTeams; ++t) {
-            IRMapping fold;
-            fold.map(red.outArg, sum);
-            fold.map(red.x, memref::LoadOp::create(
-                                cb, cl, buffers[k],
-                                ValueRange{indexConstant(cb, cl, t), col}));
-            sum = cb.clone(*red.comb, fold)->getResult(0);
-          }
+          Value sum = red.foldColumn(cb, cl, buffers[k], numTeams, col);
           memref::StoreOp::create(cb, cl, sum, partials[k],
                                   ValueRange{launch.getBlockIds().x, col});
         });

@@ -498,16 +498,7 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                 arith::AndIOp::create(ob, l, lessThan(ob, l, tid, tileCols),
                                       lessThan(ob, l, col, colsV));
             RowTeam::emitIf(ob, l, ok, [&](OpBuilder &ib, Location il) {
-              Value sum = arith::ConstantOp::create(ib, il, cols->identity);
-              for (int64_t w = 0; w < warps; ++w) {
-                IRMapping fold;
-                fold.map(cols->outArg, sum);
-                fold.map(cols->x,
-                         memref::LoadOp::create(
-                             ib, il, colSums,
-                             ValueRange{indexConstant(ib, il, w), tid}));
-                sum = ib.clone(*cols->comb, fold)->getResult(0);
-              }
+              Value sum = cols->foldColumn(ib, il, colSums, warps, tid);
               Value tileRow =
                   arith::DivUIOp::create(ib, il, tileId, tileSpaceV.back());
               memref::StoreOp::create(ib, il, sum, colPartials,
