@@ -151,9 +151,14 @@ bool getsColumnReduction(linalg::GenericOp op);
 /// the same sizes, in program order, neither writing what another touches:
 /// columnGroups, ReductionSiblings.h) as one launch whose threads fold all
 /// of them side by side, loading an input several read through the same
-/// map once. The caller erases them.
+/// map once. `producer` (ColumnGroup's, ReductionSiblings.h): an
+/// all-parallel generic over the same loops that each thread computes
+/// first at each element it folds, storing its outputs and handing the
+/// members what they read of them and of its inputs. The caller erases
+/// them all.
 void buildColumnGroupLaunch(OpBuilder &b, ArrayRef<linalg::GenericOp> ops,
-                            const LaunchShape &shape);
+                            const LaunchShape &shape,
+                            linalg::GenericOp producer = {});
 
 /// Below this many reduced elements per output, a block per output wastes
 /// most of its threads: one thread per output loops instead.

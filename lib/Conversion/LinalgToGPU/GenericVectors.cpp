@@ -81,14 +81,14 @@ std::optional<GenericVectors> mlir::ds::gpu_kernels::planGenericVectors(
   return plan;
 }
 
-void mlir::ds::gpu_kernels::storeVectorOutput(OpBuilder &b, Location loc,
-                                              const GenericVectors &plan,
-                                              OpOperand &init,
-                                              ArrayRef<Value> lanes,
-                                              ArrayRef<Value> ivs) {
+Value mlir::ds::gpu_kernels::storeVectorOutput(OpBuilder &b, Location loc,
+                                               const GenericVectors &plan,
+                                               OpOperand &init,
+                                               ArrayRef<Value> lanes,
+                                               ArrayRef<Value> ivs) {
   SmallVector<Value> idx = applyMap(
       b, loc, linalg::GenericOp(plan.op).getMatchingIndexingMap(&init), ivs);
-  storeLanes(b, loc, lanes, init.get(), idx);
+  return storeLanes(b, loc, lanes, init.get(), idx);
 }
 
 /// emitGenericVector and emitGenericVectorLanes: for a reduction, `accs`

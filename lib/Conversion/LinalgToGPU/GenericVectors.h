@@ -102,9 +102,10 @@ void appendBuffers(SmallVectorImpl<Value> &buffers, ArrayRef<Value> more);
 
 /// Stores `lanes` (an output's values, one per lane) as one vector into
 /// output `init` of `plan.op`, at the loop indices `ivs` of the first.
-void storeVectorOutput(OpBuilder &b, Location loc, const GenericVectors &plan,
-                       OpOperand &init, ArrayRef<Value> lanes,
-                       ArrayRef<Value> ivs);
+/// Returns the vector stored.
+Value storeVectorOutput(OpBuilder &b, Location loc, const GenericVectors &plan,
+                        OpOperand &init, ArrayRef<Value> lanes,
+                        ArrayRef<Value> ivs);
 
 /// One vector of the reduction `red`'s iteration at loop indices `ivs`,
 /// where plan.innermost is one of its output (parallel) loops: lane k

@@ -289,14 +289,16 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
   llvm::DenseSet<Operation *> taken(absorbed);
   for (const ReductionSibling &pair : siblings)
     taken.insert(pair.elementwise);
-  SmallVector<SmallVector<linalg::GenericOp>> groups;
+  SmallVector<ColumnGroup> groups;
   if (groupColumns)
     groups = columnGroups(f, taken, distinctArguments);
-  llvm::DenseMap<Operation *, ArrayRef<linalg::GenericOp>> groupOf;
-  for (ArrayRef<linalg::GenericOp> group : groups) {
-    groupOf[group.back()] = group;
-    for (linalg::GenericOp op : group.drop_back())
+  llvm::DenseMap<Operation *, const ColumnGroup *> groupOf;
+  for (const ColumnGroup &group : groups) {
+    groupOf[group.members.back()] = &group;
+    for (linalg::GenericOp op : ArrayRef(group.members).drop_back())
       absorbed.insert(op);
+    if (group.producer)
+      absorbed.insert(group.producer);
   }
   SmallVector<linalg::LinalgOp> ops;
   f.walk([&](linalg::LinalgOp op) {
@@ -305,7 +307,7 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
   });
   IRRewriter rewriter(f.getContext());
   for (linalg::LinalgOp op : ops) {
-    if (absorbed.contains(op)) // erased with its unit's elementwise op
+    if (absorbed.contains(op)) // erased with its unit or column group
       continue;
     if (!op.hasPureBufferSemantics())
       return op->emitError("not supported by ds-gpu-pipeline: '")
@@ -326,12 +328,13 @@ LogicalResult convertLinalgOps(func::FuncOp f, const LaunchShape &shape,
       continue;
     }
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
-    if (ArrayRef<linalg::GenericOp> group = groupOf.lookup(op);
-        !group.empty()) {
+    if (const ColumnGroup *group = groupOf.lookup(op)) {
       OpBuilder b(op);
-      buildColumnGroupLaunch(b, group, shape);
-      for (linalg::GenericOp member : llvm::reverse(group))
+      buildColumnGroupLaunch(b, group->members, shape, group->producer);
+      for (linalg::GenericOp member : llvm::reverse(group->members))
         member->erase();
+      if (group->producer)
+        group->producer->erase();
       continue;
     }
     if (const ReductionSibling *unit = unitOf.lookup(op)) {

@@ -292,8 +292,16 @@ struct ColumnMember {
   Value partials;
 };
 
+/// A column group's producer (ColumnGroup, ReductionSiblings.h) and its
+/// vector plan (null: elements).
+struct ColumnProducer {
+  linalg::GenericOp op;
+  const GenericVectors *vectors;
+};
+
 /// What the members before have loaded of a buffer through a map: the
-/// value (an element or a vector) each of them would load again.
+/// value (an element or a vector) each of them would load again. The
+/// producer's outputs come first, so that a member reads what it wrote.
 using LoadedOperands =
     SmallVector<std::tuple<Value, AffineMap, Value>, 4>; // buffer, map, value
 
@@ -305,12 +313,52 @@ Value lookupLoaded(const LoadedOperands &loaded, linalg::GenericOp op,
   return {};
 }
 
+/// The producer's iteration at `ivs`, its outputs stored: an element, or
+/// with a plan a vector. Records in `loaded` its outputs' values, then what
+/// it loaded of its inputs.
+void emitProducerIteration(OpBuilder &b, Location loc,
+                           const ColumnProducer &producer, ArrayRef<Value> ivs,
+                           LoadedOperands &loaded) {
+  linalg::GenericOp op = producer.op;
+  if (producer.vectors) {
+    SmallVector<Value> vectorsLoaded;
+    SmallVector<SmallVector<Value>> lanes;
+    emitGenericVector(b, loc, *producer.vectors, ivs, /*red=*/nullptr, {}, {},
+                      &vectorsLoaded, &lanes);
+    for (auto [init, values] : llvm::zip(op.getDpsInitsMutable(), lanes))
+      loaded.push_back(
+          {init.get(), op.getMatchingIndexingMap(&init),
+           storeVectorOutput(b, loc, *producer.vectors, init, values, ivs)});
+    for (OpOperand *in : op.getDpsInputOperands())
+      if (Value v = vectorsLoaded[in->getOperandNumber()])
+        loaded.push_back({in->get(), op.getMatchingIndexingMap(in), v});
+    return;
+  }
+  IRMapping map;
+  // Unmasked: the members may use what it loads.
+  cloneBodyAt(b, loc, op, ivs, map, /*maskReads=*/false);
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+  for (auto [init, value] :
+       llvm::zip(op.getDpsInitsMutable(), yield.getValues())) {
+    AffineMap m = op.getMatchingIndexingMap(&init);
+    Value v = map.lookupOrDefault(value);
+    memref::StoreOp::create(b, loc, v, init.get(), applyMap(b, loc, m, ivs));
+    loaded.push_back({init.get(), m, v});
+  }
+  for (OpOperand *in : op.getDpsInputOperands())
+    if (BlockArgument arg = op.getMatchingBlockArgument(in); map.contains(arg))
+      loaded.push_back(
+          {in->get(), op.getMatchingIndexingMap(in), map.lookup(arg)});
+}
+
 /// Task `task` of a column reduction group: each member's outputs'
 /// elements in its run, folded in order (one accumulator per output and
 /// member) into the outputs or, with partials, written there. An input
-/// that several members read through the same map is loaded once.
+/// that several members read through the same map is loaded once. With a
+/// `producer`, its iteration at each element comes first.
 void emitColumnTask(OpBuilder &b, Location loc, ArrayRef<ColumnMember> members,
-                    const ColumnTasks &t, bool vectors, Value task) {
+                    const ColumnProducer *producer, const ColumnTasks &t,
+                    bool vectors, Value task) {
   Reduction &lead = *members.front().red;
   bool split = static_cast<bool>(members.front().partials);
   // Consecutive tasks on consecutive outputs (or vectors of them).
@@ -335,7 +383,7 @@ void emitColumnTask(OpBuilder &b, Location loc, ArrayRef<ColumnMember> members,
   Value one = indexConstant(b, loc, 1);
   // Alone, a reduction skips the elements its body discards
   // (MaskedReads.h); in a group, what one member loads another may use.
-  bool shareLoads = members.size() > 1;
+  bool shareLoads = members.size() > 1 || producer;
   // A member's t.lanes accumulators after another's.
   SmallVector<Value> init;
   for (const ColumnMember &m : members)
@@ -347,6 +395,8 @@ void emitColumnTask(OpBuilder &b, Location loc, ArrayRef<ColumnMember> members,
             lead.loopIndices(parIdx, delinearize(rb, l, r, lead.redSizes));
         SmallVector<Value> next;
         LoadedOperands loaded;
+        if (producer)
+          emitProducerIteration(rb, l, *producer, ivs, loaded);
         for (auto [k, m] : llvm::enumerate(members)) {
           linalg::GenericOp op = m.red->op;
           ValueRange mine = accs.slice(k * t.lanes, t.lanes);
@@ -417,9 +467,12 @@ void emitColumnTask(OpBuilder &b, Location loc, ArrayRef<ColumnMember> members,
 /// `reds`: one reduction, or a group of them over the same loops
 /// (columnGroups, ReductionSiblings.h), which the same threads fold side by
 /// side, loading what they share once: a layer norm's weight and bias
-/// gradients both sum the cotangent over the rows.
+/// gradients both sum the cotangent over the rows. `producer`: the group's
+/// (buildColumnGroupLaunch), computed at each element first; vectors only
+/// where it moves them too.
 void buildColumnReduction(OpBuilder &b, ArrayRef<Reduction *> reds,
-                          const LaunchShape &shape) {
+                          const LaunchShape &shape,
+                          linalg::GenericOp producer = {}) {
   Reduction &red = *reds.front();
   Location loc = red.op.getLoc();
   // Vectors when every member has a plan, at the narrowest width.
@@ -436,15 +489,33 @@ void buildColumnReduction(OpBuilder &b, ArrayRef<Reduction *> reds,
       }
       plans.push_back(*plan);
     }
+  std::optional<GenericVectors> producerPlan;
+  if (producer && !plans.empty()) {
+    producerPlan =
+        planGenericVectors(producer, red.parDims.back(), red.parStatic.back(),
+                           /*reduction=*/false);
+    if (!producerPlan)
+      plans.clear();
+  }
   int64_t lanes = plans.empty() ? 1 : plans.front().width;
   SmallVector<Value> alignedBuffers;
   for (const GenericVectors &plan : plans) {
     lanes = std::min(lanes, plan.width);
     appendBuffers(alignedBuffers, plan.buffers);
   }
+  if (!plans.empty()) {
+    lanes = std::min(lanes, producerPlan ? producerPlan->width : lanes);
+    if (producerPlan)
+      appendBuffers(alignedBuffers, producerPlan->buffers);
+  }
   // Narrowing keeps a plan valid (GenericVectors.cpp).
   for (GenericVectors &plan : plans)
     plan.width = lanes;
+  if (producerPlan)
+    producerPlan->width = lanes;
+  ColumnProducer scalarProducer{producer, nullptr};
+  ColumnProducer vectorProducer{producer,
+                                plans.empty() ? nullptr : &*producerPlan};
   // Split for the vector tasks' count: as many threads as scalar tasks
   // would have, where the runs stay long enough.
   int64_t split =
@@ -478,27 +549,28 @@ void buildColumnReduction(OpBuilder &b, ArrayRef<Reduction *> reds,
                 std::tie(start, stride) = gridStrideStart(kb, loc, launch);
                 auto tasksOf = [&](OpBuilder &ib, Location il,
                                    const ColumnTasks &t,
-                                   ArrayRef<ColumnMember> members) {
+                                   ArrayRef<ColumnMember> members,
+                                   const ColumnProducer &p) {
                   scf::ForOp::create(
                       ib, il, start, t.count, stride, ValueRange{},
                       [&](OpBuilder &fb, Location fl, Value task, ValueRange) {
-                        emitColumnTask(fb, fl, members, t,
+                        emitColumnTask(fb, fl, members, p.op ? &p : nullptr, t,
                                        members.front().vectors, task);
                         scf::YieldOp::create(fb, fl);
                       });
                 };
                 if (plans.empty()) {
-                  tasksOf(kb, loc, scalar, scalarMembers);
+                  tasksOf(kb, loc, scalar, scalarMembers, scalarProducer);
                   return;
                 }
                 scf::IfOp::create(
                     kb, loc, buffersAligned(kb, loc, alignedBuffers),
                     [&](OpBuilder &ib, Location il) {
-                      tasksOf(ib, il, vector, vectorMembers);
+                      tasksOf(ib, il, vector, vectorMembers, vectorProducer);
                       scf::YieldOp::create(ib, il);
                     },
                     [&](OpBuilder &ib, Location il) {
-                      tasksOf(ib, il, scalar, scalarMembers);
+                      tasksOf(ib, il, scalar, scalarMembers, scalarProducer);
                       scf::YieldOp::create(ib, il);
                     });
               });
@@ -607,7 +679,8 @@ bool mlir::ds::gpu_kernels::getsColumnReduction(linalg::GenericOp op) {
 }
 
 void mlir::ds::gpu_kernels::buildColumnGroupLaunch(
-    OpBuilder &b, ArrayRef<linalg::GenericOp> ops, const LaunchShape &shape) {
+    OpBuilder &b, ArrayRef<linalg::GenericOp> ops, const LaunchShape &shape,
+    linalg::GenericOp producer) {
   // Stable addresses: the members point into it.
   std::vector<Reduction> reds;
   reds.reserve(ops.size());
@@ -616,7 +689,7 @@ void mlir::ds::gpu_kernels::buildColumnGroupLaunch(
   SmallVector<Reduction *> members;
   for (Reduction &red : reds)
     members.push_back(&red);
-  buildColumnReduction(b, members, shape);
+  buildColumnReduction(b, members, shape, producer);
 }
 
 void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,

@@ -306,7 +306,56 @@ static bool isSeparable(Operation &op) {
   return isa<memref::AllocOp>(op) || (op.getNumRegions() == 0 && isPure(&op));
 }
 
-SmallVector<SmallVector<linalg::GenericOp>>
+/// The generic before `members`' first (past separable ops) that can run
+/// in their launch as its producer (ColumnGroup), or null.
+static linalg::GenericOp
+columnProducer(ArrayRef<linalg::GenericOp> members,
+               const llvm::DenseSet<Operation *> &taken,
+               bool distinctArguments) {
+  Operation *prev = members.front()->getPrevNode();
+  while (prev && isSeparable(*prev))
+    prev = prev->getPrevNode();
+  auto producer = dyn_cast_or_null<linalg::GenericOp>(prev);
+  if (!producer || taken.contains(producer) ||
+      !producer.hasPureBufferSemantics() ||
+      !allIterators(producer, utils::IteratorType::parallel) ||
+      producer.getStaticLoopRanges() !=
+          linalg::GenericOp(members.front()).getStaticLoopRanges() ||
+      isTransposingGeneric(producer))
+    return {};
+  for (Operation &op : producer.getBody()->without_terminator())
+    if (op.getNumRegions() != 0)
+      return {};
+  for (OpOperand &init : producer.getDpsInitsMutable())
+    if (!producer.getMatchingIndexingMap(&init).isPermutation())
+      return {};
+  AccessSet produced(producer);
+  bool forwards = false;
+  for (linalg::GenericOp member : members) {
+    AccessSet access(member);
+    for (OpOperand *in : member.getDpsInputOperands()) {
+      OpOperand *written = nullptr;
+      for (OpOperand &init : producer.getDpsInitsMutable())
+        if (init.get() == in->get())
+          written = &init;
+      if (!written)
+        continue;
+      if (producer.getMatchingIndexingMap(written) !=
+          member.getMatchingIndexingMap(in))
+        return {};
+      // The member takes this value from the producer's iteration at the
+      // same element, not from memory.
+      forwards = true;
+      llvm::erase_if(access.reads,
+                     [&](const Access &a) { return a.view == in->get(); });
+    }
+    if (conflict(produced, access, distinctArguments))
+      return {};
+  }
+  return forwards ? producer : linalg::GenericOp();
+}
+
+SmallVector<ColumnGroup>
 mlir::ds::gpu_kernels::columnGroups(func::FuncOp f,
                                     const llvm::DenseSet<Operation *> &taken,
                                     bool distinctArguments) {
@@ -324,13 +373,14 @@ mlir::ds::gpu_kernels::columnGroups(func::FuncOp f,
         reduced *= size;
     return reduced >= kMinParallelReduction ? generic : linalg::GenericOp();
   };
-  SmallVector<SmallVector<linalg::GenericOp>> groups;
+  SmallVector<ColumnGroup> groups;
   Block &body = f.getBody().front();
   for (auto it = body.begin(); it != body.end(); ++it) {
     linalg::GenericOp first = candidate(*it);
     if (!first)
       continue;
-    SmallVector<linalg::GenericOp> group = {first};
+    ColumnGroup group;
+    group.members = {first};
     SmallVector<AccessSet> accesses;
     accesses.emplace_back(first);
     auto next = std::next(it);
@@ -342,16 +392,17 @@ mlir::ds::gpu_kernels::columnGroups(func::FuncOp f,
           member.getStaticLoopRanges() != first.getStaticLoopRanges() ||
           member.getIteratorTypesArray() != first.getIteratorTypesArray() ||
           llvm::none_of(
-              group,
+              group.members,
               [&](linalg::GenericOp m) { return shareAnInput(m, member); }) ||
           conflictsWithAny(AccessSet(member), accesses, distinctArguments))
         break;
-      group.push_back(member);
+      group.members.push_back(member);
       accesses.emplace_back(member);
     }
-    if (group.size() < 2)
+    group.producer = columnProducer(group.members, taken, distinctArguments);
+    if (group.members.size() < 2 && !group.producer)
       continue;
-    it = group.back()->getIterator();
+    it = group.members.back()->getIterator();
     groups.push_back(std::move(group));
   }
   return groups;

@@ -91,15 +91,35 @@ SmallVector<ReductionSibling> scheduleReductionSiblings(func::FuncOp f,
 void inlineSharedProducers(MutableArrayRef<ReductionSibling> units,
                            bool distinctArguments);
 
+/// Column reductions that one launch folds side by side (buildColumnGroup
+/// Launch, GPUKernelBuilders.h), and the all-parallel generic before them
+/// whose iterations run in that launch too, if any.
+struct ColumnGroup {
+  /// Over the members' loops; writes, through the map a member reads it
+  /// by, a buffer a member reads. Each thread computes it at the elements
+  /// it folds, stores its outputs, and hands the members the values they
+  /// would load: a GELU's gradient, which the next GEMM reads, and the
+  /// bias gradient that sums it over the rows, as one pass over the
+  /// tensors instead of two. Null: none.
+  linalg::GenericOp producer;
+  SmallVector<linalg::GenericOp> members;
+};
+
 /// Runs of column reductions (getsColumnReduction, GPUKernelBuilders.h) of
 /// `f`'s body that one launch can fold side by side: each over loops of the
 /// same sizes and iterators as the first, reading an input another member
 /// reads through the same map, touching nothing another writes, and
-/// separated from the one before only by allocations and pure ops. Two
-/// members at least; none of `taken` (the reductions siblings took).
-SmallVector<SmallVector<linalg::GenericOp>>
-columnGroups(func::FuncOp f, const llvm::DenseSet<Operation *> &taken,
-             bool distinctArguments);
+/// separated from the one before only by allocations and pure ops. With
+/// the producer found before the first (as far from it), if one can run
+/// there: all-parallel over loops of the same sizes, writing each element
+/// once (permutation maps), its body free of regions, writing something a
+/// member reads, and whatever a member reads of its outputs through the
+/// map it writes it by; otherwise touching nothing a member writes nor
+/// writing anything a member reads. Two members at least, or one and a
+/// producer; none of `taken` (the ops siblings took).
+SmallVector<ColumnGroup> columnGroups(func::FuncOp f,
+                                      const llvm::DenseSet<Operation *> &taken,
+                                      bool distinctArguments);
 
 } // namespace mlir::ds::gpu_kernels
 

@@ -229,12 +229,12 @@ llvm::MaybeAlign mlir::ds::gpu_kernels::vectorAlignment(int64_t width,
   return llvm::MaybeAlign(width * *vectorElementBytes(element));
 }
 
-void mlir::ds::gpu_kernels::storeLanes(OpBuilder &b, Location loc,
-                                       ArrayRef<Value> lanes, Value buffer,
-                                       ValueRange indices) {
+Value mlir::ds::gpu_kernels::storeLanes(OpBuilder &b, Location loc,
+                                        ArrayRef<Value> lanes, Value buffer,
+                                        ValueRange indices) {
   if (lanes.size() == 1) {
     memref::StoreOp::create(b, loc, lanes.front(), buffer, indices);
-    return;
+    return lanes.front();
   }
   Type element = lanes.front().getType();
   int64_t width = lanes.size();
@@ -243,6 +243,7 @@ void mlir::ds::gpu_kernels::storeLanes(OpBuilder &b, Location loc,
   vector::StoreOp::create(b, loc, vector, buffer, indices,
                           /*nontemporal=*/false,
                           vectorAlignment(width, element));
+  return vector;
 }
 
 gpu::LaunchOp mlir::ds::gpu_kernels::buildVectorElementwiseLaunch(

@@ -47,9 +47,10 @@ llvm::MaybeAlign vectorAlignment(int64_t width, Type element);
 
 /// Stores `lanes` (consecutive elements) into `buffer` at `indices`, the
 /// first lane's: one memref.store for one lane, else one vector.store
-/// claiming vectorAlignment.
-void storeLanes(OpBuilder &b, Location loc, ArrayRef<Value> lanes, Value buffer,
-                ValueRange indices);
+/// claiming vectorAlignment. Returns what it stored (the lane, or the
+/// vector).
+Value storeLanes(OpBuilder &b, Location loc, ArrayRef<Value> lanes,
+                 Value buffer, ValueRange indices);
 
 /// If the host loop `p` qualifies, builds its launch at `b`'s insertion
 /// point and returns it; otherwise builds nothing. `element(b, loc, i)`

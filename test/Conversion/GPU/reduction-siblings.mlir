@@ -543,6 +543,114 @@ func.func @column_group(%dy: memref<512x128xf32>, %xhat: memref<512x128xf32>,
 
 // -----
 
+// A GELU's gradient, which the next GEMM reads, and the bias gradient that
+// sums it over the rows: the producer runs in the column sum's launch, each
+// thread computing the elements it folds, storing them and folding the
+// values it stored (never loading x back), in vectors where the buffers
+// are aligned and elements where not. Apart (fuse-siblings=false): a
+// launch each, the sum reading x again.
+// CHECK-LABEL: func.func @column_producer
+// CHECK:         gpu.launch
+// CHECK:           scf.if
+// CHECK:             scf.for
+// CHECK:               scf.for
+// CHECK:                 vector.load %arg0[{{.*}} : memref<256x512xbf16>, vector<8xbf16>
+// CHECK:                 vector.load %arg1[{{.*}} : memref<256x512xbf16>, vector<8xbf16>
+// CHECK:                 vector.store %{{.*}}, %arg2[{{.*}} : memref<256x512xbf16>, vector<8xbf16>
+// CHECK-NOT:             vector.load
+// CHECK-COUNT-8:         arith.addf
+// CHECK:           } else {
+// CHECK:                 memref.load %arg0[
+// CHECK:                 memref.load %arg1[
+// CHECK:                 memref.store %{{.*}}, %arg2[
+// CHECK-NOT:             memref.load %arg2[
+// CHECK:                 arith.addf
+// CHECK:         gpu.launch
+// CHECK-NOT:     gpu.launch
+// CHECK:         return
+// UNFUSED-LABEL: func.func @column_producer
+// UNFUSED:         gpu.launch
+// UNFUSED:           memref.store %{{.*}}, %arg2[
+// UNFUSED:         gpu.launch
+// UNFUSED:           memref.load %arg2[
+// UNFUSED:         return
+#id2 = affine_map<(i, j) -> (i, j)>
+#col2 = affine_map<(i, j) -> (j)>
+func.func @column_producer(%h: memref<256x512xbf16>, %g: memref<256x512xbf16>,
+                           %x: memref<256x512xbf16>, %db: memref<512xf32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id2, #id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %g : memref<256x512xbf16>, memref<256x512xbf16>) outs(%x : memref<256x512xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %o: bf16):
+    %wa = arith.extf %a : bf16 to f32
+    %wb = arith.extf %b : bf16 to f32
+    %t = math.tanh %wa : f32
+    %p = arith.mulf %t, %wb : f32
+    %r = arith.truncf %p : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  linalg.generic {indexing_maps = [#id2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<256x512xbf16>) outs(%db : memref<512xf32>) {
+  ^bb0(%a: bf16, %acc: f32):
+    %w = arith.extf %a : bf16 to f32
+    %s = arith.addf %acc, %w : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Where the sum reads the producer's output at other elements than the
+// producer writes there (transposed), or the producer reads what the sum
+// writes, each keeps its own launch.
+// CHECK-LABEL: func.func @column_producer_transposed
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %arg1[
+// CHECK:         gpu.launch
+// CHECK:           memref.load %arg1[
+// CHECK-LABEL: func.func @column_producer_reads_sum
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %arg1[
+// CHECK:         gpu.launch
+// CHECK:           memref.load %arg1[
+#id2 = affine_map<(i, j) -> (i, j)>
+#tr2 = affine_map<(i, j) -> (j, i)>
+#col2 = affine_map<(i, j) -> (j)>
+func.func @column_producer_transposed(%h: memref<512x512xf32>, %x: memref<512x512xf32>,
+                                      %db: memref<512xf32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%h : memref<512x512xf32>) outs(%x : memref<512x512xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = math.tanh %a : f32
+    linalg.yield %t : f32
+  }
+  linalg.generic {indexing_maps = [#tr2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<512x512xf32>) outs(%db : memref<512xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @column_producer_reads_sum(%h: memref<512x512xf32>, %x: memref<512x512xf32>,
+                                     %db: memref<512xf32>) attributes {llvm.emit_c_interface} {
+  linalg.generic {indexing_maps = [#id2, #col2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%h, %db : memref<512x512xf32>, memref<512xf32>) outs(%x : memref<512x512xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %t = arith.mulf %a, %b : f32
+    linalg.yield %t : f32
+  }
+  linalg.generic {indexing_maps = [#id2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<512x512xf32>) outs(%db : memref<512xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // The cotangent is a temporary computed from two tensors (a GELU's
 // gradient) and read by the amax, the bias gradient and the cast-transpose
 // alone: its producer's body moves into all three, which read the two

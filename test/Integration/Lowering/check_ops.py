@@ -996,6 +996,35 @@ def reduction_cases():
                                     y.astype(np.float64).sum((0, 1)).astype(F32)],
                       rtol=0, atol=0))
 
+    # A GELU gradient's shape whose result a GEMM reads, and the bias
+    # gradient that sums it over the rows: on the GPU the elementwise op runs
+    # in the column sum's launch (a column group's producer), each thread
+    # storing the elements it folds. Columns of 264: bf16 vectors of 8
+    # aligned, elements misaligned; a per-row operand read once for all
+    # lanes; 192 rows in runs of 32 (partial sums). Eighths: the products
+    # are exact in f32, and their sums at any order too.
+    ph = (rng_for("column_producer.h").integers(-16, 17, (2, 96, 264)) / 8.0).astype(BF16)
+    pg = (rng_for("column_producer.g").integers(-16, 17, (2, 96, 264)) / 8.0).astype(BF16)
+    pr = (rng_for("column_producer.r").integers(-16, 17, (2, 96, 1)) / 8.0).astype(F32)
+    pshape = T((2, 96, 264), F32)
+    body = f"""
+      %h = ds.cast %a0 : {TA(ph)} -> {pshape}
+      %g = ds.cast %a1 : {TA(pg)} -> {pshape}
+      %p = ds.mul %h, %g : {pshape}, {pshape} -> {pshape}
+      %q = ds.add %p, %a2 : {pshape}, {TA(pr)} -> {pshape}
+      %d = ds.cast %q : {pshape} -> {T((2, 96, 264), BF16)}
+      %x = ds.cast %d : {T((2, 96, 264), BF16)} -> {pshape}
+      %db = ds.reduce_sum %x [0, 1] : {pshape} -> {T((264,), F32)}
+    """
+
+    def column_producer_ref(h, g, r):
+        q = h.astype(np.float64) * g.astype(np.float64) + r
+        d = torch.from_numpy(q.astype(F32)).to(torch.bfloat16).float().numpy()
+        return [d.astype(np.float64).sum((0, 1)).astype(F32), d]
+    cases.append(Case("column_producer_bf16", [ph, pg, pr], body,
+                      [("%db", (264,), F32), ("%d", (2, 96, 264), BF16)],
+                      column_producer_ref, rtol=0, atol=0))
+
     # A layer norm gradient's shape in one row group: two row statistics,
     # the input gradient added to a residual gradient, then three column
     # sums (the weight and bias gradients of the norm, the bias gradient of
