@@ -173,8 +173,8 @@ prepare() {
       { tail -20 "$out/lowering.log"; die "exporting the lowering cases failed"; }
     grep -v '^export_cases.py: left out' "$out/lowering.log" | sed 's/^export_cases.py/gpu-check/'
     rm -f "$out"/lowering/*/step.o "$out/lowering.log"
-    # The inputs and references travel compressed too (f64 references of
-    # f32 values and masked outputs' zeros shrink by a third).
+    # The inputs and references travel compressed too (masked outputs'
+    # zeros and the large cases' quantised inputs shrink most).
     gzip -9 "$out"/lowering/*/step.so "$out"/lowering/*/init/*.npy \
       "$out"/lowering/*/reference/*.npy
     cp "$root/test/Integration/Lowering/compare_cases.py" "$out/lowering/"
@@ -215,7 +215,10 @@ prepare() {
     # (--gpu-native-casts=false), to measure the cvt instructions;
     # fp8-index32: 32-bit kernel indices (--gpu-index32), to decide its
     # default; fp8-uncached: row groups that reread their rows
-    # (--gpu-cache-rows=false), to measure the row caches.
+    # (--gpu-cache-rows=false), to measure the row caches; bf16-apart: the
+    # column sums in launches of their own after their row groups
+    # (--gpu-row-columns=false), to measure what folding them in the rows'
+    # kernel saves against the smaller blocks it takes.
     local -A policies=(
       [f32]=""
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
@@ -228,9 +231,10 @@ prepare() {
       [fp8-intcasts]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-native-casts=false"
       [fp8-index32]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-index32"
       [fp8-uncached]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-cache-rows=false"
+      [bf16-apart]="--precision=$root/scripts/gpu-check/bf16.yaml --gpu-row-columns=false"
     )
     local variant
-    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 bf16-scalar fp8-scalar fp8-intcasts fp8-index32 fp8-uncached; do
+    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 bf16-scalar fp8-scalar fp8-intcasts fp8-index32 fp8-uncached bf16-apart; do
       echo "gpu-check: gpt benchmark ($layers layers, d_model 1024) $variant: compiling for $chip"
       # shellcheck disable=SC2086
       "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
@@ -528,6 +532,10 @@ bench_gpt() {
   bench_ds "$bundle" "$build" fp8-uncached "$layers"
   if [[ -n "$ms_ds_fp8" && -n "$bench_ms" ]]; then
     row "ds fp8: cached rows vs reread rows" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_fp8" 'BEGIN{printf "%.2fx faster", a/b}')"
+  fi
+  bench_ds "$bundle" "$build" bf16-apart "$layers"
+  if [[ -n "$ms_ds_bf16" && -n "$bench_ms" ]]; then
+    row "ds bf16: column sums in row groups vs apart" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_bf16" 'BEGIN{printf "%.2fx faster", a/b}')"
   fi
   # Padding: the embedding gradient walks the padding token's list of
   # 4096 positions in pieces; a serial walk would show here.

@@ -503,10 +503,9 @@ void buildColumnReduction(OpBuilder &b, ArrayRef<Reduction *> reds,
     lanes = std::min(lanes, plan.width);
     appendBuffers(alignedBuffers, plan.buffers);
   }
-  if (!plans.empty()) {
-    lanes = std::min(lanes, producerPlan ? producerPlan->width : lanes);
-    if (producerPlan)
-      appendBuffers(alignedBuffers, producerPlan->buffers);
+  if (producerPlan) { // planned only beside the members' plans
+    lanes = std::min(lanes, producerPlan->width);
+    appendBuffers(alignedBuffers, producerPlan->buffers);
   }
   // Narrowing keeps a plan valid (GenericVectors.cpp).
   for (GenericVectors &plan : plans)

@@ -380,6 +380,13 @@ def randn(name, shape, dtype=F32, scale=1.0):
     return (rng_for(name).standard_normal(shape) * scale).astype(dtype)
 
 
+def quantized(a, step):
+    """`a` rounded to multiples of `step`, in its dtype: a few bits of
+    entropy an element, so that the large cases' inputs compress well in
+    the GPU bundle (60 MiB in all)."""
+    return (np.round(a / step) * step).astype(a.dtype)
+
+
 def elementwise_cases():
     cases = []
 
@@ -996,13 +1003,15 @@ def reduction_cases():
                                     y.astype(np.float64).sum((0, 1)).astype(F32)],
                       rtol=0, atol=0))
 
-    # A GELU gradient's shape whose result a GEMM reads, and the bias
-    # gradient that sums it over the rows: on the GPU the elementwise op runs
-    # in the column sum's launch (a column group's producer), each thread
-    # storing the elements it folds. Columns of 264: bf16 vectors of 8
-    # aligned, elements misaligned; a per-row operand read once for all
-    # lanes; 192 rows in runs of 32 (partial sums). Eighths: the products
-    # are exact in f32, and their sums at any order too.
+    # A GELU gradient's shape whose result a GEMM reads, the bias gradient
+    # that sums it over the rows, and a second column sum of it times one of
+    # its inputs: on the GPU the elementwise op runs in the two sums' launch
+    # (a column group's producer), each thread storing the elements it
+    # folds and handing both sums its result and the second its input.
+    # Columns of 264: bf16 vectors of 8 aligned, elements misaligned; a
+    # per-row operand read once for all lanes; 192 rows in runs of 32
+    # (partial sums). Eighths: the products are exact in f32, and their
+    # sums at any order too.
     ph = (rng_for("column_producer.h").integers(-16, 17, (2, 96, 264)) / 8.0).astype(BF16)
     pg = (rng_for("column_producer.g").integers(-16, 17, (2, 96, 264)) / 8.0).astype(BF16)
     pr = (rng_for("column_producer.r").integers(-16, 17, (2, 96, 1)) / 8.0).astype(F32)
@@ -1015,14 +1024,16 @@ def reduction_cases():
       %d = ds.cast %q : {pshape} -> {T((2, 96, 264), BF16)}
       %x = ds.cast %d : {T((2, 96, 264), BF16)} -> {pshape}
       %db = ds.reduce_sum %x [0, 1] : {pshape} -> {T((264,), F32)}
+      %xh = ds.mul %x, %h : {pshape}, {pshape} -> {pshape}
+      %dw = ds.reduce_sum %xh [0, 1] : {pshape} -> {T((264,), F32)}
     """
 
     def column_producer_ref(h, g, r):
         q = h.astype(np.float64) * g.astype(np.float64) + r
-        d = torch.from_numpy(q.astype(F32)).to(torch.bfloat16).float().numpy()
-        return [d.astype(np.float64).sum((0, 1)).astype(F32), d]
+        d = torch.from_numpy(q.astype(F32)).to(torch.bfloat16).float().numpy().astype(np.float64)
+        return [d.sum((0, 1)).astype(F32), (d * h).sum((0, 1)).astype(F32), d]
     cases.append(Case("column_producer_bf16", [ph, pg, pr], body,
-                      [("%db", (264,), F32), ("%d", (2, 96, 264), BF16)],
+                      [("%db", (264,), F32), ("%dw", (264,), F32), ("%d", (2, 96, 264), BF16)],
                       column_producer_ref, rtol=0, atol=0))
 
     # A layer norm gradient's shape in one row group: two row statistics,
@@ -1151,7 +1162,7 @@ def reduction_cases():
             ("log_softmax_warp_rows_f32", (8197, 33), "log_softmax", torch.log_softmax, F32),
             ("softmax_warp_rows72_f32", (8195, 72), "softmax", torch.softmax, F32),
             ("log_softmax_warp_rows68_f32", (8192, 68), "log_softmax", torch.log_softmax, F32)]:
-        xi = randn(name, shape, dt, 3.0)
+        xi = quantized(randn(name, shape, dt, 3.0), 1 / 16)
         cases.append(Case(name, [xi], f"%r = ds.{op} %a0 axis = 1 : {TA(xi)}",
                           [("%r", xi.shape, dt)], lambda v, f=f: [f(t64(v), 1).numpy()]))
     # A causal softmax and its gradient, as attention's: on the GPU, the
@@ -1177,6 +1188,8 @@ def reduction_cases():
                             ("causal_softmax_warp_rows_bf16", (128, 64, 64), BF16)]:
         x = randn(name, shape, scale=3.0).astype(dt)
         dy = randn(name + ".dy", shape).astype(dt)
+        if dt == F32 and "warp" in name:
+            x, dy = quantized(x, 1 / 16), quantized(dy, 1 / 64)
         f32 = T(shape, F32)
         # bf16 as the precision policies keep attention's scores: stored in
         # bf16, computed in f32, rounded once at the end.
@@ -1212,7 +1225,7 @@ def reduction_cases():
         cases.append(Case(name.replace("softmax", "softmax_grad"), [x, dy], backward,
                           [(out, shape, dt)],
                           lambda v, g, dt=dt: causal_softmax_ref(v, g, dt), **tol))
-    xi = randn("reduce_sum_warp_rows_f64", (8195, 32), F64)
+    xi = quantized(randn("reduce_sum_warp_rows_f64", (8195, 32), F64), 1 / 256)
     cases.append(Case("reduce_sum_warp_rows_f64", [xi],
                       f"%r = ds.reduce_sum %a0 [1] : {TA(xi)} -> {T((8195,), F64)}",
                       [("%r", (8195,), F64)], lambda v: [np.sum(v, axis=1)]))

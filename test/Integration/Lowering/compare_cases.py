@@ -65,8 +65,8 @@ def main():
                 continue
             want = np.load(os.path.join(step_dir, "reference", out["metric"] + ".npy"))
             got = load(path, out["dtype"])
-            if want.dtype.kind == "f":
-                got = got.astype(np.float64)
+            if want.dtype.kind == "f":  # f32 or f64 (export_cases.reference)
+                want, got = want.astype(np.float64), got.astype(np.float64)
             msg = mismatch(got, want, out["rtol"], out["atol"])
             if msg:
                 failures.append(f"{case['case']} ({out['metric']}): {msg}")
