@@ -111,8 +111,10 @@ cl::opt<bool> gpuFuseSiblings(
     "gpu-fuse-siblings",
     cl::desc("With --device cuda: run a tensor's amax (a reduction over "
              "every element) and the elementwise op after it that reads the "
-             "tensor (its FP8 cast) as one launch (ds-gpu-pipeline's "
-             "fuse-siblings; default true, =false to compare)"),
+             "tensor (its FP8 cast) as one launch, and column sums of one "
+             "tensor with the op before them that writes it "
+             "(ds-gpu-pipeline's fuse-siblings; default true, =false to "
+             "compare)"),
     cl::init(true), cl::cat(runCat));
 cl::opt<bool> gpuCacheRows(
     "gpu-cache-rows",

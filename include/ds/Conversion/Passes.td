@@ -186,6 +186,12 @@ def ConvertLinalgToGPUPass
       reduction moves down to the elementwise op, and the ops between
       that depend on it move after, only where that keeps every
       dependence (through values, and through the buffers they touch);
+    - with it, adjacent column reductions over the same loops that read a
+      tensor in common (a layer norm's weight and bias gradients) become
+      one launch that loads it once, and so does the all-parallel op just
+      before them that writes what they read at the same elements (a GELU
+      gradient and the bias gradient summing it): each thread computes,
+      stores and folds the elements of its run;
     - a transpose of the two innermost dimensions moves 32 x 32 tiles
       through shared memory, so that both its reads and its writes
       coalesce;
@@ -227,7 +233,9 @@ def ConvertLinalgToGPUPass
            "block-per-row launch">,
     Option<"fuseSiblings", "fuse-siblings", "bool", /*default=*/"true",
            "Run a full reduction and an elementwise op reading the same "
-           "tensor (an FP8 amax and cast) as one launch">,
+           "tensor (an FP8 amax and cast) as one launch, and column "
+           "reductions of one tensor with the op before them that writes "
+           "it">,
     Option<"cacheRows", "cache-rows", "bool", /*default=*/"true",
            "A warp's row group keeps the row elements several members "
            "read in registers (rows of up to 256 elements, or of up to "

@@ -66,7 +66,8 @@ struct GPUPipelineConfig {
   /// launch (convert-linalg-to-ds-gpu's fuse-rows).
   bool fuseRows = true;
   /// A full reduction and an elementwise op reading the same tensor as
-  /// one launch (convert-linalg-to-ds-gpu's fuse-siblings).
+  /// one launch, and column reductions of one tensor with the op before
+  /// them that writes it (convert-linalg-to-ds-gpu's fuse-siblings).
   bool fuseSiblings = true;
   /// A warp's row group keeps the row elements several members read in
   /// registers (convert-linalg-to-ds-gpu's cache-rows).
@@ -145,7 +146,9 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
   PassOptions::Option<bool> fuseSiblings{
       *this, "fuse-siblings",
       llvm::cl::desc("Run a full reduction and an elementwise op reading the "
-                     "same tensor (an FP8 amax and cast) as one launch"),
+                     "same tensor (an FP8 amax and cast) as one launch, and "
+                     "column reductions of one tensor with the op before "
+                     "them that writes it"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> cacheRows{
       *this, "cache-rows",
