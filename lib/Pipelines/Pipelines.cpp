@@ -427,7 +427,8 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   if (config.partition)
     pm.addPass(createPartitionPipelinePass(*config.partition));
   // 7b. Clean up the finished step, so that what a reader or a lit test sees
-  //     has no `x * 1`, reshape pairs or repeated scalar code. The ds folds
+  //     has no `x * 1`, reshape pairs, repeated scalar code or a tensor
+  //     rounded twice (a cast of its reshape reuses its cast). The ds folds
   //     are exact, so numerics do not change. Not earlier: the greedy
   //     driver merges equal constants, which would drop the `ds.seed`
   //     marker before ds-insert-loss-scaling finds it, and folding or CSE

@@ -248,3 +248,40 @@ func.func @negative_seed(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
   %r = ds.reshape %x {ds.seed} : tensor<2xf32> -> tensor<2xf32>
   return %s, %r : tensor<2xf32>, tensor<2xf32>
 }
+
+// -----
+
+// A cast of a reshape of x reuses an earlier cast of x to the same type (and
+// saturation): the two commute, so the rounding is done once.
+// CHECK-LABEL: func.func @cast_through_reshape
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>)
+// CHECK: %[[C:.*]] = ds.cast %[[X]] : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+// CHECK-NOT: ds.cast %{{.*}} : tensor<6x4xf32> -> tensor<6x4xbf16>
+// CHECK: %[[R:.*]] = ds.reshape %[[C]] : tensor<2x3x4xbf16> -> tensor<6x4xbf16>
+// CHECK: return %[[C]], %[[R]]
+func.func @cast_through_reshape(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xbf16>, tensor<6x4xbf16>) {
+  %a = ds.cast %x : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+  %r = ds.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %b = ds.cast %r : tensor<6x4xf32> -> tensor<6x4xbf16>
+  return %a, %b : tensor<2x3x4xbf16>, tensor<6x4xbf16>
+}
+
+// -----
+
+// No earlier cast of x to that type (another type, another saturation, or
+// only a later one): the cast of the reshape stays where it is.
+// CHECK-LABEL: func.func @negative_cast_through_reshape
+// CHECK: ds.cast %{{.*}} : tensor<6x4xf32> -> tensor<6x4xbf16>
+// CHECK: ds.cast %{{.*}} saturate : tensor<6x4xf32> -> tensor<6x4xf8E4M3FN>
+// CHECK: ds.cast %{{.*}} : tensor<6x4xf32> -> tensor<6x4xf16>
+func.func @negative_cast_through_reshape(%x: tensor<2x3x4xf32>)
+    -> (tensor<2x3x4xf64>, tensor<6x4xbf16>, tensor<2x3x4xf8E4M3FN>, tensor<6x4xf8E4M3FN>, tensor<6x4xf16>, tensor<2x3x4xf16>) {
+  %a = ds.cast %x : tensor<2x3x4xf32> -> tensor<2x3x4xf64>
+  %r = ds.reshape %x : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %b = ds.cast %r : tensor<6x4xf32> -> tensor<6x4xbf16>
+  %q = ds.cast %x : tensor<2x3x4xf32> -> tensor<2x3x4xf8E4M3FN>
+  %s = ds.cast %r saturate : tensor<6x4xf32> -> tensor<6x4xf8E4M3FN>
+  %l = ds.cast %r : tensor<6x4xf32> -> tensor<6x4xf16>
+  %m = ds.cast %x : tensor<2x3x4xf32> -> tensor<2x3x4xf16>
+  return %a, %b, %q, %s, %l, %m : tensor<2x3x4xf64>, tensor<6x4xbf16>, tensor<2x3x4xf8E4M3FN>, tensor<6x4xf8E4M3FN>, tensor<6x4xf16>, tensor<2x3x4xf16>
+}

@@ -270,6 +270,10 @@ def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape,
     `DataMovement`; analyses that trace a parameter still look through it
     (a rounded weight is the same weight).
 
+    Canonicalization moves a cast of a `ds.reshape` before the reshape
+    (the two commute), so that CSE keeps one cast of a tensor that a view
+    and its reshape would each round.
+
     Gradient: `dx = cast(dy)` back to the operand's element type (the
     identity up to rounding); integer operands receive none.
 
@@ -285,6 +289,7 @@ def DS_CastOp : DS_Op<"cast", [Pure, SameOperandsAndResultShape,
   }];
   let hasVerifier = 1;
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 //===----------------------------------------------------------------------===//
