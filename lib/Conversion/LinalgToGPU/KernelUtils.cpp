@@ -225,6 +225,21 @@ void cloneBodyAt(OpBuilder &b, Location loc, linalg::GenericOp op,
   }
 }
 
+SmallVector<Value> storeYieldedAt(OpBuilder &b, Location loc,
+                                  linalg::GenericOp op, ArrayRef<Value> ivs,
+                                  const IRMapping &map) {
+  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
+  SmallVector<Value> stored;
+  for (auto [init, value] :
+       llvm::zip(op.getDpsInitsMutable(), yield.getValues())) {
+    stored.push_back(map.lookupOrDefault(value));
+    memref::StoreOp::create(
+        b, loc, stored.back(), init.get(),
+        applyMap(b, loc, op.getMatchingIndexingMap(&init), ivs));
+  }
+  return stored;
+}
+
 Value viewRoot(Value v) {
   while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
     v = view.getViewSource();

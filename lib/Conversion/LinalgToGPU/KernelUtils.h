@@ -87,6 +87,13 @@ Value viewRoot(Value v);
 void cloneBodyAt(OpBuilder &b, Location loc, linalg::GenericOp op,
                  ArrayRef<Value> ivs, IRMapping &map, bool maskReads = false);
 
+/// Stores what `op`'s body yields at loop indices `ivs` (cloned there into
+/// `map`, cloneBodyAt) into its outputs where their maps say, and returns
+/// the values stored, one per output.
+SmallVector<Value> storeYieldedAt(OpBuilder &b, Location loc,
+                                  linalg::GenericOp op, ArrayRef<Value> ivs,
+                                  const IRMapping &map);
+
 } // namespace mlir::ds::gpu_kernels
 
 #endif // DS_LIB_CONVERSION_LINALGTOGPU_KERNELUTILS_H

@@ -337,14 +337,9 @@ void emitProducerIteration(OpBuilder &b, Location loc,
   IRMapping map;
   // Unmasked: the members may use what it loads.
   cloneBodyAt(b, loc, op, ivs, map, /*maskReads=*/false);
-  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
-  for (auto [init, value] :
-       llvm::zip(op.getDpsInitsMutable(), yield.getValues())) {
-    AffineMap m = op.getMatchingIndexingMap(&init);
-    Value v = map.lookupOrDefault(value);
-    memref::StoreOp::create(b, loc, v, init.get(), applyMap(b, loc, m, ivs));
-    loaded.push_back({init.get(), m, v});
-  }
+  for (auto [init, v] :
+       llvm::zip(op.getDpsInitsMutable(), storeYieldedAt(b, loc, op, ivs, map)))
+    loaded.push_back({init.get(), op.getMatchingIndexingMap(&init), v});
   for (OpOperand *in : op.getDpsInputOperands())
     if (BlockArgument arg = op.getMatchingBlockArgument(in); map.contains(arg))
       loaded.push_back(

@@ -159,14 +159,7 @@ struct Reduction {
       siblingMap.map(sibling.getMatchingBlockArgument(shared->elementwise),
                      map.lookup(mine));
     cloneBodyAt(b, loc, sibling, siblingIvs, siblingMap, /*maskReads=*/true);
-    auto yield = cast<linalg::YieldOp>(sibling.getBody()->getTerminator());
-    for (auto [init, value] :
-         llvm::zip(sibling.getDpsInitsMutable(), yield.getValues())) {
-      SmallVector<Value> idx =
-          applyMap(b, loc, sibling.getMatchingIndexingMap(&init), siblingIvs);
-      memref::StoreOp::create(b, loc, siblingMap.lookupOrDefault(value),
-                              init.get(), idx);
-    }
+    storeYieldedAt(b, loc, sibling, siblingIvs, siblingMap);
   }
 
   /// The elements from `first` to `end` by `step`, folded from `init` (null:

@@ -29,14 +29,7 @@ namespace {
 void emitParallelIteration(OpBuilder &b, Location loc, linalg::GenericOp op,
                            ArrayRef<Value> ivs, IRMapping map = {}) {
   cloneBodyAt(b, loc, op, ivs, map, /*maskReads=*/true);
-  auto yield = cast<linalg::YieldOp>(op.getBody()->getTerminator());
-  for (auto [init, value] :
-       llvm::zip(op.getDpsInitsMutable(), yield.getOperands())) {
-    SmallVector<Value> idx =
-        applyMap(b, loc, op.getMatchingIndexingMap(&init), ivs);
-    memref::StoreOp::create(b, loc, map.lookupOrDefault(value), init.get(),
-                            idx);
-  }
+  storeYieldedAt(b, loc, op, ivs, map);
 }
 
 /// The rank of a row-group member's iteration space.
