@@ -9,7 +9,9 @@
 #   make demo    train a small GPT-style character LM with ds-run (CPU), in
 #                FP32, with the mixed-precision policies, with QAT (INT8,
 #                the seeds' tiers) and with 8x8 block sparsity
-#   make bench   ds-run vs PyTorch eager on a GPT-style training step,
+#   make bench   ds-run vs PyTorch eager on a GPT-style training step (and
+#                at 1024 tokens ds-run's causal GEMMs in 256-row blocks vs
+#                whole),
 #                FP32 vs the mixed-precision policy (memory, step time), and
 #                int8 inference vs f32 (GEMMs, and the examples' forwards),
 #                8x8 block-sparse kernels vs dense sgemm and the sparse GPT
@@ -82,6 +84,8 @@ accuracy: build
 
 bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run
+	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpt_step.py --ds-run $(BUILD_DIR)/bin/ds-run \
+	  --d-model 128 --heads 2 --seq 1024 --batch 2 --compare-causal-block
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/conv_step.py \
 	  --ds-opt $(BUILD_DIR)/bin/ds-opt --ds-run $(BUILD_DIR)/bin/ds-run
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/mixed_precision.py \

@@ -8,7 +8,11 @@ same size and thread count, each in its own process (one OpenMP runtime per
 process). Printed side by side: mean step time (warm-up steps skipped), peak
 RSS and cold compile time, then the ratios. The two sides run alternately
 `--repeats` times and the medians are reported, since a 2-core machine
-shared with other work is noisy. Run it through `make bench`, or:
+shared with other work is noisy. With --compare-causal-block, ds-run also
+runs with --causal-block 0 (each of causal attention's six GEMMs as one
+GEMM over the whole score matrix instead of one per 256-row block over its
+lower block triangle), alternating with the other two, and the ratio of the
+two ds-run times is printed. Run it through `make bench`, or:
 
     benchmarks/gpt_step.py --ds-run build/bin/ds-run [--d-model 256 ...]
 """
@@ -91,6 +95,8 @@ def main():
     ap.add_argument("--steps", type=int, default=25)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--compare-causal-block", action="store_true",
+                    help="also time ds-run --causal-block 0")
     ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
@@ -102,21 +108,26 @@ def main():
         xs = sorted(xs)
         return xs[len(xs) // 2]
 
-    runs_ds, runs_pt = [], []
+    runs_ds, runs_pt, runs_whole = [], [], []
     with tempfile.TemporaryDirectory() as work:
         module = os.path.join(work, "gpt.mlir")
         subprocess.run([sys.executable, GEN, "gpt", "-o", module] + size, check=True)
         report = os.path.join(work, "report.json")
         env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-        for _ in range(a.repeats):
+        def run_ds(extra):
             subprocess.run([a.ds_run, module, "--steps", str(a.steps), "--threads",
-                            str(a.threads), "--quiet", "--report", report], check=True)
+                            str(a.threads), "--quiet", "--report", report] + extra,
+                           check=True)
             s = json.load(open(report))["summary"]
-            runs_ds.append({"mean_step_ms": s["mean_step_ms"],
-                            "peak_rss_bytes": s["peak_rss_bytes"],
-                            "compile_s": s["compile_time_s"]["total"],
-                            "compile_mlir_s": s["compile_time_s"]["mlir"],
-                            "compile_llvm_s": s["compile_time_s"]["llvm"]})
+            return {"mean_step_ms": s["mean_step_ms"],
+                    "peak_rss_bytes": s["peak_rss_bytes"],
+                    "compile_s": s["compile_time_s"]["total"],
+                    "compile_mlir_s": s["compile_time_s"]["mlir"],
+                    "compile_llvm_s": s["compile_time_s"]["llvm"]}
+        for _ in range(a.repeats):
+            runs_ds.append(run_ds([]))
+            if a.compare_causal_block:
+                runs_whole.append(run_ds(["--causal-block", "0"]))
             out = subprocess.run([sys.executable, __file__, "--torch-child"] + size +
                                  ["--threads", str(a.threads), "--steps", str(a.steps),
                                   "--warmup", str(a.warmup)],
@@ -141,6 +152,13 @@ def main():
     print("%-22s %14.2f %14s" % ("  of which LLVM [s]", ds["compile_llvm_s"], "-"))
     print("per-run step ratios: %s" % ", ".join(
         "%.2f" % (d["mean_step_ms"] / p["mean_step_ms"]) for d, p in zip(runs_ds, runs_pt)))
+    if runs_whole:
+        whole = median([r["mean_step_ms"] for r in runs_whole])
+        print("%-22s %14.1f %14s %10.2f" % ("ds, causal GEMMs whole", whole, "-",
+                                              ds["mean_step_ms"] / whole))
+        print("  (ratio: ds-run's step over ds-run --causal-block 0's; per run: %s)"
+              % ", ".join("%.2f" % (d["mean_step_ms"] / w["mean_step_ms"])
+                          for d, w in zip(runs_ds, runs_whole)))
 
 
 if __name__ == "__main__":

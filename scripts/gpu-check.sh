@@ -218,7 +218,10 @@ prepare() {
     # (--gpu-cache-rows=false), to measure the row caches; bf16-apart: the
     # column sums in launches of their own after their row groups
     # (--gpu-row-columns=false), to measure what folding them in the rows'
-    # kernel saves against the smaller blocks it takes.
+    # kernel saves against the smaller blocks it takes; bf16-whole: causal
+    # attention's six GEMMs each as one GEMM over the whole score matrix
+    # (--causal-block 0), to measure the 256-row blocks over the lower
+    # block triangle against their extra calls.
     local -A policies=(
       [f32]=""
       [bf16]="--precision=$root/scripts/gpu-check/bf16.yaml"
@@ -232,9 +235,10 @@ prepare() {
       [fp8-index32]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-index32"
       [fp8-uncached]="--precision=$root/scripts/gpu-check/fp8.yaml --gpu-cache-rows=false"
       [bf16-apart]="--precision=$root/scripts/gpu-check/bf16.yaml --gpu-row-columns=false"
+      [bf16-whole]="--precision=$root/scripts/gpu-check/bf16.yaml --causal-block 0"
     )
     local variant
-    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 bf16-scalar fp8-scalar fp8-intcasts fp8-index32 fp8-uncached bf16-apart; do
+    for variant in f32 bf16 fp8 fp8-unfused bf16-unroll1 fp8-unroll1 bf16-scalar fp8-scalar fp8-intcasts fp8-index32 fp8-uncached bf16-apart bf16-whole; do
       echo "gpu-check: gpt benchmark ($layers layers, d_model 1024) $variant: compiling for $chip"
       # shellcheck disable=SC2086
       "$bin/ds-run" "$out/bench/gpt.mlir" ${policies[$variant]} --device cuda \
@@ -536,6 +540,10 @@ bench_gpt() {
   bench_ds "$bundle" "$build" bf16-apart "$layers"
   if [[ -n "$ms_ds_bf16" && -n "$bench_ms" ]]; then
     row "ds bf16: column sums in row groups vs apart" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_bf16" 'BEGIN{printf "%.2fx faster", a/b}')"
+  fi
+  bench_ds "$bundle" "$build" bf16-whole "$layers"
+  if [[ -n "$ms_ds_bf16" && -n "$bench_ms" ]]; then
+    row "ds bf16: causal GEMMs in row blocks vs whole" "-" "$(awk -v a="$bench_ms" -v b="$ms_ds_bf16" 'BEGIN{printf "%.2fx faster", a/b}')"
   fi
   # Padding: the embedding gradient walks the padding token's list of
   # 4096 positions in pieces; a serial walk would show here.

@@ -58,6 +58,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.cacheRows = cacheRows;
   c.rowColumns = rowColumns;
   c.forwardCopies = forwardCopies;
+  c.causalBlock = causalBlock;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
   c.optLevel = optLevel;
@@ -155,6 +156,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   toLinalg.narrowGemms = true; // cuBLASLt's BF16/F16 GEMMs
   toLinalg.gemmConvs = true;   // convolutions on cuBLASLt too
   toLinalg.fp8Gemms = fp8Gemms;
+  toLinalg.causalBlock = config.causalBlock;
   pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass(toLinalg));
   cleanup();
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());

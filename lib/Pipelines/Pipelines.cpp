@@ -225,6 +225,7 @@ TrainingPipelineConfig TrainingPipelineOptions::getConfig() const {
   config.lower = lower;
   config.libraryGemm = libraryGemm;
   config.gemmConvs = gemmConvs;
+  config.causalBlock = causalBlock;
   return config;
 }
 
@@ -254,7 +255,7 @@ void mlir::ds::buildStepBufferization(OpPassManager &pm) {
 }
 
 void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm,
-                                bool gemmConvs) {
+                                bool gemmConvs, int64_t causalBlock) {
   auto cleanup = [&] {
     OpPassManager &f = pm.nest<func::FuncOp>();
     f.addPass(createCanonicalizerPass());
@@ -275,6 +276,9 @@ void mlir::ds::buildCPUPipeline(OpPassManager &pm, bool libraryGemm,
   // Convolutions as im2col + the same GEMM: 5.9x faster than the loop
   // nests for a CNN on 32 x 32 images (benchmarks/conv_step.py).
   toLinalg.gemmConvs = libraryGemm && gemmConvs;
+  // Causal attention's products over their lower block triangle: 10/16 of
+  // the work at 1024 tokens (convert-linalg-to-ds-runtime splits them).
+  toLinalg.causalBlock = libraryGemm ? causalBlock : 0;
   pm.addNestedPass<func::FuncOp>(createConvertDSToLinalgPass(toLinalg));
   cleanup();
   pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
@@ -438,7 +442,8 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   // 8. Lowering.
   if (config.lower)
-    buildCPUPipeline(pm, config.libraryGemm, config.gemmConvs);
+    buildCPUPipeline(pm, config.libraryGemm, config.gemmConvs,
+                     config.causalBlock);
 }
 
 void mlir::ds::registerDSPipelines() {
@@ -479,7 +484,8 @@ void mlir::ds::registerDSPipelines() {
         if (failed(options.parseFromString(text)))
           return emitError("ds-cpu-pipeline: cannot parse the options '" +
                            text + "'");
-        buildCPUPipeline(pm, options.libraryGemm, options.gemmConvs);
+        buildCPUPipeline(pm, options.libraryGemm, options.gemmConvs,
+                         options.causalBlock);
         return success();
       },
       [](function_ref<void(const ::mlir::detail::PassOptions &)> optHandler) {

@@ -591,6 +591,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.fuseSiblings = options.gpuFuseSiblings;
       gpu.cacheRows = options.gpuCacheRows;
       gpu.rowColumns = options.gpuRowColumns;
+      gpu.causalBlock = options.pipeline.causalBlock;
       gpu.launchReport = options.gpuLaunchReport;
       std::string why;
       if (failed(mlir::ds::buildGPUPipeline(pm, gpu, why)))
@@ -598,7 +599,9 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       if (failed(pm.run(module)))
         return diags.error("lowering with ds-gpu-pipeline failed");
     } else {
-      mlir::ds::buildCPUPipeline(pm, options.pipeline.libraryGemm);
+      mlir::ds::buildCPUPipeline(pm, options.pipeline.libraryGemm,
+                                 options.pipeline.gemmConvs,
+                                 options.pipeline.causalBlock);
       if (failed(pm.run(module)))
         return diags.error("lowering with ds-cpu-pipeline failed");
     }

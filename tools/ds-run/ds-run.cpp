@@ -123,6 +123,13 @@ cl::opt<bool> gpuCacheRows(
              "(ds-gpu-pipeline's cache-rows; default true, =false to "
              "compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<int64_t> causalBlock(
+    "causal-block",
+    cl::desc("Run causal attention's matmuls as one library GEMM per block "
+             "of this many rows, over the lower block triangle only, on the "
+             "CPU and with --device cuda (default 256; 0: one GEMM each, to "
+             "compare)"),
+    cl::init(mlir::ds::kDefaultCausalBlock), cl::cat(runCat));
 cl::opt<bool> gpuRowColumns(
     "gpu-row-columns",
     cl::desc("With --device cuda: a row group's kernel also folds the "
@@ -724,6 +731,10 @@ int main(int argc, char **argv) {
                      "--eval-every");
   int64_t cosineSteps = totalSteps ? totalSteps : steps;
   mlir::ds::TrainingPipelineConfig &pipeline = prepare.pipeline;
+  if (causalBlock < 0)
+    return badOption("--causal-block: expected rows per GEMM (0: off), not " +
+                     std::to_string(causalBlock));
+  pipeline.causalBlock = causalBlock;
   mlir::ds::InsertOptimizerPassOptions &opt = *pipeline.optimizer;
   opt.kind = optKind;
   opt.schedule = schedule;

@@ -46,7 +46,13 @@ def ConvertDSToLinalgPass : Pass<"convert-ds-to-linalg"> {
     Option<"gemmConvs", "gemm-convs", "bool", /*default=*/"false",
            "Lower ungrouped f32/bf16/f16 convolutions and their gradients "
            "as im2col + matmul, for the library GEMM (oneDNN on the CPU "
-           "with library-gemm, cuBLASLt on the GPU) instead of loop nests">
+           "with library-gemm, cuBLASLt on the GPU) instead of loop nests">,
+    Option<"causalBlock", "causal-block", "int64_t", /*default=*/"0",
+           "Annotate the matmuls of causal attention (ds.causal_gemm: a "
+           "product with probabilities or their gradient, zero above the "
+           "diagonal, or scores read only on and below it) so that the "
+           "library GEMM runs them in blocks of this many rows over just "
+           "the lower block triangle (0: off)">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

@@ -20,6 +20,13 @@
 
 namespace mlir::ds {
 
+/// Rows per library GEMM of causal attention's products (ds.causal_gemm):
+/// a 1024-token context runs as 4 GEMMs over its lower block triangle,
+/// 10/16 of the work (0: one GEMM each). 256 rather than 128 rows: the
+/// GEMMs with a 64-deep contraction are bound by memory, and each block
+/// rereads its share of the other operand (docs/Rationale.md).
+constexpr int64_t kDefaultCausalBlock = 256;
+
 /// Options of ds-cpu-pipeline.
 struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
   PassOptions::Option<bool> libraryGemm{
@@ -33,6 +40,12 @@ struct CPUPipelineOptions : public PassPipelineOptions<CPUPipelineOptions> {
                      "convolutions and their gradients as im2col + the "
                      "library GEMM instead of loop nests"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> causalBlock{
+      *this, "causal-block",
+      llvm::cl::desc("With library-gemm, run causal attention's matmuls as "
+                     "one GEMM per block of this many rows over the lower "
+                     "block triangle only (0: one GEMM each)"),
+      llvm::cl::init(kDefaultCausalBlock)};
 };
 
 /// What ds-gpu-pipeline compiles for: the target chip, the kernels' launch
@@ -77,6 +90,9 @@ struct GPUPipelineConfig {
   bool rowColumns = true;
   /// Readers of a whole-buffer copy read its source (ds-forward-copies).
   bool forwardCopies = true;
+  /// Rows per cuBLASLt GEMM of causal attention's products, over their
+  /// lower block triangle (convert-ds-to-linalg's causal-block; 0: off).
+  int64_t causalBlock = kDefaultCausalBlock;
   /// Launches that may share a kernel merged (ds-merge-gpu-launches).
   bool mergeLaunches = true;
   /// Where ds-gpu-launch-report writes, after the merge ("-": standard
@@ -174,6 +190,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
                      "launch before it (ds-merge-gpu-launches; =false to "
                      "compare)"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> causalBlock{
+      *this, "causal-block",
+      llvm::cl::desc("Run causal attention's matmuls as one cuBLASLt GEMM "
+                     "per block of this many rows over the lower block "
+                     "triangle only (0: one GEMM each, to compare)"),
+      llvm::cl::init(kDefaultCausalBlock)};
   PassOptions::Option<std::string> launchReport{
       *this, "launch-report",
       llvm::cl::desc("Write what each kernel launch and library GEMM moves "
@@ -226,6 +248,7 @@ struct TrainingPipelineConfig {
   bool lower = false;
   bool libraryGemm = true;
   bool gemmConvs = true;
+  int64_t causalBlock = kDefaultCausalBlock;
 };
 
 /// Options of ds-training-pipeline: every option of every pass it runs,
@@ -604,6 +627,10 @@ struct TrainingPipelineOptions
       *this, "gemm-convs",
       llvm::cl::desc("ds-cpu-pipeline's gemm-convs (with lower)"),
       llvm::cl::init(CPUPipelineOptions().gemmConvs)};
+  Opt::Option<int64_t> causalBlock{
+      *this, "causal-block",
+      llvm::cl::desc("ds-cpu-pipeline's causal-block (with lower)"),
+      llvm::cl::init(kDefaultCausalBlock)};
 
   /// The passes these options run, with their options.
   TrainingPipelineConfig getConfig() const;
@@ -622,9 +649,11 @@ void buildTrainingPipeline(OpPassManager &pm,
 /// module) to the LLVM dialect, ready for the JIT, with the contract in
 /// `ds.contract`. With `libraryGemm`, f32/f64 matmuls call the runtime's
 /// GEMM, and with `gemmConvs` too so do the ungrouped f32/bf16/f16
-/// convolutions (im2col + GEMM).
+/// convolutions (im2col + GEMM), and causal attention's products run in
+/// blocks of `causalBlock` rows over their lower block triangle.
 void buildCPUPipeline(OpPassManager &pm, bool libraryGemm = true,
-                      bool gemmConvs = true);
+                      bool gemmConvs = true,
+                      int64_t causalBlock = kDefaultCausalBlock);
 
 /// Registers ds-training-pipeline and ds-cpu-pipeline.
 /// Gives a buffer returned twice, or a returned argument, its own copy

@@ -15,6 +15,7 @@
 #include "LoweringUtils.h"
 
 #include "ds/Conversion/Passes.h"
+#include "ds/Dialect/DS/IR/CausalGemm.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -70,6 +71,19 @@ struct ConvertDSToLinalgPass
     : public mlir::ds::impl::ConvertDSToLinalgPassBase<ConvertDSToLinalgPass> {
   using Base::Base;
   void runOnOperation() override {
+    // What is known of attention's triangular matrices is read off the ds
+    // ops (masks, softmaxes) before they are gone; MatMulLowering carries
+    // it to the linalg contraction.
+    if (causalBlock < 0) {
+      getOperation()->emitError("convert-ds-to-linalg: causal-block is rows "
+                                "per GEMM (0: off), not ")
+          << static_cast<int64_t>(causalBlock);
+      return signalPassFailure();
+    }
+    if (causalBlock > 0)
+      getOperation()->walk([&](MatMulOp op) {
+        setCausalGemm(op, analyzeCausalMatMul(op, causalBlock));
+      });
     RewritePatternSet patterns(&getContext());
     populateDSToLinalgPatterns(patterns, narrowGemms, fp8Gemms);
     if (parallelScatter)

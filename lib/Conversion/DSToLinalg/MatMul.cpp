@@ -31,6 +31,7 @@
 #include "LoweringUtils.h"
 
 #include "ds/Conversion/DSToLinalg.h"
+#include "ds/Dialect/DS/IR/CausalGemm.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -119,6 +120,8 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
     if (!inElem || !outElem)
       return rewriter.notifyMatchFailure(op, "expects float operands");
     bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+    // In terms of the logical product, so any layout below keeps it.
+    std::optional<CausalGemm> causal = getCausalGemm(op);
     int64_t lhsRank = lhsType.getRank(), rhsRank = rhsType.getRank();
     if (lhsRank < 2 || rhsRank < 2 || (rhsRank != 2 && rhsRank != lhsRank))
       return rewriter.notifyMatchFailure(op, "unsupported operand ranks");
@@ -194,6 +197,10 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
       if (tl || tr)
         mm.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(
             contractionMaps(ctx, /*batched=*/false, tl, tr, false)));
+      // A flattened lhs mixes the batches into the rows, where the
+      // triangles no longer line up.
+      if (causal && lhsRank == 2)
+        setCausalGemm(mm, *causal);
       product = mm.getResult(0);
     } else {
       // linalg.batch_matmul accepts a batch-free rhs only as [K, N]: a
@@ -217,6 +224,8 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
       if (tl || tr || rhsShared)
         bmm.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(
             contractionMaps(ctx, /*batched=*/true, tl, tr, rhsShared)));
+      if (causal)
+        setCausalGemm(bmm, *causal);
       product = bmm.getResult(0);
     }
     product = reshapeTo(rewriter, loc, product, outShape);

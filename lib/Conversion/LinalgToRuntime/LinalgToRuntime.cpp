@@ -15,6 +15,7 @@
 #include "NarrowGemmOutputs.h"
 
 #include "ds/Conversion/Passes.h"
+#include "ds/Dialect/DS/IR/CausalGemm.h"
 #include "ds/Dialect/DS/IR/DSDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -174,6 +175,36 @@ func::FuncOp getOrDeclare(ModuleOp module, StringRef name, MemRefType in,
   return f;
 }
 
+/// The static M, N, K of a GEMM from its lhs `a` (layout `la`) and output
+/// `c`.
+struct GemmSizes {
+  int64_t m, n, k;
+};
+std::optional<GemmSizes> gemmSizes(Value a, Value c, OperandLayout la) {
+  auto at = cast<MemRefType>(a.getType()), ct = cast<MemRefType>(c.getType());
+  if (!at.hasStaticShape() || !ct.hasStaticShape())
+    return std::nullopt;
+  unsigned ar = at.getRank() - 2, cr = ct.getRank() - 2;
+  return GemmSizes{ct.getDimSize(cr), ct.getDimSize(cr + 1),
+                   at.getDimSize(la.transposed ? ar : ar + 1)};
+}
+
+/// The view of rows [row, row + rows) and columns [col, col + cols) of the
+/// innermost two dimensions of `v` (rank 2, or 3 with every batch).
+Value viewRows(OpBuilder &b, Location loc, Value v, int64_t row, int64_t rows,
+               int64_t col, int64_t cols) {
+  auto type = cast<MemRefType>(v.getType());
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  if (type.getRank() == 3) {
+    offsets.push_back(b.getIndexAttr(0));
+    sizes.push_back(b.getIndexAttr(type.getDimSize(0)));
+  }
+  offsets.append({b.getIndexAttr(row), b.getIndexAttr(col)});
+  sizes.append({b.getIndexAttr(rows), b.getIndexAttr(cols)});
+  strides.assign(type.getRank(), b.getIndexAttr(1));
+  return memref::SubViewOp::create(b, loc, v, offsets, sizes, strides);
+}
+
 LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   bool isBatch = isa<linalg::BatchMatmulOp>(op);
   if (!isBatch && !isa<linalg::MatmulOp>(op))
@@ -276,15 +307,15 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(la->transposed));
   Value tb =
       arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(lb->transposed));
-  SmallVector<Value> args = {asRank3(b, loc, a, m3), asRank3(b, loc, bv, m3b),
-                             asRank3(b, loc, c, out3), ta, tb};
+  // What follows the operands and flags: FP8 formats and scales, a bias.
+  SmallVector<Value> extra;
   if (fp8) {
     // dsrt_cuda_matmul_f8 takes the formats (both E4M3: DSRT_FP8_E4M3 = 0).
     // No dequantisation scales (NULL: 1), as the f32 GEMM of the extended
     // operands had none, unless the readers' scale moved into the GEMM.
     if (formats) {
       Value e4m3 = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
-      args.append({e4m3, e4m3});
+      extra.append({e4m3, e4m3});
     }
     auto ptrType = LLVM::LLVMPointerType::get(ctx);
     Value none = LLVM::ZeroOp::create(b, loc, ptrType);
@@ -295,11 +326,42 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
       Value bits = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
       scale = LLVM::IntToPtrOp::create(b, loc, ptrType, bits);
     }
-    args.append({scale, none});
+    extra.append({scale, none});
   }
   if (buffers.bias)
-    args.push_back(memref::CastOp::create(b, loc, bias1, buffers.bias));
-  func::CallOp::create(b, loc, fn, args);
+    extra.push_back(memref::CastOp::create(b, loc, bias1, buffers.bias));
+  auto call = [&](Value lhs, Value rhs, Value out) {
+    SmallVector<Value> args = {asRank3(b, loc, lhs, m3),
+                               asRank3(b, loc, rhs, m3b),
+                               asRank3(b, loc, out, out3), ta, tb};
+    args.append(extra);
+    func::CallOp::create(b, loc, fn, args);
+  };
+
+  // Causal attention's products (CausalGemm.h): one GEMM per block of rows
+  // of C, over the columns that are read and the depth that is not zero.
+  // FP8 and bias GEMMs are never attention's and keep their one call.
+  SmallVector<CausalGemmBlock> blocks;
+  if (std::optional<CausalGemm> causal = getCausalGemm(op);
+      causal && !fp8 && !buffers.bias)
+    if (auto sizes = gemmSizes(a, c, *la))
+      blocks = causalGemmBlocks(*causal, sizes->m, sizes->n, sizes->k);
+  if (blocks.empty())
+    call(a, bv, c);
+  for (const CausalGemmBlock &blk : blocks) {
+    int64_t rows = blk.rowEnd - blk.rowBegin,
+            depth = blk.depthEnd - blk.depthBegin;
+    Value lhs =
+        la->transposed
+            ? viewRows(b, loc, a, blk.depthBegin, depth, blk.rowBegin, rows)
+            : viewRows(b, loc, a, blk.rowBegin, rows, blk.depthBegin, depth);
+    Value rhs =
+        lb->transposed
+            ? viewRows(b, loc, bv, 0, blk.columns, blk.depthBegin, depth)
+            : viewRows(b, loc, bv, blk.depthBegin, depth, 0, blk.columns);
+    Value out = viewRows(b, loc, c, blk.rowBegin, rows, 0, blk.columns);
+    call(lhs, rhs, out);
+  }
   op->erase();
   if (fill)
     fill->erase();

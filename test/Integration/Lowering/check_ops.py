@@ -699,6 +699,53 @@ def matmul_cases():
        randn("m.b", (16, 32), E4M3), tr=True, **fp8)
     mm("matmul_e4m3_unaligned", randn("m.a", (5, 16), E4M3), randn("m.b", (16, 7), E4M3),
        **fp8)
+
+    # Causal attention forward and backward, written as ds-autodiff writes
+    # the backward (the cotangent masked, the score gradient masked). With
+    # library GEMMs each of the six products runs as one GEMM per block of
+    # 256 rows over the lower block triangle (ds.causal_gemm): 320 tokens
+    # are a block of 256 and a ragged one of 64. The scores' GEMMs leave
+    # the upper blocks unwritten (on the stub libcuda poisoned with NaN),
+    # which the masks must keep out of every output.
+    for name, (b, t, d) in [("causal_attention_f32", (2, 320, 16))]:
+        hs, ss = (b, t, d), (b, t, t)
+        aq, ak, av, ado = (randn(f"{name}.{x}", hs) for x in ("q", "k", "v", "do"))
+        h, sc = T(hs, F32), T(ss, F32)
+        scale = 1.0 / np.sqrt(d)
+        body = f"""
+          %c = arith.constant dense<{scale:.8e}> : tensor<f32>
+          %s0 = ds.matmul %a0, %a1 transpose_rhs : {h}, {h} -> {sc}
+          %s1 = ds.mul %s0, %c : {sc}, tensor<f32> -> {sc}
+          %s = ds.causal_mask %s1 : {sc}
+          %p = ds.softmax %s axis = 2 : {sc}
+          %o = ds.matmul %p, %a2 : {sc}, {h} -> {h}
+          %dp = ds.matmul %a3, %a2 transpose_rhs : {h}, {h} -> {sc}
+          %dv = ds.matmul %p, %a3 transpose_lhs : {sc}, {h} -> {h}
+          %dpm = ds.causal_mask %dp fill = 0.0 : {sc}
+          %pd = ds.mul %dpm, %p : {sc}, {sc} -> {sc}
+          %r = ds.reduce_sum %pd [2] keep_dims : {sc} -> {T((b, t, 1), F32)}
+          %u = ds.sub %dpm, %r : {sc}, {T((b, t, 1), F32)} -> {sc}
+          %g = ds.mul %p, %u : {sc}, {sc} -> {sc}
+          %gm = ds.causal_mask %g fill = 0.0 : {sc}
+          %gs = ds.mul %gm, %c : {sc}, tensor<f32> -> {sc}
+          %dq = ds.matmul %gs, %a1 : {sc}, {h} -> {h}
+          %dk = ds.matmul %gs, %a0 transpose_lhs : {sc}, {h} -> {h}
+        """
+
+        def attention_ref(q, k, v, do):
+            q, k, v, do = (x.astype(F64) for x in (q, k, v, do))
+            s = np.matmul(q, np.swapaxes(k, 1, 2)) * scale
+            s = np.where(np.triu(np.ones(s.shape[1:], bool), 1), -np.inf, s)
+            p = np.exp(s - s.max(2, keepdims=True))
+            p /= p.sum(2, keepdims=True)
+            dp = np.matmul(do, np.swapaxes(v, 1, 2))
+            g = p * (dp - (p * dp).sum(2, keepdims=True)) * scale
+            return [np.matmul(p, v), np.matmul(g, k),
+                    np.matmul(np.swapaxes(g, 1, 2), q),
+                    np.matmul(np.swapaxes(p, 1, 2), do)]
+        cases.append(Case(name, [aq, ak, av, ado], body,
+                          [("%o", hs, F32), ("%dq", hs, F32), ("%dk", hs, F32),
+                           ("%dv", hs, F32)], attention_ref))
     return cases
 
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ds/Dialect/DS/IR/DSDialect.h"
+#include "ds/Dialect/DS/IR/CausalGemm.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/TrainingContract.h"
 
@@ -74,6 +75,8 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
              << name << "' must be a float type (bf16, f16 or f32)";
     return success();
   }
+  if (name == DSDialect::kCausalGemmAttrName)
+    return verifyCausalGemmAttr(op, attr.getValue());
   if (name == DSDialect::kReadFractionAttrName) {
     auto fraction = dyn_cast<FloatAttr>(attr.getValue());
     if (!fraction || !(fraction.getValueAsDouble() >= 0.0) ||

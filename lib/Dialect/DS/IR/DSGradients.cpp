@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Dialect/DS/IR/CausalGemm.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 #include "ds/Dialect/DS/IR/ShapeUtils.h"
 
@@ -481,15 +482,6 @@ LogicalResult DropoutOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 //===----------------------------------------------------------------------===//
 // Softmax and normalisations
 //===----------------------------------------------------------------------===//
-
-/// Whether `v` is a ds.causal_mask with fill -inf, through casts (which
-/// keep -inf): a softmax of it is exactly 0 above the diagonal.
-static bool isCausallyMasked(Value v) {
-  while (auto castOp = v.getDefiningOp<CastOp>())
-    v = castOp.getInput();
-  auto mask = v.getDefiningOp<CausalMaskOp>();
-  return mask && mask.getFill().isInfinity() && mask.getFill().isNegative();
-}
 
 LogicalResult SoftmaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {

@@ -72,6 +72,11 @@ def DS_Dialect : Dialect {
     /// A tensor-level matmul whose accumulator is not read (unit).
     static constexpr ::llvm::StringLiteral kGemmOverwriteAttrName =
         "ds.gemm_overwrite";
+    /// On a matmul of causal attention: which operand is zero on one side
+    /// of its diagonal, or which side of the result is never read, and
+    /// the rows per library GEMM (a dictionary; CausalGemm.h).
+    static constexpr ::llvm::StringLiteral kCausalGemmAttrName =
+        "ds.causal_gemm";
     /// On a load in a GPU kernel that runs only where the element is used
     /// (lib/Conversion/LinalgToGPU/MaskedReads.h): the fraction of its
     /// buffer it reads, for ds-gpu-launch-report (a float in [0, 1]).

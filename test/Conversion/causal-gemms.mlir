@@ -1,0 +1,108 @@
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg{causal-block=64}))' | FileCheck %s --check-prefix=MARK
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg))' | FileCheck %s --check-prefix=OFF
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg{causal-block=64}),func.func(canonicalize,cse,ds-prepare-library-gemms),one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},convert-linalg-to-ds-runtime)' | FileCheck %s --check-prefix=SPLIT
+// RUN: not ds-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg{causal-block=-1}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEG
+
+// Causal attention's six products, as ds-autodiff writes the backward, over
+// 160 tokens: blocks of 64, 64 and 32 rows. Every one of them is marked
+// with what it may leave out (ds.causal_gemm, CausalGemm.h).
+// MARK-LABEL: func.func @attention
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, result = "lower"}}
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, lhs = "lower"}}
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, result = "lower"}}
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, lhs = "upper"}}
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, lhs = "lower"}}
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, lhs = "upper"}}
+// OFF-NOT: ds.causal_gemm
+
+// The scores: one GEMM per row block over the columns up to its end
+// (64, 128, 160), the upper blocks never written.
+// SPLIT-LABEL: func.func @attention
+// SPLIT: memref.subview %{{.*}}[0, 0, 0] [2, 64, 16] [1, 1, 1]
+// SPLIT: memref.subview %{{.*}}[0, 0, 0] [2, 64, 16] [1, 1, 1]
+// SPLIT: memref.subview %[[S:.*]][0, 0, 0] [2, 64, 64] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT: memref.subview %{{.*}}[0, 64, 0] [2, 64, 16] [1, 1, 1]
+// SPLIT: memref.subview %{{.*}}[0, 0, 0] [2, 128, 16] [1, 1, 1]
+// SPLIT: memref.subview %[[S]][0, 64, 0] [2, 64, 128] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT: memref.subview %[[S]][0, 128, 0] [2, 32, 160] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// The output P V: each row block over the depth up to its end.
+// SPLIT: memref.subview %[[P:.*]][0, 0, 0] [2, 64, 64] [1, 1, 1]
+// SPLIT: memref.subview %{{.*}}[0, 0, 0] [2, 64, 16] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT: memref.subview %[[P]][0, 64, 0] [2, 64, 128] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT: memref.subview %[[P]][0, 128, 0] [2, 32, 160] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// dP = dO V^T, as the scores.
+// SPLIT-COUNT-3: call @dsrt_matmul_f32
+// dV = P^T dO: row block j of dV over P's rows from j's start on.
+// SPLIT: memref.subview %[[P]][0, 0, 0] [2, 160, 64] [1, 1, 1]
+// SPLIT: memref.subview %{{.*}}[0, 0, 0] [2, 160, 16] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT: memref.subview %[[P]][0, 64, 64] [2, 96, 64] [1, 1, 1]
+// SPLIT: memref.subview %{{.*}}[0, 64, 0] [2, 96, 16] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT: memref.subview %[[P]][0, 128, 128] [2, 32, 32] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// dQ = dS K and dK = dS^T Q, as the output and dV.
+// SPLIT-COUNT-6: call @dsrt_matmul_f32
+// SPLIT-NOT: call @dsrt_matmul_f32
+// SPLIT: return
+func.func @attention(%q: tensor<2x160x16xf32>, %k: tensor<2x160x16xf32>,
+                     %v: tensor<2x160x16xf32>, %do: tensor<2x160x16xf32>)
+    -> (tensor<2x160x16xf32>, tensor<2x160x16xf32>, tensor<2x160x16xf32>, tensor<2x160x16xf32>) {
+  %c = arith.constant dense<0.25> : tensor<f32>
+  %s0 = ds.matmul %q, %k transpose_rhs : tensor<2x160x16xf32>, tensor<2x160x16xf32> -> tensor<2x160x160xf32>
+  %s1 = ds.mul %s0, %c : tensor<2x160x160xf32>, tensor<f32> -> tensor<2x160x160xf32>
+  %s = ds.causal_mask %s1 : tensor<2x160x160xf32>
+  %p = ds.softmax %s axis = 2 : tensor<2x160x160xf32>
+  %o = ds.matmul %p, %v : tensor<2x160x160xf32>, tensor<2x160x16xf32> -> tensor<2x160x16xf32>
+  %dp = ds.matmul %do, %v transpose_rhs : tensor<2x160x16xf32>, tensor<2x160x16xf32> -> tensor<2x160x160xf32>
+  %dv = ds.matmul %p, %do transpose_lhs : tensor<2x160x160xf32>, tensor<2x160x16xf32> -> tensor<2x160x16xf32>
+  %dpm = ds.causal_mask %dp fill = 0.0 : tensor<2x160x160xf32>
+  %pd = ds.mul %dpm, %p : tensor<2x160x160xf32>, tensor<2x160x160xf32> -> tensor<2x160x160xf32>
+  %r = ds.reduce_sum %pd [2] keep_dims : tensor<2x160x160xf32> -> tensor<2x160x1xf32>
+  %u = ds.sub %dpm, %r : tensor<2x160x160xf32>, tensor<2x160x1xf32> -> tensor<2x160x160xf32>
+  %g = ds.mul %p, %u : tensor<2x160x160xf32>, tensor<2x160x160xf32> -> tensor<2x160x160xf32>
+  %gm = ds.causal_mask %g fill = 0.0 : tensor<2x160x160xf32>
+  %gs = ds.mul %gm, %c : tensor<2x160x160xf32>, tensor<f32> -> tensor<2x160x160xf32>
+  %dq = ds.matmul %gs, %k : tensor<2x160x160xf32>, tensor<2x160x16xf32> -> tensor<2x160x16xf32>
+  %dk = ds.matmul %gs, %q transpose_lhs : tensor<2x160x160xf32>, tensor<2x160x16xf32> -> tensor<2x160x16xf32>
+  return %o, %dq, %dk, %dv : tensor<2x160x16xf32>, tensor<2x160x16xf32>, tensor<2x160x16xf32>, tensor<2x160x16xf32>
+}
+
+// -----
+
+// Nothing is known, so nothing is marked: scores that are also returned
+// whole, a softmax of unmasked scores, a mask's fill that is not zero, a
+// product with a tensor (0 * inf is NaN).
+// MARK-LABEL: func.func @unknown
+// MARK-NOT: ds.causal_gemm
+// MARK: return
+// SPLIT-LABEL: func.func @unknown
+// SPLIT-COUNT-4: call @dsrt_matmul_f32
+// SPLIT-NOT: call @dsrt_matmul_f32
+// SPLIT: return
+func.func @unknown(%q: tensor<2x96x16xf32>, %x: tensor<2x96x96xf32>)
+    -> (tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>) {
+  %s = ds.matmul %q, %q transpose_rhs : tensor<2x96x16xf32>, tensor<2x96x16xf32> -> tensor<2x96x96xf32>
+  %m = ds.causal_mask %s : tensor<2x96x96xf32>
+  %p = ds.softmax %x axis = 2 : tensor<2x96x96xf32>
+  %o = ds.matmul %p, %q : tensor<2x96x96xf32>, tensor<2x96x16xf32> -> tensor<2x96x16xf32>
+  %f = ds.causal_mask %x fill = 1.0 : tensor<2x96x96xf32>
+  %o2 = ds.matmul %f, %q : tensor<2x96x96xf32>, tensor<2x96x16xf32> -> tensor<2x96x16xf32>
+  %z = ds.causal_mask %x fill = 0.0 : tensor<2x96x96xf32>
+  %zx = ds.mul %z, %x : tensor<2x96x96xf32>, tensor<2x96x96xf32> -> tensor<2x96x96xf32>
+  %o3 = ds.matmul %zx, %q : tensor<2x96x96xf32>, tensor<2x96x16xf32> -> tensor<2x96x16xf32>
+  return %s, %m, %o, %o2, %o3 : tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>
+}
+
+// -----
+
+// NEG: error: convert-ds-to-linalg: causal-block is rows per GEMM (0: off), not -1
+func.func @negative(%q: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  return %q : tensor<2x8xf32>
+}
