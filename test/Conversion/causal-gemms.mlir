@@ -76,18 +76,61 @@ func.func @attention(%q: tensor<2x160x16xf32>, %k: tensor<2x160x16xf32>,
 
 // -----
 
+// As PyTorch's export writes attention: the heads merged into the batch by
+// reshapes, the scale a quotient, and the key gradient transposed, Q^T dS,
+// whose rhs is the structured one: column blocks over the depth from each
+// block's first column on.
+// MARK-LABEL: func.func @torch_shapes
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, result = "lower"}}
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, lhs = "lower"}}
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, rhs = "lower"}}
+// SPLIT-LABEL: func.func @torch_shapes
+// SPLIT-COUNT-6: call @dsrt_matmul_f32
+// SPLIT: memref.subview %{{.*}}[0, 0, 0] [4, 160, 8] [1, 1, 1]
+// SPLIT: memref.subview %[[DS:.*]][0, 0, 0] [4, 160, 64] [1, 1, 1]
+// SPLIT: memref.subview %[[DKT:.*]][0, 0, 0] [4, 8, 64] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT: memref.subview %{{.*}}[0, 64, 0] [4, 96, 8] [1, 1, 1]
+// SPLIT: memref.subview %[[DS]][0, 64, 64] [4, 96, 64] [1, 1, 1]
+// SPLIT: memref.subview %[[DKT]][0, 0, 64] [4, 8, 64] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT: memref.subview %[[DS]][0, 128, 128] [4, 32, 32] [1, 1, 1]
+// SPLIT: call @dsrt_matmul_f32
+// SPLIT-NOT: call @dsrt_matmul_f32
+// SPLIT: return
+func.func @torch_shapes(%q: tensor<4x160x8xf32>, %kt: tensor<4x8x160xf32>, %v: tensor<4x160x8xf32>,
+                        %g: tensor<2x2x160x160xf32>)
+    -> (tensor<4x160x8xf32>, tensor<4x8x160xf32>) {
+  %c = arith.constant dense<2.828427> : tensor<f32>
+  %s0 = ds.matmul %q, %kt : tensor<4x160x8xf32>, tensor<4x8x160xf32> -> tensor<4x160x160xf32>
+  %s1 = ds.reshape %s0 : tensor<4x160x160xf32> -> tensor<2x2x160x160xf32>
+  %s2 = ds.div %s1, %c : tensor<2x2x160x160xf32>, tensor<f32> -> tensor<2x2x160x160xf32>
+  %s = ds.causal_mask %s2 : tensor<2x2x160x160xf32>
+  %p0 = ds.softmax %s axis = 3 : tensor<2x2x160x160xf32>
+  %p = ds.reshape %p0 : tensor<2x2x160x160xf32> -> tensor<4x160x160xf32>
+  %o = ds.matmul %p, %v : tensor<4x160x160xf32>, tensor<4x160x8xf32> -> tensor<4x160x8xf32>
+  %gm = ds.causal_mask %g fill = 0.0 : tensor<2x2x160x160xf32>
+  %gd = ds.div %gm, %c : tensor<2x2x160x160xf32>, tensor<f32> -> tensor<2x2x160x160xf32>
+  %gs = ds.reshape %gd : tensor<2x2x160x160xf32> -> tensor<4x160x160xf32>
+  %dkt = ds.matmul %q, %gs transpose_lhs : tensor<4x160x8xf32>, tensor<4x160x160xf32> -> tensor<4x8x160xf32>
+  return %o, %dkt : tensor<4x160x8xf32>, tensor<4x8x160xf32>
+}
+
+// -----
+
 // Nothing is known, so nothing is marked: scores that are also returned
 // whole, a softmax of unmasked scores, a mask's fill that is not zero, a
-// product with a tensor (0 * inf is NaN).
+// product with a tensor (0 * inf is NaN), a quotient by zero, a reshape
+// that moves the diagonal.
 // MARK-LABEL: func.func @unknown
 // MARK-NOT: ds.causal_gemm
 // MARK: return
 // SPLIT-LABEL: func.func @unknown
-// SPLIT-COUNT-4: call @dsrt_matmul_f32
+// SPLIT-COUNT-6: call @dsrt_matmul_f32
 // SPLIT-NOT: call @dsrt_matmul_f32
 // SPLIT: return
 func.func @unknown(%q: tensor<2x96x16xf32>, %x: tensor<2x96x96xf32>)
-    -> (tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>) {
+    -> (tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x48x8xf32>) {
   %s = ds.matmul %q, %q transpose_rhs : tensor<2x96x16xf32>, tensor<2x96x16xf32> -> tensor<2x96x96xf32>
   %m = ds.causal_mask %s : tensor<2x96x96xf32>
   %p = ds.softmax %x axis = 2 : tensor<2x96x96xf32>
@@ -97,7 +140,13 @@ func.func @unknown(%q: tensor<2x96x16xf32>, %x: tensor<2x96x96xf32>)
   %z = ds.causal_mask %x fill = 0.0 : tensor<2x96x96xf32>
   %zx = ds.mul %z, %x : tensor<2x96x96xf32>, tensor<2x96x96xf32> -> tensor<2x96x96xf32>
   %o3 = ds.matmul %zx, %q : tensor<2x96x96xf32>, tensor<2x96x16xf32> -> tensor<2x96x16xf32>
-  return %s, %m, %o, %o2, %o3 : tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>
+  %zero = arith.constant dense<0.0> : tensor<f32>
+  %zd = ds.div %z, %zero : tensor<2x96x96xf32>, tensor<f32> -> tensor<2x96x96xf32>
+  %o4 = ds.matmul %zd, %q : tensor<2x96x96xf32>, tensor<2x96x16xf32> -> tensor<2x96x16xf32>
+  %zr = ds.reshape %z : tensor<2x96x96xf32> -> tensor<2x48x192xf32>
+  %qr = ds.reshape %q : tensor<2x96x16xf32> -> tensor<2x192x8xf32>
+  %o5 = ds.matmul %zr, %qr : tensor<2x48x192xf32>, tensor<2x192x8xf32> -> tensor<2x48x8xf32>
+  return %s, %m, %o, %o2, %o3, %o4, %o5 : tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x48x8xf32>
 }
 
 // -----

@@ -197,9 +197,13 @@ struct MatMulLowering : OpConversionPattern<MatMulOp> {
       if (tl || tr)
         mm.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(
             contractionMaps(ctx, /*batched=*/false, tl, tr, false)));
-      // A flattened lhs mixes the batches into the rows, where the
-      // triangles no longer line up.
-      if (causal && lhsRank == 2)
+      // A flattened lhs mixes the batches into the rows, where the lhs's
+      // and the result's triangles no longer line up; the rhs's still do.
+      if (causal && lhsRank != 2) {
+        causal->lhs = CausalGemm::Operand::Dense;
+        causal->resultLower = false;
+      }
+      if (causal)
         setCausalGemm(mm, *causal);
       product = mm.getResult(0);
     } else {

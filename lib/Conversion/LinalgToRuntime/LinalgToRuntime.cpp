@@ -339,7 +339,8 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   };
 
   // Causal attention's products (CausalGemm.h): one GEMM per block of rows
-  // of C, over the columns that are read and the depth that is not zero.
+  // (columns) of C, over the columns that are read and the depth that is
+  // not zero.
   // FP8 and bias GEMMs are never attention's and keep their one call.
   SmallVector<CausalGemmBlock> blocks;
   if (std::optional<CausalGemm> causal = getCausalGemm(op);
@@ -349,7 +350,7 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
   if (blocks.empty())
     call(a, bv, c);
   for (const CausalGemmBlock &blk : blocks) {
-    int64_t rows = blk.rowEnd - blk.rowBegin,
+    int64_t rows = blk.rowEnd - blk.rowBegin, cols = blk.colEnd - blk.colBegin,
             depth = blk.depthEnd - blk.depthBegin;
     Value lhs =
         la->transposed
@@ -357,9 +358,9 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
             : viewRows(b, loc, a, blk.rowBegin, rows, blk.depthBegin, depth);
     Value rhs =
         lb->transposed
-            ? viewRows(b, loc, bv, 0, blk.columns, blk.depthBegin, depth)
-            : viewRows(b, loc, bv, blk.depthBegin, depth, 0, blk.columns);
-    Value out = viewRows(b, loc, c, blk.rowBegin, rows, 0, blk.columns);
+            ? viewRows(b, loc, bv, blk.colBegin, cols, blk.depthBegin, depth)
+            : viewRows(b, loc, bv, blk.depthBegin, depth, blk.colBegin, cols);
+    Value out = viewRows(b, loc, c, blk.rowBegin, rows, blk.colBegin, cols);
     call(lhs, rhs, out);
   }
   op->erase();

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import ds_torch  # noqa: E402
 from ds_torch.torch_mlir_import import import_via_torch_mlir  # noqa: E402
 from parity_compare import compare_training  # noqa: E402
-from parity_models import JOINT_UNSUPPORTED, MODELS  # noqa: E402
+from parity_models import EXTRA_MODELS, JOINT_UNSUPPORTED, MODELS  # noqa: E402
 
 DS_RUN = os.environ.get("DS_RUN", "ds-run")
 STEPS = 20
@@ -160,6 +160,8 @@ def main():
                          "(the stub libcuda's testing mode)")
     args = ap.parse_args()
     models = dict(MODELS)
+    if args.only in EXTRA_MODELS:
+        models[args.only] = EXTRA_MODELS[args.only]
     if args.sdpa:
         gpt, loss_fn, mk = MODELS["gpt"]
         models["gpt_sdpa"] = (lambda: gpt(sdpa=True), loss_fn, mk)

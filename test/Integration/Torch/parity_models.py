@@ -194,6 +194,17 @@ MODELS = {
                                torch.randn(6, 3, generator=g, dtype=dt))),
 }
 
+# Run only when named (--only): longer, and kept out of the GPU bundle.
+# gpt_long's 288 tokens are a block of 256 rows and one of 32 for causal
+# attention's GEMMs (ds-run's --causal-block, 256 by default): through the
+# front end and ds-autodiff, each of the six runs over the lower block
+# triangle only.
+EXTRA_MODELS = {
+    "gpt_long": (lambda: GPTBlock(vocab=32, d=16, heads=2, seq=288), lm_loss,
+                 lambda g, dt: (torch.randint(0, 32, (2, 288), generator=g),
+                                torch.randint(0, 32, (2, 288), generator=g))),
+}
+
 # Models the --joint path (PyTorch's backward through the ds_torch front
 # end) cannot take yet, and why.
 JOINT_UNSUPPORTED: dict[str, str] = {}

@@ -11,8 +11,21 @@
 using namespace mlir;
 using namespace mlir::ds;
 
-static constexpr StringLiteral kBlock = "block", kLhs = "lhs",
+static constexpr StringLiteral kBlock = "block", kLhs = "lhs", kRhs = "rhs",
                                kResult = "result";
+
+/// "lower" or "upper", or nothing for a dense operand.
+static std::optional<CausalGemm::Operand> parseOperand(DictionaryAttr dict,
+                                                       StringRef key) {
+  auto value = dict.getAs<StringAttr>(key);
+  if (!value)
+    return CausalGemm::Operand::Dense;
+  if (value.getValue() == "lower")
+    return CausalGemm::Operand::Lower;
+  if (value.getValue() == "upper")
+    return CausalGemm::Operand::Upper;
+  return std::nullopt;
+}
 
 std::optional<CausalGemm> mlir::ds::getCausalGemm(Operation *op) {
   auto dict = op->getAttrOfType<DictionaryAttr>(DSDialect::kCausalGemmAttrName);
@@ -23,14 +36,12 @@ std::optional<CausalGemm> mlir::ds::getCausalGemm(Operation *op) {
   if (!block || block.getInt() <= 0)
     return std::nullopt;
   gemm.block = block.getInt();
-  if (auto lhs = dict.getAs<StringAttr>(kLhs)) {
-    if (lhs.getValue() == "lower")
-      gemm.lhs = CausalGemm::Lhs::Lower;
-    else if (lhs.getValue() == "upper")
-      gemm.lhs = CausalGemm::Lhs::Upper;
-    else
-      return std::nullopt;
-  }
+  std::optional<CausalGemm::Operand> lhs = parseOperand(dict, kLhs),
+                                     rhs = parseOperand(dict, kRhs);
+  if (!lhs || !rhs)
+    return std::nullopt;
+  gemm.lhs = *lhs;
+  gemm.rhs = *rhs;
   if (auto result = dict.getAs<StringAttr>(kResult)) {
     if (result.getValue() != "lower")
       return std::nullopt;
@@ -47,10 +58,11 @@ void mlir::ds::setCausalGemm(Operation *op, const CausalGemm &gemm) {
   Builder b(op->getContext());
   SmallVector<NamedAttribute> entries = {
       b.getNamedAttr(kBlock, b.getI64IntegerAttr(gemm.block))};
-  if (gemm.lhs != CausalGemm::Lhs::Dense)
-    entries.push_back(b.getNamedAttr(
-        kLhs, b.getStringAttr(gemm.lhs == CausalGemm::Lhs::Lower ? "lower"
-                                                                 : "upper")));
+  for (auto [key, operand] : {std::pair{kLhs, gemm.lhs}, {kRhs, gemm.rhs}})
+    if (operand != CausalGemm::Operand::Dense)
+      entries.push_back(b.getNamedAttr(
+          key, b.getStringAttr(
+                   operand == CausalGemm::Operand::Lower ? "lower" : "upper")));
   if (gemm.resultLower)
     entries.push_back(b.getNamedAttr(kResult, b.getStringAttr("lower")));
   op->setAttr(DSDialect::kCausalGemmAttrName, b.getDictionaryAttr(entries));
@@ -61,14 +73,15 @@ LogicalResult mlir::ds::verifyCausalGemmAttr(Operation *op, Attribute value) {
   auto fail = [&]() {
     return op->emitOpError("attribute '")
            << DSDialect::kCausalGemmAttrName
-           << "' must be {block = <positive integer>, lhs = \"lower\" or "
-              "\"upper\" (optional), result = \"lower\" (optional)}";
+           << "' must be {block = <positive integer>, lhs and rhs = "
+              "\"lower\" or \"upper\" (optional), result = \"lower\" "
+              "(optional)}";
   };
   if (!dict)
     return fail();
   for (NamedAttribute entry : dict)
     if (entry.getName() != kBlock && entry.getName() != kLhs &&
-        entry.getName() != kResult)
+        entry.getName() != kRhs && entry.getName() != kResult)
       return fail();
   if (!getCausalGemm(op))
     return fail();
@@ -78,30 +91,52 @@ LogicalResult mlir::ds::verifyCausalGemmAttr(Operation *op, Attribute value) {
 SmallVector<CausalGemmBlock> mlir::ds::causalGemmBlocks(const CausalGemm &gemm,
                                                         int64_t m, int64_t n,
                                                         int64_t k) {
-  SmallVector<CausalGemmBlock> blocks;
-  if (!gemm.any() || gemm.block <= 0 || m <= gemm.block || n <= 0 || k <= 0)
+  using Operand = CausalGemm::Operand;
+  if (!gemm.any() || gemm.block <= 0 || m <= 0 || n <= 0 || k <= 0)
     return {};
+  // Row blocks where the lhs or the result says which columns and depth a
+  // row needs; column blocks where only the rhs says which depth a column
+  // needs.
+  bool byRows = gemm.lhs != Operand::Dense || gemm.resultLower;
+  int64_t extent = byRows ? m : n;
+  if (extent <= gemm.block)
+    return {};
+  SmallVector<CausalGemmBlock> blocks;
   bool saves = false;
-  for (int64_t r0 = 0; r0 < m; r0 += gemm.block) {
-    int64_t r1 = std::min(m, r0 + gemm.block);
-    CausalGemmBlock blk{r0, r1, n, 0, k};
-    // Row r reads columns up to r + (N - M): the last row of the block
-    // bounds them; the columns past that are never read.
-    if (gemm.resultLower)
-      blk.columns = std::min(n, r1 + (n - m));
-    // A zero above its diagonal has row r's terms at depths up to
-    // r + (K - M); zero below it, from r - (M - K).
-    if (gemm.lhs == CausalGemm::Lhs::Lower)
-      blk.depthEnd = std::min(k, r1 + (k - m));
-    if (gemm.lhs == CausalGemm::Lhs::Upper)
-      blk.depthBegin = std::max<int64_t>(0, r0 - (m - k));
+  for (int64_t b0 = 0; b0 < extent; b0 += gemm.block) {
+    int64_t b1 = std::min(extent, b0 + gemm.block);
+    CausalGemmBlock blk{0, m, 0, n, 0, k};
+    if (byRows) {
+      blk.rowBegin = b0;
+      blk.rowEnd = b1;
+      // Row r reads columns up to r + (N - M): the block's last row bounds
+      // them; the columns past that are never read.
+      if (gemm.resultLower)
+        blk.colEnd = std::min(n, b1 + (n - m));
+      // A zero above its diagonal has row r's terms at depths up to
+      // r + (K - M); zero below it, from r - (M - K).
+      if (gemm.lhs == Operand::Lower)
+        blk.depthEnd = std::min(k, b1 + (k - m));
+      if (gemm.lhs == Operand::Upper)
+        blk.depthBegin = std::max<int64_t>(0, b0 - (m - k));
+    } else {
+      blk.colBegin = b0;
+      blk.colEnd = b1;
+      // B zero above its diagonal has column c's terms at depths from
+      // c - (N - K); zero below it, up to c + (K - N).
+      if (gemm.rhs == Operand::Lower)
+        blk.depthBegin = std::max<int64_t>(0, b0 - (n - k));
+      if (gemm.rhs == Operand::Upper)
+        blk.depthEnd = std::min(k, b1 + (k - n));
+    }
     // Rows nobody reads need no GEMM; rows with no terms would need a
     // zero fill, which one whole GEMM already gives.
-    if (blk.columns <= 0)
+    if (blk.colEnd <= blk.colBegin)
       continue;
     if (blk.depthEnd <= blk.depthBegin)
       return {};
-    saves |= blk.columns < n || blk.depthEnd - blk.depthBegin < k;
+    saves |= blk.colEnd - blk.colBegin < (byRows ? n : b1 - b0) ||
+             blk.depthEnd - blk.depthBegin < k;
     blocks.push_back(blk);
   }
   if (!saves)
@@ -116,24 +151,43 @@ bool mlir::ds::isCausallyMasked(Value v) {
   return mask && mask.getFill().isInfinity() && mask.getFill().isNegative();
 }
 
-/// A constant splat of a finite float (through casts): a product with it
-/// keeps a zero zero and moves no entry.
-static bool isFiniteSplat(Value v) {
+/// A constant splat of a finite float (through casts), and nonzero with
+/// `nonzero`: a product with it, or a quotient by it, keeps a zero zero and
+/// moves no entry.
+static bool isFiniteSplat(Value v, bool nonzero = false) {
   while (auto castOp = v.getDefiningOp<CastOp>())
     v = castOp.getInput();
   DenseFPElementsAttr attr;
   if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
     return false;
-  return attr.getSplatValue<APFloat>().isFinite();
+  APFloat value = attr.getSplatValue<APFloat>();
+  return value.isFinite() && !(nonzero && value.isZero());
 }
 
-/// For a product of `v` with something: the other operand when it is a
-/// finite constant and the product has `v`'s shape.
-static bool isScaling(MulOp mul, Value v) {
-  Value other = mul.getLhs() == v ? mul.getRhs() : mul.getLhs();
-  return other != v &&
-         mul.getType().getShape() == cast<ShapedType>(v.getType()).getShape() &&
-         isFiniteSplat(other);
+/// Whether `op`, applied to its operand `v`, keeps every entry of `v` in
+/// its place in its matrix (the last two dimensions), and a zero zero: a
+/// cast, a product with a finite constant, a quotient by a finite nonzero
+/// one, a reshape of the batch dimensions only.
+static bool keepsEntries(Operation *op, Value v) {
+  auto shapeOf = [](Value x) { return cast<ShapedType>(x.getType()); };
+  if (isa<CastOp>(op))
+    return true;
+  if (auto mul = dyn_cast<MulOp>(op)) {
+    Value other = mul.getLhs() == v ? mul.getRhs() : mul.getLhs();
+    return other != v && mul.getType().getShape() == shapeOf(v).getShape() &&
+           isFiniteSplat(other);
+  }
+  if (auto div = dyn_cast<DivOp>(op))
+    return div.getLhs() == v && div.getRhs() != v &&
+           div.getType().getShape() == shapeOf(v).getShape() &&
+           isFiniteSplat(div.getRhs(), /*nonzero=*/true);
+  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+    ArrayRef<int64_t> from = shapeOf(v).getShape(),
+                      to = reshape.getType().getShape();
+    return from.size() >= 2 && to.size() >= 2 &&
+           from.take_back(2) == to.take_back(2);
+  }
+  return false;
 }
 
 bool mlir::ds::isZeroAboveDiagonal(Value v) {
@@ -143,18 +197,14 @@ bool mlir::ds::isZeroAboveDiagonal(Value v) {
   Operation *def = v.getDefiningOp();
   if (!def)
     return false;
-  if (auto castOp = dyn_cast<CastOp>(def))
-    return isZeroAboveDiagonal(castOp.getInput());
   if (auto mask = dyn_cast<CausalMaskOp>(def))
     return mask.getFill().isZero();
   if (auto softmax = dyn_cast<SoftmaxOp>(def))
     return softmax.getAxis() == static_cast<uint64_t>(type.getRank() - 1) &&
            isCausallyMasked(softmax.getInput());
-  if (auto mul = dyn_cast<MulOp>(def))
-    return llvm::any_of(ValueRange{mul.getLhs(), mul.getRhs()}, [&](Value x) {
-      return isScaling(mul, x) && isZeroAboveDiagonal(x);
-    });
-  return false;
+  return llvm::any_of(def->getOperands(), [&](Value x) {
+    return keepsEntries(def, x) && isZeroAboveDiagonal(x);
+  });
 }
 
 bool mlir::ds::isReadOnlyOnAndBelowDiagonal(Value v) {
@@ -165,23 +215,23 @@ bool mlir::ds::isReadOnlyOnAndBelowDiagonal(Value v) {
     Operation *user = use.getOwner();
     if (isa<CausalMaskOp>(user))
       return true;
-    if (auto castOp = dyn_cast<CastOp>(user))
-      return isReadOnlyOnAndBelowDiagonal(castOp.getResult());
-    if (auto mul = dyn_cast<MulOp>(user))
-      return isScaling(mul, v) && isReadOnlyOnAndBelowDiagonal(mul.getResult());
-    return false;
+    return user->getNumResults() == 1 && keepsEntries(user, v) &&
+           isReadOnlyOnAndBelowDiagonal(user->getResult(0));
   });
 }
 
 CausalGemm mlir::ds::analyzeCausalMatMul(Operation *op, int64_t block) {
+  using Operand = CausalGemm::Operand;
   CausalGemm gemm;
   auto matmul = dyn_cast<MatMulOp>(op);
   if (!matmul || block <= 0)
     return gemm;
   gemm.block = block;
+  // A transposed operand is zero on the other side of its diagonal.
   if (isZeroAboveDiagonal(matmul.getLhs()))
-    gemm.lhs = matmul.getTransposeLhs() ? CausalGemm::Lhs::Upper
-                                        : CausalGemm::Lhs::Lower;
+    gemm.lhs = matmul.getTransposeLhs() ? Operand::Upper : Operand::Lower;
+  if (isZeroAboveDiagonal(matmul.getRhs()))
+    gemm.rhs = matmul.getTransposeRhs() ? Operand::Upper : Operand::Lower;
   gemm.resultLower = isReadOnlyOnAndBelowDiagonal(matmul.getResult());
   return gemm;
 }

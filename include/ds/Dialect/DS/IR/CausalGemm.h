@@ -9,10 +9,11 @@
 //   C[m, n] = sum_k A[m, k] * B[k, n]     (A: M x K, B: K x N, C: M x N)
 //
 // whatever transposes store them, so that the library-GEMM lowering can run
-// it as one GEMM per block of `block` rows of C over just the columns and
-// depth that block needs (convert-linalg-to-ds-runtime). The diagonals are
-// those of ds.causal_mask: entry (i, j) of an R x S matrix lies above it
-// where j > i + (S - R).
+// it as one GEMM per block of `block` rows (or, for a structured rhs,
+// columns) of C over just the columns and depth that block needs
+// (convert-linalg-to-ds-runtime). The diagonals are those of
+// ds.causal_mask: entry (i, j) of an R x S matrix lies above it where
+// j > i + (S - R).
 //
 //   {block = 256 : i64, result = "lower"}  only C's entries on and below
 //                                          the diagonal are ever read
@@ -20,6 +21,8 @@
 //   {block = 256 : i64, lhs = "upper"}     A is zero below its diagonal (A
 //                                          is the transpose of a matrix
 //                                          that is zero above its own)
+//   {block = 256 : i64, rhs = "lower"}     B is zero above its diagonal
+//   {block = 256 : i64, rhs = "upper"}     B is zero below its diagonal
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,15 +37,19 @@
 namespace mlir::ds {
 
 struct CausalGemm {
-  /// Where the logical lhs A is known to be zero.
-  enum class Lhs { Dense, Lower, Upper };
-  /// Rows of C per GEMM call.
+  /// Where an operand is known to be zero: nowhere, above its diagonal
+  /// (it is lower triangular), or below it.
+  enum class Operand { Dense, Lower, Upper };
+  /// Rows (columns) of C per GEMM call.
   int64_t block = 0;
-  Lhs lhs = Lhs::Dense;
+  Operand lhs = Operand::Dense;
+  Operand rhs = Operand::Dense;
   /// Only C's entries on and below its diagonal are read.
   bool resultLower = false;
 
-  bool any() const { return lhs != Lhs::Dense || resultLower; }
+  bool any() const {
+    return lhs != Operand::Dense || rhs != Operand::Dense || resultLower;
+  }
 };
 
 /// The op's `ds.causal_gemm` annotation, if it has a well-formed one.
@@ -57,25 +64,28 @@ LogicalResult verifyCausalGemmAttr(Operation *op, Attribute value);
 bool isCausallyMasked(Value v);
 /// Whether `v` (rank >= 2) is zero above the diagonal of its last two
 /// dimensions: a causal mask with fill 0, a last-axis softmax of a causally
-/// masked tensor, and casts and products with a finite constant of these.
+/// masked tensor, and casts, products with a finite constant, quotients by
+/// a finite nonzero one and reshapes of the batch dimensions of these.
 /// (A row whose other entries are not finite may have NaN there in exact
 /// arithmetic; the GEMMs then leave out a NaN that is not alone in its row,
 /// as flash attention does.)
 bool isZeroAboveDiagonal(Value v);
 /// Whether every reader of `v` sees only its entries on and below the
-/// diagonal: all its uses reach a ds.causal_mask through casts and
-/// products with a finite constant, which keep each entry in place.
+/// diagonal: all its uses reach a ds.causal_mask through casts, products
+/// with and quotients by a finite constant, and reshapes of the batch
+/// dimensions, which keep each entry in its place in its matrix.
 bool isReadOnlyOnAndBelowDiagonal(Value v);
 /// What is known of a ds.matmul's structure (nothing: `any()` is false),
 /// to be run in blocks of `block` rows.
 CausalGemm analyzeCausalMatMul(Operation *matmul, int64_t block);
 
-/// Row blocks of an M x N x K product with `gemm`'s structure: for rows
-/// [rowBegin, rowEnd) of C, the columns [0, columns) of C and the depth
-/// [depthBegin, depthEnd) that matter. Empty when splitting saves nothing
-/// or would leave some block with no depth (then one GEMM it stays).
+/// Blocks of an M x N x K product with `gemm`'s structure: the rows and
+/// columns of C each computes and the depth it sums over. Row blocks when
+/// the lhs or the result is structured, else column blocks (a structured
+/// rhs). Empty when splitting saves nothing or would leave some block
+/// with no depth (then one GEMM it stays).
 struct CausalGemmBlock {
-  int64_t rowBegin, rowEnd, columns, depthBegin, depthEnd;
+  int64_t rowBegin, rowEnd, colBegin, colEnd, depthBegin, depthEnd;
 };
 SmallVector<CausalGemmBlock> causalGemmBlocks(const CausalGemm &gemm, int64_t m,
                                               int64_t n, int64_t k);
