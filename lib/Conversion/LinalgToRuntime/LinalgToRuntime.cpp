@@ -340,8 +340,7 @@ LogicalResult rewriteMatmul(ModuleOp module, linalg::LinalgOp op, bool cuda) {
 
   // Causal attention's products (CausalGemm.h): one GEMM per block of rows
   // (columns) of C, over the columns that are read and the depth that is
-  // not zero.
-  // FP8 and bias GEMMs are never attention's and keep their one call.
+  // not zero. FP8 and bias GEMMs are never attention's: one call each.
   SmallVector<CausalGemmBlock> blocks;
   if (std::optional<CausalGemm> causal = getCausalGemm(op);
       causal && !fp8 && !buffers.bias)

@@ -955,3 +955,27 @@ func.func @negative_read_fraction(%m: memref<8xf32>, %i: index) -> f32 {
   %0 = memref.load %m[%i] {ds.read_fraction = 1.5 : f64} : memref<8xf32>
   return %0 : f32
 }
+
+// -----
+
+func.func @causal_gemm_side(%a: tensor<4x8x8xf32>) -> tensor<4x8x8xf32> {
+  // expected-error@+1 {{'ds.matmul' op attribute 'ds.causal_gemm' must be {block = <positive integer>, lhs and rhs = "lower" or "upper" (optional), result = "lower" (optional)}}}
+  %0 = ds.matmul %a, %a {ds.causal_gemm = {block = 4 : i64, lhs = "left"}} : tensor<4x8x8xf32>, tensor<4x8x8xf32> -> tensor<4x8x8xf32>
+  return %0 : tensor<4x8x8xf32>
+}
+
+// -----
+
+func.func @causal_gemm_block(%a: tensor<4x8x8xf32>) -> tensor<4x8x8xf32> {
+  // expected-error@+1 {{'ds.matmul' op attribute 'ds.causal_gemm' must be}}
+  %0 = ds.matmul %a, %a {ds.causal_gemm = {block = 0 : i64, result = "lower"}} : tensor<4x8x8xf32>, tensor<4x8x8xf32> -> tensor<4x8x8xf32>
+  return %0 : tensor<4x8x8xf32>
+}
+
+// -----
+
+func.func @causal_gemm_key(%a: tensor<4x8x8xf32>) -> tensor<4x8x8xf32> {
+  // expected-error@+1 {{'ds.matmul' op attribute 'ds.causal_gemm' must be}}
+  %0 = ds.matmul %a, %a {ds.causal_gemm = {block = 4 : i64, rhs = 1 : i64, out = "lower"}} : tensor<4x8x8xf32>, tensor<4x8x8xf32> -> tensor<4x8x8xf32>
+  return %0 : tensor<4x8x8xf32>
+}

@@ -17,9 +17,12 @@ static constexpr StringLiteral kBlock = "block", kLhs = "lhs", kRhs = "rhs",
 /// "lower" or "upper", or nothing for a dense operand.
 static std::optional<CausalGemm::Operand> parseOperand(DictionaryAttr dict,
                                                        StringRef key) {
-  auto value = dict.getAs<StringAttr>(key);
-  if (!value)
+  Attribute entry = dict.get(key);
+  if (!entry)
     return CausalGemm::Operand::Dense;
+  auto value = dyn_cast<StringAttr>(entry);
+  if (!value)
+    return std::nullopt;
   if (value.getValue() == "lower")
     return CausalGemm::Operand::Lower;
   if (value.getValue() == "upper")
@@ -42,8 +45,9 @@ std::optional<CausalGemm> mlir::ds::getCausalGemm(Operation *op) {
     return std::nullopt;
   gemm.lhs = *lhs;
   gemm.rhs = *rhs;
-  if (auto result = dict.getAs<StringAttr>(kResult)) {
-    if (result.getValue() != "lower")
+  if (Attribute result = dict.get(kResult)) {
+    auto lower = dyn_cast<StringAttr>(result);
+    if (!lower || lower.getValue() != "lower")
       return std::nullopt;
     gemm.resultLower = true;
   }
