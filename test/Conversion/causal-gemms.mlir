@@ -118,6 +118,22 @@ func.func @torch_shapes(%q: tensor<4x160x8xf32>, %kt: tensor<4x8x160xf32>, %v: t
 
 // -----
 
+// A dropout on the probabilities keeps their zeros (GPT-2's attn_pdrop).
+// MARK-LABEL: func.func @attention_dropout
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, lhs = "lower"}}
+// MARK: linalg.batch_matmul {{.*}}{ds.causal_gemm = {block = 64 : i64, rhs = "lower"}}
+func.func @attention_dropout(%x: tensor<2x160x160xf32>, %v: tensor<2x160x16xf32>, %rng: tensor<2xi64>)
+    -> (tensor<2x160x16xf32>, tensor<2x16x160xf32>) {
+  %s = ds.causal_mask %x : tensor<2x160x160xf32>
+  %p = ds.softmax %s axis = 2 : tensor<2x160x160xf32>
+  %pd, %rng1 = ds.dropout %p, %rng p = 2.5e-01 : tensor<2x160x160xf32>, tensor<2xi64>
+  %o = ds.matmul %pd, %v : tensor<2x160x160xf32>, tensor<2x160x16xf32> -> tensor<2x160x16xf32>
+  %vt = ds.matmul %v, %pd transpose_lhs : tensor<2x160x16xf32>, tensor<2x160x160xf32> -> tensor<2x16x160xf32>
+  return %o, %vt : tensor<2x160x16xf32>, tensor<2x16x160xf32>
+}
+
+// -----
+
 // Nothing is known, so nothing is marked: scores that are also returned
 // whole, a softmax of unmasked scores, a mask's fill that is not zero, a
 // product with a tensor (0 * inf is NaN), a quotient by zero, a reshape

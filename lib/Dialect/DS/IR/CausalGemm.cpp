@@ -169,13 +169,16 @@ static bool isFiniteSplat(Value v, bool nonzero = false) {
 }
 
 /// Whether `op`, applied to its operand `v`, keeps every entry of `v` in
-/// its place in its matrix (the last two dimensions), and a zero zero: a
-/// cast, a product with a finite constant, a quotient by a finite nonzero
-/// one, a reshape of the batch dimensions only.
+/// its place in its matrix (the last two dimensions) in its first result,
+/// and a zero zero: a cast, a product with a finite constant, a quotient by
+/// a finite nonzero one, a reshape of the batch dimensions only, a dropout
+/// (its scale 1 / (1 - p) is finite: p < 1).
 static bool keepsEntries(Operation *op, Value v) {
   auto shapeOf = [](Value x) { return cast<ShapedType>(x.getType()); };
   if (isa<CastOp>(op))
     return true;
+  if (auto dropout = dyn_cast<DropoutOp>(op))
+    return dropout.getInput() == v;
   if (auto mul = dyn_cast<MulOp>(op)) {
     Value other = mul.getLhs() == v ? mul.getRhs() : mul.getLhs();
     return other != v && mul.getType().getShape() == shapeOf(v).getShape() &&
@@ -219,7 +222,7 @@ bool mlir::ds::isReadOnlyOnAndBelowDiagonal(Value v) {
     Operation *user = use.getOwner();
     if (isa<CausalMaskOp>(user))
       return true;
-    return user->getNumResults() == 1 && keepsEntries(user, v) &&
+    return user->getNumResults() >= 1 && keepsEntries(user, v) &&
            isReadOnlyOnAndBelowDiagonal(user->getResult(0));
   });
 }

@@ -65,7 +65,8 @@ bool isCausallyMasked(Value v);
 /// Whether `v` (rank >= 2) is zero above the diagonal of its last two
 /// dimensions: a causal mask with fill 0, a last-axis softmax of a causally
 /// masked tensor, and casts, products with a finite constant, quotients by
-/// a finite nonzero one and reshapes of the batch dimensions of these.
+/// a finite nonzero one, reshapes of the batch dimensions and dropouts of
+/// these.
 /// (A row whose other entries are not finite may have NaN there in exact
 /// arithmetic; the GEMMs then leave out a NaN that is not alone in its row,
 /// as flash attention does.)
