@@ -706,24 +706,41 @@ def matmul_cases():
     # 256 rows over the lower block triangle (ds.causal_gemm): 320 tokens
     # are a block of 256 and a ragged one of 64. The scores' GEMMs leave
     # the upper blocks unwritten (on the stub libcuda poisoned with NaN),
-    # which the masks must keep out of every output.
-    for name, (b, t, d) in [("causal_attention_f32", (2, 320, 16))]:
+    # which the masks must keep out of every output. The second case puts
+    # dropout on the probabilities (GPT-2's attn_pdrop), its gradient
+    # through the same mask: a dropout keeps a zero zero, so the context
+    # and dV GEMMs still skip the depth above the diagonal.
+    for name, pd in [("causal_attention_f32", 0.0),
+                     ("causal_attention_dropout_f32", 0.25)]:
+        b, t, d = 2, 320, 16
         hs, ss = (b, t, d), (b, t, t)
-        aq, ak, av, ado = (randn(f"{name}.{x}", hs) for x in ("q", "k", "v", "do"))
+        inputs = [randn(f"{name}.{x}", hs) for x in ("q", "k", "v", "do")]
+        if pd:
+            inputs.append(np.array([0x5DEECE66D, 7], dtype=np.int64))
         h, sc = T(hs, F32), T(ss, F32)
         scale = 1.0 / np.sqrt(d)
+        # With dropout, the GEMMs read the dropped probabilities %pv, and
+        # the softmax's gradient reads their cotangent %dpv through the same
+        # mask; without, both are the values themselves.
+        pv, dpv = ("%pv", "%dpv") if pd else ("%p", "%dp")
+        dropped = (f"%pv, %rng1 = ds.dropout %p, %a4 p = {pd:e} : {sc}, tensor<2xi64>"
+                   if pd else "")
+        undrop = (f"%dp, %rng2 = ds.dropout %dpv, %a4 p = {pd:e} : {sc}, tensor<2xi64>"
+                  if pd else "")
         body = f"""
           %c = arith.constant dense<{scale:.8e}> : tensor<f32>
           %s0 = ds.matmul %a0, %a1 transpose_rhs : {h}, {h} -> {sc}
           %s1 = ds.mul %s0, %c : {sc}, tensor<f32> -> {sc}
           %s = ds.causal_mask %s1 : {sc}
           %p = ds.softmax %s axis = 2 : {sc}
-          %o = ds.matmul %p, %a2 : {sc}, {h} -> {h}
-          %dp = ds.matmul %a3, %a2 transpose_rhs : {h}, {h} -> {sc}
-          %dv = ds.matmul %p, %a3 transpose_lhs : {sc}, {h} -> {h}
+          {dropped}
+          %o = ds.matmul {pv}, %a2 : {sc}, {h} -> {h}
+          {dpv} = ds.matmul %a3, %a2 transpose_rhs : {h}, {h} -> {sc}
+          %dv = ds.matmul {pv}, %a3 transpose_lhs : {sc}, {h} -> {h}
+          {undrop}
           %dpm = ds.causal_mask %dp fill = 0.0 : {sc}
-          %pd = ds.mul %dpm, %p : {sc}, {sc} -> {sc}
-          %r = ds.reduce_sum %pd [2] keep_dims : {sc} -> {T((b, t, 1), F32)}
+          %pdy = ds.mul %dpm, %p : {sc}, {sc} -> {sc}
+          %r = ds.reduce_sum %pdy [2] keep_dims : {sc} -> {T((b, t, 1), F32)}
           %u = ds.sub %dpm, %r : {sc}, {T((b, t, 1), F32)} -> {sc}
           %g = ds.mul %p, %u : {sc}, {sc} -> {sc}
           %gm = ds.causal_mask %g fill = 0.0 : {sc}
@@ -732,68 +749,23 @@ def matmul_cases():
           %dk = ds.matmul %gs, %a0 transpose_lhs : {sc}, {h} -> {h}
         """
 
-        def attention_ref(q, k, v, do):
+        def attention_ref(q, k, v, do, rng=None, pd=pd, ss=ss, scale=scale):
+            keep = (dropout_ref(np.ones(ss, F32), rng, pd)[0].astype(F64)
+                    if pd else 1.0)
             q, k, v, do = (x.astype(F64) for x in (q, k, v, do))
             s = np.matmul(q, np.swapaxes(k, 1, 2)) * scale
             s = np.where(np.triu(np.ones(s.shape[1:], bool), 1), -np.inf, s)
             p = np.exp(s - s.max(2, keepdims=True))
             p /= p.sum(2, keepdims=True)
-            dp = np.matmul(do, np.swapaxes(v, 1, 2))
+            pdrop = p * keep
+            dp = np.matmul(do, np.swapaxes(v, 1, 2)) * keep
             g = p * (dp - (p * dp).sum(2, keepdims=True)) * scale
-            return [np.matmul(p, v), np.matmul(g, k),
+            return [np.matmul(pdrop, v), np.matmul(g, k),
                     np.matmul(np.swapaxes(g, 1, 2), q),
-                    np.matmul(np.swapaxes(p, 1, 2), do)]
-        cases.append(Case(name, [aq, ak, av, ado], body,
+                    np.matmul(np.swapaxes(pdrop, 1, 2), do)]
+        cases.append(Case(name, inputs, body,
                           [("%o", hs, F32), ("%dq", hs, F32), ("%dk", hs, F32),
                            ("%dv", hs, F32)], attention_ref))
-
-    # The same with dropout on the probabilities (GPT-2's attn_pdrop), its
-    # gradient through the same mask: a dropout keeps a zero zero, so the
-    # context and dV GEMMs still skip the depth above the diagonal.
-    name, (b, t, d), pd = "causal_attention_dropout_f32", (2, 320, 16), 0.25
-    hs, ss = (b, t, d), (b, t, t)
-    aq, ak, av, ado = (randn(f"{name}.{x}", hs) for x in ("q", "k", "v", "do"))
-    arng = np.array([0x5DEECE66D, 7], dtype=np.int64)
-    h, sc = T(hs, F32), T(ss, F32)
-    scale = 1.0 / np.sqrt(d)
-    body = f"""
-      %c = arith.constant dense<{scale:.8e}> : tensor<f32>
-      %s0 = ds.matmul %a0, %a1 transpose_rhs : {h}, {h} -> {sc}
-      %s1 = ds.mul %s0, %c : {sc}, tensor<f32> -> {sc}
-      %s = ds.causal_mask %s1 : {sc}
-      %p = ds.softmax %s axis = 2 : {sc}
-      %pd, %rng1 = ds.dropout %p, %a4 p = {pd:e} : {sc}, tensor<2xi64>
-      %o = ds.matmul %pd, %a2 : {sc}, {h} -> {h}
-      %dpd = ds.matmul %a3, %a2 transpose_rhs : {h}, {h} -> {sc}
-      %dv = ds.matmul %pd, %a3 transpose_lhs : {sc}, {h} -> {h}
-      %dp, %rng2 = ds.dropout %dpd, %a4 p = {pd:e} : {sc}, tensor<2xi64>
-      %dpm = ds.causal_mask %dp fill = 0.0 : {sc}
-      %pdy = ds.mul %dpm, %p : {sc}, {sc} -> {sc}
-      %r = ds.reduce_sum %pdy [2] keep_dims : {sc} -> {T((b, t, 1), F32)}
-      %u = ds.sub %dpm, %r : {sc}, {T((b, t, 1), F32)} -> {sc}
-      %g = ds.mul %p, %u : {sc}, {sc} -> {sc}
-      %gm = ds.causal_mask %g fill = 0.0 : {sc}
-      %gs = ds.mul %gm, %c : {sc}, tensor<f32> -> {sc}
-      %dq = ds.matmul %gs, %a1 : {sc}, {h} -> {h}
-      %dk = ds.matmul %gs, %a0 transpose_lhs : {sc}, {h} -> {h}
-    """
-
-    def attention_dropout_ref(q, k, v, do, rng):
-        keep = dropout_ref(np.ones(ss, F32), rng, pd)[0].astype(F64)
-        q, k, v, do = (x.astype(F64) for x in (q, k, v, do))
-        s = np.matmul(q, np.swapaxes(k, 1, 2)) * scale
-        s = np.where(np.triu(np.ones(s.shape[1:], bool), 1), -np.inf, s)
-        p = np.exp(s - s.max(2, keepdims=True))
-        p /= p.sum(2, keepdims=True)
-        pdrop = p * keep
-        dp = np.matmul(do, np.swapaxes(v, 1, 2)) * keep
-        g = p * (dp - (p * dp).sum(2, keepdims=True)) * scale
-        return [np.matmul(pdrop, v), np.matmul(g, k),
-                np.matmul(np.swapaxes(g, 1, 2), q),
-                np.matmul(np.swapaxes(pdrop, 1, 2), do)]
-    cases.append(Case(name, [aq, ak, av, ado, arng], body,
-                      [("%o", hs, F32), ("%dq", hs, F32), ("%dk", hs, F32),
-                       ("%dv", hs, F32)], attention_dropout_ref))
     return cases
 
 
