@@ -102,8 +102,13 @@ Row launchRow(gpu::LaunchOp launch) {
   llvm::SetVector<Value> reads, writes;
   llvm::DenseSet<Value> writtenFirst;
   // The part of each buffer read: a masked load (MaskedReads.h) reads what
-  // its `ds.read_fraction` says, any other all of it.
-  DenseMap<Value, double> readFraction;
+  // its `ds.read_fraction` says, any other all of it; the same for writes
+  // and `ds.write_fraction` (UnreadRowTails.h).
+  DenseMap<Value, double> readFraction, writeFraction;
+  auto fractionOf = [](Operation *op, StringRef name) {
+    auto f = op->getAttrOfType<FloatAttr>(name);
+    return f ? f.getValueAsDouble() : 1.0;
+  };
   launch.getBody().walk([&](MemoryEffectOpInterface op) {
     SmallVector<MemoryEffects::EffectInstance> effects;
     op.getEffects(effects);
@@ -120,12 +125,12 @@ Row launchRow(gpu::LaunchOp launch) {
         if (writtenFirst.contains(v))
           continue;
         reads.insert(v);
-        auto fraction =
-            op->getAttrOfType<FloatAttr>(ds::DSDialect::kReadFractionAttrName);
         double &f = readFraction.try_emplace(v, 0.0).first->second;
-        f = std::max(f, fraction ? fraction.getValueAsDouble() : 1.0);
+        f = std::max(f, fractionOf(op, ds::DSDialect::kReadFractionAttrName));
       } else if (isa<MemoryEffects::Write>(e.getEffect())) {
         writes.insert(v);
+        double &f = writeFraction.try_emplace(v, 0.0).first->second;
+        f = std::max(f, fractionOf(op, ds::DSDialect::kWriteFractionAttrName));
         if (!reads.contains(v))
           writtenFirst.insert(v);
       }
@@ -135,7 +140,7 @@ Row launchRow(gpu::LaunchOp launch) {
                    bool read) {
     for (Value v : values) {
       std::optional<int64_t> b = staticBytes(v.getType());
-      double fraction = read ? readFraction.lookup_or(v, 1.0) : 1.0;
+      double fraction = (read ? readFraction : writeFraction).lookup_or(v, 1.0);
       if (b)
         bytes += static_cast<int64_t>(std::llround(*b * fraction));
       else

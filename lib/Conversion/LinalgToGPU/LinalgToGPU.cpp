@@ -11,6 +11,7 @@
 #include "GPUKernelBuilders.h"
 #include "ReductionSiblings.h"
 #include "RowGroups.h"
+#include "UnreadRowTails.h"
 #include "VectorKernels.h"
 
 #include "ds/Conversion/Passes.h"
@@ -722,6 +723,7 @@ struct ConvertLinalgToGPUPass
       // Only a step's own arguments come with the ABI's promise.
       bool distinct = f->hasAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName());
       foldConstantInits(f, distinct);
+      markUnreadRowTails(f);
       if (fuseRows)
         fuseRowGroups(f, shape);
       SmallVector<ReductionSibling> siblings;

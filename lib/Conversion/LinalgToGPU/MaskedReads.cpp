@@ -343,6 +343,37 @@ std::optional<double> usedFraction(ArrayRef<ReadMask> masks) {
   return static_cast<double>(used) / static_cast<double>(total);
 }
 
+bool unusedOnRowTails(const ReadMask &mask, unsigned rowLoop, unsigned colLoop,
+                      int64_t rows, int64_t cols,
+                      function_ref<int64_t(int64_t)> tailStart) {
+  for (unsigned d : loopsRead(mask))
+    if (d != rowLoop && d != colLoop)
+      return false;
+  for (auto [cond, inTrueArm] : mask.selects)
+    if (readsLoop(cond, colLoop, mask.op) &&
+        !monotoneIn(cond, colLoop, mask.op))
+      return false;
+  linalg::GenericOp op = mask.op;
+  SmallVector<int64_t> ivs(op.getNumLoops(), 0);
+  auto unusedAt = [&](int64_t i, int64_t j) {
+    ivs[rowLoop] = i;
+    ivs[colLoop] = j;
+    IndexEvaluator eval(mask.op, ivs);
+    for (auto [cond, inTrueArm] : mask.selects) {
+      std::optional<int64_t> c = eval.eval(cond);
+      if (!c || (*c != 0) == inTrueArm)
+        return false;
+    }
+    return true;
+  };
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t start = tailStart(i);
+    if (start < cols && (!unusedAt(i, start) || !unusedAt(i, cols - 1)))
+      return false;
+  }
+  return true;
+}
+
 Value loadUnlessUnused(OpBuilder &b, Location loc, Value unused, Type type,
                        std::optional<double> fraction,
                        function_ref<Value(OpBuilder &, Location)> load) {

@@ -53,6 +53,16 @@ Value emitUnused(OpBuilder &b, Location loc, const ReadMask &mask,
 /// uses an op it cannot evaluate.
 std::optional<double> usedFraction(ArrayRef<ReadMask> masks);
 
+/// Whether `mask`'s element is unused at every iteration whose loop
+/// `colLoop` index lies in a row's tail [tailStart(i), cols), i being loop
+/// `rowLoop`'s index, for every i in [0, rows), whatever the other loops'
+/// indices. Decided exactly, or not at all (false): the conditions may
+/// read those two loops only, and each one that reads `colLoop` must be
+/// monotone along it (then a tail's two ends decide for all of it).
+bool unusedOnRowTails(const ReadMask &mask, unsigned rowLoop, unsigned colLoop,
+                      int64_t rows, int64_t cols,
+                      function_ref<int64_t(int64_t)> tailStart);
+
 /// `load()`'s value where `unused` is false, zeros of `type` where it holds
 /// (the load skipped); `fraction` (if known) is put on the load for the
 /// launch report (DSDialect::kReadFractionAttrName).

@@ -11,7 +11,10 @@
 #include "MaskedReads.h"
 #include "ReductionKernels.h"
 #include "RowGroups.h"
+#include "UnreadRowTails.h"
 #include "VectorKernels.h"
+
+#include "ds/Dialect/DS/IR/DSDialect.h"
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/MapVector.h"
@@ -118,6 +121,57 @@ std::optional<GenericVectors> planMemberVectors(Operation *op, unsigned rank,
     innermost = redDims.back();
   }
   return planGenericVectors(generic, innermost, reduced.back(), reduction);
+}
+
+/// Where an all-parallel member may stop along its row: every output of
+/// `op` has row tails nothing reads (UnreadRowTails.h), of one block, and
+/// is indexed by a row loop and then the row's one element loop.
+struct MemberRowTails {
+  int64_t block;
+  unsigned rowLoop;
+};
+std::optional<MemberRowTails> memberRowTails(Operation *op, unsigned rank,
+                                             ArrayRef<int64_t> reduced) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || reduced.size() != 1 || generic.getNumLoops() != rank ||
+      generic.getNumReductionLoops() != 0)
+    return std::nullopt;
+  std::optional<MemberRowTails> tails;
+  for (OpOperand &init : generic.getDpsInitsMutable()) {
+    std::optional<int64_t> block = unreadRowTailsBlock(generic, init);
+    AffineMap map = generic.getMatchingIndexingMap(&init);
+    unsigned n = map.getNumResults();
+    if (n < 2)
+      return std::nullopt;
+    auto row = dyn_cast<AffineDimExpr>(map.getResult(n - 2));
+    auto col = dyn_cast<AffineDimExpr>(map.getResult(n - 1));
+    if (!block || !row || !col || col.getPosition() != rank - 1 ||
+        row.getPosition() >= rank - 1 ||
+        (tails &&
+         (tails->block != *block || tails->rowLoop != row.getPosition())))
+      return std::nullopt;
+    tails = MemberRowTails{*block, row.getPosition()};
+  }
+  return tails;
+}
+
+/// Puts the fraction of their buffers that the stores into `outputs` among
+/// the ops a builder inserted after `prev` (null: from the block's start)
+/// write, for the launch report (DSDialect::kWriteFractionAttrName).
+void markWriteFraction(OpBuilder &b, Operation *prev, ValueRange outputs,
+                       double fraction) {
+  Block *block = b.getInsertionBlock();
+  Block::iterator it = prev ? std::next(prev->getIterator()) : block->begin();
+  Attribute attr = b.getF64FloatAttr(fraction);
+  for (; it != b.getInsertionPoint(); ++it)
+    it->walk([&](MemoryEffectOpInterface op) {
+      SmallVector<MemoryEffects::EffectInstance> effects;
+      op.getEffects(effects);
+      for (const MemoryEffects::EffectInstance &e : effects)
+        if (isa<MemoryEffects::Write>(e.getEffect()) &&
+            llvm::is_contained(outputs, e.getValue()))
+          op->setAttr(ds::DSDialect::kWriteFractionAttrName, attr);
+    });
 }
 
 /// Registers (32-bit) per lane a warp's row cache may take.
@@ -722,11 +776,10 @@ public:
         emitRowValue(ob, ol, op);
       } else if (cache) {
         // The lane's elements of the row, unrolled, from the cache.
+        TailCut cut = beginTailCut(ob, ol, index, op);
         for (int64_t e = 0; e < cache->elementsPerLane(); ++e) {
-          Value cond = team.real;
-          if (Value inRow = cache->inRow(e))
-            cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow).getResult()
-                        : inRow;
+          Value cond = andIf(ob, ol, team.real, cache->inRow(e));
+          cond = beforeTail(ob, ol, cond, cache->ivs(e).back(), cut);
           RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
             emitIteration(ib, il, index, op, cache->ivs(e),
                           [&](Value buffer, AffineMap map) {
@@ -734,24 +787,31 @@ public:
                           });
           });
         }
+        endTailCut(ob, op, cut);
       } else {
+        TailCut cut = beginTailCut(ob, ol, index, op);
+        Value end = cut.tails ? cut.end : numRedValue;
         // The row's elements, strided over the team's threads, several
         // loaded at once.
         auto scalars = [&](OpBuilder &ib, Location il) {
-          buildStridedLoop(
-              ib, il, team.first, numRedValue, team.stride, shape.unroll,
-              [&](OpBuilder &eb, Location el, Value c) {
-                SmallVector<Value> ivs(rowIdx);
-                llvm::append_range(ivs, delinearize(eb, el, c, redSizes));
-                emitIteration(eb, el, index, op, ivs);
-              });
+          buildStridedLoop(ib, il, team.first, end, team.stride, shape.unroll,
+                           [&](OpBuilder &eb, Location el, Value c) {
+                             SmallVector<Value> ivs(rowIdx);
+                             llvm::append_range(
+                                 ivs, delinearize(eb, el, c, redSizes));
+                             emitIteration(eb, el, index, op, ivs);
+                           });
         };
         // Or vectors of the row, strided over the team's threads.
         auto inVectors = [&](OpBuilder &ib, Location il) {
           const GenericVectors &plan = *inVector;
+          Value vectors =
+              cut.tails ? arith::CeilDivUIOp::create(
+                              ib, il, end, indexConstant(ib, il, plan.width))
+                              .getResult()
+                        : indexConstant(ib, il, numRed / plan.width);
           scf::ForOp::create(
-              ib, il, team.first, indexConstant(ib, il, numRed / plan.width),
-              team.stride, ValueRange{},
+              ib, il, team.first, vectors, team.stride, ValueRange{},
               [&](OpBuilder &fb, Location fl, Value v, ValueRange) {
                 Value c = arith::MulIOp::create(
                     fb, fl, v, indexConstant(fb, fl, plan.width));
@@ -777,6 +837,7 @@ public:
                 scf::YieldOp::create(eb, el);
               });
         });
+        endTailCut(ob, op, cut);
       }
       // What this member wrote, another thread of the team may read in
       // the next. (A warp's lanes would need only __syncwarp; the block
@@ -812,16 +873,18 @@ public:
       } else if (memberRank(op) == rows.size()) {
         emitRowValue(ob, ol, op);
       } else {
+        // A vector before a row tail is stored whole: the lanes past its
+        // start are written, not read.
+        TailCut cut = beginTailCut(ob, ol, index, op);
         for (int64_t j = 0; j < cache.vectorsPerLane(); ++j) {
-          Value cond = team.real;
-          if (Value inRow = cache.inRow(j))
-            cond = cond ? arith::AndIOp::create(ob, ol, cond, inRow).getResult()
-                        : inRow;
+          Value cond = andIf(ob, ol, team.real, cache.inRow(j));
+          cond = beforeTail(ob, ol, cond, cache.ivs(j).back(), cut);
           RowTeam::emitIf(ob, ol, cond, [&](OpBuilder &ib, Location il) {
             emitVectorIteration(ib, il, index, *plan, cache.ivs(j),
                                 cache.given(index, j));
           });
         }
+        endTailCut(ob, op, cut);
       }
       if (i + 1 < ops.size())
         gpu::BarrierOp::create(ob, ol);
@@ -829,6 +892,57 @@ public:
   }
 
 private:
+  /// An all-parallel member whose stores stop before its outputs' row
+  /// tails (memberRowTails): where the row's tail starts (`end`), and the
+  /// op before the member's code (null: the block's start).
+  struct TailCut {
+    std::optional<MemberRowTails> tails;
+    Value end;
+    Operation *prev = nullptr;
+  };
+
+  TailCut beginTailCut(OpBuilder &b, Location loc, size_t i, Operation *op) {
+    TailCut cut;
+    Block::iterator ip = b.getInsertionPoint();
+    if (ip != b.getInsertionBlock()->begin())
+      cut.prev = &*std::prev(ip);
+    if (columns.has(i))
+      return cut;
+    cut.tails = memberRowTails(op, rank, reduced);
+    if (cut.tails)
+      cut.end = emitRowTailStart(b, loc, rowIdx[cut.tails->rowLoop],
+                                 cut.tails->block, numRed);
+    return cut;
+  }
+
+  /// `cond` (null: true) where column `col` lies before the row's tail.
+  Value beforeTail(OpBuilder &b, Location loc, Value cond, Value col,
+                   const TailCut &cut) {
+    if (!cut.tails)
+      return cond;
+    return andIf(
+        b, loc, cond,
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, col, cut.end));
+  }
+
+  /// Marks the member's stores with the part of its outputs they write.
+  void endTailCut(OpBuilder &b, Operation *op, const TailCut &cut) {
+    if (!cut.tails)
+      return;
+    auto generic = cast<linalg::GenericOp>(op);
+    auto type = cast<MemRefType>(generic.getDpsInits()[0].getType());
+    markWriteFraction(b, cut.prev, generic.getDpsInits(),
+                      rowHeadsFraction(type.getDimSize(type.getRank() - 2),
+                                       numRed, cut.tails->block));
+  }
+
+  /// `a` and `b`, either of which may be null (true).
+  static Value andIf(OpBuilder &b, Location loc, Value x, Value y) {
+    if (!x || !y)
+      return x ? x : y;
+    return arith::AndIOp::create(b, loc, x, y);
+  }
+
   /// Member `i` (`op`) over the row's elements at loop indices `ivs`: a
   /// column member's sums, or an all-parallel member's outputs.
   void emitIteration(OpBuilder &b, Location loc, size_t i, Operation *op,

@@ -709,15 +709,34 @@ def matmul_cases():
     # which the masks must keep out of every output. The second case puts
     # dropout on the probabilities (GPT-2's attn_pdrop), its gradient
     # through the same mask: a dropout keeps a zero zero, so the context
-    # and dV GEMMs still skip the depth above the diagonal.
-    for name, pd in [("causal_attention_f32", 0.0),
-                     ("causal_attention_dropout_f32", 0.25)]:
+    # and dV GEMMs still skip the depth above the diagonal. The third keeps
+    # the score-sized matrices in bf16, as the BF16 and FP8 policies do:
+    # the probabilities and their gradient are then read by the GEMMs
+    # alone (the softmax's gradient recomputes them from the scores), and
+    # their kernels stop storing each row at its diagonal block
+    # (UnreadRowTails.h), which the GEMMs must not read past either.
+    for name, pd, dt in [("causal_attention_f32", 0.0, F32),
+                         ("causal_attention_dropout_f32", 0.25, F32),
+                         ("causal_attention_bf16", 0.0, BF16)]:
         b, t, d = 2, 320, 16
         hs, ss = (b, t, d), (b, t, t)
-        inputs = [randn(f"{name}.{x}", hs) for x in ("q", "k", "v", "do")]
+        inputs = [randn(f"{name}.{x}", hs, dt) for x in ("q", "k", "v", "do")]
         if pd:
             inputs.append(np.array([0x5DEECE66D, 7], dtype=np.int64))
-        h, sc = T(hs, F32), T(ss, F32)
+        h, sc = T(hs, dt), T(ss, F32)
+        # The GEMMs' score-sized operands and results (f32 or bf16), and
+        # the casts between them and the f32 softmax (none in f32).
+        sn = T(ss, dt)
+
+        def narrowed(value):  # an f32 value a GEMM reads: the GEMM's name
+            if dt == F32:
+                return "", value
+            return f"{value}n = ds.cast {value} : {sc} -> {sn}", value + "n"
+
+        def widened(value):  # a GEMM's result, f32 after: the GEMM's name
+            if dt == F32:
+                return "", value
+            return f"{value} = ds.cast {value}n : {sn} -> {sc}", value + "n"
         scale = 1.0 / np.sqrt(d)
         # With dropout, the GEMMs read the dropped probabilities %pv, and
         # the softmax's gradient reads their cotangent %dpv through the same
@@ -727,16 +746,23 @@ def matmul_cases():
                    if pd else "")
         undrop = (f"%dp, %rng2 = ds.dropout %dpv, %a4 p = {pd:e} : {sc}, tensor<2xi64>"
                   if pd else "")
+        s0w, s0g = widened("%s0")
+        pn, pvg = narrowed(pv)
+        dpw, dpg = widened(dpv)
+        gn, gsg = narrowed("%gs")
         body = f"""
           %c = arith.constant dense<{scale:.8e}> : tensor<f32>
-          %s0 = ds.matmul %a0, %a1 transpose_rhs : {h}, {h} -> {sc}
+          {s0g} = ds.matmul %a0, %a1 transpose_rhs : {h}, {h} -> {sn}
+          {s0w}
           %s1 = ds.mul %s0, %c : {sc}, tensor<f32> -> {sc}
           %s = ds.causal_mask %s1 : {sc}
           %p = ds.softmax %s axis = 2 : {sc}
           {dropped}
-          %o = ds.matmul {pv}, %a2 : {sc}, {h} -> {h}
-          {dpv} = ds.matmul %a3, %a2 transpose_rhs : {h}, {h} -> {sc}
-          %dv = ds.matmul {pv}, %a3 transpose_lhs : {sc}, {h} -> {h}
+          {pn}
+          %o = ds.matmul {pvg}, %a2 : {sn}, {h} -> {h}
+          {dpg} = ds.matmul %a3, %a2 transpose_rhs : {h}, {h} -> {sn}
+          %dv = ds.matmul {pvg}, %a3 transpose_lhs : {sn}, {h} -> {h}
+          {dpw}
           {undrop}
           %dpm = ds.causal_mask %dp fill = 0.0 : {sc}
           %pdy = ds.mul %dpm, %p : {sc}, {sc} -> {sc}
@@ -745,27 +771,34 @@ def matmul_cases():
           %g = ds.mul %p, %u : {sc}, {sc} -> {sc}
           %gm = ds.causal_mask %g fill = 0.0 : {sc}
           %gs = ds.mul %gm, %c : {sc}, tensor<f32> -> {sc}
-          %dq = ds.matmul %gs, %a1 : {sc}, {h} -> {h}
-          %dk = ds.matmul %gs, %a0 transpose_lhs : {sc}, {h} -> {h}
+          {gn}
+          %dq = ds.matmul {gsg}, %a1 : {sn}, {h} -> {h}
+          %dk = ds.matmul {gsg}, %a0 transpose_lhs : {sn}, {h} -> {h}
         """
 
-        def attention_ref(q, k, v, do, rng=None, pd=pd, ss=ss, scale=scale):
+        def attention_ref(q, k, v, do, rng=None, pd=pd, ss=ss, scale=scale, dt=dt):
+            # Each GEMM's operands and result rounded to dt as the IR does.
+            def r(x):
+                return x if dt == F32 else x.astype(dt).astype(F64)
             keep = (dropout_ref(np.ones(ss, F32), rng, pd)[0].astype(F64)
                     if pd else 1.0)
             q, k, v, do = (x.astype(F64) for x in (q, k, v, do))
-            s = np.matmul(q, np.swapaxes(k, 1, 2)) * scale
+            s = r(np.matmul(q, np.swapaxes(k, 1, 2))) * scale
             s = np.where(np.triu(np.ones(s.shape[1:], bool), 1), -np.inf, s)
             p = np.exp(s - s.max(2, keepdims=True))
             p /= p.sum(2, keepdims=True)
-            pdrop = p * keep
-            dp = np.matmul(do, np.swapaxes(v, 1, 2)) * keep
-            g = p * (dp - (p * dp).sum(2, keepdims=True)) * scale
-            return [np.matmul(pdrop, v), np.matmul(g, k),
-                    np.matmul(np.swapaxes(g, 1, 2), q),
-                    np.matmul(np.swapaxes(pdrop, 1, 2), do)]
+            pdrop = r(p * keep)
+            dp = r(np.matmul(do, np.swapaxes(v, 1, 2))) * keep
+            g = r(p * (dp - (p * dp).sum(2, keepdims=True)) * scale)
+            return [r(np.matmul(pdrop, v)), r(np.matmul(g, k)),
+                    r(np.matmul(np.swapaxes(g, 1, 2), q)),
+                    r(np.matmul(np.swapaxes(pdrop, 1, 2), do))]
+        # bf16: a few elements round the other way from the f64 reference's
+        # (13 of 10240 by an ulp at most on the CPU): 4 ulps of slack.
+        tol = dict(rtol=1.6e-2, atol=8e-3) if dt == BF16 else {}
         cases.append(Case(name, inputs, body,
-                          [("%o", hs, F32), ("%dq", hs, F32), ("%dk", hs, F32),
-                           ("%dv", hs, F32)], attention_ref))
+                          [("%o", hs, dt), ("%dq", hs, dt), ("%dk", hs, dt),
+                           ("%dv", hs, dt)], attention_ref, **tol))
     return cases
 
 

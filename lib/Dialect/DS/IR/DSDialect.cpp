@@ -77,7 +77,8 @@ static LogicalResult verifyOpAnnotation(Operation *op, NamedAttribute attr) {
   }
   if (name == DSDialect::kCausalGemmAttrName)
     return verifyCausalGemmAttr(op, attr.getValue());
-  if (name == DSDialect::kReadFractionAttrName) {
+  if (name == DSDialect::kReadFractionAttrName ||
+      name == DSDialect::kWriteFractionAttrName) {
     auto fraction = dyn_cast<FloatAttr>(attr.getValue());
     if (!fraction || !(fraction.getValueAsDouble() >= 0.0) ||
         fraction.getValueAsDouble() > 1.0)

@@ -83,6 +83,12 @@ def DS_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kReadFractionAttrName =
         "ds.read_fraction";
 
+    /// On a store in a GPU kernel that stops before row tails nothing reads
+    /// (lib/Conversion/LinalgToGPU/UnreadRowTails.h): the fraction of its
+    /// buffer it writes, for ds-gpu-launch-report (a float in [0, 1]).
+    static constexpr ::llvm::StringLiteral kWriteFractionAttrName =
+        "ds.write_fraction";
+
     /// Module attributes of ds-assign-precision: its decisions per step
     /// function, and the time-level schedule the runner follows.
     static constexpr ::llvm::StringLiteral kPrecisionMapAttrName =
