@@ -62,8 +62,9 @@ func.func @attention(%q: tensor<2x160x16xf32>, %k: tensor<2x160x16xf32>,
   %o = ds.matmul %p, %v : tensor<2x160x160xf32>, tensor<2x160x16xf32> -> tensor<2x160x16xf32>
   %dp = ds.matmul %do, %v transpose_rhs : tensor<2x160x16xf32>, tensor<2x160x16xf32> -> tensor<2x160x160xf32>
   %dv = ds.matmul %p, %do transpose_lhs : tensor<2x160x160xf32>, tensor<2x160x16xf32> -> tensor<2x160x16xf32>
+  %pd0 = ds.mul %dp, %p : tensor<2x160x160xf32>, tensor<2x160x160xf32> -> tensor<2x160x160xf32>
+  %pd = ds.causal_mask %pd0 fill = 0.0 : tensor<2x160x160xf32>
   %dpm = ds.causal_mask %dp fill = 0.0 : tensor<2x160x160xf32>
-  %pd = ds.mul %dpm, %p : tensor<2x160x160xf32>, tensor<2x160x160xf32> -> tensor<2x160x160xf32>
   %r = ds.reduce_sum %pd [2] keep_dims : tensor<2x160x160xf32> -> tensor<2x160x1xf32>
   %u = ds.sub %dpm, %r : tensor<2x160x160xf32>, tensor<2x160x1xf32> -> tensor<2x160x160xf32>
   %g = ds.mul %p, %u : tensor<2x160x160xf32>, tensor<2x160x160xf32> -> tensor<2x160x160xf32>
@@ -137,16 +138,17 @@ func.func @attention_dropout(%x: tensor<2x160x160xf32>, %v: tensor<2x160x16xf32>
 // Nothing is known, so nothing is marked: scores that are also returned
 // whole, a softmax of unmasked scores, a mask's fill that is not zero, a
 // product with a tensor (0 * inf is NaN), a quotient by zero, a reshape
-// that moves the diagonal.
+// that moves the diagonal, and scores whose product with a tensor (which
+// keeps each entry in its place) is returned without a mask.
 // MARK-LABEL: func.func @unknown
 // MARK-NOT: ds.causal_gemm
 // MARK: return
 // SPLIT-LABEL: func.func @unknown
-// SPLIT-COUNT-6: call @dsrt_matmul_f32
+// SPLIT-COUNT-7: call @dsrt_matmul_f32
 // SPLIT-NOT: call @dsrt_matmul_f32
 // SPLIT: return
 func.func @unknown(%q: tensor<2x96x16xf32>, %x: tensor<2x96x96xf32>)
-    -> (tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x48x8xf32>) {
+    -> (tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x48x8xf32>, tensor<2x96x96xf32>) {
   %s = ds.matmul %q, %q transpose_rhs : tensor<2x96x16xf32>, tensor<2x96x16xf32> -> tensor<2x96x96xf32>
   %m = ds.causal_mask %s : tensor<2x96x96xf32>
   %p = ds.softmax %x axis = 2 : tensor<2x96x96xf32>
@@ -162,7 +164,11 @@ func.func @unknown(%q: tensor<2x96x16xf32>, %x: tensor<2x96x96xf32>)
   %zr = ds.reshape %z : tensor<2x96x96xf32> -> tensor<2x48x192xf32>
   %qr = ds.reshape %q : tensor<2x96x16xf32> -> tensor<2x192x8xf32>
   %o5 = ds.matmul %zr, %qr : tensor<2x48x192xf32>, tensor<2x192x8xf32> -> tensor<2x48x8xf32>
-  return %s, %m, %o, %o2, %o3, %o4, %o5 : tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x48x8xf32>
+  %s2 = ds.matmul %o, %q transpose_rhs : tensor<2x96x16xf32>, tensor<2x96x16xf32> -> tensor<2x96x96xf32>
+  %s2x = ds.mul %s2, %x : tensor<2x96x96xf32>, tensor<2x96x96xf32> -> tensor<2x96x96xf32>
+  %s2m = ds.causal_mask %s2x fill = 0.0 : tensor<2x96x96xf32>
+  %s2o = ds.add %s2x, %s2m : tensor<2x96x96xf32>, tensor<2x96x96xf32> -> tensor<2x96x96xf32>
+  return %s, %m, %o, %o2, %o3, %o4, %o5, %s2o : tensor<2x96x96xf32>, tensor<2x96x96xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x96x16xf32>, tensor<2x48x8xf32>, tensor<2x96x96xf32>
 }
 
 // -----

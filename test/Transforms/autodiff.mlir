@@ -33,13 +33,15 @@ func.func @linear_tanh(%w: tensor<4x3xf32> {ds.param = "w", ds.init = #ds.init<n
 // -----
 
 // A softmax of causally masked scores (fill -inf, through a cast) is 0
-// above the diagonal: its gradient masks the cotangent there first (fill
-// 0), so that nothing reads it, as flash attention never computes it. A
-// finite fill keeps the plain rule.
+// above the diagonal: its gradient masks the cotangent there (fill 0), and
+// the product p * dy its row sum reads, so that neither is read there, as
+// flash attention never computes them. A finite fill keeps the plain rule.
 // CHECK-LABEL: func.func @causal_softmax
 // CHECK: %[[P:.*]] = ds.softmax
-// CHECK: %[[DY:.*]] = ds.causal_mask %{{.*}} fill = 0.000000e+00 {{.*}}ds.vjp_of = "ds.softmax"
-// CHECK: %[[T:.*]] = ds.mul %[[DY]], %[[P]]
+// CHECK: %[[T:.*]] = ds.mul %[[COT:.*]], %[[P]] {{.*}}ds.vjp_of = "ds.softmax"
+// CHECK: %[[TM:.*]] = ds.causal_mask %[[T]] fill = 0.000000e+00 {{.*}}ds.vjp_of = "ds.softmax"
+// CHECK: %[[DY:.*]] = ds.causal_mask %[[COT]] fill = 0.000000e+00 {{.*}}ds.vjp_of = "ds.softmax"
+// CHECK: ds.reduce_sum %[[TM]]
 // CHECK: ds.sub %[[DY]], %{{.*}}
 // CHECK: ds.causal_mask %{{.*}} fill = 0.000000e+00 {{.*}}ds.vjp_of = "ds.causal_mask"
 // CHECK-LABEL: func.func @finite_fill_softmax

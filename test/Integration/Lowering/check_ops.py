@@ -764,8 +764,9 @@ def matmul_cases():
           %dv = ds.matmul {pvg}, %a3 transpose_lhs : {sn}, {h} -> {h}
           {dpw}
           {undrop}
+          %pdy0 = ds.mul %dp, %p : {sc}, {sc} -> {sc}
+          %pdy = ds.causal_mask %pdy0 fill = 0.0 : {sc}
           %dpm = ds.causal_mask %dp fill = 0.0 : {sc}
-          %pdy = ds.mul %dpm, %p : {sc}, {sc} -> {sc}
           %r = ds.reduce_sum %pdy [2] keep_dims : {sc} -> {T((b, t, 1), F32)}
           %u = ds.sub %dpm, %r : {sc}, {T((b, t, 1), F32)} -> {sc}
           %g = ds.mul %p, %u : {sc}, {sc} -> {sc}
@@ -1315,8 +1316,9 @@ def reduction_cases():
         keep = T(shape[:-1] + (1,), F32)
         narrow, out = result("%gm")
         backward = widened("%a1", "%dy") + forward + f"""
+          %t0 = ds.mul {dyv}, %p : {f32}, {f32} -> {f32}
+          %t = ds.causal_mask %t0 fill = 0.0 : {f32}
           %dym = ds.causal_mask {dyv} fill = 0.0 : {f32}
-          %t = ds.mul %dym, %p : {f32}, {f32} -> {f32}
           %s = ds.reduce_sum %t [2] keep_dims : {f32} -> {keep}
           %d = ds.sub %dym, %s : {f32}, {keep} -> {f32}
           %g = ds.mul %p, %d : {f32}, {f32} -> {f32}

@@ -214,6 +214,20 @@ bool mlir::ds::isZeroAboveDiagonal(Value v) {
   });
 }
 
+/// Whether `op`, applied to its operand `v`, puts what it computes from
+/// each entry of `v` in that entry's place, and nowhere else: an op that
+/// keepsEntries, or a binary elementwise op whose result has `v`'s shape
+/// (the other operand may broadcast). Whatever an entry above the diagonal
+/// holds then reaches the result above the diagonal only.
+static bool keepsPositions(Operation *op, Value v) {
+  if (keepsEntries(op, v))
+    return true;
+  if (!isa<AddOp, SubOp, MulOp, DivOp>(op))
+    return false;
+  return cast<ShapedType>(op->getResult(0).getType()).getShape() ==
+         cast<ShapedType>(v.getType()).getShape();
+}
+
 bool mlir::ds::isReadOnlyOnAndBelowDiagonal(Value v) {
   auto type = dyn_cast<RankedTensorType>(v.getType());
   if (!type || type.getRank() < 2)
@@ -222,7 +236,7 @@ bool mlir::ds::isReadOnlyOnAndBelowDiagonal(Value v) {
     Operation *user = use.getOwner();
     if (isa<CausalMaskOp>(user))
       return true;
-    return user->getNumResults() >= 1 && keepsEntries(user, v) &&
+    return user->getNumResults() >= 1 && keepsPositions(user, v) &&
            isReadOnlyOnAndBelowDiagonal(user->getResult(0));
   });
 }

@@ -493,12 +493,23 @@ LogicalResult SoftmaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   Value y = getResult();
   // Above a causal mask's diagonal y is 0, and so is y * dy for a finite
   // dy: the cotangent there is masked rather than read, as flash attention
-  // never computes it (the GPU's kernels then skip those loads).
+  // never computes it (the GPU's kernels then skip those loads). The
+  // product in the sum is masked after it is formed, which gives the same
+  // bits (y * dy below the diagonal, +0 above it) and reads neither y nor
+  // dy above the diagonal: then y's readers all stop at the diagonal,
+  // which lets its kernel stop storing there (UnreadRowTails.h).
   auto type = cast<RankedTensorType>(dy.getType());
-  if (getAxis() == type.getRank() - 1 && isCausallyMasked(getInput()))
-    dy = CausalMaskOp::create(builder, getLoc(), dy,
-                              builder.getF64FloatAttr(0.0));
-  Value s = g.reduceSum(g.mul(dy, y), {static_cast<int64_t>(getAxis())},
+  auto mask = [&](Value v) -> Value {
+    return CausalMaskOp::create(builder, getLoc(), v,
+                                builder.getF64FloatAttr(0.0));
+  };
+  bool causal = getAxis() == type.getRank() - 1 && isCausallyMasked(getInput());
+  Value product = g.mul(dy, y);
+  if (causal) {
+    product = mask(product);
+    dy = mask(dy);
+  }
+  Value s = g.reduceSum(product, {static_cast<int64_t>(getAxis())},
                         /*keepDims=*/true);
   operandGrads[0] = g.mul(y, g.sub(dy, s));
   return success();

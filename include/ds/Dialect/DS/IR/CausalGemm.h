@@ -73,8 +73,11 @@ bool isCausallyMasked(Value v);
 bool isZeroAboveDiagonal(Value v);
 /// Whether every reader of `v` sees only its entries on and below the
 /// diagonal: all its uses reach a ds.causal_mask through casts, products
-/// with and quotients by a finite constant, and reshapes of the batch
-/// dimensions, which keep each entry in its place in its matrix.
+/// with and quotients by a finite constant, reshapes of the batch
+/// dimensions and dropouts, which keep each entry in its place in its
+/// matrix, or sums, differences, products and quotients with other
+/// tensors that do not broadcast `v` (what an entry above the diagonal
+/// holds stays above it, for the mask to replace).
 bool isReadOnlyOnAndBelowDiagonal(Value v);
 /// What is known of a ds.matmul's structure (nothing: `any()` is false),
 /// to be run in blocks of `block` rows.
