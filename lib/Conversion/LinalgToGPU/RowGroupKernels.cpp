@@ -936,7 +936,7 @@ private:
                                        numRed, cut.tails->block));
   }
 
-  /// `a` and `b`, either of which may be null (true).
+  /// `x` and `y`, either of which may be null (true).
   static Value andIf(OpBuilder &b, Location loc, Value x, Value y) {
     if (!x || !y)
       return x ? x : y;
