@@ -175,6 +175,8 @@ void markUnreadRowTails(func::FuncOp f) {
       return;
     int64_t rows = type.getDimSize(type.getRank() - 2);
     int64_t cols = type.getDimSize(type.getRank() - 1);
+    if (rows == 0 || cols == 0)
+      return; // nothing to store, and no fraction of it
     BufferUses uses(rows, cols);
     if (!uses.take(alloc.getResult(), Window{0, 0, rows, cols},
                    /*whole=*/true))
