@@ -41,10 +41,10 @@ double rowHeadsFraction(int64_t rows, int64_t cols, int64_t block) {
 
 namespace {
 
-/// A part of the buffer's matrix that a view covers: rows [row, row +
-/// height), columns [col, col + width).
+/// Where a view lies in the buffer's matrix, as far as a GEMM's read of it
+/// matters: its first row, and its columns [col, col + width).
 struct Window {
-  int64_t row = 0, col = 0, height = 0, width = 0;
+  int64_t row = 0, col = 0, width = 0;
 };
 
 /// Everything that touches one buffer, if the kinds are all known.
@@ -74,14 +74,14 @@ public:
       if (endCol > rowTailStart(firstRow, block, cols))
         return std::nullopt;
     auto tailStart = [&](int64_t i) { return rowTailStart(i, block, cols); };
-    for (auto [op, input] : maskedReads) {
+    for (const auto &[input, mask] : maskedReads) {
+      linalg::GenericOp op = mask.op;
       AffineMap map = op.getMatchingIndexingMap(input);
       unsigned rank = map.getNumResults();
       auto row = dyn_cast<AffineDimExpr>(map.getResult(rank - 2));
       auto col = dyn_cast<AffineDimExpr>(map.getResult(rank - 1));
-      std::optional<ReadMask> mask = readMask(op, input);
-      if (!row || !col || !mask ||
-          !unusedOnRowTails(*mask, row.getPosition(), col.getPosition(), rows,
+      if (!row || !col ||
+          !unusedOnRowTails(mask, row.getPosition(), col.getPosition(), rows,
                             cols, tailStart))
         return std::nullopt;
     }
@@ -125,9 +125,10 @@ private:
     }
     if (generic.getMatchingBlockArgument(&use).use_empty())
       return true;
-    if (!readMask(generic, &use))
+    std::optional<ReadMask> mask = readMask(generic, &use);
+    if (!mask)
       return false;
-    maskedReads.push_back({generic, &use});
+    maskedReads.push_back({&use, std::move(*mask)});
     return true;
   }
 
@@ -155,13 +156,13 @@ private:
         strides[rank - 1] != 1)
       return false;
     Window inner{window.row + offsets[rank - 2], window.col + offsets[rank - 1],
-                 sizes[rank - 2], sizes[rank - 1]};
+                 sizes[rank - 1]};
     return take(subview.getResult(), inner, /*whole=*/false);
   }
 
   int64_t rows, cols;
   SmallVector<std::pair<int64_t, int64_t>> gemmReads; // first row, end column
-  SmallVector<std::pair<linalg::GenericOp, OpOperand *>> maskedReads;
+  SmallVector<std::pair<OpOperand *, ReadMask>> maskedReads;
   SmallVector<std::pair<linalg::GenericOp, unsigned>> writes;
 };
 
@@ -178,7 +179,7 @@ void markUnreadRowTails(func::FuncOp f) {
     if (rows == 0 || cols == 0)
       return; // nothing to store, and no fraction of it
     BufferUses uses(rows, cols);
-    if (!uses.take(alloc.getResult(), Window{0, 0, rows, cols},
+    if (!uses.take(alloc.getResult(), Window{0, 0, cols},
                    /*whole=*/true))
       return;
     std::optional<int64_t> block = uses.unreadBlock();
