@@ -164,6 +164,10 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   //    The FP8 GEMMs' transposed operands are written by the casts that
   //    make them (TE's cast-transpose), not copied after.
   pm.addNestedPass<func::FuncOp>(createFuseTransposesPass());
+  //    A head merge that only generics read (the FP8 cast-transposes of
+  //    attention's context and of the q, k and v gradients) is computed
+  //    in them, not written and read back.
+  pm.addNestedPass<func::FuncOp>(createFuseCollapsedTransposesPass());
   //    A layer norm's weight and bias gradients come after its input
   //    gradient, which then gets a buffer of its own and joins the row
   //    group of the statistics it reads.

@@ -1079,6 +1079,28 @@ def FuseTransposesPass : InterfacePass<"ds-fuse-transposes", "::mlir::FunctionOp
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FuseCollapsedTransposesPass : InterfacePass<"ds-fuse-collapsed-transposes", "::mlir::FunctionOpInterface"> {
+  let summary = "Compute a head merge in the generics that read it through a collapse";
+  let description = [{
+    Attention merges its heads with a `linalg.transpose` that keeps the
+    innermost dimension ([B, H, T, D] to [B, T, H, D]) and a
+    `tensor.collapse_shape` of the result ([B, T, H*D]). Where every reader
+    of the transpose, directly or through collapses, is an input of a
+    `linalg.generic` on tensors whose indexing maps are projected
+    permutations (under the FP8 policy: the scaled cast-transpose, its amax
+    and the bias gradient; no GEMM reads the merged tensor), the copy is
+    computed in those readers instead of written and read back: their loops
+    are expanded through the collapse (upstream's fusion by expansion, the
+    collapsed dimension becoming H and D), and the transpose is fused into
+    each (upstream's elementwise fusion), which then reads the unmerged
+    tensor through the permuted map. A transpose that something else reads
+    (a GEMM, under BF16) stays. ds-gpu-pipeline runs it after
+    ds-fuse-transposes.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def SinkColumnReductionsPass : InterfacePass<"ds-sink-column-reductions", "::mlir::FunctionOpInterface"> {
   let summary = "Move column reductions past the row-wise op after them that reads the same tensor";
   let description = [{

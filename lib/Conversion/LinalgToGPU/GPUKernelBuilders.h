@@ -207,6 +207,10 @@ linalg::GenericOp asTransposingCopy(OpBuilder &b, linalg::TransposeOp op);
 /// are read and written along (ds-fuse-transposes' cast-transposes).
 bool isTransposingGeneric(linalg::GenericOp op);
 
+/// The loop along which `op`'s transposed outputs are innermost (the rows
+/// of its tiles), if `op` isTransposingGeneric.
+std::optional<unsigned> transposedRowLoop(linalg::GenericOp op);
+
 /// Emits `op` (isTransposingGeneric) as a launch over 32 x 32 tiles of
 /// its innermost loop and the transposed outputs' one, in a grid-stride
 /// loop over the tiles: a warp computes a tile row, writes the other

@@ -694,11 +694,17 @@ void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,
   assert(!cols.empty() && cols.size() == partials.size());
   assert(llvm::all_of(cols,
                       [&](Reduction *c) {
-                        return c->parStatic.size() == 1 &&
-                               c->parStatic == cols.front()->parStatic;
+                        return c->parStatic == cols.front()->parStatic;
                       }) &&
-         "one output dimension, the same for all");
-  int64_t columns = cols.front()->parStatic.front();
+         "the same outputs for all");
+  // The innermost output dimension is the columns; the others (a bias
+  // gradient's heads, read from [B, H, T, D]) each have their bands.
+  ArrayRef<int64_t> outputs = cols.front()->parStatic;
+  int64_t columns = outputs.back();
+  SmallVector<int64_t> leading(outputs.drop_back());
+  int64_t numLeading = 1;
+  for (int64_t s : leading)
+    numLeading *= s;
   int64_t warps = shape.blockSize / kTransposeTile;
   MLIRContext *ctx = b.getContext();
   auto workgroup = gpu::AddressSpaceAttr::get(
@@ -712,8 +718,8 @@ void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,
   for (Reduction *c : cols)
     if (!llvm::is_contained(sumTypes, sumTypeOf(c)))
       sumTypes.push_back(sumTypeOf(c));
-  Value bands =
-      indexConstant(b, loc, llvm::divideCeil(columns, kTransposeTile));
+  int64_t columnBands = llvm::divideCeil(columns, kTransposeTile);
+  Value bands = indexConstant(b, loc, numLeading * columnBands);
   Value one = indexConstant(b, loc, 1);
   auto launch = gpu::LaunchOp::create(
       b, loc, clampBlocks(b, loc, bands, shape.maxBlocks), one, one,
@@ -731,6 +737,17 @@ void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,
   scf::ForOp::create(
       b, loc, launch.getBlockIds().x, bands, launch.getGridSize().x,
       ValueRange{}, [&](OpBuilder &ob, Location l, Value band, ValueRange) {
+        SmallVector<Value> at;
+        if (!leading.empty()) {
+          SmallVector<Value> leadingV;
+          for (int64_t s : leading)
+            leadingV.push_back(indexConstant(ob, l, s));
+          Value columnBandsV = indexConstant(ob, l, columnBands);
+          at = delinearize(ob, l,
+                           arith::DivUIOp::create(ob, l, band, columnBandsV),
+                           leadingV);
+          band = arith::RemUIOp::create(ob, l, band, columnBandsV);
+        }
         Value col = arith::AddIOp::create(
             ob, l, arith::MulIOp::create(ob, l, band, thread.side), thread.tx);
         // Past the last column: a valid one, whose sum is dropped.
@@ -751,8 +768,10 @@ void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,
                   ob, l, thread.ty, rowsV, thread.passStride,
                   ValueRange{arith::ConstantOp::create(ob, l, red.identity)},
                   [&](OpBuilder &rb, Location rl, Value row, ValueRange acc) {
-                    Value v = memref::LoadOp::create(rb, rl, p,
-                                                     ValueRange{row, readCol});
+                    SmallVector<Value> rowAt{row};
+                    rowAt.append(at);
+                    rowAt.push_back(readCol);
+                    Value v = memref::LoadOp::create(rb, rl, p, rowAt);
                     scf::YieldOp::create(rb, rl,
                                          red.combine(rb, acc.front(), v));
                   })
@@ -761,7 +780,9 @@ void mlir::ds::gpu_kernels::foldColumnPartials(OpBuilder &b, Location loc,
                                   ValueRange{thread.ty, thread.tx});
           gpu::BarrierOp::create(ob, l);
           RowTeam::emitIf(ob, l, ok, [&](OpBuilder &ib, Location il) {
-            red.foldIntoOutput(ib, il, {col},
+            SmallVector<Value> outAt(at);
+            outAt.push_back(col);
+            red.foldIntoOutput(ib, il, outAt,
                                red.foldColumn(ib, il, sums, warps, thread.tx));
           });
           // The next reduction or band overwrites the sums.

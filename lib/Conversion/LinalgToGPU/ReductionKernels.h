@@ -305,11 +305,12 @@ void buildRowLaunch(OpBuilder &b, Location loc, int64_t numRows, bool warp,
                     function_ref<void(OpBuilder &, Location, RowTeam &)> body,
                     const RowLaunchExtras &extras = {});
 
-/// The column sums of several reductions over the same `columns` (each with
-/// one output dimension) and `rows`: `partials[k]` ([rows, columns], a row
-/// of partial sums per tile row or block) folded into the output of
-/// `cols[k]` in one launch, then freed. A block takes 32 columns, a lane
-/// one of them, and its warps every (blockSize / 32)-th row; the warps'
+/// The column sums of several reductions over the same outputs and `rows`:
+/// `partials[k]` ([rows, outputs...], a row of partial sums per tile row or
+/// block) folded into the output of `cols[k]` in one launch, then freed.
+/// The outputs' innermost dimension is the columns. A block takes 32
+/// columns (of one index of the other output dimensions), a lane one of
+/// them, and its warps every (blockSize / 32)-th row; the warps'
 /// sums meet in shared memory and the first warp folds them in warp order,
 /// so each column is summed in a fixed order.
 void foldColumnPartials(OpBuilder &b, Location loc, ArrayRef<Reduction *> cols,

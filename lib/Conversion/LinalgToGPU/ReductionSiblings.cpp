@@ -153,14 +153,16 @@ linalg::GenericOp firstWithin(Operation *op,
   return {};
 }
 
-/// A reduction of every loop but the innermost, which it keeps (a column's
-/// sum), of at least kMinSiblingElements elements.
+/// A reduction that keeps the innermost loop and reduces some other (a
+/// column's sum; per index of the other kept loops, as a bias gradient
+/// over [B, T, H, D] read from [B, H, T, D] keeps H), of at least
+/// kMinSiblingElements elements.
 bool isLargeColumnReduction(linalg::GenericOp op) {
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   if (!isParallelReduction(op) || iterators.size() < 2 ||
       iterators.back() != utils::IteratorType::parallel ||
-      llvm::any_of(ArrayRef(iterators).drop_back(), [](auto it) {
-        return it != utils::IteratorType::reduction;
+      llvm::none_of(ArrayRef(iterators).drop_back(), [](auto it) {
+        return it == utils::IteratorType::reduction;
       }))
     return false;
   return staticIterations(op) >= kMinSiblingElements;
@@ -209,8 +211,13 @@ bool mlir::ds::gpu_kernels::canShareReductionKernel(
 
 bool mlir::ds::gpu_kernels::canShareColumnTiles(linalg::GenericOp columns,
                                                 linalg::GenericOp elementwise) {
-  if (!isLargeColumnReduction(columns) || !isTransposingGeneric(elementwise) ||
-      elementwise.getStaticLoopRanges() != columns.getStaticLoopRanges())
+  // The tiles' rows are reduced: a tile's column sum then belongs to one
+  // output.
+  std::optional<unsigned> rowLoop = transposedRowLoop(elementwise);
+  if (!isLargeColumnReduction(columns) || !rowLoop ||
+      elementwise.getStaticLoopRanges() != columns.getStaticLoopRanges() ||
+      columns.getIteratorTypesArray()[*rowLoop] !=
+          utils::IteratorType::reduction)
     return false;
   for (Operation &inner : elementwise.getBody()->without_terminator())
     if (inner.getNumRegions() != 0)

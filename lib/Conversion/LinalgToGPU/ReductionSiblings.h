@@ -60,9 +60,9 @@ bool canShareReductionKernel(linalg::GenericOp reduction,
 
 /// Whether the reduction `columns` can run over the tiles of the
 /// cast-transpose `elementwise` (isTransposingGeneric), judged on the two
-/// ops alone: it reduces every loop but the tiles' columns (the innermost)
-/// and reads a tensor of `elementwise`'s through the same map over loops of
-/// the same sizes.
+/// ops alone: it keeps the tiles' columns (the innermost loop), reduces
+/// their rows (and any other loops it does not keep), and reads a tensor
+/// of `elementwise`'s through the same map over loops of the same sizes.
 bool canShareColumnTiles(linalg::GenericOp columns,
                          linalg::GenericOp elementwise);
 

@@ -233,9 +233,18 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
   int64_t numBlocks =
       std::min({numTiles, shape.maxBlocks, red ? kBlocksToFill : numTiles});
   Value partials = red ? red->allocPartials(b, loc, numBlocks) : Value();
-  // A row of column sums per tile row (of each outer index).
-  int64_t tileRows =
-      countOf(ArrayRef(tileSpaceOf(widest)).drop_back()); // any width's
+  // A row of column sums per tile row of each index of the outer loops
+  // that `cols` reduces; the outer loops it keeps index the row's columns
+  // with the tile's (a [tile rows, outputs...] buffer).
+  SmallVector<unsigned> keptOuter, reducedOuter; // positions in `outer`
+  int64_t tileRows = llvm::divideCeil(sizes[rowLoop], tile);
+  if (cols)
+    for (auto [i, d] : llvm::enumerate(outer)) {
+      bool kept = llvm::is_contained(cols->parDims, d);
+      (kept ? keptOuter : reducedOuter).push_back(i);
+      if (!kept)
+        tileRows *= outerSizes[i];
+    }
   Value colPartials = cols ? cols->allocPartials(b, loc, tileRows,
                                                  /*splitFirst=*/true)
                            : Value();
@@ -499,10 +508,26 @@ void buildLaunchOverTiles(OpBuilder &b, linalg::GenericOp op,
                                       lessThan(ob, l, col, colsV));
             RowTeam::emitIf(ob, l, ok, [&](OpBuilder &ib, Location il) {
               Value sum = cols->foldColumn(ib, il, colSums, warps, tid);
-              Value tileRow =
-                  arith::DivUIOp::create(ib, il, tileId, tileSpaceV.back());
-              memref::StoreOp::create(ib, il, sum, colPartials,
-                                      ValueRange{tileRow, col});
+              // The tile row: the reduced outer indices, then the tile's
+              // row of tiles, row-major.
+              Value tileRow = indexConstant(ib, il, 0);
+              SmallVector<Value> at;
+              auto append = [&](Value i, int64_t size) {
+                tileRow = arith::AddIOp::create(
+                    ib, il,
+                    arith::MulIOp::create(ib, il, tileRow,
+                                          indexConstant(ib, il, size)),
+                    i);
+              };
+              for (unsigned i : reducedOuter)
+                append(idx[i], outerSizes[i]);
+              append(idx[idx.size() - 2],
+                     llvm::divideCeil(sizes[rowLoop], tile));
+              at.push_back(tileRow);
+              for (unsigned i : keptOuter)
+                at.push_back(idx[i]);
+              at.push_back(col);
+              memref::StoreOp::create(ib, il, sum, colPartials, at);
             });
           }
           // Out: tile columns ty*V, ty*V + blockSize/32*V, ..., of each
@@ -644,6 +669,14 @@ mlir::ds::gpu_kernels::asTransposingCopy(OpBuilder &b, linalg::TransposeOp op) {
 
 bool mlir::ds::gpu_kernels::isTransposingGeneric(linalg::GenericOp op) {
   return !transposedOutputs(op).outputs.empty();
+}
+
+std::optional<unsigned>
+mlir::ds::gpu_kernels::transposedRowLoop(linalg::GenericOp op) {
+  Transposed t = transposedOutputs(op);
+  if (t.outputs.empty())
+    return std::nullopt;
+  return t.rowLoop;
 }
 
 /// `columns` taken apart as a reduction that reads `op`'s tensor.

@@ -1087,6 +1087,40 @@ def reduction_cases():
                       [("%db", (260,), F32), ("%m", (), F32), ("%rt", (2, 260, 130), F32)],
                       dact_ref, rtol=0, atol=0))
 
+    # Attention's head merge ([B, H, T, D] to [B, T, H*D]) read only by the
+    # amax, the bias gradient and the FP8 cast-transpose of the merged
+    # tensor, as the q, k and v gradients are under the FP8 policy: the GPU
+    # path reads the unmerged tensor in their tiles and never writes the
+    # merged one (ds-fuse-collapsed-transposes), and the bias gradient's
+    # partial sums are per head (H) and column (D). 130 rows of tokens and
+    # heads of 88 are not multiples of 32; bf16 vectors of 8 along D.
+    # Eighths of at most 32: every order of summation is exact.
+    hs = (2, 3, 130, 88)
+    hx = (rng_for("head_merge.dq").integers(-255, 256, hs) / 8.0).astype(BF16)
+    merged = (2, 130, 264)
+    body = f"""
+      %m = ds.transpose %a0 [0, 2, 1, 3] : {TA(hx)} -> {T((2, 130, 3, 88), BF16)}
+      %v = ds.reshape %m : {T((2, 130, 3, 88), BF16)} -> {T(merged, BF16)}
+      %x = ds.cast %v : {T(merged, BF16)} -> {T(merged, F32)}
+      %db = ds.reduce_sum %x [0, 1] : {T(merged, F32)} -> {T((264,), F32)}
+      %a = ds.abs %x : {T(merged, F32)}
+      %mx = ds.reduce_max %a [0, 1, 2] : {T(merged, F32)} -> {T((), F32)}
+      %s = ds.mul %x, %a1 : {T(merged, F32)}, {T((), F32)} -> {T(merged, F32)}
+      %q = ds.cast %s saturate : {T(merged, F32)} -> {T(merged, E5M2)}
+      %t = ds.transpose %q [0, 2, 1] : {T(merged, E5M2)} -> {T((2, 264, 130), E5M2)}
+      %rq = ds.cast %q : {T(merged, E5M2)} -> {T(merged, F32)}
+      %rt = ds.cast %t : {T((2, 264, 130), E5M2)} -> {T((2, 264, 130), F32)}
+    """
+    def head_merge_ref(x, s):
+        m = x.astype(np.float64).transpose(0, 2, 1, 3).reshape(merged)
+        q = (m * s).astype(F32).astype(E5M2).astype(F32)
+        return [m.sum((0, 1)).astype(F32), np.abs(m).max().astype(F32), q,
+                q.transpose(0, 2, 1)]
+    cases.append(Case("head_merge_cast_transpose_dbias_e5m2", [hx, np.array(0.75, F32)], body,
+                      [("%db", (264,), F32), ("%mx", (), F32), ("%rq", merged, F32),
+                       ("%rt", (2, 264, 130), F32)],
+                      head_merge_ref, rtol=0, atol=0))
+
     # A layer norm's weight and bias gradients: two column sums of one
     # cotangent, which the GPU path folds side by side in one launch that
     # loads the cotangent once (convert-linalg-to-ds-gpu's column groups).
