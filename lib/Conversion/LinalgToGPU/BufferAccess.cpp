@@ -7,7 +7,10 @@
 #include "BufferAccess.h"
 #include "KernelUtils.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -68,14 +71,50 @@ bool mayOverlap(const Access &a, const Access &b, bool distinctArguments) {
          !disjointSubviews(a.view, b.view);
 }
 
+/// The buffer whose address `ptr` is (inttoptr of its aligned pointer, as
+/// the runtime calls take an FP8 scale), or null.
+static Value pointedBuffer(Value ptr) {
+  auto toPtr = ptr.getDefiningOp<LLVM::IntToPtrOp>();
+  if (!toPtr)
+    return {};
+  Value address = toPtr.getArg();
+  if (auto cast = address.getDefiningOp<arith::IndexCastOp>())
+    address = cast.getIn();
+  auto extract =
+      address.getDefiningOp<memref::ExtractAlignedPointerAsIndexOp>();
+  return extract ? extract.getSource() : Value();
+}
+
 bool collectAccesses(Operation *root, SmallVectorImpl<Access> &reads,
-                     SmallVectorImpl<Access> &writes) {
+                     SmallVectorImpl<Access> &writes, bool libraryGemms) {
   WalkResult result = root->walk([&](Operation *op) {
     // Collectives exchange registers within the block, not buffers (a
     // region of an all_reduce is walked op by op).
     if (isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::SubgroupReduceOp,
             gpu::ShuffleOp, gpu::YieldOp>(op))
       return WalkResult::advance();
+    // A library GEMM writes its third operand (C) and reads the others:
+    // ds_runtime_cuda.h's contract for dsrt_cuda_matmul_*. Its FP8 scales
+    // come as pointers, each the address of a buffer it reads.
+    if (auto call = dyn_cast<func::CallOp>(op);
+        libraryGemms && call &&
+        call.getCallee().starts_with("dsrt_cuda_matmul_")) {
+      for (auto [i, v] : llvm::enumerate(call.getOperands())) {
+        if (isa<MemRefType>(v.getType())) {
+          (i == 2 ? writes : reads).push_back({v, viewRoot(v)});
+          continue;
+        }
+        if (!isa<LLVM::LLVMPointerType>(v.getType()))
+          continue;
+        if (v.getDefiningOp<LLVM::ZeroOp>())
+          continue; // null: no scale
+        Value buffer = pointedBuffer(v);
+        if (!buffer)
+          return WalkResult::interrupt();
+        reads.push_back({buffer, viewRoot(buffer)});
+      }
+      return WalkResult::advance();
+    }
     auto effects = dyn_cast<MemoryEffectOpInterface>(op);
     if (!effects)
       return op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() || isPure(op) ||

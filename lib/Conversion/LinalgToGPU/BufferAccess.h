@@ -38,16 +38,20 @@ bool mayOverlap(const Access &a, const Access &b, bool distinctArguments);
 /// buffer counts as writing it); false when one of them touches memory in
 /// a way not stated per buffer (a call, an op without memory effects
 /// declared). Collectives exchange registers within a block, not buffers.
+/// `libraryGemms`: a call to a library GEMM (`dsrt_cuda_matmul_*`) writes
+/// its third operand and reads the others, as ds_runtime_cuda.h states,
+/// rather than touching anything.
 bool collectAccesses(Operation *op, SmallVectorImpl<Access> &reads,
-                     SmallVectorImpl<Access> &writes);
+                     SmallVectorImpl<Access> &writes,
+                     bool libraryGemms = false);
 
 /// What one op reads and writes, for dependence checks between ops.
 struct AccessSet {
   SmallVector<Access> reads, writes;
   bool unknown = false; // collectAccesses failed: conflicts with any access
 
-  explicit AccessSet(Operation *op)
-      : unknown(!collectAccesses(op, reads, writes)) {}
+  explicit AccessSet(Operation *op, bool libraryGemms = false)
+      : unknown(!collectAccesses(op, reads, writes, libraryGemms)) {}
   bool touchesMemory() const {
     return unknown || !reads.empty() || !writes.empty();
   }

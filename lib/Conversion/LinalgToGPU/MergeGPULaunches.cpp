@@ -305,8 +305,86 @@ struct MergeGPULaunchesPass
       if (!block->getParentOp() || !isa<gpu::LaunchOp>(block->getParentOp()))
         blocks.push_back(block);
     });
-    for (Block *block : blocks)
+    for (Block *block : blocks) {
+      gatherOneBlockLaunches(*block);
       mergeIn(*block);
+    }
+  }
+
+  /// Whether `second`, run right after `first`, would be appended to it.
+  static bool joinable(gpu::LaunchOp first, gpu::LaunchOp second) {
+    return isPlainLaunch(first) && isOneBlock(first) && isPlainLaunch(second) &&
+           isOneBlock(second) &&
+           (sameShape(first, second) ||
+            (isOne(constantExtents(second.getBlockSizeOperandValues())) &&
+             !hasSynchronisation(second)));
+  }
+
+  /// Moves each one-block launch next to another one-block launch it can
+  /// be appended to, past ops that touch nothing it touches: up to the one
+  /// before it (a scale computed from the state), else down to the one
+  /// after it (an amax's last fold, a history's newest entry). The step's
+  /// bookkeeping chains lie between the big launches that produce and use
+  /// their values, and gather so.
+  void gatherOneBlockLaunches(Block &block) {
+    SmallVector<gpu::LaunchOp> launches;
+    for (Operation &op : block)
+      if (auto launch = dyn_cast<gpu::LaunchOp>(op);
+          launch && isPlainLaunch(launch) && isOneBlock(launch))
+        launches.push_back(launch);
+    for (gpu::LaunchOp launch : launches)
+      if (!hoistToJoin(launch))
+        sinkToJoin(launch);
+  }
+
+  bool hoistToJoin(gpu::LaunchOp launch) {
+    AccessSet mine(launch);
+    if (mine.unknown)
+      return false;
+    gpu::LaunchOp target;
+    for (Operation *op = launch->getPrevNode(); op; op = op->getPrevNode()) {
+      auto prev = dyn_cast<gpu::LaunchOp>(op);
+      if (prev && joinable(prev, launch)) {
+        target = prev;
+        break;
+      }
+      // Running earlier than a free of what it uses is fine.
+      if (!isSeparable(op) &&
+          conflict(mine, AccessSet(op, /*libraryGemms=*/true), distinct))
+        return false;
+    }
+    if (!target || target->getNextNode() == launch)
+      return false;
+    SmallVector<Operation *> needed = opsToHoist(target, launch);
+    if (!llvm::all_of(needed, isSeparable))
+      return false;
+    // In order after the target (one of them may be right after it).
+    Operation *after = target;
+    for (Operation *op : needed) {
+      op->moveAfter(after);
+      after = op;
+    }
+    launch->moveAfter(after);
+    return true;
+  }
+
+  void sinkToJoin(gpu::LaunchOp launch) {
+    AccessSet mine(launch);
+    if (mine.unknown)
+      return;
+    for (Operation *op = launch->getNextNode(); op; op = op->getNextNode()) {
+      auto next = dyn_cast<gpu::LaunchOp>(op);
+      if (next && joinable(launch, next)) {
+        if (next != launch->getNextNode())
+          launch->moveBefore(next);
+        return;
+      }
+      // Unlike an allocation, a free of what it uses must stay after it.
+      if (op->hasTrait<OpTrait::IsTerminator>() ||
+          ((!isSeparable(op) || isa<memref::DeallocOp, gpu::DeallocOp>(op)) &&
+           conflict(mine, AccessSet(op, /*libraryGemms=*/true), distinct)))
+        return;
+    }
   }
 
   void mergeIn(Block &block) {

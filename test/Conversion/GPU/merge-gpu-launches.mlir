@@ -475,6 +475,7 @@ func.func @step_arguments(%a: memref<64xf32>, %b: memref<64xf32>) attributes {ll
 // CHECK-LABEL: func.func @kept
 // CHECK-COUNT-5: gpu.launch
 // CHECK-NOT: gpu.launch
+// CHECK: return
 func.func @kept(%a: memref<64xf32>, %b: memref<64xf32>) {
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -508,5 +509,140 @@ func.func @kept(%a: memref<64xf32>, %b: memref<64xf32>) {
     memref.store %x, %b[%tx] : memref<64xf32>
     gpu.terminator
   }
+  return
+}
+
+// -----
+
+// Before merging, a one-block launch moves next to another one-block
+// launch it can be appended to, past the launches and library GEMMs that
+// touch none of its buffers (a GEMM writes its third operand and reads the
+// others): C (a scale from the state, like A) goes up past the GEMM and
+// the cast B to A; E reads what B wrote, so it goes down instead, past G
+// (other blocks, so it does not join G), to F. Arguments overlap unless
+// distinct, so only the distinct run moves them.
+// DISTINCT-LABEL: func.func @gather
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c1, {{.*}} in (%{{.*}} = %c64,
+// DISTINCT:           memref.store {{.*}}, %[[S1:.*]][
+// DISTINCT:           gpu.barrier
+// DISTINCT:           memref.store {{.*}}, %[[S2:.*]][
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c4,
+// DISTINCT:           memref.load %[[S1]]
+// DISTINCT:         call @dsrt_cuda_matmul_f32
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c4,
+// DISTINCT:           memref.load %[[S2]]
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c2,
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c1, {{.*}} in (%{{.*}} = %c64,
+// DISTINCT:           gpu.barrier
+// DISTINCT:           scf.if
+// DISTINCT-NOT:     gpu.launch
+// DISTINCT:         return
+func.func private @dsrt_cuda_matmul_f32(memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, i64, i64)
+func.func @gather(%state: memref<64xf32>, %a: memref<256xf32>, %b: memref<256xf32>, %b2: memref<256xf32>,
+                  %g: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, %c: memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>) attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c128 = arith.constant 128 : index
+  %c64 = arith.constant 64 : index
+  %s1 = memref.alloc() : memref<64xf32>
+  // A: the first scale, from the state.
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %v = memref.load %state[%tx] : memref<64xf32>
+    memref.store %v, %s1[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  // B: a cast that reads it.
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 64 + t)>(%bx, %tx)
+    %v = memref.load %a[%i] : memref<256xf32>
+    %w = memref.load %s1[%tx] : memref<64xf32>
+    %x = arith.mulf %v, %w : f32
+    memref.store %x, %a[%i] : memref<256xf32>
+    gpu.terminator
+  }
+  func.call @dsrt_cuda_matmul_f32(%g, %g, %c, %c0, %c0) : (memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, i64, i64) -> ()
+  // C: the second scale, from the state too: up past the GEMM and B, to A.
+  %s2 = memref.alloc() : memref<64xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %v = memref.load %state[%tx] : memref<64xf32>
+    %y = arith.addf %v, %v : f32
+    memref.store %y, %s2[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  // D: the cast that reads the second scale.
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 64 + t)>(%bx, %tx)
+    %v = memref.load %b[%i] : memref<256xf32>
+    %w = memref.load %s2[%tx] : memref<64xf32>
+    %x = arith.mulf %v, %w : f32
+    memref.store %x, %b[%i] : memref<256xf32>
+    gpu.terminator
+  }
+  // E: reads what B wrote, so it cannot go up past B; down past G, to F.
+  %s3 = memref.alloc() : memref<64xf32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %v = memref.load %a[%tx] : memref<256xf32>
+    memref.store %v, %s3[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  // G: touches nothing E touches (and has other blocks than E).
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 128 + t)>(%bx, %tx)
+    %v = memref.load %b[%i] : memref<256xf32>
+    memref.store %v, %b2[%i] : memref<256xf32>
+    gpu.terminator
+  }
+  // F: one thread, after E.
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %v = memref.load %s3[%tx] : memref<64xf32>
+    memref.store %v, %state[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  memref.dealloc %s1 : memref<64xf32>
+  memref.dealloc %s2 : memref<64xf32>
+  memref.dealloc %s3 : memref<64xf32>
+  return
+}
+
+// -----
+
+// A GEMM reads its FP8 scales through pointers (the address of a buffer):
+// the launch that writes the scale stays before it, and the one that reads
+// the GEMM's result after it.
+// DISTINCT-LABEL: func.func @gather_scale_pointer
+// DISTINCT:         gpu.launch
+// DISTINCT:           memref.store {{.*}}, %[[SCALE:.*]][]
+// DISTINCT:         memref.extract_aligned_pointer_as_index %[[SCALE]]
+// DISTINCT:         call @dsrt_cuda_matmul_e4m3_e4m3_to_bf16
+// DISTINCT:         gpu.launch
+// DISTINCT-NOT:     gpu.launch
+// DISTINCT:         return
+func.func private @dsrt_cuda_matmul_e4m3_e4m3_to_bf16(memref<?x?x?xf8E4M3FN, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf8E4M3FN, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>, i64, i64, !llvm.ptr, !llvm.ptr)
+func.func @gather_scale_pointer(%state: memref<f32>, %out: memref<f32>,
+                                %a: memref<?x?x?xf8E4M3FN, strided<[?, ?, ?], offset: ?>>,
+                                %c: memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>) attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : index
+  %scale = memref.alloc() : memref<f32>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %v = memref.load %state[] : memref<f32>
+    memref.store %v, %scale[] : memref<f32>
+    gpu.terminator
+  }
+  %i = memref.extract_aligned_pointer_as_index %scale : memref<f32> -> index
+  %i64 = arith.index_cast %i : index to i64
+  %p = llvm.inttoptr %i64 : i64 to !llvm.ptr
+  %none = llvm.mlir.zero : !llvm.ptr
+  func.call @dsrt_cuda_matmul_e4m3_e4m3_to_bf16(%a, %a, %c, %c0, %c0, %p, %none) : (memref<?x?x?xf8E4M3FN, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf8E4M3FN, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>, i64, i64, !llvm.ptr, !llvm.ptr) -> ()
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %z = arith.constant 0 : index
+    %h = memref.load %c[%z, %z, %z] : memref<?x?x?xbf16, strided<[?, ?, ?], offset: ?>>
+    %v = arith.extf %h : bf16 to f32
+    memref.store %v, %out[] : memref<f32>
+    gpu.terminator
+  }
+  memref.dealloc %scale : memref<f32>
   return
 }
