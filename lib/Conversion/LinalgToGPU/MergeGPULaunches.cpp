@@ -332,9 +332,12 @@ struct MergeGPULaunchesPass
       if (auto launch = dyn_cast<gpu::LaunchOp>(op);
           launch && isPlainLaunch(launch) && isOneBlock(launch))
         launches.push_back(launch);
-    for (gpu::LaunchOp launch : launches)
-      if (!hoistToJoin(launch))
+    for (gpu::LaunchOp launch : launches) {
+      auto prev = dyn_cast_or_null<gpu::LaunchOp>(launch->getPrevNode());
+      // Right after a launch it joins (moved there, or so placed): stays.
+      if (!(prev && joinable(prev, launch)) && !hoistToJoin(launch))
         sinkToJoin(launch);
+    }
   }
 
   bool hoistToJoin(gpu::LaunchOp launch) {
