@@ -176,6 +176,9 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   math::MathExpandOpsPassOptions expandPowI;
   expandPowI.opMnemonics = {"fpowi"};
   pm.addNestedPass<func::FuncOp>(math::createMathExpandOpsPass(expandPowI));
+  //    Each fresh tensor gets a buffer of its own, so that unrelated
+  //    kernels do not chain through one reused buffer.
+  pm.addNestedPass<func::FuncOp>(createSplitEmptyTensorsPass());
   buildStepBufferization(pm);
   // 4. GEMMs on cuBLASLt while they are recognisable linalg ops.
   ConvertLinalgToDSRuntimePassOptions gemms;

@@ -561,6 +561,23 @@ def MergeGPULaunchesPass
     launches (an allocation, a view) move above the earlier launch.
     Launches with async dependencies, clusters, dynamic shared memory or
     memory attributions are left alone.
+
+    One-block launches that share no buffer run side by side rather than
+    one after the other: the launch becomes a stack, each member on a
+    block of its own under a guard on the block id. A later one-block
+    launch that depends on one member follows it in its block, after a
+    barrier; one that depends on several joins their blocks into one first
+    (they are independent, so any order is right); one that depends on
+    none gets a block of its own.
+
+    Before merging, each one-block launch moves next to another it can be
+    appended to, past ops that touch nothing it touches: up to the
+    earliest such launch (in order, so that a rising chain keeps its
+    order), else down to the latest (in reverse order, with the frees of
+    its buffers), library GEMMs taken at ds_runtime_cuda.h's word. A
+    grid-stride loop over at most as many rows as the launch has blocks
+    runs once per block and is unrolled into a guard first, so that the
+    kernels merges make are straight-line code around their collectives.
   }];
   let options = [
     Option<"distinctArguments", "distinct-arguments", "bool", "false",

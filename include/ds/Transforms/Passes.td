@@ -1101,6 +1101,26 @@ def FuseCollapsedTransposesPass : InterfacePass<"ds-fuse-collapsed-transposes", 
                            "::mlir::tensor::TensorDialect"];
 }
 
+def SplitEmptyTensorsPass : InterfacePass<"ds-split-empty-tensors", "::mlir::FunctionOpInterface"> {
+  let summary = "Give each destination of a shared tensor.empty a tensor.empty of its own";
+  let description = [{
+    CSE makes one `tensor.empty` of each shape the destination of every op
+    that writes a fresh tensor of that shape. One-Shot Bufferize then gives
+    the shared empty one buffer and writes in place into it wherever the
+    earlier value is dead, so unrelated ops of the step share a buffer (and
+    the last of them, a result, turns it into an out-parameter). On the
+    GPU each such reuse is a dependence: two kernels that write one buffer
+    in turn cannot run in one launch or move past each other. Under the
+    FP8 policy every amax history's shift and newest entry went through
+    one result buffer, which chained each tensor's scale to the previous
+    tensor's amax. This pass clones the `tensor.empty` before each of its
+    users but the first, so that each destination gets a buffer of its
+    own, freed after its last use (the stream-ordered allocator reuses the
+    memory). ds-gpu-pipeline runs it right before bufferization.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def SinkColumnReductionsPass : InterfacePass<"ds-sink-column-reductions", "::mlir::FunctionOpInterface"> {
   let summary = "Move column reductions past the row-wise op after them that reads the same tensor";
   let description = [{

@@ -17,14 +17,15 @@
 
 namespace mlir::ds::gpu_kernels {
 
+static bool isFunctionArgument(Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && isa<FunctionOpInterface>(arg.getOwner()->getParentOp());
+}
+
 bool mayAlias(Value a, Value b, bool distinctArguments) {
   if (a == b)
     return true;
-  if (distinctArguments && isa<BlockArgument>(a) && isa<BlockArgument>(b) &&
-      isa<FunctionOpInterface>(
-          cast<BlockArgument>(a).getOwner()->getParentOp()) &&
-      isa<FunctionOpInterface>(
-          cast<BlockArgument>(b).getOwner()->getParentOp()))
+  if (distinctArguments && isFunctionArgument(a) && isFunctionArgument(b))
     return false;
   auto fresh = [](Value v) {
     return v.getDefiningOp<memref::AllocOp>() ||
@@ -36,6 +37,10 @@ bool mayAlias(Value a, Value b, bool distinctArguments) {
   auto globalB = b.getDefiningOp<memref::GetGlobalOp>();
   if (globalA && globalB)
     return globalA.getName() == globalB.getName();
+  // The runner allocates a step's arguments; none is a global.
+  if (distinctArguments && (globalA || globalB) &&
+      (isFunctionArgument(a) || isFunctionArgument(b)))
+    return false;
   return true;
 }
 
@@ -83,6 +88,11 @@ static Value pointedBuffer(Value ptr) {
   auto extract =
       address.getDefiningOp<memref::ExtractAlignedPointerAsIndexOp>();
   return extract ? extract.getSource() : Value();
+}
+
+static bool isKernelLocal(MemRefType type) {
+  auto space = dyn_cast_or_null<gpu::AddressSpaceAttr>(type.getMemorySpace());
+  return space && space.getValue() != gpu::AddressSpace::Global;
 }
 
 bool collectAccesses(Operation *root, SmallVectorImpl<Access> &reads,
@@ -134,6 +144,10 @@ bool collectAccesses(Operation *root, SmallVectorImpl<Access> &reads,
         continue; // allocation effects of values local to the body
       if (!v || !isa<MemRefType>(v.getType()))
         return WalkResult::interrupt();
+      // A kernel's shared and private memory lives only as long as the
+      // kernel: no other op can see it.
+      if (isKernelLocal(cast<MemRefType>(v.getType())))
+        continue;
       (isWrite ? writes : reads).push_back({v, viewRoot(v)});
     }
     return WalkResult::advance();

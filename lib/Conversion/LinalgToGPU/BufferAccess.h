@@ -18,7 +18,8 @@ namespace mlir::ds::gpu_kernels {
 
 /// Whether two root buffers may share memory. An allocation shares none
 /// with any other root, and globals only with the same global; two
-/// arguments share none when `distinctArguments` says so, and may otherwise
+/// arguments share none when `distinctArguments` says so, nor then does an
+/// argument with a global (the runner allocates them), and may otherwise
 /// (a caller may pass one buffer as two arguments).
 bool mayAlias(Value a, Value b, bool distinctArguments);
 

@@ -15,11 +15,13 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <optional>
+#include <unordered_map>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_MERGEGPULAUNCHESPASS
@@ -163,6 +165,19 @@ enum class Join {
   IndependentOnOwnBlocks,
 };
 
+/// Whether the thread is (0, 0, 0) in `launch`'s block.
+Value isThreadZero(OpBuilder &b, Location loc, gpu::LaunchOp launch,
+                   Value zero) {
+  gpu::KernelDim3 tid = launch.getThreadIds();
+  Value cond;
+  for (Value id : {tid.x, tid.y, tid.z}) {
+    Value isZero =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, id, zero);
+    cond = cond ? arith::AndIOp::create(b, loc, cond, isZero) : isZero;
+  }
+  return cond;
+}
+
 /// Appends `second`'s body to `first`'s and erases `second`.
 void appendLaunch(gpu::LaunchOp first, gpu::LaunchOp second, Join join) {
   Location loc = second.getLoc();
@@ -181,13 +196,7 @@ void appendLaunch(gpu::LaunchOp first, gpu::LaunchOp second, Join join) {
     // Thread (0, 0, 0) alone, as the one-thread launch ran.
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    gpu::KernelDim3 tid = first.getThreadIds();
-    Value cond;
-    for (Value id : {tid.x, tid.y, tid.z}) {
-      Value isZero =
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, id, zero);
-      cond = cond ? arith::AndIOp::create(b, loc, cond, isZero) : isZero;
-    }
+    Value cond = isThreadZero(b, loc, first, zero);
     mapDims(map, second.getThreadIds(), {zero, zero, zero});
     mapDims(map, second.getBlockSize(), {one, one, one});
     auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
@@ -291,6 +300,143 @@ void appendOnOwnBlocks(gpu::LaunchOp first, gpu::LaunchOp second) {
   second.erase();
 }
 
+/// A grid-stride loop over at most as many rows as the launch has blocks
+/// (`for r = block id x; r < U; r += grid x` with U <= grid x) runs once on
+/// the first U blocks: it becomes `if (block id x < U)` (or nothing, when
+/// U is the grid), so that a kernel several such launches merge into is
+/// straight-line code around its collectives.
+void foldOneTripGridLoops(gpu::LaunchOp launch) {
+  std::optional<std::array<int64_t, 3>> grid =
+      constantExtents(launch.getGridSizeOperandValues());
+  if (!grid)
+    return;
+  Value blockId = launch.getBlockIds().x, extent = launch.getGridSize().x;
+  SmallVector<scf::ForOp> loops;
+  launch.getBody().walk([&](scf::ForOp loop) {
+    std::optional<int64_t> upper = getConstantIntValue(loop.getUpperBound());
+    if (loop.getLowerBound() == blockId && loop.getStep() == extent &&
+        loop.getInitArgs().empty() && upper && *upper <= (*grid)[0])
+      loops.push_back(loop);
+  });
+  IRRewriter rewriter(launch.getContext());
+  for (scf::ForOp loop : loops) {
+    rewriter.setInsertionPoint(loop);
+    Operation *at = loop;
+    if (*getConstantIntValue(loop.getUpperBound()) < (*grid)[0]) {
+      Value inRange = arith::CmpIOp::create(rewriter, loop.getLoc(),
+                                            arith::CmpIPredicate::ult, blockId,
+                                            loop.getUpperBound());
+      auto guard = scf::IfOp::create(rewriter, loop.getLoc(), inRange,
+                                     /*withElseRegion=*/false);
+      at = guard.thenBlock()->getTerminator();
+    }
+    rewriter.eraseOp(loop.getBody()->getTerminator());
+    rewriter.inlineBlockBefore(loop.getBody(), at, ValueRange{blockId});
+    rewriter.eraseOp(loop);
+  }
+}
+
+/// One block's body in a launch of one-block bodies side by side: the ops
+/// under `guard`, whose condition `test` compares the block id with the
+/// member's index.
+struct StackMember {
+  scf::IfOp guard;
+  arith::CmpIOp test;
+};
+
+/// `if (block id x == index)`, empty, at `b`'s insertion point.
+StackMember buildMember(OpBuilder &b, Location loc, gpu::LaunchOp launch,
+                        int64_t index) {
+  Value k = arith::ConstantIndexOp::create(b, loc, index);
+  auto test = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                    launch.getBlockIds().x, k);
+  auto guard = scf::IfOp::create(b, loc, test, /*withElseRegion=*/false);
+  return {guard, test};
+}
+
+/// Clones the body of `second`, a one-block launch, at `b`'s insertion
+/// point in `first`: its block ids are 0 and its grid 1; it runs on
+/// `first`'s threads, or on thread (0, 0, 0) alone (`onThread0`, for a
+/// one-thread launch).
+void cloneOneBlockBody(OpBuilder b, gpu::LaunchOp first, gpu::LaunchOp second,
+                       bool onThread0) {
+  Location loc = second.getLoc();
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  IRMapping map;
+  mapDims(map, second.getBlockIds(), {zero, zero, zero});
+  mapDims(map, second.getGridSize(), {one, one, one});
+  if (onThread0) {
+    Value cond = isThreadZero(b, loc, first, zero);
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+    b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+    mapDims(map, second.getThreadIds(), {zero, zero, zero});
+    mapDims(map, second.getBlockSize(), {one, one, one});
+  } else {
+    mapDims(map, second.getThreadIds(), first.getThreadIds());
+    mapDims(map, second.getBlockSize(), first.getBlockSize());
+  }
+  for (Operation &op : second.getBody().front().without_terminator())
+    b.clone(op, map);
+}
+
+/// Turns `launch`, of one block, into a stack of one member: its body
+/// sees block id 0 and grid 1 as constants, under `if (block id x == 0)`.
+StackMember makeStack(gpu::LaunchOp launch) {
+  Location loc = launch.getLoc();
+  Block &body = launch.getBody().front();
+  OpBuilder b(&body, body.begin());
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  gpu::KernelDim3 ids = launch.getBlockIds(), grid = launch.getGridSize();
+  for (Value id : {ids.x, ids.y, ids.z})
+    id.replaceAllUsesExcept(zero, zero.getDefiningOp());
+  for (Value extent : {grid.x, grid.y, grid.z})
+    extent.replaceAllUsesExcept(one, one.getDefiningOp());
+  StackMember member = buildMember(b, loc, launch, 0);
+  Operation *yield = member.guard.thenBlock()->getTerminator();
+  for (Operation &op : llvm::make_early_inc_range(
+           llvm::make_range(std::next(member.guard->getIterator()),
+                            body.getTerminator()->getIterator())))
+    op.moveBefore(yield);
+  return member;
+}
+
+/// Sets the grid of a stack to one block per member, and each member's
+/// test to its index.
+void renumberStack(gpu::LaunchOp launch, ArrayRef<StackMember> members) {
+  Location loc = launch.getLoc();
+  // Sets `operand` to the constant `value`, dropping the old constant when
+  // nothing else uses it.
+  auto setConstant = [&](OpOperand &operand, int64_t value) {
+    if (getConstantIntValue(operand.get()) == value)
+      return;
+    Value old = operand.get();
+    OpBuilder b(operand.getOwner());
+    operand.set(arith::ConstantIndexOp::create(b, loc, value));
+    if (Operation *def = old.getDefiningOp();
+        def && isa<arith::ConstantOp>(def) && def->use_empty())
+      def->erase();
+  };
+  setConstant(launch.getGridSizeXMutable(),
+              static_cast<int64_t>(members.size()));
+  for (size_t i = 0; i < members.size(); ++i) {
+    arith::CmpIOp test = members[i].test;
+    setConstant(test.getRhsMutable(), static_cast<int64_t>(i));
+  }
+}
+
+/// Appends `ops` (a member's body) to `into`'s, after a barrier when the
+/// block has several threads (in one block it orders memory as the kernel
+/// boundary did).
+void appendToMember(gpu::LaunchOp launch, StackMember into, Location loc,
+                    llvm::function_ref<void(OpBuilder &)> emit) {
+  OpBuilder b(into.guard.thenBlock()->getTerminator());
+  if (!isOne(constantExtents(launch.getBlockSizeOperandValues())))
+    gpu::BarrierOp::create(b, loc);
+  emit(b);
+}
+
 struct MergeGPULaunchesPass
     : public mlir::ds::impl::MergeGPULaunchesPassBase<MergeGPULaunchesPass> {
   using Base::Base;
@@ -306,6 +452,9 @@ struct MergeGPULaunchesPass
         blocks.push_back(block);
     });
     for (Block *block : blocks) {
+      for (Operation &op : *block)
+        if (auto launch = dyn_cast<gpu::LaunchOp>(op))
+          foldOneTripGridLoops(launch);
       gatherOneBlockLaunches(*block);
       mergeIn(*block);
     }
@@ -321,73 +470,112 @@ struct MergeGPULaunchesPass
   }
 
   /// Moves each one-block launch next to another one-block launch it can
-  /// be appended to, past ops that touch nothing it touches: up to the one
-  /// before it (a scale computed from the state), else down to the one
-  /// after it (an amax's last fold, a history's newest entry). The step's
-  /// bookkeeping chains lie between the big launches that produce and use
-  /// their values, and gather so.
+  /// be appended to, past ops that touch nothing it touches: up to the
+  /// earliest such launch (a scale computed from the state), else down to
+  /// the latest (an amax's last fold, a history's newest entry). The
+  /// step's bookkeeping is spread between the big launches that produce
+  /// and use its values; so it gathers in a few places, where launches
+  /// that share no buffer run side by side (tryStack).
   void gatherOneBlockLaunches(Block &block) {
     SmallVector<gpu::LaunchOp> launches;
     for (Operation &op : block)
       if (auto launch = dyn_cast<gpu::LaunchOp>(op);
           launch && isPlainLaunch(launch) && isOneBlock(launch))
         launches.push_back(launch);
-    for (gpu::LaunchOp launch : launches) {
-      auto prev = dyn_cast_or_null<gpu::LaunchOp>(launch->getPrevNode());
-      // Right after a launch it joins (moved there, or so placed): stays.
-      if (!(prev && joinable(prev, launch)) && !hoistToJoin(launch))
+    // Upward in order, so that a chain that rises keeps its order; then
+    // downward in reverse order, so that a chain that sinks keeps it too.
+    llvm::SmallPtrSet<Operation *, 16> hoisted;
+    for (gpu::LaunchOp launch : launches)
+      if (hoistToJoin(launch))
+        hoisted.insert(launch);
+    for (gpu::LaunchOp launch : llvm::reverse(launches))
+      if (!hoisted.contains(launch))
         sinkToJoin(launch);
-    }
+    accessCache.clear();
   }
 
+  /// What `op` touches, computed once per op (moves do not change it).
+  const AccessSet &accessesOf(Operation *op) {
+    return accessCache.try_emplace(op, op, /*libraryGemms=*/true).first->second;
+  }
+  // Node-based: a reference stays valid while others are added.
+  std::unordered_map<Operation *, AccessSet> accessCache;
+
+  /// Moves `launch` up to the earliest one-block launch it can be
+  /// appended to, past ops that touch nothing it touches; true when it
+  /// moved past a launch or a call (not just allocations and views).
   bool hoistToJoin(gpu::LaunchOp launch) {
-    AccessSet mine(launch);
+    const AccessSet &mine = accessesOf(launch);
     if (mine.unknown)
       return false;
-    gpu::LaunchOp target;
+    // The launches it could be appended to, nearest first, with whether
+    // something that is not separable lies between.
+    SmallVector<std::pair<gpu::LaunchOp, bool>> targets;
+    bool crossed = false;
     for (Operation *op = launch->getPrevNode(); op; op = op->getPrevNode()) {
       auto prev = dyn_cast<gpu::LaunchOp>(op);
-      if (prev && joinable(prev, launch)) {
-        target = prev;
-        break;
-      }
+      if (prev && joinable(prev, launch))
+        targets.push_back({prev, crossed});
       // Running earlier than a free of what it uses is fine.
-      if (!isSeparable(op) &&
-          conflict(mine, AccessSet(op, /*libraryGemms=*/true), distinct))
-        return false;
+      if (isSeparable(op))
+        continue;
+      if (conflict(mine, accessesOf(op), distinct))
+        break;
+      crossed = true;
     }
-    if (!target || target->getNextNode() == launch)
-      return false;
-    SmallVector<Operation *> needed = opsToHoist(target, launch);
-    if (!llvm::all_of(needed, isSeparable))
-      return false;
-    // In order after the target (one of them may be right after it).
-    Operation *after = target;
-    for (Operation *op : needed) {
-      op->moveAfter(after);
-      after = op;
+    // The earliest whose values in between (allocations, views) can rise.
+    for (auto [target, far] : llvm::reverse(targets)) {
+      if (!far)
+        return false; // it joins where it is
+      SmallVector<Operation *> needed = opsToHoist(target, launch);
+      if (!llvm::all_of(needed, isSeparable))
+        continue;
+      // In order after the target (one of them may be right after it).
+      Operation *after = target;
+      for (Operation *op : needed) {
+        op->moveAfter(after);
+        after = op;
+      }
+      launch->moveAfter(after);
+      return true;
     }
-    launch->moveAfter(after);
-    return true;
+    return false;
   }
 
+  /// Moves `launch` down to the latest one-block launch that can be
+  /// appended to it, past ops that touch nothing it touches; the frees
+  /// of its buffers on the way move down after it.
   void sinkToJoin(gpu::LaunchOp launch) {
-    AccessSet mine(launch);
+    const AccessSet &mine = accessesOf(launch);
     if (mine.unknown)
       return;
+    gpu::LaunchOp target;
+    bool crossed = false, far = false;
+    SmallVector<Operation *> frees, freesBeforeTarget;
     for (Operation *op = launch->getNextNode(); op; op = op->getNextNode()) {
+      if (op->hasTrait<OpTrait::IsTerminator>())
+        break;
       auto next = dyn_cast<gpu::LaunchOp>(op);
       if (next && joinable(launch, next)) {
-        if (next != launch->getNextNode())
-          launch->moveBefore(next);
-        return;
+        target = next;
+        far = crossed;
+        freesBeforeTarget = frees;
       }
-      // Unlike an allocation, a free of what it uses must stay after it.
-      if (op->hasTrait<OpTrait::IsTerminator>() ||
-          ((!isSeparable(op) || isa<memref::DeallocOp, gpu::DeallocOp>(op)) &&
-           conflict(mine, AccessSet(op, /*libraryGemms=*/true), distinct)))
-        return;
+      if (isSeparable(op)) {
+        if (isa<memref::DeallocOp, gpu::DeallocOp>(op) &&
+            conflict(mine, accessesOf(op), distinct))
+          frees.push_back(op);
+        continue;
+      }
+      if (conflict(mine, accessesOf(op), distinct))
+        break;
+      crossed = true;
     }
+    if (!target || !far)
+      return;
+    launch->moveBefore(target);
+    for (Operation *free : llvm::reverse(freesBeforeTarget))
+      free->moveAfter(launch);
   }
 
   void mergeIn(Block &block) {
@@ -408,9 +596,87 @@ struct MergeGPULaunchesPass
   /// Whether this function's memref arguments never overlap.
   bool distinct = false;
 
+  /// The launches this pass made of one-block launches side by side, and
+  /// their members in block order.
+  DenseMap<Operation *, SmallVector<StackMember>> stacks;
+
+  /// Puts `second`, a one-block launch, into `first`, a one-block launch or
+  /// a stack: on a block of its own when it touches no buffer that a
+  /// member writes or writes one a member touches; else after the one
+  /// member it depends on, or after the members it depends on, joined
+  /// into one block (in any order, since they are independent). A chain of
+  /// bookkeeping stays in one block, ordered by barriers, and independent
+  /// chains run at once: the scales of a step's FP8 tensors, computed from
+  /// the state, are one launch of as many blocks.
+  bool tryStack(gpu::LaunchOp first, gpu::LaunchOp second) {
+    if (!isOneBlock(second) || readsGridSize(second))
+      return false;
+    bool onThread0 = false;
+    if (!sameBlock(first, second)) {
+      if (!isOne(constantExtents(second.getBlockSizeOperandValues())) ||
+          hasSynchronisation(second))
+        return false;
+      onThread0 = true;
+    }
+    AccessSet mine(second);
+    if (mine.unknown)
+      return false;
+    auto it = stacks.find(first);
+    if (it == stacks.end()) {
+      if (!isOneBlock(first) || readsGridSize(first) ||
+          !independent(first, second, distinct))
+        return false; // appended in order (Join::Ordered)
+      it = stacks.try_emplace(first, SmallVector<StackMember>{makeStack(first)})
+               .first;
+    }
+    SmallVector<StackMember> &members = it->second;
+    SmallVector<unsigned> hits;
+    for (auto [i, member] : llvm::enumerate(members)) {
+      AccessSet theirs(member.guard);
+      if (theirs.unknown || conflict(mine, theirs, distinct))
+        hits.push_back(i);
+    }
+    Location loc = second.getLoc();
+    for (Operation *op : opsToHoist(first, second))
+      op->moveBefore(first);
+    auto emit = [&](OpBuilder &b) {
+      cloneOneBlockBody(b, first, second, onThread0);
+    };
+    if (hits.empty()) {
+      OpBuilder b(first.getBody().front().getTerminator());
+      StackMember member = buildMember(b, loc, first, members.size());
+      OpBuilder inner(member.guard.thenBlock()->getTerminator());
+      emit(inner);
+      members.push_back(member);
+    } else {
+      // The members it depends on become one, then it follows them.
+      StackMember keep = members[hits.front()];
+      for (unsigned i : llvm::drop_begin(hits)) {
+        StackMember other = members[i];
+        appendToMember(first, keep, loc, [&](OpBuilder &b) {
+          for (Operation &op : llvm::make_early_inc_range(
+                   other.guard.thenBlock()->without_terminator()))
+            op.moveBefore(b.getInsertionBlock(), b.getInsertionPoint());
+        });
+        other.guard.erase();
+        other.test.erase();
+      }
+      for (unsigned i : llvm::reverse(llvm::drop_begin(hits)))
+        members.erase(members.begin() + i);
+      appendToMember(first, keep, loc, emit);
+    }
+    second.erase();
+    renumberStack(first, members);
+    return true;
+  }
+
   bool tryAppend(gpu::LaunchOp first, gpu::LaunchOp second) {
     if (!isPlainLaunch(second))
       return false;
+    if (tryStack(first, second))
+      return true;
+    // Anything else makes a stack an ordinary launch again.
+    stacks.erase(first);
     std::optional<Join> join;
     if (isOneBlock(first) && isOneBlock(second)) {
       if (sameShape(first, second))

@@ -518,23 +518,26 @@ func.func @kept(%a: memref<64xf32>, %b: memref<64xf32>) {
 // launch it can be appended to, past the launches and library GEMMs that
 // touch none of its buffers (a GEMM writes its third operand and reads the
 // others): C (a scale from the state, like A) goes up past the GEMM and
-// the cast B to A; E reads what B wrote, so it goes down instead, past G
-// (other blocks, so it does not join G), to F. Arguments overlap unless
+// the cast B to A, and the two, sharing no buffer, run side by side on
+// blocks 0 and 1 of one launch. E reads what B wrote, so it stays below B;
+// F, which reads what E wrote, rises past G to E. Arguments overlap unless
 // distinct, so only the distinct run moves them.
 // DISTINCT-LABEL: func.func @gather
-// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c1, {{.*}} in (%{{.*}} = %c64,
-// DISTINCT:           memref.store {{.*}}, %[[S1:.*]][
-// DISTINCT:           gpu.barrier
-// DISTINCT:           memref.store {{.*}}, %[[S2:.*]][
+// DISTINCT:         gpu.launch blocks(%[[BX:[^,]*]], {{.*}} in (%{{.*}} = %c2{{(_[0-9]+)?}}, {{.*}} in (%{{.*}} = %c64,
+// DISTINCT:           arith.cmpi eq, %[[BX]], %c0
+// DISTINCT-NEXT:      scf.if
+// DISTINCT:             memref.store {{.*}}, %[[S1:.*]][
+// DISTINCT:           arith.cmpi eq, %[[BX]], %c1
+// DISTINCT-NEXT:      scf.if
+// DISTINCT:             memref.store {{.*}}, %[[S2:.*]][
 // DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c4,
 // DISTINCT:           memref.load %[[S1]]
 // DISTINCT:         call @dsrt_cuda_matmul_f32
 // DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c4,
 // DISTINCT:           memref.load %[[S2]]
-// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c2,
-// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c1, {{.*}} in (%{{.*}} = %c64,
-// DISTINCT:           gpu.barrier
 // DISTINCT:           scf.if
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c1, {{.*}} in (%{{.*}} = %c1,
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c2,
 // DISTINCT-NOT:     gpu.launch
 // DISTINCT:         return
 func.func private @dsrt_cuda_matmul_f32(memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, i64, i64)
@@ -644,5 +647,186 @@ func.func @gather_scale_pointer(%state: memref<f32>, %out: memref<f32>,
     gpu.terminator
   }
   memref.dealloc %scale : memref<f32>
+  return
+}
+
+// -----
+
+// One-block launches that share no buffer run side by side, each on a
+// block of its own; one that depends on one of them follows it in its
+// block, after a barrier; one that depends on several makes their blocks
+// one. P writes p[t] = t and Q q[t] = 2t; T writes 5s; R reads both,
+// r[t] = p[t] + q[31 - t], so P's and Q's blocks become one (in either
+// order) and R follows; S, one thread, sums r[0] + r[31] after R. Two
+// blocks remain: T, and P, Q, R and S.
+// CHECK-LABEL: func.func @stack
+// CHECK:         gpu.launch blocks(%[[BX:[^,]*]], {{.*}} in (%{{.*}} = %c2{{(_[0-9]+)?}}, {{.*}} threads(%[[TX:[^,]*]],
+// CHECK:           arith.cmpi eq, %[[BX]], %c0
+// CHECK-NEXT:      scf.if
+// CHECK-NEXT:        memref.store %c5_i64
+// CHECK:           arith.cmpi eq, %[[BX]], %c1
+// CHECK-NEXT:      scf.if
+// CHECK:             memref.store {{.*}}[%[[TX]]]
+// CHECK:             gpu.barrier
+// CHECK:             memref.store {{.*}}[%[[TX]]]
+// CHECK:             gpu.barrier
+// CHECK:             memref.load
+// CHECK:             memref.load
+// CHECK:             gpu.barrier
+// CHECK:             arith.cmpi eq, %[[TX]]
+// CHECK:             scf.if
+// CHECK:           gpu.terminator
+// CHECK-NOT:     gpu.launch
+// CHECK:         call @printMemrefI64
+// RUN: ds-opt %s --split-input-file --ds-merge-gpu-launches --ds-emulate-gpu-kernels \
+// RUN:   --convert-linalg-to-loops --expand-strided-metadata --lower-affine --convert-scf-to-cf \
+// RUN:   --convert-to-llvm --reconcile-unrealized-casts 2>&1 \
+// RUN: | awk '/^\/\/ -----/ { n++; next } n == 9' \
+// RUN: | mlir-runner -e stack -entry-point-result=void -shared-libs=%mlir_runner_libs \
+// RUN: | FileCheck %s --check-prefix=STACK
+// STACK: [62, 61, 60, {{.*}}, 32, 31]
+// STACK: [93]
+// STACK: [5, 5, 5, {{.*}}, 5, 5]
+func.func private @printMemrefI64(memref<*xi64>)
+func.func @stack() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c31 = arith.constant 31 : index
+  %c32 = arith.constant 32 : index
+  %two = arith.constant 2 : i64
+  %five = arith.constant 5 : i64
+  %p = memref.alloc() : memref<32xi64>
+  %q = memref.alloc() : memref<32xi64>
+  %r = memref.alloc() : memref<32xi64>
+  %s = memref.alloc() : memref<1xi64>
+  %t = memref.alloc() : memref<32xi64>
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %v = arith.index_cast %tx : index to i64
+    memref.store %v, %p[%tx] : memref<32xi64>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %v = arith.index_cast %tx : index to i64
+    %w = arith.muli %v, %two : i64
+    memref.store %w, %q[%tx] : memref<32xi64>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    memref.store %five, %t[%tx] : memref<32xi64>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c32, %sy = %c1, %sz = %c1) {
+    %j = arith.subi %c31, %tx : index
+    %a = memref.load %p[%tx] : memref<32xi64>
+    %b = memref.load %q[%j] : memref<32xi64>
+    %v = arith.addi %a, %b : i64
+    memref.store %v, %r[%tx] : memref<32xi64>
+    gpu.terminator
+  }
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %a = memref.load %r[%c0] : memref<32xi64>
+    %b = memref.load %r[%c31] : memref<32xi64>
+    %v = arith.addi %a, %b : i64
+    memref.store %v, %s[%c0] : memref<1xi64>
+    gpu.terminator
+  }
+  %ur = memref.cast %r : memref<32xi64> to memref<*xi64>
+  call @printMemrefI64(%ur) : (memref<*xi64>) -> ()
+  %us = memref.cast %s : memref<1xi64> to memref<*xi64>
+  call @printMemrefI64(%us) : (memref<*xi64>) -> ()
+  %ut = memref.cast %t : memref<32xi64> to memref<*xi64>
+  call @printMemrefI64(%ut) : (memref<*xi64>) -> ()
+  memref.dealloc %p : memref<32xi64>
+  memref.dealloc %q : memref<32xi64>
+  memref.dealloc %r : memref<32xi64>
+  memref.dealloc %s : memref<1xi64>
+  memref.dealloc %t : memref<32xi64>
+  return
+}
+
+// -----
+
+// A one-block launch goes down past a free of a buffer it reads (the free
+// moves after it) and a launch that touches none of its buffers, to the
+// one-block launch it can join: X reads what B wrote, so it cannot rise;
+// Y reads what H wrote. X and Y then run side by side, before the free.
+// DISTINCT-LABEL: func.func @sink_past_free
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c4,
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c4, {{.*}} in (%{{.*}} = %c128,
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c2{{(_[0-9]+)?}}, {{.*}} in (%{{.*}} = %c64,
+// DISTINCT:           memref.load %[[TMP:alloc[_0-9]*]][
+// DISTINCT:         memref.dealloc %[[TMP]]
+// DISTINCT-NEXT:    return
+func.func @sink_past_free(%a: memref<256xf32>, %out1: memref<64xf32>, %h: memref<512xf32>, %out2: memref<64xf32>) attributes {llvm.emit_c_interface} {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  %tmp = memref.alloc() : memref<256xf32>
+  // B
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 64 + t)>(%bx, %tx)
+    %v = memref.load %a[%i] : memref<256xf32>
+    memref.store %v, %tmp[%i] : memref<256xf32>
+    gpu.terminator
+  }
+  // X
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %v = memref.load %tmp[%tx] : memref<256xf32>
+    memref.store %v, %out1[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  memref.dealloc %tmp : memref<256xf32>
+  // H
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 128 + t)>(%bx, %tx)
+    %v = memref.load %h[%i] : memref<512xf32>
+    %w = arith.addf %v, %v : f32
+    memref.store %w, %h[%i] : memref<512xf32>
+    gpu.terminator
+  }
+  // Y
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %v = memref.load %h[%tx] : memref<512xf32>
+    memref.store %v, %out2[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  return
+}
+
+// -----
+
+// A grid-stride loop over as many rows as the launch has blocks runs once
+// per block: it goes, the row being the block id. Over fewer rows, it
+// becomes a guard on the block id.
+// CHECK-LABEL: func.func @one_trip_loops
+// CHECK:         gpu.launch blocks(%[[BX:[^,]*]],
+// CHECK-NOT:       scf.for
+// CHECK:           memref.store {{.*}}[%[[BX]], %{{.*}}]
+// CHECK:           %[[IN:.*]] = arith.cmpi ult, %[[BX]], %c3
+// CHECK-NEXT:      scf.if %[[IN]]
+// CHECK-NEXT:        memref.store {{.*}}[%[[BX]], %{{.*}}]
+// CHECK-NOT:       scf.for
+// CHECK:           gpu.terminator
+func.func @one_trip_loops(%a: memref<4x64xf32>, %b: memref<4x64xf32>) {
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %x = arith.constant 1.0 : f32
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    scf.for %r = %bx to %c4 step %gx {
+      memref.store %x, %a[%r, %tx] : memref<4x64xf32>
+    }
+    scf.for %r = %bx to %c3 step %gx {
+      memref.store %x, %b[%r, %tx] : memref<4x64xf32>
+    }
+    gpu.terminator
+  }
   return
 }
