@@ -20,9 +20,15 @@ namespace {
 
 struct SplitEmptyTensorsPass
     : public mlir::ds::impl::SplitEmptyTensorsPassBase<SplitEmptyTensorsPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<tensor::EmptyOp> shared;
     getOperation()->walk([&](tensor::EmptyOp empty) {
+      RankedTensorType type = empty.getType();
+      if (maxElements > 0 &&
+          (!type.hasStaticShape() || type.getNumElements() > maxElements))
+        return;
       if (!empty->hasOneUse() && !empty->use_empty())
         shared.push_back(empty);
     });

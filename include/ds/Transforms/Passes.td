@@ -1116,8 +1116,16 @@ def SplitEmptyTensorsPass : InterfacePass<"ds-split-empty-tensors", "::mlir::Fun
     tensor's amax. This pass clones the `tensor.empty` before each of its
     users but the first, so that each destination gets a buffer of its
     own, freed after its last use (the stream-ordered allocator reuses the
-    memory). ds-gpu-pipeline runs it right before bufferization.
+    memory). Each split costs an allocation per step, so by default only
+    tensors of bookkeeping size are split (at most 4096 elements: amax
+    histories, scales, norms), where the chains are. ds-gpu-pipeline runs
+    it right before bufferization.
   }];
+  let options = [
+    Option<"maxElements", "max-elements", "int64_t", "4096",
+           "Split only tensor.empty ops of a static shape of at most this "
+           "many elements (0: every one)">,
+  ];
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 

@@ -92,6 +92,21 @@ bool readsGridSize(gpu::LaunchOp launch) {
 
 /// Whether neither launch touches a buffer the other writes, so that their
 /// bodies may run in one kernel in any interleaving.
+/// Whether the body asks for its block or thread ids or sizes other than
+/// through the launch's arguments (which a stack maps to its own block 0
+/// and, for a one-thread launch, thread 0).
+bool readsIdsDirectly(gpu::LaunchOp launch) {
+  return readsGridSize(launch) ||
+         launch.getBody()
+             .walk([](Operation *op) {
+               return isa<gpu::BlockIdOp, gpu::ThreadIdOp, gpu::BlockDimOp,
+                          gpu::GlobalIdOp>(op)
+                          ? WalkResult::interrupt()
+                          : WalkResult::advance();
+             })
+             .wasInterrupted();
+}
+
 bool independent(gpu::LaunchOp a, gpu::LaunchOp b, bool distinctArguments) {
   AccessSet accessesA(a), accessesB(b);
   return !accessesA.unknown && !accessesB.unknown &&
@@ -609,7 +624,7 @@ struct MergeGPULaunchesPass
   /// chains run at once: the scales of a step's FP8 tensors, computed from
   /// the state, are one launch of as many blocks.
   bool tryStack(gpu::LaunchOp first, gpu::LaunchOp second) {
-    if (!isOneBlock(second) || readsGridSize(second))
+    if (!isOneBlock(second) || readsIdsDirectly(second))
       return false;
     bool onThread0 = false;
     if (!sameBlock(first, second)) {
@@ -623,7 +638,7 @@ struct MergeGPULaunchesPass
       return false;
     auto it = stacks.find(first);
     if (it == stacks.end()) {
-      if (!isOneBlock(first) || readsGridSize(first) ||
+      if (!isOneBlock(first) || readsIdsDirectly(first) ||
           !independent(first, second, distinct))
         return false; // appended in order (Join::Ordered)
       it = stacks.try_emplace(first, SmallVector<StackMember>{makeStack(first)})
