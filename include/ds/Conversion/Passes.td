@@ -557,8 +557,11 @@ def MergeGPULaunchesPass
       a block, so barriers inside stay legal), seeing its own grid size.
       A body that reads the grid size other than through the launch's
       arguments is left alone.
-    Values the appended body needs that are defined between the two
-    launches (an allocation, a view) move above the earlier launch.
+    Between the two launches may lie allocations, deallocations, pure ops
+    and up to three launches the later one cannot join but may run before
+    (it touches nothing they write and writes nothing they touch). Values
+    the appended body needs that are defined between the two launches (an
+    allocation, a view) move above the earlier launch.
     Launches with async dependencies, clusters, dynamic shared memory or
     memory attributions are left alone.
 

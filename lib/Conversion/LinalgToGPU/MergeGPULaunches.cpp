@@ -594,18 +594,44 @@ struct MergeGPULaunchesPass
   }
 
   void mergeIn(Block &block) {
-    gpu::LaunchOp open; // the launch later ones may join
+    // The launches later ones may join, the latest last: a launch may run
+    // earlier than the launches after the one it joins when it touches
+    // nothing they write and writes nothing they touch.
+    SmallVector<gpu::LaunchOp> open;
     for (Operation &op : llvm::make_early_inc_range(block)) {
       auto launch = dyn_cast<gpu::LaunchOp>(op);
       if (!launch) {
         if (!isSeparable(&op))
-          open = nullptr;
+          open.clear();
         continue;
       }
-      if (open && tryAppend(open, launch))
+      if (!isPlainLaunch(launch)) {
+        open.clear();
         continue;
-      open = isPlainLaunch(launch) ? launch : nullptr;
+      }
+      if (appendToAnOpen(open, launch))
+        continue;
+      open.push_back(launch);
+      if (open.size() > kOpenLaunches)
+        open.erase(open.begin());
     }
+  }
+
+  /// How many launches back a launch may look for one to join.
+  static constexpr size_t kOpenLaunches = 4;
+
+  bool appendToAnOpen(ArrayRef<gpu::LaunchOp> open, gpu::LaunchOp launch) {
+    std::optional<AccessSet> mine;
+    for (gpu::LaunchOp first : llvm::reverse(open)) {
+      if (tryAppend(first, launch))
+        return true;
+      // To join an earlier one, it must be able to run before this one.
+      if (!mine)
+        mine.emplace(launch);
+      if (mine->unknown || conflict(*mine, AccessSet(first), distinct))
+        return false;
+    }
+    return false;
   }
 
   /// Whether this function's memref arguments never overlap.
@@ -690,8 +716,6 @@ struct MergeGPULaunchesPass
       return false;
     if (tryStack(first, second))
       return true;
-    // Anything else makes a stack an ordinary launch again.
-    stacks.erase(first);
     std::optional<Join> join;
     if (isOneBlock(first) && isOneBlock(second)) {
       if (sameShape(first, second))
@@ -709,6 +733,8 @@ struct MergeGPULaunchesPass
     }
     if (!join)
       return false;
+    // Anything else makes a stack an ordinary launch again.
+    stacks.erase(first);
     for (Operation *op : opsToHoist(first, second))
       op->moveBefore(first);
     if (*join == Join::IndependentOnOwnBlocks)

@@ -830,3 +830,54 @@ func.func @one_trip_loops(%a: memref<4x64xf32>, %b: memref<4x64xf32>) {
   }
   return
 }
+
+// -----
+
+// A launch joins an earlier launch across launches it cannot join (of
+// another block size here) when it touches nothing they write and writes
+// nothing they touch: C goes into A past B; D reads what B wrote, so it
+// stays after B (and joins nothing: B has another block size).
+// DISTINCT-LABEL: func.func @look_back
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c4, {{.*}} in (%{{.*}} = %c64,
+// DISTINCT:           memref.store {{.*}}, %arg0[
+// DISTINCT:           memref.store {{.*}}, %arg2[
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c2, {{.*}} in (%{{.*}} = %c128,
+// DISTINCT:           memref.store {{.*}}, %arg1[
+// DISTINCT:         gpu.launch {{.*}} in (%{{.*}} = %c4, {{.*}} in (%{{.*}} = %c64,
+// DISTINCT:           memref.load %arg1[
+// DISTINCT-NOT:     gpu.launch
+// DISTINCT:         return
+func.func @look_back(%a: memref<256xf32>, %b: memref<256xf32>, %c: memref<256xf32>, %d: memref<256xf32>) attributes {llvm.emit_c_interface} {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %c128 = arith.constant 128 : index
+  %x = arith.constant 1.0 : f32
+  // A
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 64 + t)>(%bx, %tx)
+    memref.store %x, %a[%i] : memref<256xf32>
+    gpu.terminator
+  }
+  // B
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c2, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c128, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 128 + t)>(%bx, %tx)
+    memref.store %x, %b[%i] : memref<256xf32>
+    gpu.terminator
+  }
+  // C
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 64 + t)>(%bx, %tx)
+    memref.store %x, %c[%i] : memref<256xf32>
+    gpu.terminator
+  }
+  // D
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c4, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) {
+    %i = affine.apply affine_map<(b, t) -> (b * 64 + t)>(%bx, %tx)
+    %v = memref.load %b[%i] : memref<256xf32>
+    memref.store %v, %d[%i] : memref<256xf32>
+    gpu.terminator
+  }
+  return
+}
