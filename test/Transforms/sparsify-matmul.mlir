@@ -29,7 +29,9 @@
 // STEP: ds.top_k_mask
 // STEP: ds.top_k_mask
 // STEP: ds.compare gt, %{{.*}} : tensor<f32>, tensor<f32> -> tensor<i1>
-// STEP: ds.reshape %{{.*}} : tensor<8x4xi1> -> tensor<8x1x4x1xi1>
+// STEP: %[[EXP:.*]] = ds.broadcast %{{.*}} dims = [0, 2] : tensor<8x4xi1> -> tensor<8x8x4x8xi1>
+// STEP: %[[ACT:.*]] = ds.reshape %[[EXP]] : tensor<8x8x4x8xi1> -> tensor<64x32xi1>
+// STEP: ds.select %[[ACT]], %{{.*}}, %{{.*}} : tensor<64x32xi1>, tensor<64x32xf32>, tensor<f32> -> tensor<64x32xf32>
 
 // The pipeline sparsifies first, then fake-quantizes the sparse layer's
 // weight (the observer sees the masked weight).

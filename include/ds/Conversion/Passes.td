@@ -141,11 +141,13 @@ def CheckGPUSupportPass : Pass<"ds-check-gpu-support", "::mlir::ModuleOp"> {
   let summary = "Refuse, by name, the ds ops ds-gpu-pipeline does not lower";
   let description = [{
     The first step of ds-gpu-pipeline. The technique ops whose kernels are
-    CPU-only today (fake quantization and the quantized GEMM, the 8x8
-    block-sparse products and their top-k masks, and every collective:
-    all-reduce, broadcast, send/receive, which need NCCL) are each a located
-    error `not supported by ds-gpu-pipeline: '<op>'`, rather than a
-    mis-compiled step or an error deep inside the lowering.
+    CPU-only today (the quantized int8 GEMM of integer inference, and every
+    collective: all-reduce, broadcast, send/receive, which need NCCL) are
+    each a located error `not supported by ds-gpu-pipeline: '<op>'`, rather
+    than a mis-compiled step or an error deep inside the lowering. Fake
+    quantization lowers to elementwise kernels like any other op; the 8x8
+    block-sparse products run as dense GEMMs on masked operands (a warning
+    says so, once per function) and the top-k masks as reductions.
 
     It also warns, once per function and reason, where an FP8 GEMM of the
     precision policy will run as an f32 GEMM on its FP8-rounded values (the

@@ -95,6 +95,11 @@ buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> loopShape,
                ArrayRef<int64_t> reducedDims, ValueRange inputs,
                ArrayRef<AffineMap> inputMaps, ValueRange inits, BodyFn body);
 
+/// ds.top_k_mask's i8 mask over the 1-D float `scores`: 1 on the `k` (a
+/// rank-0 i64 tensor, clamped to [0, n]) largest, ties to the higher index,
+/// NaN lowest. A radix select over (score, index) keys (TopKMask.cpp).
+Value buildTopKMask(OpBuilder &b, Location loc, Value scores, Value k);
+
 //===----------------------------------------------------------------------===//
 // Scalar arithmetic on any float or integer element type
 //===----------------------------------------------------------------------===//

@@ -10,8 +10,8 @@
 //
 //   block_sparse_matmul   select(mask, W, 0) then ds.matmul
 //   block_sampled_matmul  ds.matmul (lhs^T rhs) then select(mask, ., 0)
-//   top_k_mask            rank[i] = #{j ranked above i} (an n x n
-//                         reduction), mask = rank < k
+//   top_k_mask            a radix select of the k-th largest (score,
+//                         index) key, then key >= it (TopKMask.cpp)
 //
 // The mask is a select, not a product: what a weight holds on an inactive
 // block (even NaN) never reaches the result.
@@ -101,54 +101,9 @@ struct TopKMaskLowering : OpConversionPattern<TopKMaskOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     auto type = cast<RankedTensorType>(adaptor.getScores().getType());
-    int64_t n = type.getNumElements();
-    Value scores = reshapeTo(rewriter, loc, adaptor.getScores(), {n});
-    MLIRContext *ctx = rewriter.getContext();
-    AffineExpr d0 = getAffineDimExpr(0, ctx), d1 = getAffineDimExpr(1, ctx);
-    // rank[i] = the number of elements j that rank above i: a larger score,
-    // an equal one at a higher index, any number above a NaN.
-    Value rank =
-        buildReduction(
-            rewriter, loc, {n, n}, {1}, ValueRange{scores, scores},
-            {AffineMap::get(2, 0, d0), AffineMap::get(2, 0, d1)},
-            ValueRange{createI64(rewriter, loc, 0)},
-            [&](OpBuilder &b, Location l, ValueRange args) {
-              Value si = args[0], sj = args[1], acc = args[2];
-              using P = arith::CmpFPredicate;
-              auto cmp = [&](P p, Value x, Value y) -> Value {
-                return arith::CmpFOp::create(b, l, p, x, y);
-              };
-              Value later =
-                  arith::CmpIOp::create(b, l, arith::CmpIPredicate::ugt,
-                                        linalg::IndexOp::create(b, l, 1),
-                                        linalg::IndexOp::create(b, l, 0));
-              Value nanI = cmp(P::UNO, si, si), nanJ = cmp(P::UNO, sj, sj);
-              Value numJ = arith::XOrIOp::create(
-                  b, l, nanJ,
-                  arith::ConstantOp::create(b, l, b.getBoolAttr(true)));
-              Value above = arith::OrIOp::create(
-                  b, l, cmp(P::OGT, sj, si),
-                  arith::AndIOp::create(b, l, cmp(P::OEQ, sj, si), later));
-              above = arith::AndIOp::create(
-                  b, l, numJ, arith::OrIOp::create(b, l, nanI, above));
-              Value bothNaN = arith::AndIOp::create(
-                  b, l, arith::AndIOp::create(b, l, nanI, nanJ), later);
-              above = arith::OrIOp::create(b, l, above, bothNaN);
-              Value one = arith::ExtUIOp::create(b, l, b.getI64Type(), above);
-              return SmallVector<Value>{arith::AddIOp::create(b, l, acc, one)};
-            })
-            .front();
-    Value k =
-        tensor::ExtractOp::create(rewriter, loc, adaptor.getK(), ValueRange{});
-    auto maskType = RankedTensorType::get({n}, rewriter.getI8Type());
-    Value mask = buildParallel(
-        rewriter, loc, maskType, ValueRange{rank},
-        {AffineMap::getMultiDimIdentityMap(1, ctx)},
-        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value kept = arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt,
-                                             args[0], k);
-          return arith::ExtUIOp::create(b, l, b.getI8Type(), kept);
-        });
+    Value scores =
+        reshapeTo(rewriter, loc, adaptor.getScores(), {type.getNumElements()});
+    Value mask = buildTopKMask(rewriter, loc, scores, adaptor.getK());
     rewriter.replaceOp(op, reshapeTo(rewriter, loc, mask, type.getShape()));
     return success();
   }

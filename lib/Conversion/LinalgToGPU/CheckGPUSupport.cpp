@@ -1,12 +1,14 @@
 //===- CheckGPUSupport.cpp - Refuse what the GPU path cannot lower --------===//
 //
 // Implements ds-check-gpu-support. The GPU path covers the dense training
-// step; the technique ops below have CPU kernels only (the runtime's
-// block-sparse and int8 kernels, MPI collectives) until their CUDA kernels
-// and NCCL come in. Each is refused by name at its location, before any
-// lowering could turn it into something that runs but computes the wrong
-// thing. FP8 GEMMs that will run as f32 GEMMs get a warning: the result
-// is the same, the speed is not what the policy asked for.
+// step, fake quantization (elementwise kernels) and block sparsity (dense
+// GEMMs on masked weights). The ops below have CPU kernels only (the
+// runtime's int8 GEMM, MPI collectives) until their CUDA kernels and NCCL
+// come in. Each is refused by name at its location, before any lowering
+// could turn it into something that runs but computes the wrong thing.
+// FP8 GEMMs that will run as f32 GEMMs, and block-sparse products that
+// will run as dense ones, get a warning: the result is the same, the speed
+// is not what the policy or the mask asked for.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 
 #include <utility>
@@ -35,12 +38,8 @@ namespace {
 /// The ds ops without a GPU lowering, and what they belong to.
 StringRef unsupportedReason(StringRef name) {
   return llvm::StringSwitch<StringRef>(name)
-      .Cases({"ds.fake_quant", "ds.fake_quant_grad", "ds.quantize",
-              "ds.quantized_matmul"},
-             "quantization-aware training")
-      .Cases({"ds.block_sparse_matmul", "ds.block_sampled_matmul",
-              "ds.top_k_mask"},
-             "block sparsity")
+      .Case("ds.quantized_matmul",
+            "integer inference (ds-convert-fake-quant's int8 GEMMs)")
       .Cases({"ds.all_reduce", "ds.all_reduce_start", "ds.all_reduce_wait",
               "ds.comm_broadcast", "ds.comm_rank", "ds.send", "ds.recv"},
              "collectives (data and pipeline parallelism)")
@@ -115,27 +114,55 @@ void warnAboutBlockScaledGemms(ModuleOp module) {
   }
 }
 
+/// Warns once per function, at its first block-sparse product, that its
+/// products run as dense GEMMs on masked weights: the numbers of the CPU's
+/// reference lowering, without the speed of skipping inactive blocks.
+void warnAboutDenseBlockSparse(func::FuncOp func) {
+  SmallVector<Operation *> products;
+  func.walk([&](Operation *op) {
+    if (isa<ds::BlockSparseMatMulOp, ds::BlockSampledMatMulOp>(op))
+      products.push_back(op);
+  });
+  if (products.empty())
+    return;
+  bool one = products.size() == 1;
+  products.front()->emitWarning()
+      << products.size() << " block-sparse product" << (one ? "" : "s")
+      << " of '" << func.getSymName() << "' run" << (one ? "s" : "")
+      << " under ds-gpu-pipeline as dense GEMMs on weights (or gradients) "
+         "with the inactive blocks set to zero (the same numbers, at the "
+         "dense GEMM's speed): there are no block-sparse CUDA kernels yet";
+}
+
 struct CheckGPUSupportPass
     : public mlir::ds::impl::CheckGPUSupportPassBase<CheckGPUSupportPass> {
   using CheckGPUSupportPassBase::CheckGPUSupportPassBase;
   void runOnOperation() override {
-    bool failedAny = false;
+    // One error per op name, at its first occurrence, with their number:
+    // a data-parallel step has an all-reduce per gradient bucket.
+    llvm::MapVector<OperationName, SmallVector<Operation *>> refused;
     getOperation().walk([&](Operation *op) {
-      StringRef why = unsupportedReason(op->getName().getStringRef());
-      if (why.empty())
-        return;
-      op->emitError() << "not supported by ds-gpu-pipeline: '" << op->getName()
-                      << "' (" << why
-                      << " runs on the CPU only; use ds-cpu-pipeline, "
-                         "ds-run --device cpu)";
-      failedAny = true;
+      if (!unsupportedReason(op->getName().getStringRef()).empty())
+        refused[op->getName()].push_back(op);
     });
-    if (failedAny) {
+    for (auto &[name, ops] : refused) {
+      InFlightDiagnostic diag = ops.front()->emitError()
+                                << "not supported by ds-gpu-pipeline: '" << name
+                                << "' ("
+                                << unsupportedReason(name.getStringRef())
+                                << " runs on the CPU only; use "
+                                   "ds-cpu-pipeline, ds-run --device cpu)";
+      if (ops.size() > 1)
+        diag << "; " << ops.size() - 1 << " more in this module";
+    }
+    if (!refused.empty()) {
       signalPassFailure();
       return;
     }
-    for (auto func : getOperation().getOps<func::FuncOp>())
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
       warnAboutF32Fp8Gemms(func, fp8Gemms);
+      warnAboutDenseBlockSparse(func);
+    }
     warnAboutBlockScaledGemms(getOperation());
   }
 };

@@ -318,17 +318,21 @@ Value mlir::ds::sparsity::applyMask(OpBuilder &b, Location loc, Value x,
   auto t = cast<RankedTensorType>(x.getType());
   auto mt = cast<RankedTensorType>(mask.getType());
   int64_t br = mt.getDimSize(0), bc = mt.getDimSize(1);
+  // The mask expanded to x's shape, and the select on x itself: its result
+  // is x's shape, so the kernel that computes it (fused with the optimizer
+  // update before it) writes the step's result buffer directly. A select
+  // on x's [R/b, b, C/b, b] view would need a copy back out of the view.
   Value active = isActive(b, loc, mask);
-  Value active4 = ReshapeOp::create(
-      b, loc, RankedTensorType::get({br, 1, bc, 1}, b.getI1Type()), active);
+  Value expanded = BroadcastOp::create(
+      b, loc, RankedTensorType::get({br, block, bc, block}, b.getI1Type()),
+      active, b.getDenseI64ArrayAttr({0, 2}));
+  Value active2 = ReshapeOp::create(b, loc, t.clone(b.getI1Type()), expanded);
   auto st = RankedTensorType::get({}, t.getElementType());
   Value zero = arith::ConstantOp::create(
       b, loc,
       DenseElementsAttr::get(
           st, FloatAttr::get(cast<FloatType>(t.getElementType()), 0.0)));
-  Value kept =
-      SelectOp::create(b, loc, active4, asBlocks(b, loc, x, block), zero);
-  return ReshapeOp::create(b, loc, t, kept);
+  return SelectOp::create(b, loc, active2, x, zero);
 }
 
 Value mlir::ds::sparsity::maskZero(OpBuilder &b, Location loc) {

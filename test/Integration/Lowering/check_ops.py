@@ -1702,18 +1702,36 @@ def sparse_cases():
             out[i] = 1
         return out.reshape(v.shape)
 
+    def top_k(name, v, k):
+        i8 = "tensor<%sxi8>" % "x".join(map(str, v.shape))
+        body = f"""
+          %k = arith.constant dense<{k}> : tensor<i64>
+          %m = ds.top_k_mask %a0, %k : {TA(v)}, tensor<i64> -> {i8}
+          %r = ds.cast %m : {i8} -> {T(v.shape, I32)}
+        """
+        cases.append(Case(name, [v], body, [("%r", v.shape, I32)],
+                          lambda x, k=k: [top_k_ref(x, min(max(k, 0), x.size))]))
+
     for name, dt, k in (("top_k_mask_ties_nan", F32, 7), ("top_k_mask_f64", F64, 3),
-                        ("top_k_mask_k_past_end", F32, 40)):
+                        ("top_k_mask_k_past_end", F32, 40), ("top_k_mask_k_zero", F32, 0)):
         v = rng_for(name).integers(0, 4, (4, 5)).astype(dt)
         v[1, 2] = np.nan
         v[3, 0] = np.nan
-        body = f"""
-          %k = arith.constant dense<{k}> : tensor<i64>
-          %m = ds.top_k_mask %a0, %k : {TA(v)}, tensor<i64> -> tensor<4x5xi8>
-          %r = ds.cast %m : tensor<4x5xi8> -> {T((4, 5), I32)}
-        """
-        cases.append(Case(name, [v], body, [("%r", (4, 5), I32)],
-                          lambda x, k=k: [top_k_ref(x, min(k, x.size))]))
+        top_k(name, v, k)
+    # Many keys (11 and 17 index bits): long runs of equal scores, -0 beside +0,
+    # infinities, NaN, and the k-th key inside a run.
+    # 72000 keys: past 65536, the select takes 4-bit digits.
+    for name, dt, k, shape in (("top_k_mask_runs_f32", F32, 777, (48, 40)),
+                               ("top_k_mask_runs_f64", F64, 1000, (48, 40)),
+                               ("top_k_mask_runs_4bit_digits", F32, 30001, (300, 240))):
+        g = rng_for(name)
+        v = g.integers(-3, 4, shape).astype(dt)
+        v[(v == 0) & (g.random(v.shape) < 0.5)] = -0.0
+        v[g.random(v.shape) < 0.02] = np.nan
+        v[g.random(v.shape) < 0.01] = np.inf
+        v[g.random(v.shape) < 0.01] = -np.inf
+        v[g.random(v.shape) < 0.05] *= 1.5
+        top_k(name, v, k)
     return cases
 
 
