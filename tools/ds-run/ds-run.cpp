@@ -650,6 +650,16 @@ int main(int argc, char **argv) {
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
+  // Integer inference's int8 GEMMs are runtime kernels for the CPU; the GPU
+  // pipeline refuses them (ds-check-gpu-support). Say so before compiling.
+  if (device == "cuda")
+    for (cl::Option *flag :
+         std::initializer_list<cl::Option *>{&integerEval, &exportQuantized})
+      if (flag->getNumOccurrences())
+        return badOption("--" + flag->ArgStr.str() +
+                         " runs the forward on int8 GEMMs, which only the "
+                         "CPU has: train with --device cpu, or leave it out "
+                         "(fake quantization itself runs on the GPU)");
   if (cudaGraphs && gpuEmulateKernels)
     return badOption("--cuda-graphs cannot capture kernels that run on the "
                      "host (--gpu-emulate-kernels): a graph records only what "
