@@ -62,8 +62,7 @@ struct Digit {
 class Keys {
 public:
   Keys(Type scoreType, int64_t n)
-      : scoreType(scoreType), n(n),
-        scoreBits(scoreType.getIntOrFloatBitWidth()),
+      : scoreType(scoreType), scoreBits(scoreType.getIntOrFloatBitWidth()),
         digitBits(n <= kMaxKeysForByteDigits ? 8 : 4) {
     unsigned indexBits = std::max(1u, llvm::Log2_64_Ceil(n));
     indexDigits = llvm::divideCeil(indexBits, digitBits);
@@ -156,7 +155,6 @@ public:
   }
 
   Type scoreType;
-  int64_t n;
   unsigned scoreBits;
   unsigned digitBits;
   unsigned indexDigits;

@@ -77,51 +77,45 @@ bool sameShape(gpu::LaunchOp a, gpu::LaunchOp b) {
                                 constantExtents(b.getGridSizeOperandValues());
 }
 
-/// Whether the body asks for the grid's size other than through the
-/// launch's own arguments (which a merge maps to the original size).
-bool readsGridSize(gpu::LaunchOp launch) {
+/// Whether the launch's body holds an op of one of the types `Ops`.
+template <typename... Ops> bool bodyHolds(gpu::LaunchOp launch) {
   return launch.getBody()
       .walk([](Operation *op) {
-        return isa<gpu::GridDimOp, gpu::ClusterIdOp, gpu::ClusterDimOp,
-                   gpu::ClusterBlockIdOp, gpu::ClusterDimBlocksOp>(op)
-                   ? WalkResult::interrupt()
-                   : WalkResult::advance();
+        return isa<Ops...>(op) ? WalkResult::interrupt()
+                               : WalkResult::advance();
       })
       .wasInterrupted();
 }
 
-/// Whether neither launch touches a buffer the other writes, so that their
-/// bodies may run in one kernel in any interleaving.
+/// Whether the body asks for the grid's size other than through the
+/// launch's own arguments (which a merge maps to the original size).
+bool readsGridSize(gpu::LaunchOp launch) {
+  return bodyHolds<gpu::GridDimOp, gpu::ClusterIdOp, gpu::ClusterDimOp,
+                   gpu::ClusterBlockIdOp, gpu::ClusterDimBlocksOp>(launch);
+}
+
 /// Whether the body asks for its block or thread ids or sizes other than
 /// through the launch's arguments (which a stack maps to its own block 0
 /// and, for a one-thread launch, thread 0).
 bool readsIdsDirectly(gpu::LaunchOp launch) {
   return readsGridSize(launch) ||
-         launch.getBody()
-             .walk([](Operation *op) {
-               return isa<gpu::BlockIdOp, gpu::ThreadIdOp, gpu::BlockDimOp,
-                          gpu::GlobalIdOp>(op)
-                          ? WalkResult::interrupt()
-                          : WalkResult::advance();
-             })
-             .wasInterrupted();
+         bodyHolds<gpu::BlockIdOp, gpu::ThreadIdOp, gpu::BlockDimOp,
+                   gpu::GlobalIdOp>(launch);
 }
 
+/// Whether neither launch touches a buffer the other writes, so that their
+/// bodies may run in one kernel in any interleaving.
 bool independent(gpu::LaunchOp a, gpu::LaunchOp b, bool distinctArguments) {
   AccessSet accessesA(a), accessesB(b);
   return !accessesA.unknown && !accessesB.unknown &&
          !conflict(accessesA, accessesB, distinctArguments);
 }
 
+/// Whether the body synchronises its threads (a barrier, a block or warp
+/// reduction, a shuffle).
 bool hasSynchronisation(gpu::LaunchOp launch) {
-  return launch.getBody()
-      .walk([](Operation *op) {
-        return isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::SubgroupReduceOp,
-                   gpu::ShuffleOp>(op)
-                   ? WalkResult::interrupt()
-                   : WalkResult::advance();
-      })
-      .wasInterrupted();
+  return bodyHolds<gpu::BarrierOp, gpu::AllReduceOp, gpu::SubgroupReduceOp,
+                   gpu::ShuffleOp>(launch);
 }
 
 /// Ops that may stand between two launches that merge: they read and write
