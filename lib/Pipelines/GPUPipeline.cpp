@@ -179,6 +179,11 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   //    Each fresh tensor gets a buffer of its own, so that unrelated
   //    kernels do not chain through one reused buffer.
   pm.addNestedPass<func::FuncOp>(createSplitEmptyTensorsPass());
+  //    Collectives become the runtime's host-staged MPI calls on device
+  //    buffers, after the last CSE (see ds-cpu-pipeline's step 2c).
+  ConvertDSToRuntimePassOptions collectives;
+  collectives.target = "cuda";
+  pm.addPass(createConvertDSToRuntimePass(collectives));
   buildStepBufferization(pm);
   // 4. GEMMs on cuBLASLt while they are recognisable linalg ops.
   ConvertLinalgToDSRuntimePassOptions gemms;

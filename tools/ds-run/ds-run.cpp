@@ -664,6 +664,14 @@ int main(int argc, char **argv) {
     return badOption("--cuda-graphs cannot capture kernels that run on the "
                      "host (--gpu-emulate-kernels): a graph records only what "
                      "is enqueued on the stream");
+  // The collectives on device buffers stage them on the host, which waits
+  // for the stream: a capture cannot contain that.
+  if (cudaGraphs && (dataParallel || fuseAllReduce.getNumOccurrences() ||
+                     compressAllReduce.getNumOccurrences() || stageCount > 1 ||
+                     dsrt_comm_launched()))
+    return badOption("--cuda-graphs cannot capture the collectives of data "
+                     "and pipeline parallelism: they copy their buffers to "
+                     "the host for MPI, which waits for the stream");
   if (stageCount > 1 && !dsrt_comm_launched())
     return badOption("a pipeline of " + std::to_string(stageCount) +
                      " stages runs one stage per rank: start it with "

@@ -129,7 +129,20 @@ def ConvertDSToRuntimePass
     writable`), so one-shot bufferization needs no copy. The ops it leaves
     (other element types, other block sizes) get convert-ds-to-linalg's
     dense reference lowering.
+
+    Collectives (`ds.all_reduce`, its start and wait, `ds.comm_broadcast`,
+    `ds.comm_rank`, `ds.send`, `ds.recv`) always become calls to the
+    runtime's MPI layer. With `target=cuda` (ds-gpu-pipeline) only they are
+    converted, and each call that takes buffers goes to the runtime's
+    host-staged form instead (`dsrt_cuda_allreduce_f32`, ...; the same
+    arguments, in device memory): it copies its inputs to the host on the
+    step stream, runs the CPU collective and copies its outputs back.
   }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu, or cuda (collectives only, as the runtime's host-staged "
+           "dsrt_cuda_* calls on device buffers)">
+  ];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::memref::MemRefDialect",
@@ -457,11 +470,17 @@ def GPULaunchReportPass
       L2 are not traffic; buffers of the kernel's own are not counted);
     - a GEMM's batch x M x N x K, 2 x batch x M x N x K FLOPs, and its
       operands' and result's bytes;
+    - a collective staged through the host (`dsrt_cuda_allreduce_*` and the
+      other calls of data and pipeline parallelism): the bytes it copies to
+      the host ("read") and back ("written"), at the host link's
+      bandwidth (the network's time is not counted);
     - each line's bound: the larger of its bytes over the bandwidth and its
       FLOPs over the tensor cores' peak for its operand width.
     The totals give the step's roofline bound without launch gaps: what a
     measured step time is compared with. The defaults are an H200 SXM's
-    (4.8 TB/s of HBM3e; dense 1979 FP8, 989 BF16 and 67 FP32 TFLOP/s).
+    (4.8 TB/s of HBM3e; dense 1979 FP8, 989 BF16 and 67 FP32 TFLOP/s; PCIe
+    5.0 x16, of which copies from and to pageable memory get about 25
+    GB/s).
   }];
   let options = [
     Option<"output", "output", "std::string", "\"-\"",
@@ -474,6 +493,9 @@ def GPULaunchReportPass
            "Dense BF16/F16 GEMM peak, TFLOP/s">,
     Option<"f32Tflops", "f32-tflops", "double", "67.0",
            "F32 (and F64) GEMM peak without TF32, TFLOP/s">,
+    Option<"hostBandwidth", "host-bandwidth", "double", "25.0",
+           "Copies between the device and pageable host memory, GB/s (the "
+           "collectives' staging)">,
   ];
 }
 

@@ -47,8 +47,11 @@ extern "C" {
 
 /* Initialises the backend; idempotent and thread-safe. Loads the driver with
    dlopen (path from the environment variable DS_CUDA_DRIVER, default
-   "libcuda.so.1"), calls cuInit, picks device DS_CUDA_DEVICE (default 0, or
-   the device of an earlier mgpuSetDefaultDevice), retains its primary
+   "libcuda.so.1"), calls cuInit, picks device DS_CUDA_DEVICE (the device
+   of an earlier mgpuSetDefaultDevice, else, unset, the process's local rank
+   modulo the devices when an MPI launcher or torchrun set one
+   (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK),
+   else 0), retains its primary
    context, makes it current and creates the step stream. Returns 0, or -1
    with an error starting with "no CUDA device: " recorded, e.g.
    "no CUDA device: cannot load the CUDA driver libcuda.so.1 (<dlerror>)",
@@ -97,11 +100,12 @@ typedef struct dsrt_cuda_stats {
   uint64_t gemms;              /* cublasLtMatmul calls (a batched one: 1) */
   double gemm_flops;           /* 2 M N K per batch, summed */
   uint64_t stream_allocations; /* mgpuMemAlloc: the steps' temporaries */
-  uint64_t waits;          /* dsrt_cuda_synchronize, mgpuStreamSynchronize */
-  uint64_t graph_launches; /* dsrt_cuda_graph_launch */
-  uint64_t graph_kernels;  /* of kernel_launches, those graphs ran; the host
-                              launched kernel_launches - graph_kernels
-                              kernels and graph_launches graphs itself */
+  uint64_t waits;              /* dsrt_cuda_synchronize, mgpuStreamSynchronize,
+                                  dsrt_cuda_copy_to_host (so the collectives' staging) */
+  uint64_t graph_launches;     /* dsrt_cuda_graph_launch */
+  uint64_t graph_kernels;      /* of kernel_launches, those graphs ran; the host
+                                  launched kernel_launches - graph_kernels
+                                  kernels and graph_launches graphs itself */
 } dsrt_cuda_stats;
 DSRT_API void dsrt_cuda_get_stats(dsrt_cuda_stats *out);
 DSRT_API void dsrt_cuda_reset_stats(void);
@@ -202,6 +206,71 @@ DSRT_API void dsrt_cuda_host_free(void *ptr);
    and returns 0, or -1 with an error (the event is destroyed either way). */
 DSRT_API void *dsrt_cuda_event_record(void);
 DSRT_API int dsrt_cuda_event_wait(void *event);
+
+/*===------------------------------------------------------------------------===
+ * Collectives on device buffers
+ *===------------------------------------------------------------------------===*/
+
+/* What ds-gpu-pipeline's steps call for the collectives of data and
+   pipeline parallelism (convert-ds-to-runtime{target=cuda}): each takes
+   the arguments of the CPU function of ds_runtime.h without `cuda_` in its
+   name (_mlir_ciface_dsrt_allreduce_f32 for
+   _mlir_ciface_dsrt_cuda_allreduce_f32), with every memref in device
+   memory, and has its semantics. The inputs are copied to the host on the
+   step stream (so the call waits for the work before it), the CPU
+   collective runs on the copies, and the outputs are copied back on the
+   step stream. The starts' scalar parameters are device data too (a
+   three-tier step computes its thresholds), so they come as the op's
+   `params` buffer: p0, p1, p2 for a start (missing entries are 0), rank
+   and active (converted to integers) for a PowerSGD start. A started
+   all-reduce still exchanges on the communication
+   thread while the host enqueues the next kernels; a PowerSGD start keeps
+   the host copy of its state until its wait, which copies it back. Built
+   into libdsrt only (they need its MPI layer), not libdsrt_cuda.so. Like
+   every call that waits for the stream, they record an error during a
+   graph capture. */
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_f32(dsrt_memref1_f32 *in,
+                                                   dsrt_memref1_f32 *out,
+                                                   int64_t op);
+DSRT_API void _mlir_ciface_dsrt_cuda_stage_allreduce_f32(dsrt_memref1_f32 *in,
+                                                         dsrt_memref1_f32 *out,
+                                                         int64_t op);
+DSRT_API void _mlir_ciface_dsrt_cuda_broadcast_f32(dsrt_memref1_f32 *in,
+                                                   dsrt_memref1_f32 *out);
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+    dsrt_memref1_f32 *grad, dsrt_memref1_f32 *residual_in,
+    dsrt_memref1_f32 *residual_out, int64_t scheme, dsrt_memref1_f64 *params);
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_powersgd_f32(
+    dsrt_memref1_f32 *grad, dsrt_memref1_f32 *state_in,
+    dsrt_memref1_f32 *state_out, dsrt_memref1_i64 *shapes,
+    dsrt_memref1_f64 *params);
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_f32(int64_t handle,
+                                                        dsrt_memref1_f32 *out);
+DSRT_API void _mlir_ciface_dsrt_cuda_send_f32(dsrt_memref1_f32 *in,
+                                              int64_t peer, int64_t tag);
+DSRT_API void _mlir_ciface_dsrt_cuda_recv_f32(dsrt_memref1_f32 *out,
+                                              int64_t peer, int64_t tag);
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_f64(dsrt_memref1_f64 *in,
+                                                   dsrt_memref1_f64 *out,
+                                                   int64_t op);
+DSRT_API void _mlir_ciface_dsrt_cuda_stage_allreduce_f64(dsrt_memref1_f64 *in,
+                                                         dsrt_memref1_f64 *out,
+                                                         int64_t op);
+DSRT_API void _mlir_ciface_dsrt_cuda_broadcast_f64(dsrt_memref1_f64 *in,
+                                                   dsrt_memref1_f64 *out);
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_f64(
+    dsrt_memref1_f64 *grad, dsrt_memref1_f64 *residual_in,
+    dsrt_memref1_f64 *residual_out, int64_t scheme, dsrt_memref1_f64 *params);
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_powersgd_f64(
+    dsrt_memref1_f64 *grad, dsrt_memref1_f64 *state_in,
+    dsrt_memref1_f64 *state_out, dsrt_memref1_i64 *shapes,
+    dsrt_memref1_f64 *params);
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_f64(int64_t handle,
+                                                        dsrt_memref1_f64 *out);
+DSRT_API void _mlir_ciface_dsrt_cuda_send_f64(dsrt_memref1_f64 *in,
+                                              int64_t peer, int64_t tag);
+DSRT_API void _mlir_ciface_dsrt_cuda_recv_f64(dsrt_memref1_f64 *out,
+                                              int64_t peer, int64_t tag);
 
 /*===------------------------------------------------------------------------===
  * GEMMs on cuBLASLt

@@ -1,11 +1,12 @@
 //===- CheckGPUSupport.cpp - Refuse what the GPU path cannot lower --------===//
 //
 // Implements ds-check-gpu-support. The GPU path covers the dense training
-// step, fake quantization (elementwise kernels) and block sparsity (dense
-// GEMMs on masked weights). The ops below have CPU kernels only (the
-// runtime's int8 GEMM, MPI collectives) until their CUDA kernels and NCCL
-// come in. Each is refused by name at its location, before any lowering
-// could turn it into something that runs but computes the wrong thing.
+// step, fake quantization (elementwise kernels), block sparsity (dense
+// GEMMs on masked weights) and the collectives (MPI on host copies of
+// device buffers). The op below has a CPU kernel only (the runtime's int8
+// GEMM) until its CUDA kernel comes in. It is refused by name at its
+// location, before any lowering could turn it into something that runs
+// but computes the wrong thing.
 // FP8 GEMMs that will run as f32 GEMMs, and block-sparse products that
 // will run as dense ones, get a warning: the result is the same, the speed
 // is not what the policy or the mask asked for.
@@ -40,9 +41,6 @@ StringRef unsupportedReason(StringRef name) {
   return llvm::StringSwitch<StringRef>(name)
       .Case("ds.quantized_matmul",
             "integer inference (ds-convert-fake-quant's int8 GEMMs)")
-      .Cases({"ds.all_reduce", "ds.all_reduce_start", "ds.all_reduce_wait",
-              "ds.comm_broadcast", "ds.comm_rank", "ds.send", "ds.recv"},
-             "collectives (data and pipeline parallelism)")
       .Default("");
 }
 

@@ -68,9 +68,10 @@ std::string where(Location loc) {
   return out;
 }
 
-/// One line of the report: a kernel launch, a library GEMM or a copy.
+/// One line of the report: a kernel launch, a library GEMM, a copy or a
+/// collective staged through the host.
 struct Row {
-  enum Kind { Kernel, Gemm, Copy } kind;
+  enum Kind { Kernel, Gemm, Copy, Staged } kind;
   std::string shape; // grid x block, or the GEMM's batch x M x N x K
   int64_t read = 0, written = 0;
   double flops = 0;
@@ -180,6 +181,31 @@ std::optional<Row> gemmRow(func::CallOp call) {
   return row;
 }
 
+/// A collective staged through the host (a dsrt_cuda_* call other than a
+/// GEMM): "read" is what it copies to the host, "written" what it copies
+/// back. Its output is a start's third buffer (the new residual; a
+/// PowerSGD state comes back at the wait, counted there as the bucket's
+/// size is not), a send has none, and every other call's is its last.
+std::optional<Row> stagedRow(func::CallOp call) {
+  StringRef name = call.getCallee();
+  if (!name.consume_front("dsrt_cuda_") || name.starts_with("matmul"))
+    return std::nullopt;
+  Row row{Row::Staged, name.str(), 0, 0, 0, 0, true, call.getLoc(), ""};
+  SmallVector<Value> buffers;
+  for (Value v : call.getOperands())
+    if (isa<MemRefType>(v.getType()))
+      buffers.push_back(castSource(v));
+  int output = name.starts_with("send")              ? -1
+               : name.starts_with("allreduce_start") ? 2
+                                                     : int(buffers.size()) - 1;
+  for (auto [i, buffer] : llvm::enumerate(buffers)) {
+    std::optional<int64_t> bytes = staticBytes(buffer.getType());
+    row.complete &= bytes.has_value();
+    (int(i) == output ? row.written : row.read) += bytes.value_or(0);
+  }
+  return row;
+}
+
 struct GPULaunchReportPass
     : public mlir::ds::impl::GPULaunchReportPassBase<GPULaunchReportPass> {
   using Base::Base;
@@ -199,7 +225,8 @@ struct GPULaunchReportPass
       }
       os = &file->os();
     }
-    if (bandwidth <= 0 || f32Tflops <= 0 || bf16Tflops <= 0 || fp8Tflops <= 0) {
+    if (bandwidth <= 0 || f32Tflops <= 0 || bf16Tflops <= 0 || fp8Tflops <= 0 ||
+        hostBandwidth <= 0) {
       emitError(getOperation().getLoc(),
                 "ds-gpu-launch-report: the bandwidth and peaks must be "
                 "positive");
@@ -228,6 +255,8 @@ struct GPULaunchReportPass
                           : bits <= 16 ? bf16Tflops
                                        : f32Tflops;
           rows.push_back(*r);
+        } else if (std::optional<Row> r = stagedRow(call)) {
+          rows.push_back(*r);
         }
       }
       if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
@@ -246,12 +275,14 @@ struct GPULaunchReportPass
 
     const double bytesPerUs = bandwidth * 1e3; // GB/s -> bytes per us
     auto boundUs = [&](const Row &r) {
+      if (r.kind == Row::Staged)
+        return (r.read + r.written) / (hostBandwidth * 1e3);
       double memory = (r.read + r.written) / bytesPerUs;
       double compute = r.flops > 0 ? r.flops / (r.peakTflops * 1e6) : 0.0;
       return std::max(memory, compute);
     };
-    int counts[3] = {0, 0, 0};
-    double bytes[3] = {0, 0, 0}, bound[3] = {0, 0, 0}, flops = 0;
+    int counts[4] = {0, 0, 0, 0};
+    double bytes[4] = {0, 0, 0, 0}, bound[4] = {0, 0, 0, 0}, flops = 0;
     bool complete = true;
     for (const Row &r : rows) {
       counts[r.kind] += 1;
@@ -263,11 +294,14 @@ struct GPULaunchReportPass
 
     os << "ds-gpu-launch-report: @" << f.getSymName() << ": " << counts[0]
        << " kernel launches, " << counts[1] << " library GEMMs, " << counts[2]
-       << " copies\n";
+       << " copies";
+    if (counts[Row::Staged])
+      os << ", " << counts[Row::Staged] << " collectives staged on the host";
+    os << "\n";
     os << llvm::format("%5s  %-6s  %-26s  %10s  %10s  %9s  %9s  %s\n", "#",
                        "kind", "grid x block / b x MxNxK", "read MB",
                        "written MB", "GFLOP", "bound us", "location [kernel]");
-    const char *kinds[] = {"kernel", "gemm", "copy"};
+    const char *kinds[] = {"kernel", "gemm", "copy", "staged"};
     for (auto [i, r] : llvm::enumerate(rows)) {
       std::string gflop =
           r.flops > 0 ? llvm::formatv("{0:f2}", r.flops / 1e9).str() : "-";
@@ -288,8 +322,13 @@ struct GPULaunchReportPass
                        f32Tflops.getValue());
     os << llvm::format("  copies: %d, %.1f MB moved: %.1f us\n", counts[2],
                        bytes[2] / 1e6, bound[2]);
+    if (counts[Row::Staged])
+      os << llvm::format("  collectives: %d, %.1f MB to and from the host: "
+                         "%.1f us at %g GB/s (the network not counted)\n",
+                         counts[3], bytes[3] / 1e6, bound[3],
+                         hostBandwidth.getValue());
     os << llvm::format("  bound: %.1f us per call, without launch gaps%s\n",
-                       bound[0] + bound[1] + bound[2],
+                       bound[0] + bound[1] + bound[2] + bound[3],
                        complete ? "" : " (some sizes dynamic: not counted)");
   }
 };

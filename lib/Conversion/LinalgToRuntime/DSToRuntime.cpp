@@ -18,6 +18,12 @@
 // The calls use the C interface (`llvm.emit_c_interface`), so the runtime
 // receives MLIR's strided memref descriptors.
 //
+// Collectives always become calls to the runtime's MPI layer. With
+// target=cuda (ds-gpu-pipeline) only they are converted, to the runtime's
+// host-staged dsrt_cuda_* forms, which take the same buffers in device
+// memory; a start's scalar parameters, computed by the step on the device,
+// then go as a buffer.
+//
 //===----------------------------------------------------------------------===//
 
 #include "ds/Conversion/Passes.h"
@@ -28,6 +34,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -44,15 +51,43 @@ namespace {
 /// Builds the calls of one module, declaring each runtime function once.
 class RuntimeCallBuilder {
 public:
-  explicit RuntimeCallBuilder(ModuleOp module) : module(module) {}
+  RuntimeCallBuilder(ModuleOp module, bool cuda) : module(module), cuda(cuda) {}
 
-  /// `value` reshaped to `shape` (same element count).
+  /// The function that runs the collective `cpuName` ("dsrt_allreduce_f32")
+  /// on this target's buffers: on CUDA the host-staged wrapper
+  /// ("dsrt_cuda_allreduce_f32"), which takes the same arguments in device
+  /// memory.
+  bool targetsCuda() const { return cuda; }
+
+  /// A start's `params` (f64) as a 1-D buffer, empty when it has none: on
+  /// CUDA they are device data, which the host-staged call reads itself.
+  Value paramsBuffer(OpBuilder &b, Location loc, Value params) {
+    if (!params)
+      return alloc(b, loc, RankedTensorType::get({0}, b.getF64Type())).second;
+    int64_t n = cast<RankedTensorType>(params.getType()).getNumElements();
+    return input(b, loc, reshape(b, loc, params, {n}));
+  }
+
+  std::string collective(StringRef cpuName) const {
+    if (!cuda)
+      return cpuName.str();
+    return ("dsrt_cuda_" + cpuName.drop_front(StringRef("dsrt_").size())).str();
+  }
+
+  /// `value` reshaped to `shape` (same element count): a collapse or an
+  /// expansion, which bufferize to views (a tensor.reshape's shape operand
+  /// would be a buffer the host reads, which on a GPU is device memory).
   static Value reshape(OpBuilder &b, Location loc, Value value,
                        ArrayRef<int64_t> shape) {
     auto type = cast<RankedTensorType>(value.getType());
     if (type.getShape() == shape)
       return value;
     auto to = RankedTensorType::get(shape, type.getElementType());
+    if (auto map = getReassociationIndicesForReshape(type, to)) {
+      if (to.getRank() < type.getRank())
+        return tensor::CollapseShapeOp::create(b, loc, to, value, *map);
+      return tensor::ExpandShapeOp::create(b, loc, to, value, *map);
+    }
     Value shapeValue =
         arith::ConstantOp::create(b, loc, b.getI64TensorAttr(shape));
     return tensor::ReshapeOp::create(b, loc, to, value, shapeValue);
@@ -141,6 +176,7 @@ public:
 
 private:
   ModuleOp module;
+  bool cuda;
 };
 
 void lowerBlockSparseMatMul(RuntimeCallBuilder &rt, BlockSparseMatMulOp op) {
@@ -230,12 +266,14 @@ LogicalResult lowerBlockingCollective(RuntimeCallBuilder &rt, Operation *op) {
   if (auto ar = dyn_cast<AllReduceOp>(op))
     out = rt.callWithResult(
         b, loc,
-        ((ar.getAcrossStages() ? "dsrt_stage_allreduce_" : "dsrt_allreduce_") +
-         *suffix)
-            .str(),
+        rt.collective(((ar.getAcrossStages() ? "dsrt_stage_allreduce_"
+                                             : "dsrt_allreduce_") +
+                       *suffix)
+                          .str()),
         {rt.input(b, loc, flat)}, flatType, {int64_t(ar.getReduction())});
   else
-    out = rt.callWithResult(b, loc, ("dsrt_broadcast_" + *suffix).str(),
+    out = rt.callWithResult(b, loc,
+                            rt.collective(("dsrt_broadcast_" + *suffix).str()),
                             {rt.input(b, loc, flat)}, flatType, {});
   op->getResult(0).replaceAllUsesWith(
       RuntimeCallBuilder::reshape(b, loc, out, type.getShape()));
@@ -244,8 +282,9 @@ LogicalResult lowerBlockingCollective(RuntimeCallBuilder &rt, Operation *op) {
 }
 
 /// ds.all_reduce_start with PowerSGD: (bucket, state in, state out,
-/// shapes, rank, active) -> handle. The runtime writes the new state when
-/// the wait returns, so the state's tensor is taken after the wait.
+/// shapes, rank, active) -> handle; on CUDA (..., shapes, params). The
+/// runtime writes the new state when the wait returns, so the state's
+/// tensor is taken after the wait.
 LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
                                  StringRef suffix) {
   OpBuilder b(op);
@@ -264,14 +303,17 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
     return arith::FPToSIOp::create(b, loc, b.getI64Type(), v);
   };
   SmallVector<Value> operands{rt.input(b, loc, op.getBucket()),
-                              rt.input(b, loc, op.getResidual()),
-                              stateOutView,
-                              rt.input(b, loc, op.getShapes()),
-                              toI64(0),
-                              toI64(1)};
-  Value handle =
-      rt.call(b, loc, ("dsrt_allreduce_start_powersgd_" + suffix).str(),
-              operands, {b.getI64Type()});
+                              rt.input(b, loc, op.getResidual()), stateOutView,
+                              rt.input(b, loc, op.getShapes())};
+  if (rt.targetsCuda()) {
+    operands.push_back(rt.paramsBuffer(b, loc, op.getParams()));
+  } else {
+    operands.push_back(toI64(0));
+    operands.push_back(toI64(1));
+  }
+  Value handle = rt.call(
+      b, loc, rt.collective(("dsrt_allreduce_start_powersgd_" + suffix).str()),
+      operands, {b.getI64Type()});
   op.getRequest().replaceAllUsesWith(handle);
   b.setInsertionPointAfter(wait);
   op.getNewResidual().replaceAllUsesWith(bufferization::ToTensorOp::create(
@@ -281,7 +323,8 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 }
 
 /// ds.all_reduce_start: (bucket, residual in, residual out, scheme, p0, p1,
-/// p2) -> handle. A scheme without a residual gets empty residual buffers.
+/// p2) -> handle; on CUDA (..., scheme, params), empty without params. A
+/// scheme without a residual gets empty residual buffers.
 LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
@@ -301,7 +344,9 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
                               residualOutView};
   operands.push_back(arith::ConstantOp::create(
       b, loc, b.getI64IntegerAttr(int64_t(op.getScheme()))));
-  for (int64_t i = 0; i < 3; ++i) {
+  if (rt.targetsCuda())
+    operands.push_back(rt.paramsBuffer(b, loc, op.getParams()));
+  for (int64_t i = 0; i < 3 && !rt.targetsCuda(); ++i) {
     if (op.getParams()) {
       Value index = arith::ConstantIndexOp::create(b, loc, i);
       operands.push_back(
@@ -311,8 +356,9 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
           arith::ConstantOp::create(b, loc, b.getF64FloatAttr(0.0)));
     }
   }
-  Value handle = rt.call(b, loc, ("dsrt_allreduce_start_" + *suffix).str(),
-                         operands, {b.getI64Type()});
+  Value handle =
+      rt.call(b, loc, rt.collective(("dsrt_allreduce_start_" + *suffix).str()),
+              operands, {b.getI64Type()});
   op.getRequest().replaceAllUsesWith(handle);
   if (Value next = op.getNewResidual())
     next.replaceAllUsesWith(bufferization::ToTensorOp::create(
@@ -330,7 +376,7 @@ LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
   if (failed(suffix))
     return failure();
   auto [out, view] = RuntimeCallBuilder::alloc(b, loc, type);
-  rt.call(b, loc, ("dsrt_allreduce_wait_" + *suffix).str(),
+  rt.call(b, loc, rt.collective(("dsrt_allreduce_wait_" + *suffix).str()),
           {op.getRequest(), view});
   Value result = bufferization::ToTensorOp::create(
       b, loc, type, out, /*restrict=*/true, /*writable=*/true);
@@ -356,7 +402,7 @@ LogicalResult lowerTransfer(RuntimeCallBuilder &rt, Operation *op) {
   };
   if (send) {
     Value flat = RuntimeCallBuilder::reshape(b, loc, send.getInput(), {n});
-    rt.call(b, loc, ("dsrt_send_" + *suffix).str(),
+    rt.call(b, loc, rt.collective(("dsrt_send_" + *suffix).str()),
             {rt.input(b, loc, flat), constant(send.getPeer()),
              constant(send.getTag())});
     op->erase();
@@ -364,7 +410,7 @@ LogicalResult lowerTransfer(RuntimeCallBuilder &rt, Operation *op) {
   }
   auto flatType = RankedTensorType::get({n}, type.getElementType());
   auto [out, view] = RuntimeCallBuilder::alloc(b, loc, flatType);
-  rt.call(b, loc, ("dsrt_recv_" + *suffix).str(),
+  rt.call(b, loc, rt.collective(("dsrt_recv_" + *suffix).str()),
           {view, constant(recv.getPeer()), constant(recv.getTag())});
   Value result = bufferization::ToTensorOp::create(
       b, loc, flatType, out, /*restrict=*/true, /*writable=*/true);
@@ -390,12 +436,22 @@ void lowerCommRank(RuntimeCallBuilder &rt, CommRankOp op) {
 struct ConvertDSToRuntimePass
     : public mlir::ds::impl::ConvertDSToRuntimePassBase<
           ConvertDSToRuntimePass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    RuntimeCallBuilder rt(module);
+    if (target != "cpu" && target != "cuda") {
+      module.emitError() << "convert-ds-to-runtime: unknown target '" << target
+                         << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    bool cuda = target == "cuda";
+    RuntimeCallBuilder rt(module, cuda);
+    // On CUDA the block-sparse products and the top-k have no runtime
+    // kernels (convert-ds-to-linalg lowered them); collectives are staged.
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
-      if (hasRuntimeKernel(op))
+      if (cuda ? isCollective(op) : hasRuntimeKernel(op))
         ops.push_back(op);
     });
     for (Operation *op : ops) {

@@ -74,15 +74,34 @@ std::atomic<int> requestedDevice{-1};
 /// The generation whose context is current on this thread.
 thread_local uint64_t currentGeneration = 0;
 
+/// This process's rank among the processes of its machine, as MPI
+/// launchers (Open MPI, MPICH, Slurm) and torchrun publish it, or -1.
+int localRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID", "LOCAL_RANK"})
+    if (const char *env = std::getenv(name); env && *env) {
+      char *end = nullptr;
+      errno = 0;
+      long value = std::strtol(env, &end, 10);
+      if (!errno && !*end && value >= 0 && value <= INT32_MAX)
+        return static_cast<int>(value);
+    }
+  return -1;
+}
+
 /// The device ordinal to use: mgpuSetDefaultDevice's, else DS_CUDA_DEVICE,
-/// else 0.
+/// else the local rank modulo the devices (one GPU per rank of a data- or
+/// pipeline-parallel job, as DDP's LOCAL_RANK convention), else 0.
 Status pickOrdinal(int count, int &ordinal) {
   int requested = requestedDevice.load();
   const char *origin = "mgpuSetDefaultDevice";
   if (requested < 0) {
     origin = "DS_CUDA_DEVICE";
     requested = 0;
-    if (const char *env = std::getenv("DS_CUDA_DEVICE"); env && *env) {
+    const char *env = std::getenv("DS_CUDA_DEVICE");
+    if ((!env || !*env) && localRank() >= 0)
+      requested = localRank() % count;
+    if (env && *env) {
       char *end = nullptr;
       errno = 0;
       long value = std::strtol(env, &end, 10);

@@ -112,6 +112,8 @@ int dsrt_cuda_copy_to_host(void *dst, const void *src, int64_t bytes) {
   Status status = Status::success();
   if (!checkBytes(bytes, "dsrt_cuda_copy_to_host", status))
     return status.failed() ? -1 : 0;
+  // It waits for the stream: the host-staged collectives' waits count too.
+  counters().waits.fetch_add(1, std::memory_order_relaxed);
   if (ensureReady().failed() ||
       refuseWhileCapturing("dsrt_cuda_copy_to_host",
                            "copy to the host (that waits for the stream)")

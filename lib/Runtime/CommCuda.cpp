@@ -1,0 +1,351 @@
+//===- CommCuda.cpp - The collectives on device buffers, staged on the host
+//===//
+//
+// The _mlir_ciface_dsrt_cuda_* collectives that ds-gpu-pipeline's steps
+// call (convert-ds-to-runtime{target=cuda}): the same arguments as the CPU
+// collectives of CommCollectives.cpp, in device memory. Each copies its
+// inputs to host memory on the step stream (which waits for the kernels
+// that wrote them), runs the CPU collective on the host copies and copies
+// its outputs back on the step stream, where the kernels after it find
+// them in order. This is how MPI without CUDA support moves device data
+// (Horovod's host staging); NCCL would keep the data on the device.
+//
+// What it keeps of the CPU path: a started all-reduce's exchange still runs
+// on the communication thread while the host enqueues the rest of the
+// backward pass, so the GPU computes while the network works. What it
+// costs: every call waits for the step stream once (the copy to the host),
+// so a step with B buckets has B + 2 or so host waits, and graph capture
+// cannot contain them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeInternal.h"
+
+#include "ds/Runtime/ds_runtime.h"
+#include "ds/Runtime/ds_runtime_cuda.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+using namespace dsrt;
+
+namespace {
+
+template <typename T> struct Memref1 {
+  T *allocated;
+  T *aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+};
+
+/// The bytes a rank-1 view spans from its first element, or -1 for a view
+/// the CPU collectives would refuse anyway (they then record the error).
+template <typename T> int64_t spanElements(const Memref1<T> *m) {
+  if (!m || m->sizes[0] < 0 || m->offset < 0 || m->strides[0] < 0)
+    return -1;
+  if (m->sizes[0] == 0)
+    return 0;
+  return (m->sizes[0] - 1) * m->strides[0] + 1;
+}
+
+/// A host copy of a device view (contiguous, offset 0) and its descriptor,
+/// which the CPU collectives read or write in its place.
+template <typename T> struct Staged {
+  std::vector<T> host;
+  Memref1<T> desc{};
+  /// The device view, copied: generated code's descriptors live in its
+  /// stack frame, which a PowerSGD start returns from before its wait.
+  Memref1<T> device{};
+  bool onDevice = false;
+
+  /// Host memory for `device`'s elements; with `read`, their values.
+  bool stage(const Memref1<T> *view, bool read) {
+    int64_t span = spanElements(view);
+    if (span < 0) {
+      // Hand the bad descriptor on: the CPU collective names what is wrong.
+      if (view)
+        desc = *view;
+      return true;
+    }
+    device = *view;
+    onDevice = true;
+    int64_t n = view->sizes[0];
+    host.assign(n, T());
+    desc = {host.data(), host.data(), 0, {n}, {1}};
+    if (!read || n == 0)
+      return true;
+    const T *first = view->aligned + view->offset;
+    if (view->strides[0] == 1)
+      return dsrt_cuda_copy_to_host(host.data(), first, n * sizeof(T)) == 0;
+    std::vector<T> whole(span);
+    if (dsrt_cuda_copy_to_host(whole.data(), first, span * sizeof(T)) != 0)
+      return false;
+    for (int64_t i = 0; i < n; ++i)
+      host[i] = whole[i * view->strides[0]];
+    return true;
+  }
+
+  /// Copies the host values back into the device view, on the step stream.
+  void writeBack() {
+    if (!onDevice || host.empty())
+      return;
+    T *first = device.aligned + device.offset;
+    int64_t n = device.sizes[0];
+    if (device.strides[0] == 1) {
+      dsrt_cuda_copy_to_device(first, host.data(), n * sizeof(T));
+      return;
+    }
+    // A strided output: its span is read, updated and written back whole.
+    std::vector<T> whole(spanElements(&device));
+    if (dsrt_cuda_copy_to_host(whole.data(), first, whole.size() * sizeof(T)))
+      return;
+    for (int64_t i = 0; i < n; ++i)
+      whole[i * device.strides[0]] = host[i];
+    dsrt_cuda_copy_to_device(first, whole.data(), whole.size() * sizeof(T));
+  }
+
+  Memref1<T> *get() { return &desc; }
+};
+
+/// PowerSGD's waits write the new state into the descriptor its start was
+/// given: the host copy lives here from the start to the wait.
+struct PendingState {
+  bool f64;
+  std::shared_ptr<void> staged; // a Staged<float> or a Staged<double>
+};
+struct PendingStates {
+  std::mutex mutex;
+  std::map<int64_t, PendingState> byHandle;
+};
+PendingStates &pending() {
+  static PendingStates states;
+  return states;
+}
+
+template <typename T> using CpuBinary = void (*)(Memref1<T> *, Memref1<T> *);
+template <typename T>
+using CpuReduce = void (*)(Memref1<T> *, Memref1<T> *, int64_t);
+
+/// in -> out through a CPU collective on host copies.
+template <typename T, typename Fn, typename... Extra>
+void staged(Memref1<T> *in, Memref1<T> *out, Fn cpu, Extra... extra) {
+  Staged<T> hostIn, hostOut;
+  if (!hostIn.stage(in, /*read=*/true) || !hostOut.stage(out, false))
+    return;
+  cpu(hostIn.get(), hostOut.get(), extra...);
+  hostOut.writeBack();
+}
+
+/// The first `n` values of a start's parameters (device data), 0 past the
+/// end of the buffer.
+bool readParams(dsrt_memref1_f64 *params, double *values, int n) {
+  Staged<double> host;
+  if (!host.stage(reinterpret_cast<Memref1<double> *>(params), true))
+    return false;
+  for (int i = 0; i < n; ++i)
+    values[i] = i < int64_t(host.host.size()) ? host.host[i] : 0.0;
+  return true;
+}
+
+template <typename T, typename Start>
+int64_t start(Memref1<T> *grad, Memref1<T> *residualIn, Memref1<T> *residualOut,
+              int64_t scheme, dsrt_memref1_f64 *params, Start cpu) {
+  Staged<T> hostGrad, hostIn, hostOut;
+  double p[3];
+  if (!readParams(params, p, 3) || !hostGrad.stage(grad, true) ||
+      !hostIn.stage(residualIn, true) || !hostOut.stage(residualOut, false))
+    return 0;
+  // The start reads its inputs and writes the residual before it returns.
+  int64_t handle = cpu(hostGrad.get(), hostIn.get(), hostOut.get(), scheme,
+                       p[0], p[1], p[2]);
+  hostOut.writeBack();
+  return handle;
+}
+
+template <typename T, typename Start>
+int64_t startPowerSgd(Memref1<T> *grad, Memref1<T> *stateIn,
+                      Memref1<T> *stateOut, dsrt_memref1_i64 *shapes,
+                      dsrt_memref1_f64 *params, Start cpu) {
+  // [rank, active], converted as the CPU lowering does (arith.fptosi).
+  double p[2];
+  if (!readParams(params, p, 2))
+    return 0;
+  auto rank = static_cast<int64_t>(p[0]), active = static_cast<int64_t>(p[1]);
+  Staged<T> hostGrad, hostIn;
+  Staged<int64_t> hostShapes;
+  auto hostOut = std::make_shared<Staged<T>>();
+  auto *shapes64 = reinterpret_cast<Memref1<int64_t> *>(shapes);
+  if (!hostGrad.stage(grad, true) || !hostIn.stage(stateIn, true) ||
+      !hostShapes.stage(shapes64, true) || !hostOut->stage(stateOut, false))
+    return 0;
+  int64_t handle =
+      cpu(hostGrad.get(), hostIn.get(), hostOut->get(),
+          reinterpret_cast<dsrt_memref1_i64 *>(hostShapes.get()), rank, active);
+  if (handle != 0) {
+    std::lock_guard<std::mutex> lock(pending().mutex);
+    pending().byHandle[handle] = {std::is_same_v<T, double>, hostOut};
+  }
+  return handle;
+}
+
+template <typename T, typename Wait>
+void wait(int64_t handle, Memref1<T> *out, Wait cpu) {
+  Staged<T> hostOut;
+  if (!hostOut.stage(out, false))
+    return;
+  cpu(handle, hostOut.get());
+  hostOut.writeBack();
+  PendingState state;
+  {
+    std::lock_guard<std::mutex> lock(pending().mutex);
+    auto it = pending().byHandle.find(handle);
+    if (it == pending().byHandle.end())
+      return;
+    state = std::move(it->second);
+    pending().byHandle.erase(it);
+  }
+  // A PowerSGD handle waited with the other type's wait is consumed
+  // without its state written, as on the CPU.
+  if (state.f64 == std::is_same_v<T, double>)
+    static_cast<Staged<T> *>(state.staged.get())->writeBack();
+}
+
+template <typename T> Memref1<T> *view(dsrt_memref1_f32 *m) {
+  return reinterpret_cast<Memref1<T> *>(m);
+}
+template <typename T> Memref1<T> *view(dsrt_memref1_f64 *m) {
+  return reinterpret_cast<Memref1<T> *>(m);
+}
+
+// The CPU entry points, on this file's descriptor type.
+template <typename T> struct Cpu;
+template <> struct Cpu<float> {
+  using D = dsrt_memref1_f32;
+  static D *d(Memref1<float> *m) { return reinterpret_cast<D *>(m); }
+  static void allreduce(Memref1<float> *i, Memref1<float> *o, int64_t op) {
+    _mlir_ciface_dsrt_allreduce_f32(d(i), d(o), op);
+  }
+  static void stageAllreduce(Memref1<float> *i, Memref1<float> *o, int64_t op) {
+    _mlir_ciface_dsrt_stage_allreduce_f32(d(i), d(o), op);
+  }
+  static void broadcast(Memref1<float> *i, Memref1<float> *o) {
+    _mlir_ciface_dsrt_broadcast_f32(d(i), d(o));
+  }
+  static int64_t start(Memref1<float> *g, Memref1<float> *ri,
+                       Memref1<float> *ro, int64_t s, double p0, double p1,
+                       double p2) {
+    return _mlir_ciface_dsrt_allreduce_start_f32(d(g), d(ri), d(ro), s, p0, p1,
+                                                 p2);
+  }
+  static int64_t startPowerSgd(Memref1<float> *g, Memref1<float> *si,
+                               Memref1<float> *so, dsrt_memref1_i64 *shapes,
+                               int64_t rank, int64_t active) {
+    return _mlir_ciface_dsrt_allreduce_start_powersgd_f32(d(g), d(si), d(so),
+                                                          shapes, rank, active);
+  }
+  static void wait(int64_t h, Memref1<float> *o) {
+    _mlir_ciface_dsrt_allreduce_wait_f32(h, d(o));
+  }
+  static void send(Memref1<float> *i, int64_t peer, int64_t tag) {
+    _mlir_ciface_dsrt_send_f32(d(i), peer, tag);
+  }
+  static void recv(Memref1<float> *o, int64_t peer, int64_t tag) {
+    _mlir_ciface_dsrt_recv_f32(d(o), peer, tag);
+  }
+};
+template <> struct Cpu<double> {
+  using D = dsrt_memref1_f64;
+  static D *d(Memref1<double> *m) { return reinterpret_cast<D *>(m); }
+  static void allreduce(Memref1<double> *i, Memref1<double> *o, int64_t op) {
+    _mlir_ciface_dsrt_allreduce_f64(d(i), d(o), op);
+  }
+  static void stageAllreduce(Memref1<double> *i, Memref1<double> *o,
+                             int64_t op) {
+    _mlir_ciface_dsrt_stage_allreduce_f64(d(i), d(o), op);
+  }
+  static void broadcast(Memref1<double> *i, Memref1<double> *o) {
+    _mlir_ciface_dsrt_broadcast_f64(d(i), d(o));
+  }
+  static int64_t start(Memref1<double> *g, Memref1<double> *ri,
+                       Memref1<double> *ro, int64_t s, double p0, double p1,
+                       double p2) {
+    return _mlir_ciface_dsrt_allreduce_start_f64(d(g), d(ri), d(ro), s, p0, p1,
+                                                 p2);
+  }
+  static int64_t startPowerSgd(Memref1<double> *g, Memref1<double> *si,
+                               Memref1<double> *so, dsrt_memref1_i64 *shapes,
+                               int64_t rank, int64_t active) {
+    return _mlir_ciface_dsrt_allreduce_start_powersgd_f64(d(g), d(si), d(so),
+                                                          shapes, rank, active);
+  }
+  static void wait(int64_t h, Memref1<double> *o) {
+    _mlir_ciface_dsrt_allreduce_wait_f64(h, d(o));
+  }
+  static void send(Memref1<double> *i, int64_t peer, int64_t tag) {
+    _mlir_ciface_dsrt_send_f64(d(i), peer, tag);
+  }
+  static void recv(Memref1<double> *o, int64_t peer, int64_t tag) {
+    _mlir_ciface_dsrt_recv_f64(d(o), peer, tag);
+  }
+};
+
+template <typename T> void send(Memref1<T> *in, int64_t peer, int64_t tag) {
+  Staged<T> hostIn;
+  if (hostIn.stage(in, true))
+    Cpu<T>::send(hostIn.get(), peer, tag); // the send copies its data
+}
+
+template <typename T> void recv(Memref1<T> *out, int64_t peer, int64_t tag) {
+  Staged<T> hostOut;
+  if (!hostOut.stage(out, false))
+    return;
+  Cpu<T>::recv(hostOut.get(), peer, tag);
+  hostOut.writeBack();
+}
+
+} // namespace
+
+#define DS_CUDA_COLLECTIVES(T, SUFFIX, D)                                      \
+  DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_##SUFFIX(D *in, D *out,       \
+                                                          int64_t op) {        \
+    staged<T>(view<T>(in), view<T>(out), Cpu<T>::allreduce, op);               \
+  }                                                                            \
+  DSRT_API void _mlir_ciface_dsrt_cuda_stage_allreduce_##SUFFIX(D *in, D *out, \
+                                                                int64_t op) {  \
+    staged<T>(view<T>(in), view<T>(out), Cpu<T>::stageAllreduce, op);          \
+  }                                                                            \
+  DSRT_API void _mlir_ciface_dsrt_cuda_broadcast_##SUFFIX(D *in, D *out) {     \
+    staged<T>(view<T>(in), view<T>(out), Cpu<T>::broadcast);                   \
+  }                                                                            \
+  DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_##SUFFIX(            \
+      D *grad, D *residualIn, D *residualOut, int64_t scheme,                  \
+      dsrt_memref1_f64 *params) {                                              \
+    return start<T>(view<T>(grad), view<T>(residualIn), view<T>(residualOut),  \
+                    scheme, params, Cpu<T>::start);                            \
+  }                                                                            \
+  DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_powersgd_##SUFFIX(   \
+      D *grad, D *stateIn, D *stateOut, dsrt_memref1_i64 *shapes,              \
+      dsrt_memref1_f64 *params) {                                              \
+    return startPowerSgd<T>(view<T>(grad), view<T>(stateIn),                   \
+                            view<T>(stateOut), shapes, params,                 \
+                            Cpu<T>::startPowerSgd);                            \
+  }                                                                            \
+  DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_##SUFFIX(int64_t handle, \
+                                                               D *out) {       \
+    wait<T>(handle, view<T>(out), Cpu<T>::wait);                               \
+  }                                                                            \
+  DSRT_API void _mlir_ciface_dsrt_cuda_send_##SUFFIX(D *in, int64_t peer,      \
+                                                     int64_t tag) {            \
+    send<T>(view<T>(in), peer, tag);                                           \
+  }                                                                            \
+  DSRT_API void _mlir_ciface_dsrt_cuda_recv_##SUFFIX(D *out, int64_t peer,     \
+                                                     int64_t tag) {            \
+    recv<T>(view<T>(out), peer, tag);                                          \
+  }
+
+DS_CUDA_COLLECTIVES(float, f32, dsrt_memref1_f32)
+DS_CUDA_COLLECTIVES(double, f64, dsrt_memref1_f64)

@@ -1,0 +1,48 @@
+// The collectives of data and pipeline parallelism under ds-gpu-pipeline:
+// convert-ds-to-runtime{target=cuda} makes each a call to the runtime's
+// host-staged form (dsrt_cuda_*), on device buffers. A start's parameters
+// (a three-tier step computes its thresholds on the device) and PowerSGD's
+// rank and activity go as a buffer, where the CPU's calls take host
+// scalars. The numbers are checked under MPI against the CPU path in
+// test/Runtime/cuda/ds-run-parallel-emulated.test.
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=three-tier" --ds-insert-optimizer --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=TIER --implicit-check-not=@_mlir_ciface_dsrt_allreduce
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=powersgd" --ds-insert-optimizer --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=PSGD --implicit-check-not=@_mlir_ciface_dsrt_allreduce
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=three-tier" --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
+// RUN: ds-opt %s --ds-training-pipeline="clip=true pipeline-stages=2 pipeline-micro-batches=2" --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=STAGES --implicit-check-not=@_mlir_ciface_dsrt_send --implicit-check-not=@_mlir_ciface_dsrt_recv --implicit-check-not=@_mlir_ciface_dsrt_stage
+
+// TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i64
+// TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_wait_f32({{.*}}) : (i64, !llvm.ptr) -> ()
+// TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, i64) -> ()
+// TIER-DAG: gpu.binary
+
+// The launch report counts what the staging copies: the one bucket (both
+// weights' gradients, 131584 floats) and its residual to the host and the
+// new residual back at the start, the mean back at the wait, the loss both
+// ways; at 25 GB/s.
+// REPORT: ds-gpu-launch-report: @step: {{.*}} copies, 3 collectives staged on the host
+// REPORT: staged  allreduce_start_f32    1.053       0.526          -      63.16
+// REPORT: staged  allreduce_wait_f32     0.000       0.526          -      21.05
+// REPORT: staged  allreduce_f32          0.000       0.000          -       0.00
+// REPORT: collectives: 3, 2.1 MB to and from the host: 84.2 us at 25 GB/s (the network not counted)
+
+// PSGD-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_powersgd_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i64
+// PSGD-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_wait_f32
+
+// The stages' transfers, and clipping's norm summed over the stages.
+// STAGES-DAG: llvm.call @_mlir_ciface_dsrt_cuda_recv_f32({{.*}}) : (!llvm.ptr, i64, i64) -> ()
+// STAGES-DAG: llvm.call @_mlir_ciface_dsrt_cuda_send_f32({{.*}}) : (!llvm.ptr, i64, i64) -> ()
+// STAGES-DAG: llvm.call @_mlir_ciface_dsrt_cuda_stage_allreduce_f64({{.*}}) : (!llvm.ptr, !llvm.ptr, i64) -> ()
+// STAGES-DAG: llvm.func @step_s0(
+// STAGES-DAG: llvm.func @step_s1(
+
+func.func @step(%w1: tensor<256x512xf32> {ds.param = "fc1.weight", ds.init = #ds.init<uniform, 0.05>},
+                %w2: tensor<2x256xf32> {ds.param = "fc2.weight", ds.init = #ds.init<uniform, 0.06>},
+                %x: tensor<6x512xf32> {ds.input = "x"},
+                %y: tensor<6x2xf32> {ds.input = "y"})
+    -> (tensor<f32> {ds.loss}) attributes {ds.train_step} {
+  %h = ds.matmul %x, %w1 transpose_rhs : tensor<6x512xf32>, tensor<256x512xf32> -> tensor<6x256xf32>
+  %a = ds.relu %h : tensor<6x256xf32>
+  %q = ds.matmul %a, %w2 transpose_rhs : tensor<6x256xf32>, tensor<2x256xf32> -> tensor<6x2xf32>
+  %l = ds.mse_loss %q, %y : tensor<6x2xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
