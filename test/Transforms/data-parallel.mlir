@@ -6,6 +6,21 @@
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=powersgd rank=2 start-iteration=10" | FileCheck %s --check-prefix=PSGD
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-compress-allreduce="scheme=topk momentum=0.9 local-clip=1" | FileCheck %s --check-prefix=DGC
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=powersgd" --ds-insert-optimizer --ds-cpu-pipeline | FileCheck %s --check-prefix=PSGDLOWER
+// RUN: ds-opt %s --ds-training-pipeline="policy=%ds_src_root/scripts/gpu-check/fp8.yaml data-parallel" | FileCheck %s --check-prefix=AMAX
+// RUN: ds-opt %s --ds-training-pipeline="fake-quant data-parallel" | FileCheck %s --check-prefix=OBS
+
+// State computed from a rank's data is synchronised by one collective per
+// kind at the end of the step: the FP8 amax histories of the input and the
+// cotangent (not the weight's, the same on every rank) MAX-reduced as
+// Transformer Engine reduces amaxes, the fake-quant observers' ranges
+// (eight scalars) taken from rank 0, as DDP's broadcast_buffers.
+// AMAX: %[[H:.*]] = ds.concat %{{.*}}, %{{.*}} axis = 0 : tensor<1024xf32>, tensor<1024xf32> -> tensor<2048xf32>
+// AMAX-NEXT: ds.all_reduce %[[H]] max : tensor<2048xf32>
+// AMAX-NOT: ds.comm_broadcast
+// AMAX-NOT: ds.all_reduce {{.*}} max
+// OBS: %[[R:.*]] = ds.concat {{.*}} -> tensor<8xf32>
+// OBS-NEXT: ds.comm_broadcast %[[R]] : tensor<8xf32>
+// OBS-NOT: ds.comm_broadcast
 
 // Dropout draws this rank's rows of the global batch (the counter offset by
 // rank * numel) and advances the generator by the global batch's N * numel;

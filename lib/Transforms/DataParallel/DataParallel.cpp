@@ -33,6 +33,7 @@
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DATAPARALLELPASS
@@ -85,6 +86,64 @@ Value flatten(OpBuilder &b, Location loc, Value v) {
   auto flat =
       RankedTensorType::get({type.getNumElements()}, type.getElementType());
   return ReshapeOp::create(b, loc, flat, v);
+}
+
+/// The state results one step synchronises: a tensor computed from this
+/// rank's data that becomes the next step's state.
+struct StateSync {
+  unsigned resultIndex;
+  Value value;
+};
+
+/// Whether the state named `name` is an FP8 amax history, which the ranks
+/// MAX-reduce (Transformer Engine's amax reduction over the data-parallel
+/// group: every rank then scales by the amax of the global batch) where
+/// other state takes rank 0's value.
+bool isAmaxHistory(StringRef name) {
+  return name.starts_with("fp8.amax_history.");
+}
+
+/// Synchronises `states` (of one element type) at `terminator` with one
+/// collective: a MAX all-reduce or rank 0's broadcast of their flattened
+/// concatenation, sliced back. A step's FP8 policy keeps three amax
+/// histories per GEMM, so one collective replaces hundreds of small ones
+/// (each a blocking round trip, and on a GPU a wait for the stream).
+void syncStates(Operation *terminator, ArrayRef<StateSync> states, bool max) {
+  OpBuilder b(terminator);
+  Location loc = states.front().value.getLoc();
+  auto collective = [&](Value v) -> Value {
+    if (max)
+      return AllReduceOp::create(b, loc, v, ReductionKind::max);
+    return CommBroadcastOp::create(b, loc, v);
+  };
+  if (states.size() == 1) {
+    terminator->setOperand(states.front().resultIndex,
+                           collective(states.front().value));
+    return;
+  }
+  SmallVector<Value> parts;
+  int64_t total = 0;
+  for (const StateSync &state : states) {
+    parts.push_back(flatten(b, loc, state.value));
+    total += cast<RankedTensorType>(state.value.getType()).getNumElements();
+  }
+  Type element =
+      cast<RankedTensorType>(states.front().value.getType()).getElementType();
+  Value all = collective(ConcatOp::create(
+      b, loc, RankedTensorType::get({total}, element), parts, /*axis=*/0));
+  int64_t offset = 0;
+  for (const StateSync &state : states) {
+    auto type = cast<RankedTensorType>(state.value.getType());
+    auto flat =
+        RankedTensorType::get({type.getNumElements()}, type.getElementType());
+    Value part =
+        SliceOp::create(b, loc, flat, all, b.getDenseI64ArrayAttr({offset}),
+                        DenseI64ArrayAttr());
+    offset += type.getNumElements();
+    if (flat != type)
+      part = ReshapeOp::create(b, loc, type, part);
+    terminator->setOperand(state.resultIndex, part);
+  }
 }
 
 /// The op of `block` that is or contains `op`.
@@ -248,6 +307,8 @@ LogicalResult mlir::ds::dataParallel(FunctionOpInterface func) {
   // The loss of the global batch, and metrics / state from this rank's data.
   DenseSet<Value> local = rankLocalValues(func, *contract);
   OpBuilder b(terminator);
+  // State to synchronise, by element type and collective, in result order.
+  llvm::MapVector<std::pair<Type, unsigned>, SmallVector<StateSync>> states;
   for (auto [i, result] : llvm::enumerate(contract->results)) {
     Value v = terminator->getOperand(i);
     Location loc = v.getLoc();
@@ -276,9 +337,13 @@ LogicalResult mlir::ds::dataParallel(FunctionOpInterface func) {
                << arg.name
                << "' is updated from this rank's data but is not a float "
                   "tensor: ds-data-parallel cannot broadcast it";
-      terminator->setOperand(i, CommBroadcastOp::create(b, loc, v));
+      Type element = cast<RankedTensorType>(v.getType()).getElementType();
+      states[{element, unsigned(isAmaxHistory(arg.name))}].push_back(
+          {unsigned(i), v});
     }
   }
+  for (auto &[key, members] : states)
+    syncStates(terminator, members, /*max=*/key.second != 0);
   return success();
 }
 

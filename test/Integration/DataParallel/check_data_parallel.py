@@ -16,6 +16,8 @@ Every run is a real MPI job of 2 ranks (scripts/ds-mpirun), one thread each.
     identical; the report counts fewer bytes than dense; a three-tier run
     split by a checkpoint equals the straight run bit for bit, residuals
     included, and the checkpoint holds both ranks' residuals.
+  - FP8: the forward GEMMs' amax histories equal a single process's on
+    the global batch (MAX-reduced over the ranks, as Transformer Engine's);
   - composition: a block-sparse, fake-quantized, FP8, loss-scaled step
     with a compressed all-reduce keeps the replicas identical;
   - refusals: resuming with another number of ranks, a step without data
@@ -262,6 +264,37 @@ def refusals(tmp):
     return fn
 
 
+def amax_sync(tmp):
+    def fn():
+        # The FP8 policy's amax histories are MAX-reduced over the ranks
+        # (Transformer Engine's amax reduction), not taken from rank 0: the
+        # forward GEMMs' input and weight histories of a data-parallel run
+        # equal a single process's on the global batch, whose amaxes are
+        # the maxima over the ranks' rows. (Rank 0's would miss the other
+        # rank's rows wherever their maximum lies there.)
+        full = gen(tmp, "mlp", 32, "f32")
+        half = gen(tmp, "mlp", 16, "f32")
+        ref = os.path.join(tmp, "amax-ref")
+        dp = os.path.join(tmp, "amax-dp")
+        policy = os.path.join(os.path.dirname(os.path.dirname(GEN)),
+                              "scripts", "gpu-check", "fp8.yaml")
+        common = ["--precision=" + policy, "--steps", "3", "--quiet"]
+        run([DS_RUN, full, "--save-results", ref] + common)
+        mpi(2, [half, "--data-parallel", "--check-replicas", "1",
+                "--save-results", dp] + common)
+        a, b = load_dir(ref), load_dir(dp)
+        keys = [k for k in a if "fp8.amax_history" in k and
+                (k.endswith(".input") or k.endswith(".weight"))]
+        if len(keys) < 2:
+            raise RuntimeError("forward amax histories: %s" % sorted(a))
+        for k in keys:
+            d = rel(b[k], a[k])
+            if d > 1e-6:
+                raise RuntimeError("%s differs: %.3g relative" % (k, d))
+        return "(%d forward histories equal the global batch's)" % len(keys)
+    return fn
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         check("equal mlp f64 (dropout, loss scaling)",
@@ -286,6 +319,7 @@ def main():
                          "local-clip=5 warmup-iterations=2", 5.0,
                          ["--optimizer", "sgd", "--lr", "0.05"]))
         check("three-tier checkpoint/resume", resume(tmp))
+        check("fp8 amax histories MAX-reduced", amax_sync(tmp))
         check("composition", composition(tmp))
         check("refusals", refusals(tmp))
     passed = sum(results)
