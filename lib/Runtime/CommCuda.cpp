@@ -223,75 +223,42 @@ template <typename T> Memref1<T> *view(dsrt_memref1_f64 *m) {
 
 // The CPU entry points, on this file's descriptor type.
 template <typename T> struct Cpu;
-template <> struct Cpu<float> {
-  using D = dsrt_memref1_f32;
-  static D *d(Memref1<float> *m) { return reinterpret_cast<D *>(m); }
-  static void allreduce(Memref1<float> *i, Memref1<float> *o, int64_t op) {
-    _mlir_ciface_dsrt_allreduce_f32(d(i), d(o), op);
-  }
-  static void stageAllreduce(Memref1<float> *i, Memref1<float> *o, int64_t op) {
-    _mlir_ciface_dsrt_stage_allreduce_f32(d(i), d(o), op);
-  }
-  static void broadcast(Memref1<float> *i, Memref1<float> *o) {
-    _mlir_ciface_dsrt_broadcast_f32(d(i), d(o));
-  }
-  static int64_t start(Memref1<float> *g, Memref1<float> *ri,
-                       Memref1<float> *ro, int64_t s, double p0, double p1,
-                       double p2) {
-    return _mlir_ciface_dsrt_allreduce_start_f32(d(g), d(ri), d(ro), s, p0, p1,
-                                                 p2);
-  }
-  static int64_t startPowerSgd(Memref1<float> *g, Memref1<float> *si,
-                               Memref1<float> *so, dsrt_memref1_i64 *shapes,
-                               int64_t rank, int64_t active) {
-    return _mlir_ciface_dsrt_allreduce_start_powersgd_f32(d(g), d(si), d(so),
-                                                          shapes, rank, active);
-  }
-  static void wait(int64_t h, Memref1<float> *o) {
-    _mlir_ciface_dsrt_allreduce_wait_f32(h, d(o));
-  }
-  static void send(Memref1<float> *i, int64_t peer, int64_t tag) {
-    _mlir_ciface_dsrt_send_f32(d(i), peer, tag);
-  }
-  static void recv(Memref1<float> *o, int64_t peer, int64_t tag) {
-    _mlir_ciface_dsrt_recv_f32(d(o), peer, tag);
-  }
-};
-template <> struct Cpu<double> {
-  using D = dsrt_memref1_f64;
-  static D *d(Memref1<double> *m) { return reinterpret_cast<D *>(m); }
-  static void allreduce(Memref1<double> *i, Memref1<double> *o, int64_t op) {
-    _mlir_ciface_dsrt_allreduce_f64(d(i), d(o), op);
-  }
-  static void stageAllreduce(Memref1<double> *i, Memref1<double> *o,
-                             int64_t op) {
-    _mlir_ciface_dsrt_stage_allreduce_f64(d(i), d(o), op);
-  }
-  static void broadcast(Memref1<double> *i, Memref1<double> *o) {
-    _mlir_ciface_dsrt_broadcast_f64(d(i), d(o));
-  }
-  static int64_t start(Memref1<double> *g, Memref1<double> *ri,
-                       Memref1<double> *ro, int64_t s, double p0, double p1,
-                       double p2) {
-    return _mlir_ciface_dsrt_allreduce_start_f64(d(g), d(ri), d(ro), s, p0, p1,
-                                                 p2);
-  }
-  static int64_t startPowerSgd(Memref1<double> *g, Memref1<double> *si,
-                               Memref1<double> *so, dsrt_memref1_i64 *shapes,
-                               int64_t rank, int64_t active) {
-    return _mlir_ciface_dsrt_allreduce_start_powersgd_f64(d(g), d(si), d(so),
-                                                          shapes, rank, active);
-  }
-  static void wait(int64_t h, Memref1<double> *o) {
-    _mlir_ciface_dsrt_allreduce_wait_f64(h, d(o));
-  }
-  static void send(Memref1<double> *i, int64_t peer, int64_t tag) {
-    _mlir_ciface_dsrt_send_f64(d(i), peer, tag);
-  }
-  static void recv(Memref1<double> *o, int64_t peer, int64_t tag) {
-    _mlir_ciface_dsrt_recv_f64(d(o), peer, tag);
-  }
-};
+#define DS_CPU_COLLECTIVES(T, SUFFIX, D)                                       \
+  template <> struct Cpu<T> {                                                  \
+    static D *d(Memref1<T> *m) { return reinterpret_cast<D *>(m); }            \
+    static void allreduce(Memref1<T> *i, Memref1<T> *o, int64_t op) {          \
+      _mlir_ciface_dsrt_allreduce_##SUFFIX(d(i), d(o), op);                    \
+    }                                                                          \
+    static void stageAllreduce(Memref1<T> *i, Memref1<T> *o, int64_t op) {     \
+      _mlir_ciface_dsrt_stage_allreduce_##SUFFIX(d(i), d(o), op);              \
+    }                                                                          \
+    static void broadcast(Memref1<T> *i, Memref1<T> *o) {                      \
+      _mlir_ciface_dsrt_broadcast_##SUFFIX(d(i), d(o));                        \
+    }                                                                          \
+    static int64_t start(Memref1<T> *g, Memref1<T> *ri, Memref1<T> *ro,        \
+                         int64_t s, double p0, double p1, double p2) {         \
+      return _mlir_ciface_dsrt_allreduce_start_##SUFFIX(d(g), d(ri), d(ro), s, \
+                                                        p0, p1, p2);           \
+    }                                                                          \
+    static int64_t startPowerSgd(Memref1<T> *g, Memref1<T> *si,                \
+                                 Memref1<T> *so, dsrt_memref1_i64 *shapes,     \
+                                 int64_t rank, int64_t active) {               \
+      return _mlir_ciface_dsrt_allreduce_start_powersgd_##SUFFIX(              \
+          d(g), d(si), d(so), shapes, rank, active);                           \
+    }                                                                          \
+    static void wait(int64_t h, Memref1<T> *o) {                               \
+      _mlir_ciface_dsrt_allreduce_wait_##SUFFIX(h, d(o));                      \
+    }                                                                          \
+    static void send(Memref1<T> *i, int64_t peer, int64_t tag) {               \
+      _mlir_ciface_dsrt_send_##SUFFIX(d(i), peer, tag);                        \
+    }                                                                          \
+    static void recv(Memref1<T> *o, int64_t peer, int64_t tag) {               \
+      _mlir_ciface_dsrt_recv_##SUFFIX(d(o), peer, tag);                        \
+    }                                                                          \
+  };
+DS_CPU_COLLECTIVES(float, f32, dsrt_memref1_f32)
+DS_CPU_COLLECTIVES(double, f64, dsrt_memref1_f64)
+#undef DS_CPU_COLLECTIVES
 
 template <typename T> void send(Memref1<T> *in, int64_t peer, int64_t tag) {
   Staged<T> hostIn;

@@ -53,10 +53,7 @@ class RuntimeCallBuilder {
 public:
   RuntimeCallBuilder(ModuleOp module, bool cuda) : module(module), cuda(cuda) {}
 
-  /// The function that runs the collective `cpuName` ("dsrt_allreduce_f32")
-  /// on this target's buffers: on CUDA the host-staged wrapper
-  /// ("dsrt_cuda_allreduce_f32"), which takes the same arguments in device
-  /// memory.
+  /// Whether the calls are for ds-gpu-pipeline's device buffers.
   bool targetsCuda() const { return cuda; }
 
   /// A start's `params` (f64) as a 1-D buffer, empty when it has none: on
@@ -68,6 +65,10 @@ public:
     return input(b, loc, reshape(b, loc, params, {n}));
   }
 
+  /// The function that runs the collective `cpuName` ("dsrt_allreduce_f32")
+  /// on this target's buffers: on CUDA the host-staged wrapper
+  /// ("dsrt_cuda_allreduce_f32"), which takes the same arguments in device
+  /// memory.
   std::string collective(StringRef cpuName) const {
     if (!cuda)
       return cpuName.str();

@@ -105,9 +105,10 @@ bool isAmaxHistory(StringRef name) {
 
 /// Synchronises `states` (of one element type) at `terminator` with one
 /// collective: a MAX all-reduce or rank 0's broadcast of their flattened
-/// concatenation, sliced back. A step's FP8 policy keeps three amax
-/// histories per GEMM, so one collective replaces hundreds of small ones
-/// (each a blocking round trip, and on a GPU a wait for the stream).
+/// concatenation, sliced back. Under an FP8 policy two amax histories per
+/// GEMM come from the rank's data (its input's and its cotangent's), so one
+/// collective replaces hundreds of small ones (each a blocking round trip,
+/// and on a GPU a wait for the stream).
 void syncStates(Operation *terminator, ArrayRef<StateSync> states, bool max) {
   OpBuilder b(terminator);
   Location loc = states.front().value.getLoc();
