@@ -35,6 +35,7 @@
 #include "ds/Dialect/Linalg/IndexingMaps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/OperationSupport.h"
@@ -152,8 +153,16 @@ Value rootOf(Value v) {
 }
 
 /// Whether `op` (and what it nests) may write to a buffer whose root is in
-/// `roots`; ops whose effects are unknown may.
+/// `roots`; ops whose effects are unknown may. The runtime's CUDA calls
+/// (GEMMs, host-staged collectives) touch only the buffers they are given
+/// (ds_runtime_cuda.h).
 bool mayWrite(Operation *op, ArrayRef<Value> roots) {
+  if (auto call = dyn_cast<func::CallOp>(op);
+      call && call.getCallee().starts_with("dsrt_cuda_"))
+    return llvm::any_of(call.getOperands(), [&](Value v) {
+      return isa<MemRefType>(v.getType()) &&
+             llvm::is_contained(roots, rootOf(v));
+    });
   if (auto effects = dyn_cast<MemoryEffectOpInterface>(op)) {
     SmallVector<MemoryEffects::EffectInstance> list;
     effects.getEffects(list);
@@ -451,8 +460,11 @@ std::optional<GemmEpilogue> mlir::ds::gemmEpilogue(linalg::LinalgOp gemm,
       return std::nullopt;
     roots.push_back(rootOf(input->get()));
   }
-  for (Operation *op = gemm->getNextNode(); lastReader && op != lastReader;
-       op = op->getNextNode())
+  // (Nothing to check without a scale or a bias: a data-parallel step's
+  // collectives between a forward GEMM and its backward reader kept the
+  // attention scores in f32.)
+  for (Operation *op = gemm->getNextNode();
+       lastReader && !roots.empty() && op != lastReader; op = op->getNextNode())
     if (mayWrite(op, roots))
       return std::nullopt;
   return e;

@@ -147,6 +147,62 @@ func.func @bf16_rounded(%a: memref<2x4x8xbf16>, %b: memref<2x8x16xbf16>,
 
 // -----
 
+// A runtime call between the GEMM and its reader (a data-parallel step's
+// collective between attention's forward and its backward) does not keep
+// the product in f32: without a scale or a bias, nothing the readers add
+// to the product can change in between.
+// CHECK-LABEL: func.func @bf16_rounded_across_call(
+// CHECK:         memref.alloc() : memref<4x16xbf16>
+// CHECK:         call @dsrt_cuda_matmul_bf16_to_bf16(
+// CHECK:         call @dsrt_cuda_allreduce_f32(
+// CHECK-NOT:     arith.truncf
+func.func private @dsrt_cuda_allreduce_f32(memref<?xf32, strided<[?], offset: ?>>, memref<?xf32, strided<[?], offset: ?>>, i64)
+func.func @bf16_rounded_across_call(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %d: memref<4x16xbf16>,
+                                    %g: memref<?xf32, strided<[?], offset: ?>>, %m: memref<?xf32, strided<[?], offset: ?>>) {
+  %mean = arith.constant 4 : i64
+  %c = memref.alloc() : memref<4x16xf32>
+  linalg.matmul {ds.gemm_overwrite} ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c : memref<4x16xf32>)
+  call @dsrt_cuda_allreduce_f32(%g, %m, %mean) : (memref<?xf32, strided<[?], offset: ?>>, memref<?xf32, strided<[?], offset: ?>>, i64) -> ()
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<4x16xf32>) outs(%d : memref<4x16xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  return
+}
+
+
+// But a runtime call that is handed the scale's buffer may write it: the
+// scale stays in the reader (cuBLASLt would read it before the call).
+// CHECK-LABEL: func.func @fp8_scale_across_call(
+// CHECK:         call @dsrt_cuda_matmul_f8(
+// CHECK:         call @dsrt_cuda_allreduce_f32(
+// CHECK:         arith.mulf
+func.func @fp8_scale_across_call(%a: memref<32x16xf8E4M3FN>, %b: memref<64x16xf8E4M3FN>,
+                                 %s: memref<1xf32>, %g: memref<?xf32, strided<[?], offset: ?>>,
+                                 %y: memref<32x64xbf16>) {
+  %max = arith.constant 2 : i64
+  %c = memref.alloc() : memref<32x64xf32>
+  linalg.matmul
+      indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      {ds.gemm_overwrite} ins(%a, %b : memref<32x16xf8E4M3FN>, memref<64x16xf8E4M3FN>) outs(%c : memref<32x64xf32>)
+  %sv = memref.cast %s : memref<1xf32> to memref<?xf32, strided<[?], offset: ?>>
+  call @dsrt_cuda_allreduce_f32(%g, %sv, %max) : (memref<?xf32, strided<[?], offset: ?>>, memref<?xf32, strided<[?], offset: ?>>, i64) -> ()
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (0)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c, %s : memref<32x64xf32>, memref<1xf32>) outs(%y : memref<32x64xbf16>) {
+  ^bb0(%in: f32, %sc: f32, %out: bf16):
+    %d = arith.mulf %in, %sc : f32
+    %r = arith.truncf %d : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  return
+}
+
+// -----
+
 // f16 operands rounded back to f16, after a zero fill.
 // CHECK-LABEL: func.func @f16_rounded(
 // CHECK:         memref.alloc() : memref<4x16xf16>
