@@ -42,7 +42,7 @@ template <typename T> struct Memref1 {
   int64_t strides[1];
 };
 
-/// The bytes a rank-1 view spans from its first element, or -1 for a view
+/// The elements a rank-1 view spans from its first one, or -1 for a view
 /// the CPU collectives would refuse anyway (they then record the error).
 template <typename T> int64_t spanElements(const Memref1<T> *m) {
   if (!m || m->sizes[0] < 0 || m->offset < 0 || m->strides[0] < 0)
@@ -125,10 +125,6 @@ PendingStates &pending() {
   static PendingStates states;
   return states;
 }
-
-template <typename T> using CpuBinary = void (*)(Memref1<T> *, Memref1<T> *);
-template <typename T>
-using CpuReduce = void (*)(Memref1<T> *, Memref1<T> *, int64_t);
 
 /// in -> out through a CPU collective on host copies.
 template <typename T, typename Fn, typename... Extra>
@@ -214,10 +210,8 @@ void wait(int64_t handle, Memref1<T> *out, Wait cpu) {
     static_cast<Staged<T> *>(state.staged.get())->writeBack();
 }
 
-template <typename T> Memref1<T> *view(dsrt_memref1_f32 *m) {
-  return reinterpret_cast<Memref1<T> *>(m);
-}
-template <typename T> Memref1<T> *view(dsrt_memref1_f64 *m) {
+/// A C descriptor of ds_runtime.h (dsrt_memref1_f32/f64) as this file's.
+template <typename T, typename D> Memref1<T> *view(D *m) {
   return reinterpret_cast<Memref1<T> *>(m);
 }
 
