@@ -78,6 +78,10 @@ if config.ds_cuda_runtime:
     config.available_features.add("cuda-runtime")
 config.substitutions.append(
     ("%stub_cuda_dir", os.path.join(config.ds_lib_dir, "stub-cuda")))
+# The stub NCCL is built when the toolkit has nccl.h: `REQUIRES: nccl-stub`.
+if os.path.exists(os.path.join(config.ds_lib_dir, "stub-cuda",
+                               "libnccl.so.2")):
+    config.available_features.add("nccl-stub")
 config.substitutions.append(("%cuda_bin_dir", config.ds_cuda_bin_dir))
 
 # ds-gpu-pipeline's tests assemble kernels with the CUDA toolkit's ptxas

@@ -61,6 +61,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.causalBlock = causalBlock;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
+  c.launchReportCollectives = launchReportCollectives;
   c.optLevel = optLevel;
   c.toolkit = toolkit;
   c.emulateKernels = emulateKernels;
@@ -227,6 +228,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   if (!config.launchReport.empty()) {
     GPULaunchReportPassOptions report;
     report.output = config.launchReport;
+    report.collectives = config.launchReportCollectives;
     pm.addPass(createGPULaunchReportPass(report));
   }
   // 6. Narrow floats as on the CPU (one rounding per op; FP8 casts as exact

@@ -555,11 +555,15 @@ Error Trainer::run() {
   if (program.isDataParallel() && !options.quiet) {
     llvm::json::Object dp = dataParallelSummary();
     out << llvm::format("ds-run: data parallel: %d rank(s), %.1f KiB/step "
-                        "sent (dense %.1f KiB), waits %.2f ms/step\n",
+                        "sent (dense %.1f KiB), waits %.2f ms/step",
                         options.worldSize,
                         *dp.getNumber("bytes_sent_per_step") / 1024,
                         *dp.getNumber("dense_bytes_per_step") / 1024,
                         *dp.getNumber("wait_ms_per_step"));
+    if (std::optional<llvm::StringRef> on = dp.getString("device_collectives"))
+      out << ", device collectives: "
+          << (*on == "host" ? "staged through the host" : *on);
+    out << "\n";
   }
   if (!options.checkpointDir.empty()) {
     if (Error e = saveCheckpoint(options.checkpointDir))
@@ -799,6 +803,8 @@ llvm::json::Object Trainer::dataParallelSummary() const {
       {"nonfinite_buckets", static_cast<int64_t>(comm.nonfinite_buckets)},
       {"replica_checks", replicaChecks},
   };
+  if (*dsrt_comm_device_backend())
+    dp["device_collectives"] = dsrt_comm_device_backend();
   if (comm.bytes_sent > 0)
     dp["compression_ratio"] = comm.bytes_dense / comm.bytes_sent;
   return dp;

@@ -31,6 +31,7 @@
 #include <climits>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -711,9 +712,41 @@ void dsrt::comm::countNonFinite() {
   totals.nonfinite_buckets += 1;
 }
 
+void dsrt::comm::countCollective() {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  totals.collectives += 1;
+}
+
+namespace {
+std::atomic<void (*)()> statsHook{nullptr};
+std::atomic<void (*)()> finalizeHook{nullptr};
+} // namespace
+
+void dsrt::comm::setStatsHook(void (*hook)()) { statsHook.store(hook); }
+
+void dsrt::comm::setFinalizeHook(void (*hook)()) { finalizeHook.store(hook); }
+
+namespace {
+/// dsrt_comm_device_backend's answer: written once a process decides, read
+/// after (a fixed buffer, so a reader never sees a freed string).
+char deviceBackend[64] = "";
+} // namespace
+
+void dsrt::comm::setDeviceBackend(const char *name) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  std::snprintf(deviceBackend, sizeof(deviceBackend), "%s", name);
+}
+
+const char *dsrt_comm_device_backend(void) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  return deviceBackend;
+}
+
 void dsrt_get_comm_stats(dsrt_comm_stats *out) {
   if (!out)
     return;
+  if (void (*hook)() = statsHook.load())
+    hook();
   std::lock_guard<std::mutex> lock(statsMutex);
   *out = totals;
 }
@@ -734,6 +767,8 @@ int dsrt_comm_init(const dsrt_comm_config *config) {
 }
 
 void dsrt_comm_finalize(void) {
+  if (void (*hook)() = finalizeHook.load())
+    hook();
   std::lock_guard<std::mutex> lock(registryMutex);
   std::shared_ptr<Communicator> c = current;
   if (!c || c->finalized.exchange(true))

@@ -19,11 +19,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "RuntimeInternal.h"
+#include "CommInternal.h"
+#include "CommNccl.h"
 
 #include "ds/Runtime/ds_runtime.h"
 #include "ds/Runtime/ds_runtime_cuda.h"
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,6 +52,21 @@ template <typename T> int64_t spanElements(const Memref1<T> *m) {
   if (m->sizes[0] == 0)
     return 0;
   return (m->sizes[0] - 1) * m->strides[0] + 1;
+}
+
+/// A C descriptor of ds_runtime.h (dsrt_memref1_f32/f64) as this file's.
+template <typename T, typename D> Memref1<T> *view(D *m) {
+  return reinterpret_cast<Memref1<T> *>(m);
+}
+
+/// The first element of a view NCCL can take as it is (contiguous, offset
+/// and size valid), or null.
+template <typename T> T *contiguous(const Memref1<T> *m) {
+  if (!m || m->sizes[0] < 0 || m->offset < 0 ||
+      (m->strides[0] != 1 && m->sizes[0] > 1) ||
+      (!m->aligned && m->sizes[0] > 0))
+    return nullptr;
+  return m->aligned + m->offset;
 }
 
 /// A host copy of a device view (contiguous, offset 0) and its descriptor,
@@ -147,17 +164,36 @@ bool readParams(dsrt_memref1_f64 *params, double *values, int n) {
   return true;
 }
 
+/// A start. An uncompressed bucket comes masked by the step (zeros when it
+/// was not finite), its probe (NaN then) as the one parameter: NCCL takes
+/// it on the device, or the host counts the probe and stages the bucket.
 template <typename T, typename Start>
 int64_t start(Memref1<T> *grad, Memref1<T> *residualIn, Memref1<T> *residualOut,
               int64_t scheme, dsrt_memref1_f64 *params, Start cpu) {
+  bool dense = scheme == DSRT_COMPRESS_NONE;
+  T *bucket = contiguous(grad);
+  auto *params64 = view<double>(params);
+  const double *probe =
+      params64 && params64->sizes[0] >= 1 ? contiguous(params64) : nullptr;
+  int64_t handle = 0;
+  if (dense && bucket && residualIn && residualIn->sizes[0] == 0 &&
+      residualOut && residualOut->sizes[0] == 0 &&
+      comm::nccl::start(bucket, grad->sizes[0], std::is_same_v<T, double>,
+                        probe, handle))
+    return handle;
   Staged<T> hostGrad, hostIn, hostOut;
   double p[3];
   if (!readParams(params, p, 3) || !hostGrad.stage(grad, true) ||
       !hostIn.stage(residualIn, true) || !hostOut.stage(residualOut, false))
     return 0;
+  if (dense) {
+    if (std::isnan(p[0]))
+      comm::countNonFinite();
+    p[0] = 0;
+  }
   // The start reads its inputs and writes the residual before it returns.
-  int64_t handle = cpu(hostGrad.get(), hostIn.get(), hostOut.get(), scheme,
-                       p[0], p[1], p[2]);
+  handle = cpu(hostGrad.get(), hostIn.get(), hostOut.get(), scheme, p[0], p[1],
+               p[2]);
   hostOut.writeBack();
   return handle;
 }
@@ -189,7 +225,15 @@ int64_t startPowerSgd(Memref1<T> *grad, Memref1<T> *stateIn,
 }
 
 template <typename T, typename Wait>
-void wait(int64_t handle, Memref1<T> *out, Wait cpu) {
+void wait(int64_t handle, Memref1<T> *out, Wait cpu, const char *what) {
+  if (comm::nccl::owns(handle)) {
+    T *first = contiguous(out);
+    if (!first)
+      (void)DS_ERROR("%s: the output is not a contiguous vector", what);
+    comm::nccl::wait(handle, first, first ? out->sizes[0] : -1,
+                     std::is_same_v<T, double>, what);
+    return;
+  }
   Staged<T> hostOut;
   if (!hostOut.stage(out, false))
     return;
@@ -208,11 +252,6 @@ void wait(int64_t handle, Memref1<T> *out, Wait cpu) {
   // without its state written, as on the CPU.
   if (state.f64 == std::is_same_v<T, double>)
     static_cast<Staged<T> *>(state.staged.get())->writeBack();
-}
-
-/// A C descriptor of ds_runtime.h (dsrt_memref1_f32/f64) as this file's.
-template <typename T, typename D> Memref1<T> *view(D *m) {
-  return reinterpret_cast<Memref1<T> *>(m);
 }
 
 // The CPU entry points, on this file's descriptor type.
@@ -268,19 +307,42 @@ template <typename T> void recv(Memref1<T> *out, int64_t peer, int64_t tag) {
   hostOut.writeBack();
 }
 
+/// A blocking all-reduce: on NCCL when it serves the call and the views
+/// allow, staged otherwise (where the CPU collective checks the views).
+template <typename T, typename Cpu>
+void allreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
+  T *from = contiguous(in), *to = contiguous(out);
+  if (from && to && in->sizes[0] == out->sizes[0] && op >= DSRT_REDUCE_SUM &&
+      op <= DSRT_REDUCE_MIN &&
+      comm::nccl::allreduce(from, to, in->sizes[0], std::is_same_v<T, double>,
+                            op))
+    return;
+  staged<T>(in, out, cpu, op);
+}
+
+/// A broadcast from rank 0, likewise.
+template <typename T, typename Cpu>
+void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
+  T *from = contiguous(in), *to = contiguous(out);
+  if (from && to && in->sizes[0] == out->sizes[0] &&
+      comm::nccl::broadcast(from, to, in->sizes[0], std::is_same_v<T, double>))
+    return;
+  staged<T>(in, out, cpu);
+}
+
 } // namespace
 
 #define DS_CUDA_COLLECTIVES(T, SUFFIX, D)                                      \
   DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_##SUFFIX(D *in, D *out,       \
                                                           int64_t op) {        \
-    staged<T>(view<T>(in), view<T>(out), Cpu<T>::allreduce, op);               \
+    allreduce<T>(view<T>(in), view<T>(out), op, Cpu<T>::allreduce);            \
   }                                                                            \
   DSRT_API void _mlir_ciface_dsrt_cuda_stage_allreduce_##SUFFIX(D *in, D *out, \
                                                                 int64_t op) {  \
     staged<T>(view<T>(in), view<T>(out), Cpu<T>::stageAllreduce, op);          \
   }                                                                            \
   DSRT_API void _mlir_ciface_dsrt_cuda_broadcast_##SUFFIX(D *in, D *out) {     \
-    staged<T>(view<T>(in), view<T>(out), Cpu<T>::broadcast);                   \
+    broadcast<T>(view<T>(in), view<T>(out), Cpu<T>::broadcast);                \
   }                                                                            \
   DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_##SUFFIX(            \
       D *grad, D *residualIn, D *residualOut, int64_t scheme,                  \
@@ -297,7 +359,8 @@ template <typename T> void recv(Memref1<T> *out, int64_t peer, int64_t tag) {
   }                                                                            \
   DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_##SUFFIX(int64_t handle, \
                                                                D *out) {       \
-    wait<T>(handle, view<T>(out), Cpu<T>::wait);                               \
+    wait<T>(handle, view<T>(out), Cpu<T>::wait,                                \
+            "dsrt_cuda_allreduce_wait_" #SUFFIX);                              \
   }                                                                            \
   DSRT_API void _mlir_ciface_dsrt_cuda_send_##SUFFIX(D *in, int64_t peer,      \
                                                      int64_t tag) {            \

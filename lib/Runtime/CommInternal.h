@@ -98,6 +98,16 @@ void countSent(double bytes);
 void countDense(double bytes);
 void countDenseFallback();
 void countNonFinite();
+/// A collective that did not go through issue() (NCCL's).
+void countCollective();
+/// Runs `hook` at the start of every dsrt_get_comm_stats: counters a
+/// backend keeps on the device are folded in then (CommNccl.cpp).
+void setStatsHook(void (*hook)());
+/// Runs `hook` at the start of dsrt_comm_finalize, at the same point on
+/// every rank: a device backend's communicator goes then (CommNccl.cpp).
+void setFinalizeHook(void (*hook)());
+/// What dsrt_comm_device_backend says from now on (copied).
+void setDeviceBackend(const char *name);
 
 //===----------------------------------------------------------------------===//
 // Compression (CommCompress.cpp)

@@ -496,6 +496,10 @@ def GPULaunchReportPass
     Option<"hostBandwidth", "host-bandwidth", "double", "25.0",
            "Copies between the device and pageable host memory, GB/s (the "
            "collectives' staging)">,
+    Option<"collectives", "collectives", "std::string", "\"nccl\"",
+           "What the runtime runs the uncompressed all-reduces and the "
+           "broadcasts on: nccl (device copies, the network not counted) "
+           "or host (staged, as the compressed ones always are)">,
   ];
 }
 

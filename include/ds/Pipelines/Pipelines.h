@@ -98,6 +98,8 @@ struct GPUPipelineConfig {
   /// Where ds-gpu-launch-report writes, after the merge ("-": standard
   /// error); empty: no report.
   std::string launchReport;
+  /// What the report counts the uncompressed collectives on: nccl or host.
+  std::string launchReportCollectives = "nccl";
   unsigned optLevel = 3;
   /// The CUDA toolkit (ptxas, libdevice); empty: $CUDA_HOME or
   /// /usr/local/cuda.
@@ -203,6 +205,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
                      "H200's peaks, to this file (- for standard error; "
                      "ds-gpu-launch-report)"),
       llvm::cl::init("")};
+  PassOptions::Option<std::string> launchReportCollectives{
+      *this, "launch-report-collectives",
+      llvm::cl::desc("What the launch report counts the uncompressed "
+                     "all-reduces and broadcasts on: nccl (device copies) or "
+                     "host (staged, as without NCCL)"),
+      llvm::cl::init("nccl")};
   PassOptions::Option<unsigned> optLevel{
       *this, "opt-level", llvm::cl::desc("NVPTX optimisation level"),
       llvm::cl::init(3)};

@@ -607,6 +607,14 @@ typedef struct dsrt_comm_stats {
 DSRT_API void dsrt_get_comm_stats(dsrt_comm_stats *out);
 DSRT_API void dsrt_reset_comm_stats(void);
 
+/* What carries the collectives on device buffers (dsrt_cuda_*, steps
+   compiled by ds-gpu-pipeline): "nccl 2.28.9" (NCCL on the device, the
+   uncompressed collectives; the rest staged), "host" (every collective
+   staged through host memory), or "" before the first such collective and
+   without the CUDA backend. DS_CUDA_COLLECTIVES picks (auto, nccl, host;
+   docs/GPUBackend.md). */
+DSRT_API const char *dsrt_comm_device_backend(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

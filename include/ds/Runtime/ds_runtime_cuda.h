@@ -222,13 +222,18 @@ DSRT_API int dsrt_cuda_event_wait(void *event);
    step stream. The starts' scalar parameters are device data too (a
    three-tier step computes its thresholds), so they come as the op's
    `params` buffer: p0, p1, p2 for a start (missing entries are 0), rank
-   and active (converted to integers) for a PowerSGD start. A started
+   and active (converted to integers) for a PowerSGD start; an
+   uncompressed start's one parameter is the bucket's probe (NaN when the
+   step found it non-finite and zeroed it). A started
    all-reduce still exchanges on the communication
    thread while the host enqueues the next kernels; a PowerSGD start keeps
-   the host copy of its state until its wait, which copies it back. Built
-   into libdsrt only (they need its MPI layer), not libdsrt_cuda.so. Like
-   every call that waits for the stream, they record an error during a
-   graph capture. */
+   the host copy of its state until its wait, which copies it back. When
+   NCCL serves the process (dsrt_comm_device_backend; DS_CUDA_COLLECTIVES),
+   the uncompressed all-reduces (starts, waits and blocking ones) and the
+   broadcasts of contiguous vectors run on it instead, on the device, with
+   no host wait. Built into libdsrt only (they need its MPI layer), not
+   libdsrt_cuda.so. Like every call that waits for the stream, the staged
+   ones record an error during a graph capture. */
 DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_f32(dsrt_memref1_f32 *in,
                                                    dsrt_memref1_f32 *out,
                                                    int64_t op);

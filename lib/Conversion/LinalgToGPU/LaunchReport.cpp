@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SetVector.h"
@@ -68,10 +69,10 @@ std::string where(Location loc) {
   return out;
 }
 
-/// One line of the report: a kernel launch, a library GEMM, a copy or a
-/// collective staged through the host.
+/// One line of the report: a kernel launch, a library GEMM, a copy, a
+/// collective staged through the host or one on NCCL.
 struct Row {
-  enum Kind { Kernel, Gemm, Copy, Staged } kind;
+  enum Kind { Kernel, Gemm, Copy, Staged, Nccl } kind;
   std::string shape; // grid x block, or the GEMM's batch x M x N x K
   int64_t read = 0, written = 0;
   double flops = 0;
@@ -206,6 +207,48 @@ std::optional<Row> stagedRow(func::CallOp call) {
   return row;
 }
 
+/// Whether the runtime runs `call` (a dsrt_cuda_* collective) on NCCL when
+/// it can (lib/Runtime/CommNccl.cpp): the uncompressed starts (scheme 0)
+/// and their waits, the blocking all-reduces and the broadcasts.
+bool servedByNccl(func::CallOp call) {
+  auto uncompressedStart = [](Operation *op) {
+    auto start = dyn_cast_or_null<func::CallOp>(op);
+    if (!start ||
+        !start.getCallee().starts_with("dsrt_cuda_allreduce_start_") ||
+        start.getCallee().contains("powersgd") || start.getNumOperands() < 4)
+      return false;
+    APInt scheme;
+    return matchPattern(start.getOperand(3), m_ConstantInt(&scheme)) &&
+           scheme.isZero();
+  };
+  StringRef name = call.getCallee();
+  if (name.starts_with("dsrt_cuda_allreduce_start_"))
+    return uncompressedStart(call);
+  if (name.starts_with("dsrt_cuda_allreduce_wait_"))
+    return call.getNumOperands() > 0 &&
+           uncompressedStart(call.getOperand(0).getDefiningOp());
+  return name.starts_with("dsrt_cuda_allreduce_f") ||
+         name.starts_with("dsrt_cuda_broadcast_");
+}
+
+/// `staged` as NCCL runs it: a start copies the bucket into the runtime's
+/// buffer and a wait copies the mean out, on the device; the blocking
+/// calls move nothing but over the network, which is not counted.
+Row ncclRow(func::CallOp call, const Row &staged) {
+  Row row = staged;
+  row.kind = Row::Nccl;
+  row.read = row.written = 0;
+  StringRef name = call.getCallee();
+  bool start = name.starts_with("dsrt_cuda_allreduce_start_");
+  if (start || name.starts_with("dsrt_cuda_allreduce_wait_")) {
+    Value buffer = castSource(call.getOperand(start ? 0 : 1));
+    std::optional<int64_t> bytes = staticBytes(buffer.getType());
+    row.complete = bytes.has_value();
+    row.read = row.written = bytes.value_or(0);
+  }
+  return row;
+}
+
 struct GPULaunchReportPass
     : public mlir::ds::impl::GPULaunchReportPassBase<GPULaunchReportPass> {
   using Base::Base;
@@ -232,6 +275,11 @@ struct GPULaunchReportPass
                 "positive");
       return signalPassFailure();
     }
+    if (collectives != "nccl" && collectives != "host") {
+      emitError(getOperation().getLoc(), "ds-gpu-launch-report: collectives='")
+          << collectives << "' (expected nccl or host)";
+      return signalPassFailure();
+    }
     for (auto f : getOperation().getOps<func::FuncOp>())
       if (!f.isExternal())
         report(f, *os);
@@ -256,7 +304,9 @@ struct GPULaunchReportPass
                                        : f32Tflops;
           rows.push_back(*r);
         } else if (std::optional<Row> r = stagedRow(call)) {
-          rows.push_back(*r);
+          rows.push_back(collectives == "nccl" && servedByNccl(call)
+                             ? ncclRow(call, *r)
+                             : *r);
         }
       }
       if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
@@ -281,8 +331,8 @@ struct GPULaunchReportPass
       double compute = r.flops > 0 ? r.flops / (r.peakTflops * 1e6) : 0.0;
       return std::max(memory, compute);
     };
-    int counts[4] = {0, 0, 0, 0};
-    double bytes[4] = {0, 0, 0, 0}, bound[4] = {0, 0, 0, 0}, flops = 0;
+    int counts[5] = {0, 0, 0, 0, 0};
+    double bytes[5] = {0, 0, 0, 0, 0}, bound[5] = {0, 0, 0, 0, 0}, flops = 0;
     bool complete = true;
     for (const Row &r : rows) {
       counts[r.kind] += 1;
@@ -297,11 +347,13 @@ struct GPULaunchReportPass
        << " copies";
     if (counts[Row::Staged])
       os << ", " << counts[Row::Staged] << " collectives staged on the host";
+    if (counts[Row::Nccl])
+      os << ", " << counts[Row::Nccl] << " on NCCL";
     os << "\n";
     os << llvm::format("%5s  %-6s  %-26s  %10s  %10s  %9s  %9s  %s\n", "#",
                        "kind", "grid x block / b x MxNxK", "read MB",
                        "written MB", "GFLOP", "bound us", "location [kernel]");
-    const char *kinds[] = {"kernel", "gemm", "copy", "staged"};
+    const char *kinds[] = {"kernel", "gemm", "copy", "staged", "nccl"};
     for (auto [i, r] : llvm::enumerate(rows)) {
       std::string gflop =
           r.flops > 0 ? llvm::formatv("{0:f2}", r.flops / 1e9).str() : "-";
@@ -327,8 +379,12 @@ struct GPULaunchReportPass
                          "%.1f us at %g GB/s (the network not counted)\n",
                          counts[3], bytes[3] / 1e6, bound[3],
                          hostBandwidth.getValue());
+    if (counts[Row::Nccl])
+      os << llvm::format("  NCCL: %d, %.1f MB copied on the device: %.1f us "
+                         "(the network not counted)\n",
+                         counts[4], bytes[4] / 1e6, bound[4]);
     os << llvm::format("  bound: %.1f us per call, without launch gaps%s\n",
-                       bound[0] + bound[1] + bound[2] + bound[3],
+                       bound[0] + bound[1] + bound[2] + bound[3] + bound[4],
                        complete ? "" : " (some sizes dynamic: not counted)");
   }
 };

@@ -26,6 +26,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../DSToLinalg/LoweringUtils.h"
+
 #include "ds/Conversion/Passes.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
 
@@ -323,9 +325,50 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   return success();
 }
 
+/// On CUDA, an uncompressed bucket as it may leave the step: zeros when any
+/// element is non-finite (what the CPU's start sends instead), and the
+/// start's one parameter, the bucket's probe (sum of x - x, NaN exactly
+/// then), from which the runtime counts such buckets. The CPU's start
+/// checks the values on the host; NCCL's all-reduce never brings them
+/// there, so the step checks them itself.
+std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc,
+                                      Value bucket) {
+  auto type = cast<RankedTensorType>(bucket.getType());
+  Type et = type.getElementType();
+  MLIRContext *ctx = b.getContext();
+  AffineMap identity = b.getMultiDimIdentityMap(1);
+  AffineMap scalar = AffineMap::get(1, 0, ctx);
+  Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(et, 0.0));
+  Value probe = lowering::buildReduction(
+                    b, loc, type.getShape(), {0}, bucket, identity, zero,
+                    [](OpBuilder &nb, Location nl, ValueRange args) {
+                      Value diff =
+                          arith::SubFOp::create(nb, nl, args[0], args[0]);
+                      return SmallVector<Value>{
+                          lowering::addReassoc(nb, nl, args[1], diff)};
+                    })
+                    .front();
+  Value masked = lowering::buildParallel(
+      b, loc, type, {bucket, probe}, {identity, scalar},
+      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+        Value bad = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
+                                          args[1], args[1]);
+        Value zeroHere =
+            arith::ConstantOp::create(nb, nl, nb.getFloatAttr(et, 0.0));
+        return arith::SelectOp::create(nb, nl, bad, zeroHere, args[0]);
+      });
+  Value params = lowering::buildParallel(
+      b, loc, RankedTensorType::get({1}, b.getF64Type()), probe, scalar,
+      [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+        return lowering::convertFloat(nb, nl, args[0], nb.getF64Type());
+      });
+  return {masked, params};
+}
+
 /// ds.all_reduce_start: (bucket, residual in, residual out, scheme, p0, p1,
-/// p2) -> handle; on CUDA (..., scheme, params), empty without params. A
-/// scheme without a residual gets empty residual buffers.
+/// p2) -> handle; on CUDA (..., scheme, params), empty without params, and
+/// an uncompressed bucket masked (maskNonFinite). A scheme without a
+/// residual gets empty residual buffers.
 LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
@@ -335,18 +378,21 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
     return failure();
   if (op.getScheme() == CompressionScheme::powersgd)
     return lowerPowerSgdStart(rt, op, *suffix);
+  Value bucket = op.getBucket(), params = op.getParams();
+  if (rt.targetsCuda() && op.getScheme() == CompressionScheme::none)
+    std::tie(bucket, params) = maskNonFinite(b, loc, bucket);
   auto empty = RankedTensorType::get({0}, type.getElementType());
   Value residualIn = op.getResidual()
                          ? rt.input(b, loc, op.getResidual())
                          : RuntimeCallBuilder::alloc(b, loc, empty).second;
   auto [residualOut, residualOutView] =
       RuntimeCallBuilder::alloc(b, loc, op.getResidual() ? type : empty);
-  SmallVector<Value> operands{rt.input(b, loc, op.getBucket()), residualIn,
+  SmallVector<Value> operands{rt.input(b, loc, bucket), residualIn,
                               residualOutView};
   operands.push_back(arith::ConstantOp::create(
       b, loc, b.getI64IntegerAttr(int64_t(op.getScheme()))));
   if (rt.targetsCuda())
-    operands.push_back(rt.paramsBuffer(b, loc, op.getParams()));
+    operands.push_back(rt.paramsBuffer(b, loc, params));
   for (int64_t i = 0; i < 3 && !rt.targetsCuda(); ++i) {
     if (op.getParams()) {
       Value index = arith::ConstantIndexOp::create(b, loc, i);

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 using namespace dsrt;
 using namespace dsrt::cuda;
@@ -244,6 +245,20 @@ int dsrt_cuda_init(void) {
   return 0;
 }
 
+/// addShutdownHook's hooks (their own mutex: a hook is added while its
+/// layer holds its lock, and runs under initMutex). Never destroyed:
+/// dsrt_cuda_shutdown also runs at exit, after static destructors.
+static std::mutex hooksMutex;
+static std::vector<void (*)()> &shutdownHooks() {
+  static auto *hooks = new std::vector<void (*)()>;
+  return *hooks;
+}
+
+void dsrt::cuda::addShutdownHook(void (*hook)()) {
+  std::lock_guard<std::mutex> lock(hooksMutex);
+  shutdownHooks().push_back(hook);
+}
+
 void dsrt_cuda_shutdown(void) {
   std::lock_guard<std::mutex> lock(initMutex);
   Session *s = session.load(std::memory_order_acquire);
@@ -256,6 +271,13 @@ void dsrt_cuda_shutdown(void) {
     // Tear down anyway: the caller is leaving, and the error is recorded.
   }
   abandonCapture();
+  std::vector<void (*)()> hooks;
+  {
+    std::lock_guard<std::mutex> hooksLock(hooksMutex);
+    hooks = shutdownHooks();
+  }
+  for (void (*hook)() : hooks)
+    hook();
   shutdownCublasLt();
   forgetKernelFunctions();
   session.store(nullptr, std::memory_order_release);

@@ -81,6 +81,11 @@ Status allocateOnStream(int64_t bytes, CUstream stream, bool hostShared,
 /// (managed memory after waiting for it).
 Status freeOnStream(void *ptr, CUstream stream);
 
+/// Runs `hook` in every later dsrt_cuda_shutdown, with the context current
+/// and the step stream idle, before the session goes: for what another
+/// layer keeps on the device (NCCL's communicator). In registration order.
+void addShutdownHook(void (*hook)());
+
 /// Called by dsrt_cuda_shutdown before the stream and context go: frees the
 /// cuBLASLt state (CublasLt.cpp).
 void shutdownCublasLt();

@@ -42,6 +42,7 @@ namespace dsrt::cuda {
   X(cuEventDestroy)                                                            \
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
+  X(cuEventQuery)                                                              \
   X(cuEventElapsedTime)                                                        \
   X(cuMemAlloc)                                                                \
   X(cuMemFree)                                                                 \

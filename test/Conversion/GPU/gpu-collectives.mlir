@@ -8,6 +8,10 @@
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=three-tier" --ds-insert-optimizer --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=TIER --implicit-check-not=@_mlir_ciface_dsrt_allreduce
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=powersgd" --ds-insert-optimizer --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=PSGD --implicit-check-not=@_mlir_ciface_dsrt_allreduce
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=three-tier" --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NCCLREPORT
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=- launch-report-collectives=host" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HOSTREPORT
+// RUN: not ds-opt %s --ds-gpu-launch-report=collectives=mpi -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADREPORT
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer | ds-opt --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg),convert-ds-to-runtime{target=cuda})' | FileCheck %s --check-prefix=DENSE
 // RUN: ds-opt %s --ds-training-pipeline="clip=true pipeline-stages=2 pipeline-micro-batches=2" --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=STAGES --implicit-check-not=@_mlir_ciface_dsrt_send --implicit-check-not=@_mlir_ciface_dsrt_recv --implicit-check-not=@_mlir_ciface_dsrt_stage
 
 // TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i64
@@ -17,13 +21,42 @@
 
 // The launch report counts what the staging copies: the one bucket (both
 // weights' gradients, 131584 floats) and its residual to the host and the
-// new residual back at the start, the mean back at the wait, the loss both
-// ways; at 25 GB/s.
-// REPORT: ds-gpu-launch-report: @step: {{.*}} copies, 3 collectives staged on the host
+// new residual back at the start, the mean back at the wait; at 25 GB/s.
+// The loss's blocking all-reduce is NCCL's (nothing copied), or staged
+// too with collectives=host.
+// REPORT: ds-gpu-launch-report: @step: {{.*}} copies, 2 collectives staged on the host, 1 on NCCL
 // REPORT: staged  allreduce_start_f32    1.053       0.526          -      63.16
 // REPORT: staged  allreduce_wait_f32     0.000       0.526          -      21.05
-// REPORT: staged  allreduce_f32          0.000       0.000          -       0.00
-// REPORT: collectives: 3, 2.1 MB to and from the host: 84.2 us at 25 GB/s (the network not counted)
+// REPORT: nccl    allreduce_f32          0.000       0.000          -       0.00
+// REPORT: collectives: 2, 2.1 MB to and from the host: 84.2 us at 25 GB/s (the network not counted)
+// REPORT: NCCL: 1, 0.0 MB copied on the device: 0.0 us (the network not counted)
+
+// Uncompressed, all three are NCCL's: the start copies the bucket into the
+// runtime's buffer and the wait copies the mean out, on the device.
+// NCCLREPORT: ds-gpu-launch-report: @step: {{.*}} 0 copies, 3 on NCCL
+// NCCLREPORT: nccl    allreduce_start_f32    0.526       0.526          -       0.22
+// NCCLREPORT: nccl    allreduce_wait_f32     0.526       0.526          -       0.22
+// NCCLREPORT: nccl    allreduce_f32          0.000       0.000          -       0.00
+// NCCLREPORT: NCCL: 3, 2.1 MB copied on the device: 0.4 us (the network not counted)
+// HOSTREPORT: ds-gpu-launch-report: @step: {{.*}} 0 copies, 3 collectives staged on the host
+// HOSTREPORT-NOT: nccl
+// HOSTREPORT: collectives: 3, 1.1 MB to and from the host: 42.1 us at 25 GB/s
+// BADREPORT: error: ds-gpu-launch-report: collectives='mpi' (expected nccl or host)
+
+// An uncompressed bucket leaves the step masked, for NCCL as for the
+// staging: its probe (the sum of x - x, NaN exactly when some x is not
+// finite), zeros for the whole bucket then, and the probe as the start's
+// one parameter, from which the runtime counts the non-finite buckets.
+// DENSE: %[[PROBE:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[BUCKET:.*]] : tensor<131584xf32>) outs({{.*}} : tensor<f32>)
+// DENSE: arith.subf %[[IN:.*]], %[[IN]] : f32
+// DENSE: %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[BUCKET]], %[[PROBE]] : tensor<131584xf32>, tensor<f32>)
+// DENSE: %[[BAD:.*]] = arith.cmpf uno
+// DENSE: arith.select %[[BAD]], %{{.*}}, %{{.*}} : f32
+// DENSE: %[[PARAMS:.*]] = linalg.generic {{.*}} ins(%[[PROBE]] : tensor<f32>) outs({{.*}} : tensor<1xf64>)
+// DENSE: arith.extf
+// DENSE: bufferization.to_buffer %[[MASKED]]
+// DENSE: bufferization.to_buffer %[[PARAMS]]
+// DENSE: call @dsrt_cuda_allreduce_start_f32({{.*}}, %c0_i64, {{.*}}) : {{.*}} memref<?xf64, strided<[?], offset: ?>>) -> i64
 
 // PSGD-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_powersgd_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i64
 // PSGD-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_wait_f32

@@ -3,14 +3,22 @@
 
 Every run is an MPI job of 2 ranks (scripts/ds-mpirun), each rank on the
 stub libcuda with the kernels emulated on the host and its allocations
-poisoned with NaN; the collectives copy device buffers to the host for MPI
-and back (lib/Runtime/CommCuda.cpp). Each case runs the same job on the CPU
-path and compares with compare_runs.py: every step's loss and every tensor
-of the final checkpoints (parameters, optimizer moments, each rank's
+poisoned with NaN. The uncompressed collectives run on the stub NCCL
+(lib/Runtime/CommNccl.cpp; the stub exchanges the ranks' buffers through
+files), the others copy device buffers to the host for MPI and back
+(lib/Runtime/CommCuda.cpp). Each case runs the same job on the CPU path and
+compares with compare_runs.py: every step's loss and every tensor of the
+final checkpoints (parameters, optimizer moments, each rank's
 error-feedback residuals and PowerSGD states, each stage's tensors).
-  - dp: bucketed mean all-reduces (starts and waits, the loss's blocking
-    all-reduce, the rank's dropout offset), replicas compared every step,
-    and each rank on its own device (the local rank picks it);
+  - dp: bucketed mean all-reduces on NCCL (starts and waits, the loss's
+    blocking all-reduce, the rank's dropout offset), replicas compared
+    every step, and each rank on its own device (the local rank picks it);
+    the NCCL calls on their streams, no bucket copied to the host;
+  - dp staged: the same through the host (DS_CUDA_COLLECTIVES=host);
+  - non-finite: loss scaling with poisoned steps: each bucket NCCL sends
+    was zeroed by the step and counted as the CPU counts it;
+  - fallback: NCCL failing to initialise on every rank: auto stages (and
+    trains as the CPU), DS_CUDA_COLLECTIVES=nccl stops with the error;
   - three-tier, top-k with DGC, PowerSGD: the compressors, whose start
     parameters the step computes on the device, with their residuals and
     states; a three-tier GPU run split by a checkpoint equals the straight
@@ -45,11 +53,16 @@ GPU_FLAGS = ["--device", "cuda", "--gpu-emulate-kernels", "--gpu-max-blocks",
              "3"]
 
 
+STUB_NCCL = os.path.join(STUB, "libnccl.so.2")
+
+
 def gpu_env(**extra):
     env = dict(os.environ)
     env.update(DS_STUB_CUDA_POISON="1",
                DS_CUDA_DRIVER=os.path.join(STUB, "libcuda.so.1"),
-               DS_CUBLASLT_LIBRARY=os.path.join(STUB, "libcublasLt.so"))
+               DS_CUBLASLT_LIBRARY=os.path.join(STUB, "libcublasLt.so"),
+               DS_NCCL_LIBRARY=STUB_NCCL, DS_STUB_NCCL_DIR=TMP,
+               DS_CUDA_COLLECTIVES="nccl")
     env.update(extra)
     return env
 
@@ -105,21 +118,102 @@ def case_dp():
                  "--steps", "8", "--check-replicas", "1"],
                 {"DS_STUB_CUDA_DEVICES": "2"})
     result = compare(runs, 1e-5)
-    # The device: rerun 1 step with a log per rank.
-    env = gpu_env(DS_STUB_CUDA_DEVICES="2")
-    p = subprocess.run(
-        [MPIRUN, "-np", "2", "sh", "-c",
-         'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"', logs,
-         DS_RUN, MLP, "--data-parallel", "--steps", "1", "--quiet"] +
-        GPU_FLAGS, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    if p.returncode != 0:
-        raise RuntimeError(p.stdout + p.stderr)
-    for rank in (0, 1):
-        with open("%s.%d" % (logs, rank)) as f:
-            if "cuDeviceGet ordinal=%d" % rank not in f.read():
+    # The device: rerun 1 step with a log per rank, on NCCL and staged.
+    def logged(mode):
+        env = gpu_env(DS_STUB_CUDA_DEVICES="2", DS_CUDA_COLLECTIVES=mode)
+        p = subprocess.run(
+            [MPIRUN, "-np", "2", "sh", "-c",
+             'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"',
+             logs + mode, DS_RUN, MLP, "--data-parallel", "--steps", "1",
+             "--quiet"] + GPU_FLAGS, env=env, capture_output=True, text=True,
+            timeout=TIMEOUT)
+        if p.returncode != 0:
+            raise RuntimeError(p.stdout + p.stderr)
+        for rank in (0, 1):
+            with open("%s%s.%d" % (logs, mode, rank)) as f:
+                log = f.read().splitlines()
+            if "cuDeviceGet ordinal=%d" % rank not in log:
                 raise RuntimeError("rank %d did not take device %d" %
                                    (rank, rank))
-    return result + "; rank r on device r"
+        # Copies to the host of more than a probe or the loss.
+        return log, sum(1 for l in log if l.startswith("cuMemcpyDtoH") and
+                        int(l.split("bytes=")[1].split()[0]) > 8)
+
+    log, copies = logged("nccl")
+    _, staged_copies = logged("host")
+    # NCCL: the 4 gradients' means (unbucketed here) on the communication
+    # stream, the loss's on the step stream, and none of the 4 gradients
+    # copied to the host, as the staging does.
+    starts = [l for l in log if l.startswith("ncclAllReduce") and "op=avg"
+              in l and "count=1 " not in l]
+    streams = {l.split("stream=")[1] for l in starts}
+    loss = [l for l in log if l.startswith("ncclAllReduce count=1 ")]
+    if len(starts) != 4 or len(streams) != 1 or not loss or \
+            loss[0].split("stream=")[1] in streams:
+        raise RuntimeError("NCCL calls: %s" % (starts + loss))
+    if staged_copies - copies != 4:
+        raise RuntimeError("copies to the host: %d on NCCL, %d staged" %
+                           (copies, staged_copies))
+    with open(runs["gpu"][0]) as f:
+        dp = json.load(f)["summary"]["data_parallel"]
+    if not dp.get("device_collectives", "").startswith("nccl"):
+        raise RuntimeError("the report says %s" % dp)
+    return result + ("; %d gradients on NCCL's stream, %d copies to the "
+                     "host fewer than staged; rank r on device r") % (
+                         len(starts), staged_copies - copies)
+
+
+def case_dp_staged():
+    runs = both("dp-host", MLP,
+                ["--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000",
+                 "--steps", "8", "--check-replicas", "1"],
+                {"DS_CUDA_COLLECTIVES": "host"})
+    with open(runs["gpu"][0]) as f:
+        said = json.load(f)["summary"]["data_parallel"]["device_collectives"]
+    if said != "host":
+        raise RuntimeError("the report says %s" % said)
+    return compare(runs, 1e-5)
+
+
+def case_nonfinite():
+    # Steps 3 and 5 poison an activation on every rank: every bucket of
+    # those steps is non-finite, sent as zeros, and the step skipped.
+    runs = both("nonfinite", MLP,
+                ["--loss-scaling", "--inject-nonfinite", "3,5",
+                 "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000",
+                 "--steps", "8", "--check-replicas", "1"])
+    counts = []
+    for device in ("cpu", "gpu"):
+        with open(runs[device][0]) as f:
+            counts.append(json.load(f)["summary"]["data_parallel"]
+                          ["nonfinite_buckets"])
+    if counts[0] == 0 or counts[0] != counts[1]:
+        raise RuntimeError("non-finite buckets: CPU %d, GPU %d" %
+                           tuple(counts))
+    return compare(runs, 1e-5) + "; %d non-finite buckets, as on the CPU" % (
+        counts[1])
+
+
+def case_fallback():
+    flags = [MLP, "--fuse-allreduce", "--steps", "4", "--quiet"] + GPU_FLAGS
+    report = os.path.join(TMP, "fallback.json")
+    p = mpi(flags + ["--report", report],
+            gpu_env(DS_CUDA_COLLECTIVES="auto",
+                    DS_STUB_NCCL_FAIL="ncclCommInitRank"))
+    if "NCCL not used (ncclCommInitRank failed" not in p.stderr:
+        raise RuntimeError("no word of the fallback: %s" % p.stderr[-2000:])
+    with open(report) as f:
+        said = json.load(f)["summary"]["data_parallel"]["device_collectives"]
+    if said != "host":
+        raise RuntimeError("the report says %s" % said)
+    q = subprocess.run([MPIRUN, "-np", "2", DS_RUN] + flags,
+                       env=gpu_env(DS_STUB_NCCL_FAIL="ncclCommInitRank"),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    wanted = "DS_CUDA_COLLECTIVES=nccl: NCCL is not usable (ncclCommInitRank"
+    if q.returncode == 0 or wanted not in q.stderr:
+        raise RuntimeError("required NCCL: exit %d, %s" % (
+            q.returncode, q.stderr[-2000:]))
+    return "auto stages, nccl stops: %s" % wanted
 
 
 def case_three_tier():
@@ -191,7 +285,9 @@ def case_composition():
 
 
 def main():
-    cases = [("dp", case_dp), ("three-tier", case_three_tier),
+    cases = [("dp", case_dp), ("dp staged", case_dp_staged),
+             ("non-finite", case_nonfinite), ("fallback", case_fallback),
+             ("three-tier", case_three_tier),
              ("topk + DGC", case_topk_dgc), ("powersgd", case_powersgd),
              ("pipeline", case_pipeline), ("composition", case_composition)]
     failed = 0

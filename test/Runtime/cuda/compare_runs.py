@@ -23,6 +23,10 @@ import numpy as np
 
 
 def rel(a, b):
+    # A non-finite loss (a poisoned step) is null in the report: equal only
+    # to another.
+    if a is None or b is None:
+        return 0.0 if a is None and b is None else float("inf")
     return abs(a - b) / max(abs(b), 1e-30)
 
 

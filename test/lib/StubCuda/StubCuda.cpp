@@ -562,6 +562,12 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart,
   return CUDA_SUCCESS;
 }
 
+/// Work runs as it is enqueued: every recorded event has happened.
+CUresult cuEventQuery(CUevent hEvent) {
+  logLine("cuEventQuery event=e%d", reinterpret_cast<Event *>(hEvent)->id);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuEventSynchronize(CUevent hEvent) {
   logLine("cuEventSynchronize event=e%d",
           reinterpret_cast<Event *>(hEvent)->id);

@@ -1,0 +1,546 @@
+//===- CommNccl.cpp - The uncompressed collectives on NCCL ----------------===//
+//
+// NCCL, loaded at run time like the driver (DS_NCCL_LIBRARY, default
+// libnccl.so.2), for the collectives of CommCuda.cpp that need no host
+// code: the data stays on the device and the host never waits.
+//
+// Which backend serves the collectives is decided once per process, at the
+// first collective, by every rank of the data-parallel group together (a
+// collective of the MPI layer, so no rank takes NCCL while another stages):
+// DS_CUDA_COLLECTIVES=auto (the default) takes NCCL when it loads and
+// initialises on every rank, and the host staging otherwise, saying why on
+// stderr; =nccl requires NCCL (an error otherwise); =host never uses it. A
+// world of one and deterministic mode (NCCL's sums are not in rank order)
+// stage. The communicator is bootstrapped over MPI: rank 0's unique id is
+// broadcast to the group, which is the data-parallel group of the MPI layer
+// (with a pipeline, the ranks of one stage).
+//
+// A started all-reduce (DDP's pattern): the bucket is copied into a buffer
+// of the runtime's on the step stream (the step may free or reuse its own
+// as soon as the start returns), the communication stream waits for that
+// copy and all-reduces the buffer in place, and the wait makes the step
+// stream wait for it and copies the mean out. The backward pass's kernels
+// run meanwhile.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CommNccl.h"
+
+#include "CommInternal.h"
+
+#if __has_include(<nccl.h>)
+
+#include "cuda/Context.h"
+
+#include "ds/Runtime/ds_runtime.h"
+#include "ds/Runtime/ds_runtime_cuda.h"
+
+#include <nccl.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <map>
+#include <mutex>
+#include <string>
+
+using namespace dsrt;
+using namespace dsrt::cuda;
+
+namespace {
+
+#define DSRT_NCCL_FUNCTIONS(X)                                                 \
+  X(ncclGetVersion)                                                            \
+  X(ncclGetErrorString)                                                        \
+  X(ncclGetUniqueId)                                                           \
+  X(ncclCommInitRank)                                                          \
+  X(ncclCommDestroy)                                                           \
+  X(ncclCommAbort)                                                             \
+  X(ncclAllReduce)                                                             \
+  X(ncclBroadcast)
+
+/// The loaded library: one pointer per function, typed by nccl.h's own
+/// prototypes (so a signature cannot drift).
+struct NcclApi {
+#define DSRT_NCCL_DECLARE_ENTRY(fn) decltype(&::fn) fn = nullptr;
+  DSRT_NCCL_FUNCTIONS(DSRT_NCCL_DECLARE_ENTRY)
+#undef DSRT_NCCL_DECLARE_ENTRY
+};
+
+/// ncclAvg (the mean) came with NCCL 2.10.
+constexpr int kMinVersion = 21000;
+/// Started all-reduces' handles: far above the MPI layer's, which count
+/// from 1.
+constexpr int64_t kFirstHandle = int64_t(1) << 48;
+/// Probes copied to the host between two counts: a full ring is counted
+/// (one wait for the step stream) before it is reused.
+constexpr int kProbeSlots = 4096;
+
+struct Started {
+  CUevent done = nullptr;
+  void *owned = nullptr;
+  int64_t count = 0;
+  bool f64 = false;
+};
+
+enum class Mode { Undecided, Host, Nccl };
+
+struct State {
+  std::mutex mutex;
+  Mode mode = Mode::Undecided;
+  void *library = nullptr;
+  NcclApi api;
+  int version = 0;
+  ncclComm_t comm = nullptr;
+  CUstream stream = nullptr; // the communication stream
+  std::map<int64_t, Started> started;
+  int64_t nextHandle = kFirstHandle;
+  double *probes = nullptr; // pinned, kProbeSlots
+  int probesUsed = 0;
+  /// Recorded on the step stream after each probe's copy.
+  CUevent probesCopied = nullptr;
+  /// Set when this rank failed to enqueue a collective its peers enqueued:
+  /// its later NCCL calls would pair with their earlier ones, so it makes
+  /// none (the error is recorded, the step fails, the job ends).
+  bool broken = false;
+};
+
+/// Never destroyed: the shutdown hook runs at exit, after static
+/// destructors.
+State &state() {
+  static auto *s = new State;
+  return *s;
+}
+
+/// Records "<fn> failed: <NCCL's text>".
+Status checkNccl(const State &s, ncclResult_t result, const char *fn) {
+  if (result == ncclSuccess)
+    return Status::success();
+  return DS_ERROR("%s failed: %s", fn,
+                  s.api.ncclGetErrorString ? s.api.ncclGetErrorString(result)
+                                           : "(no error string)");
+}
+
+/// Loads the library and resolves every entry; "" or why not.
+std::string load(State &s) {
+  if (s.library)
+    return "";
+  const char *path = std::getenv("DS_NCCL_LIBRARY");
+  if (!path || !*path)
+    path = "libnccl.so.2";
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *why = dlerror();
+    return std::string("cannot load ") + path + ": " + (why ? why : "?");
+  }
+  NcclApi api;
+#define DSRT_NCCL_RESOLVE(fn)                                                  \
+  api.fn = reinterpret_cast<decltype(api.fn)>(dlsym(lib, #fn));                \
+  if (!api.fn) {                                                               \
+    dlclose(lib);                                                              \
+    return std::string(path) + " has no " #fn;                                 \
+  }
+  DSRT_NCCL_FUNCTIONS(DSRT_NCCL_RESOLVE)
+#undef DSRT_NCCL_RESOLVE
+  int version = 0;
+  if (api.ncclGetVersion(&version) != ncclSuccess || version < kMinVersion) {
+    dlclose(lib);
+    return std::string(path) + " is NCCL " + std::to_string(version) +
+           ", older than 2.10 (no ncclAvg)";
+  }
+  s.library = lib;
+  s.api = api;
+  s.version = version;
+  return "";
+}
+
+/// Counts the probes copied so far: with `block`, after waiting for the
+/// step stream; otherwise only if their copies have all happened (the
+/// statistics are read every step, which must not wait for the device).
+void countProbes(State &s, bool block) {
+  if (s.probesUsed == 0)
+    return;
+  if (block) {
+    counters().waits.fetch_add(1, std::memory_order_relaxed);
+    if (DS_CU(cuStreamSynchronize, stepStream()).failed())
+      return;
+  } else if (driver().cuEventQuery(s.probesCopied) != CUDA_SUCCESS) {
+    return; // not yet (or failed: the stream's next wait says so)
+  }
+  for (int i = 0; i < s.probesUsed; ++i)
+    if (std::isnan(s.probes[i]))
+      comm::countNonFinite();
+  s.probesUsed = 0;
+}
+
+/// dsrt_get_comm_stats: the probes whose copies have happened.
+void countProbesForStats() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.mode == Mode::Nccl && !ensureReady().failed())
+    countProbes(s, /*block=*/false);
+}
+
+/// Frees what the communicator holds on the device; with `callNccl`, the
+/// communicator too (destroyed, or aborted when a started all-reduce was
+/// never waited for: its peers may never match it).
+void release(State &s, bool callNccl) {
+  if (callNccl && s.comm) {
+    if (s.started.empty())
+      (void)checkNccl(s, s.api.ncclCommDestroy(s.comm), "ncclCommDestroy");
+    else
+      (void)s.api.ncclCommAbort(s.comm);
+  }
+  // What the communication stream still does must end before its buffers
+  // go; at exit without the communicator's end (callNccl false) it may
+  // never end, and the buffers go with the process.
+  bool idle = s.started.empty() || callNccl;
+  if (idle && s.stream)
+    (void)DS_CU(cuStreamSynchronize, s.stream);
+  for (auto &[handle, started] : s.started) {
+    (void)DS_CU(cuEventDestroy, started.done);
+    if (started.owned && idle)
+      (void)freeOnStream(started.owned, stepStream());
+  }
+  s.started.clear();
+  if (s.stream)
+    (void)DS_CU(cuStreamDestroy, s.stream);
+  if (s.probesCopied)
+    (void)DS_CU(cuEventDestroy, s.probesCopied);
+  if (s.probes)
+    (void)DS_CU(cuMemFreeHost, s.probes);
+  s.comm = nullptr;
+  s.stream = nullptr;
+  s.probesCopied = nullptr;
+  s.probes = nullptr;
+  s.probesUsed = 0;
+}
+
+/// dsrt_comm_finalize, at the same point on every rank: the communicator
+/// ends while NCCL is whole (at exit its own teardown may come first).
+void finalize() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.mode != Mode::Nccl || ensureReady().failed())
+    return;
+  countProbes(s, /*block=*/true);
+  release(s, /*callNccl=*/true);
+  s.mode = Mode::Host; // no collective comes after the finalisation
+}
+
+/// dsrt_cuda_shutdown (the context current, the step stream idle): what
+/// is left goes with the session, without calling NCCL (at exit it may be
+/// gone); the next collective decides afresh.
+void shutdown() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.mode == Mode::Nccl) {
+    countProbes(s, /*block=*/true);
+    release(s, /*callNccl=*/false);
+  }
+  s.mode = Mode::Undecided;
+  s.broken = false;
+}
+
+/// Creates the communicator of the group `w` and what goes with it; on a
+/// failure, what failed.
+std::string initialise(State &s, const comm::World &w, const ncclUniqueId &id) {
+  ncclComm_t comm = nullptr;
+  if (ncclResult_t r = s.api.ncclCommInitRank(&comm, w.size, id, w.rank))
+    return std::string("ncclCommInitRank failed: ") +
+           s.api.ncclGetErrorString(r);
+  s.comm = comm;
+  void *probes = nullptr;
+  if (DS_CU(cuStreamCreate, &s.stream, CU_STREAM_NON_BLOCKING).failed() ||
+      DS_CU(cuEventCreate, &s.probesCopied, CU_EVENT_DISABLE_TIMING).failed() ||
+      DS_CU(cuMemHostAlloc, &probes, kProbeSlots * sizeof(double), 0u)
+          .failed()) {
+    release(s, /*callNccl=*/true);
+    return "the communication stream, an event or pinned memory";
+  }
+  s.probes = static_cast<double *>(probes);
+  s.probesUsed = 0;
+  return "";
+}
+
+/// Decides the backend with the other ranks (once); true for NCCL. Every
+/// rank of the group votes, whatever it can and was told, so that the
+/// votes' collectives pair up.
+bool decide(State &s, const comm::World &w) {
+  if (s.mode != Mode::Undecided)
+    return s.mode == Mode::Nccl;
+  s.mode = Mode::Host;
+  comm::setDeviceBackend("host");
+  if (w.size == 1)
+    return false;
+  const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
+  std::string mode = choice && *choice ? choice : "auto";
+  std::string why;
+  if (mode != "auto" && mode != "nccl" && mode != "host") {
+    (void)DS_ERROR("DS_CUDA_COLLECTIVES='%s': expected auto, nccl or host",
+                   mode.c_str());
+    why = "DS_CUDA_COLLECTIVES";
+  } else if (mode == "host") {
+    why = "DS_CUDA_COLLECTIVES=host";
+  } else if (ensureReady().failed()) {
+    why = "no CUDA device";
+  } else {
+    why = load(s);
+  }
+
+  // Rank 0 makes the id; the group agrees (MIN of the votes) and the id
+  // goes to everyone only when all can.
+  ncclUniqueId id{};
+  if (why.empty() && w.rank == 0)
+    if (ncclResult_t r = s.api.ncclGetUniqueId(&id))
+      why =
+          std::string("ncclGetUniqueId failed: ") + s.api.ncclGetErrorString(r);
+  auto agree = [&](bool can, bool withId) {
+    auto flag = std::make_shared<int64_t>(can ? 1 : 0);
+    auto shared = std::make_shared<ncclUniqueId>(id);
+    bool ok = comm::run("NCCL bootstrap", sizeof(ncclUniqueId), [=]() {
+      DS_RETURN_IF_ERROR(comm::allreduce(flag.get(), flag.get(), 1, DSRT_I64,
+                                         DSRT_REDUCE_MIN, false));
+      if (*flag && withId)
+        return comm::broadcast(shared.get(), sizeof(ncclUniqueId), 0);
+      return Status::success();
+    });
+    // Read only when the task completed: a timed-out one may still write.
+    if (!ok)
+      return false;
+    id = *shared;
+    return *flag != 0;
+  };
+  bool all = agree(why.empty(), true);
+  if (all) {
+    why = initialise(s, w, id);
+    // A rank whose initialisation failed leaves the others' communicator
+    // useless: all stage, or none.
+    if (!agree(why.empty(), false)) {
+      if (s.comm)
+        release(s, /*callNccl=*/true);
+      all = false;
+    }
+  }
+  if (!all) {
+    std::string reason = why.empty() ? "another rank cannot use it" : why;
+    if (mode == "nccl")
+      (void)DS_ERROR("DS_CUDA_COLLECTIVES=nccl: NCCL is not usable (%s)",
+                     reason.c_str());
+    else if (mode == "auto" && (w.rank == 0 || !why.empty()))
+      std::fprintf(stderr,
+                   "dsrt: rank %d: NCCL not used (%s); the collectives are "
+                   "staged through the host (DS_CUDA_COLLECTIVES=host says "
+                   "so without trying)\n",
+                   w.rank, reason.c_str());
+    return false;
+  }
+  static std::once_flag hooks;
+  std::call_once(hooks, [] {
+    addShutdownHook(shutdown);
+    comm::setStatsHook(countProbesForStats);
+    comm::setFinalizeHook(finalize);
+  });
+  s.mode = Mode::Nccl;
+  char name[32];
+  std::snprintf(name, sizeof(name), "nccl %d.%d.%d", s.version / 10000,
+                s.version / 100 % 100, s.version % 100);
+  comm::setDeviceBackend(name);
+  return true;
+}
+
+/// Whether NCCL takes a call now: the group, NCCL chosen, not broken, not
+/// deterministic mode (staged; the backend is "host" then). Initialises
+/// the device and decides the backend on first use.
+bool serves(State &s, comm::World &w) {
+  if (comm::acquire(w).failed())
+    return false;
+  if (w.deterministic) {
+    if (s.mode == Mode::Undecided)
+      comm::setDeviceBackend("host");
+    return false;
+  }
+  return decide(s, w) && !ensureReady().failed();
+}
+
+ncclDataType_t dataType(bool f64) { return f64 ? ncclFloat64 : ncclFloat32; }
+
+int64_t elementBytes(bool f64) { return f64 ? 8 : 4; }
+
+ncclRedOp_t reduction(int64_t op) {
+  switch (op) {
+  case DSRT_REDUCE_MEAN:
+    return ncclAvg;
+  case DSRT_REDUCE_MAX:
+    return ncclMax;
+  case DSRT_REDUCE_MIN:
+    return ncclMin;
+  default:
+    return ncclSum;
+  }
+}
+
+CUdeviceptr ptr(const void *p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+
+} // namespace
+
+bool dsrt::comm::nccl::allreduce(const void *in, void *out, int64_t count,
+                                 bool f64, int64_t op) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  World w;
+  if (!serves(s, w))
+    return false;
+  if (s.broken)
+    return true;
+  countCollective();
+  countSent(double(count) * elementBytes(f64));
+  s.broken = checkNccl(s,
+                       s.api.ncclAllReduce(in, out, count, dataType(f64),
+                                           reduction(op), s.comm, stepStream()),
+                       "ncclAllReduce")
+                 .failed();
+  return true;
+}
+
+bool dsrt::comm::nccl::broadcast(const void *in, void *out, int64_t count,
+                                 bool f64) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  World w;
+  if (!serves(s, w))
+    return false;
+  if (s.broken)
+    return true;
+  countCollective();
+  countSent(w.rank == 0 ? double(count) * elementBytes(f64) : 0.0);
+  s.broken = checkNccl(s,
+                       s.api.ncclBroadcast(in, out, count, dataType(f64), 0,
+                                           s.comm, stepStream()),
+                       "ncclBroadcast")
+                 .failed();
+  return true;
+}
+
+bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
+                             const double *probe, int64_t &handle) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  World w;
+  if (!serves(s, w))
+    return false;
+  handle = 0;
+  if (s.broken)
+    return true;
+  int64_t bytes = count * elementBytes(f64);
+  countCollective();
+  countDense(double(bytes));
+  countSent(double(bytes));
+  CUstream step = stepStream();
+  Started started;
+  started.count = count;
+  started.f64 = f64;
+  CUevent ready = nullptr;
+  bool enqueued = false;
+  bool ok =
+      !(bytes > 0 &&
+        (allocateOnStream(bytes, step, false, started.owned).failed() ||
+         DS_CU(cuMemcpyAsync, ptr(started.owned), ptr(bucket), size_t(bytes),
+               step)
+             .failed())) &&
+      !DS_CU(cuEventCreate, &ready, CU_EVENT_DISABLE_TIMING).failed() &&
+      !DS_CU(cuEventCreate, &started.done, CU_EVENT_DISABLE_TIMING).failed() &&
+      !DS_CU(cuEventRecord, ready, step).failed() &&
+      !DS_CU(cuStreamWaitEvent, s.stream, ready, 0u).failed() &&
+      (enqueued = !checkNccl(s,
+                             s.api.ncclAllReduce(started.owned, started.owned,
+                                                 count, dataType(f64), ncclAvg,
+                                                 s.comm, s.stream),
+                             "ncclAllReduce")
+                       .failed()) &&
+      !DS_CU(cuEventRecord, started.done, s.stream).failed();
+  if (ready)
+    (void)DS_CU(cuEventDestroy, ready); // released once it has happened
+  if (!ok) {
+    // The peers enqueued theirs: this rank makes no more NCCL calls.
+    s.broken = true;
+    if (enqueued)
+      (void)DS_CU(cuStreamSynchronize, s.stream);
+    if (started.done)
+      (void)DS_CU(cuEventDestroy, started.done);
+    if (started.owned)
+      (void)freeOnStream(started.owned, step);
+    return true; // the error is recorded; handle 0, as the CPU's start
+  }
+  if (probe) {
+    if (s.probesUsed == kProbeSlots)
+      countProbes(s, /*block=*/true);
+    if (s.probesUsed < kProbeSlots &&
+        !DS_CU(cuMemcpyDtoHAsync, &s.probes[s.probesUsed], ptr(probe),
+               sizeof(double), step)
+             .failed()) {
+      ++s.probesUsed;
+      (void)DS_CU(cuEventRecord, s.probesCopied, step);
+    }
+  }
+  handle = s.nextHandle++;
+  s.started.emplace(handle, started);
+  return true;
+}
+
+bool dsrt::comm::nccl::owns(int64_t handle) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.started.count(handle) != 0;
+}
+
+void dsrt::comm::nccl::wait(int64_t handle, void *out, int64_t count, bool f64,
+                            const char *what) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.started.find(handle);
+  if (it == s.started.end() || ensureReady().failed())
+    return;
+  Started started = it->second;
+  s.started.erase(it);
+  CUstream step = stepStream();
+  // The buffer is freed on the step stream after this: it must wait for
+  // the all-reduce whatever else fails.
+  bool waited = !DS_CU(cuStreamWaitEvent, step, started.done, 0u).failed();
+  if (!waited)
+    (void)DS_CU(cuStreamSynchronize, s.stream);
+  if (started.f64 != f64)
+    (void)DS_ERROR("%s: handle %lld is a started %s all-reduce", what,
+                   static_cast<long long>(handle), started.f64 ? "f64" : "f32");
+  else if (started.count != count)
+    (void)DS_ERROR("%s: the bucket has %lld elements, the output %lld", what,
+                   static_cast<long long>(started.count),
+                   static_cast<long long>(count));
+  else if (waited && count > 0)
+    (void)DS_CU(cuMemcpyAsync, ptr(out), ptr(started.owned),
+                size_t(count * elementBytes(f64)), step);
+  (void)DS_CU(cuEventDestroy, started.done);
+  if (started.owned)
+    (void)freeOnStream(started.owned, step);
+}
+
+#else // no nccl.h: every collective is staged through the host.
+
+bool dsrt::comm::nccl::allreduce(const void *, void *, int64_t, bool, int64_t) {
+  return false;
+}
+bool dsrt::comm::nccl::broadcast(const void *, void *, int64_t, bool) {
+  return false;
+}
+bool dsrt::comm::nccl::start(const void *, int64_t, bool, const double *,
+                             int64_t &) {
+  return false;
+}
+bool dsrt::comm::nccl::owns(int64_t) { return false; }
+void dsrt::comm::nccl::wait(int64_t, void *, int64_t, bool, const char *) {}
+
+#endif

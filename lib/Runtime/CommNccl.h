@@ -1,0 +1,47 @@
+//===- CommNccl.h - The uncompressed collectives on NCCL --------*- C++ -*-===//
+//
+// What CommCuda.cpp asks of NCCL (CommNccl.cpp): the collectives whose
+// result is a plain reduction or a copy (the uncompressed gradient
+// all-reduce, the loss's and metrics' all-reduces, the broadcasts) run on
+// device buffers, enqueued on the CUDA streams, with no host wait. Each
+// entry point returns false, having done nothing, when NCCL does not serve
+// the call (another backend chosen, deterministic mode, a world of one);
+// the caller then stages the call through the host.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DS_LIB_RUNTIME_COMMNCCL_H
+#define DS_LIB_RUNTIME_COMMNCCL_H
+
+#include <cstdint>
+
+namespace dsrt::comm::nccl {
+
+/// out[count] = the DSRT_REDUCE_* `op` over the data-parallel group of
+/// in[count] (contiguous device buffers of f32, or f64 with `f64`), in
+/// order on the step stream.
+bool allreduce(const void *in, void *out, int64_t count, bool f64, int64_t op);
+
+/// out[count] = rank 0's in[count], in order on the step stream.
+bool broadcast(const void *in, void *out, int64_t count, bool f64);
+
+/// Starts the mean of bucket[count] over the group: the bucket is copied
+/// into a buffer of the runtime's on the step stream and all-reduced there
+/// on the communication stream, which the step stream does not wait for
+/// until the wait. `probe` (one f64 on the device, NaN when the step found
+/// the bucket non-finite and zeroed it) is counted in nonfinite_buckets.
+/// Sets `handle` (never 0) when it started the all-reduce.
+bool start(const void *bucket, int64_t count, bool f64, const double *probe,
+           int64_t &handle);
+
+/// Whether `handle` is one of start's, not yet waited for.
+bool owns(int64_t handle);
+
+/// Makes the step stream wait for the started all-reduce `handle` and
+/// copies its mean into out[count]; records an error naming `what` for a
+/// count or type other than the start's. Call only when owns(handle).
+void wait(int64_t handle, void *out, int64_t count, bool f64, const char *what);
+
+} // namespace dsrt::comm::nccl
+
+#endif // DS_LIB_RUNTIME_COMMNCCL_H

@@ -1,0 +1,282 @@
+//===- StubNccl.cpp - A stub NCCL for tests without GPUs ------------------===//
+//
+// libnccl.so.2 for tests (DS_NCCL_LIBRARY points at it): the functions the
+// runtime resolves (lib/Runtime/CommNccl.cpp), with nccl.h's prototypes.
+// The stub driver's device memory is host memory and its streams run work
+// as it is enqueued, so a collective here runs at once, on the host: each
+// rank writes its buffer to a file in a directory the unique id names,
+// waits for the other ranks' files of the same collective, and reduces
+// them in rank order (the mean is the sum divided by the number of ranks,
+// as the CPU's MPI layer computes it). Every call appends a line to
+// $DS_STUB_CUDA_LOG, e.g. "ncclAllReduce count=8 type=f32 op=avg stream=s2".
+// Environment: DS_STUB_NCCL_DIR, where the directories go (default $TMPDIR
+// or /tmp; the same on every rank, the id holding only a name in it);
+// DS_STUB_NCCL_FAIL, a comma-separated list of functions that fail
+// (ncclSystemError); DS_STUB_NCCL_TIMEOUT, seconds a rank waits for the others
+// (default 60) before ncclSystemError.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StubCommon.h"
+
+#pragma GCC visibility push(default)
+#include <nccl.h>
+#pragma GCC visibility pop
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace stubcuda;
+
+namespace {
+
+struct Comm {
+  std::string dir;
+  int nranks = 0;
+  int rank = 0;
+  long seq = 0;
+};
+
+/// Where the rendezvous directories go, the same on every rank.
+std::string baseDir() {
+  for (const char *var : {"DS_STUB_NCCL_DIR", "TMPDIR"})
+    if (const char *dir = std::getenv(var); dir && *dir)
+      return dir;
+  return "/tmp";
+}
+
+bool fails(const char *fn) {
+  const char *list = std::getenv("DS_STUB_NCCL_FAIL");
+  if (!list)
+    return false;
+  std::string all = std::string(",") + list + ",";
+  return all.find(std::string(",") + fn + ",") != std::string::npos;
+}
+
+std::string fileOf(const Comm &c, long seq, int rank) {
+  return c.dir + "/c" + std::to_string(seq) + ".r" + std::to_string(rank);
+}
+
+bool writeFile(const std::string &path, const void *data, size_t bytes) {
+  std::string tmp = path + ".tmp";
+  FILE *f = std::fopen(tmp.c_str(), "wb");
+  if (!f)
+    return false;
+  bool ok = bytes == 0 || std::fwrite(data, 1, bytes, f) == bytes;
+  ok = std::fclose(f) == 0 && ok;
+  return ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+/// Publishes this rank's `bytes` and returns every rank's, or false after
+/// the timeout. The file of this rank's previous collective is removed:
+/// every rank has published this one, so has read that one.
+bool exchange(Comm &c, const void *data, size_t bytes,
+              std::vector<std::vector<char>> &all) {
+  long seq = c.seq++;
+  if (!writeFile(fileOf(c, seq, c.rank), data, bytes))
+    return false;
+  const char *limit = std::getenv("DS_STUB_NCCL_TIMEOUT");
+  double timeout = limit ? std::atof(limit) : 60.0;
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  all.assign(c.nranks, {});
+  for (int r = 0; r < c.nranks; ++r) {
+    std::string path = fileOf(c, seq, r);
+    struct stat st;
+    while (stat(path.c_str(), &st) != 0) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f)
+      return false;
+    all[r].resize(st.st_size);
+    size_t got = st.st_size ? std::fread(all[r].data(), 1, st.st_size, f) : 0;
+    std::fclose(f);
+    if (got != static_cast<size_t>(st.st_size))
+      return false;
+  }
+  if (seq > 0)
+    std::remove(fileOf(c, seq - 1, c.rank).c_str());
+  return true;
+}
+
+const char *typeName(ncclDataType_t t) {
+  switch (t) {
+  case ncclFloat32:
+    return "f32";
+  case ncclFloat64:
+    return "f64";
+  case ncclInt64:
+    return "i64";
+  default:
+    return "other";
+  }
+}
+
+const char *opName(ncclRedOp_t op) {
+  switch (op) {
+  case ncclSum:
+    return "sum";
+  case ncclProd:
+    return "prod";
+  case ncclMax:
+    return "max";
+  case ncclMin:
+    return "min";
+  case ncclAvg:
+    return "avg";
+  default:
+    return "other";
+  }
+}
+
+template <typename T>
+void reduce(const std::vector<std::vector<char>> &all, size_t count,
+            ncclRedOp_t op, T *out) {
+  std::vector<T> acc(count);
+  std::memcpy(acc.data(), all[0].data(), count * sizeof(T));
+  for (size_t r = 1; r < all.size(); ++r) {
+    const T *x = reinterpret_cast<const T *>(all[r].data());
+    for (size_t i = 0; i < count; ++i) {
+      switch (op) {
+      case ncclMax:
+        acc[i] = x[i] > acc[i] || x[i] != x[i] ? x[i] : acc[i];
+        break;
+      case ncclMin:
+        acc[i] = x[i] < acc[i] || x[i] != x[i] ? x[i] : acc[i];
+        break;
+      case ncclProd:
+        acc[i] *= x[i];
+        break;
+      default:
+        acc[i] += x[i];
+      }
+    }
+  }
+  if (op == ncclAvg)
+    for (T &v : acc)
+      v /= static_cast<T>(all.size());
+  std::memcpy(out, acc.data(), count * sizeof(T));
+}
+
+size_t elementSize(ncclDataType_t t) {
+  return t == ncclFloat64 || t == ncclInt64 ? 8 : t == ncclFloat32 ? 4 : 0;
+}
+
+} // namespace
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int *version) {
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+const char *ncclGetErrorString(ncclResult_t result) {
+  return result == ncclSuccess ? "no error (stub)" : "stub failure";
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  if (fails("ncclGetUniqueId"))
+    return ncclSystemError;
+  std::string templ = baseDir() + "/ds-stub-nccl-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data()))
+    return ncclSystemError;
+  // The id holds the directory's name; every rank finds it in baseDir().
+  std::string name = std::strrchr(buf.data(), '/') + 1;
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::memcpy(id->internal, name.c_str(), name.size());
+  logLine("ncclGetUniqueId");
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                              int rank) {
+  if (fails("ncclCommInitRank"))
+    return ncclSystemError;
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return ncclInvalidArgument;
+  auto *c = new Comm;
+  c->dir = baseDir() + "/" +
+           std::string(id.internal, strnlen(id.internal, sizeof(id.internal)));
+  c->nranks = nranks;
+  c->rank = rank;
+  *comm = reinterpret_cast<ncclComm_t>(c);
+  logLine("ncclCommInitRank nranks=%d rank=%d", nranks, rank);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  logLine("ncclCommDestroy");
+  delete reinterpret_cast<Comm *>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  logLine("ncclCommAbort");
+  delete reinterpret_cast<Comm *>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  char name[32];
+  logLine("ncclAllReduce count=%zu type=%s op=%s stream=%s", count,
+          typeName(datatype), opName(op), streamName(stream, name, 32));
+  if (fails("ncclAllReduce"))
+    return ncclSystemError;
+  size_t size = elementSize(datatype);
+  if (!comm || size == 0)
+    return ncclInvalidArgument;
+  auto &c = *reinterpret_cast<Comm *>(comm);
+  std::vector<std::vector<char>> all;
+  if (!exchange(c, sendbuff, count * size, all))
+    return ncclSystemError;
+  for (const auto &part : all)
+    if (part.size() != count * size)
+      return ncclInvalidUsage;
+  if (datatype == ncclFloat32)
+    reduce(all, count, op, static_cast<float *>(recvbuff));
+  else if (datatype == ncclFloat64)
+    reduce(all, count, op, static_cast<double *>(recvbuff));
+  else
+    reduce(all, count, op, static_cast<int64_t *>(recvbuff));
+  return ncclSuccess;
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  char name[32];
+  logLine("ncclBroadcast count=%zu type=%s root=%d stream=%s", count,
+          typeName(datatype), root, streamName(stream, name, 32));
+  if (fails("ncclBroadcast"))
+    return ncclSystemError;
+  size_t size = elementSize(datatype);
+  if (!comm || size == 0)
+    return ncclInvalidArgument;
+  auto &c = *reinterpret_cast<Comm *>(comm);
+  if (root < 0 || root >= c.nranks)
+    return ncclInvalidArgument;
+  std::vector<std::vector<char>> all;
+  // Every rank publishes (the others nothing), so that each collective has
+  // every rank's file.
+  if (!exchange(c, sendbuff, c.rank == root ? count * size : 0, all))
+    return ncclSystemError;
+  if (all[root].size() != count * size)
+    return ncclInvalidUsage;
+  if (count)
+    std::memcpy(recvbuff, all[root].data(), count * size);
+  return ncclSuccess;
+}
+
+} // extern "C"
