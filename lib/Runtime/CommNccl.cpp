@@ -9,11 +9,12 @@
 // collective of the MPI layer, so no rank takes NCCL while another stages):
 // DS_CUDA_COLLECTIVES=auto (the default) takes NCCL when it loads and
 // initialises on every rank, and the host staging otherwise, saying why on
-// stderr; =nccl requires NCCL (an error otherwise); =host never uses it. A
-// world of one and deterministic mode (NCCL's sums are not in rank order)
-// stage. The communicator is bootstrapped over MPI: rank 0's unique id is
-// broadcast to the group, which is the data-parallel group of the MPI layer
-// (with a pipeline, the ranks of one stage).
+// stderr; =nccl requires NCCL (an error otherwise), even for a world of
+// one; =host never uses it. Auto stages a world of one, and deterministic
+// mode always stages (NCCL's sums are not in rank order). The communicator is
+// bootstrapped over MPI: rank 0's unique id is broadcast to the group, which is
+// the data-parallel group of the MPI layer (with a pipeline, the ranks of one
+// stage).
 //
 // A started all-reduce (DDP's pattern): the bucket is copied into a buffer
 // of the runtime's on the step stream (the step may free or reuse its own
@@ -273,10 +274,12 @@ bool decide(State &s, const comm::World &w) {
     return s.mode == Mode::Nccl;
   s.mode = Mode::Host;
   comm::setDeviceBackend("host");
-  if (w.size == 1)
-    return false;
   const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
   std::string mode = choice && *choice ? choice : "auto";
+  // One rank has nothing to exchange: NCCL only when asked for (which runs
+  // its path on one GPU).
+  if (w.size == 1 && mode != "nccl")
+    return false;
   std::string why;
   if (mode != "auto" && mode != "nccl" && mode != "host") {
     (void)DS_ERROR("DS_CUDA_COLLECTIVES='%s': expected auto, nccl or host",

@@ -664,14 +664,23 @@ int main(int argc, char **argv) {
     return badOption("--cuda-graphs cannot capture kernels that run on the "
                      "host (--gpu-emulate-kernels): a graph records only what "
                      "is enqueued on the stream");
-  // The collectives on device buffers stage them on the host, which waits
-  // for the stream: a capture cannot contain that.
+  // The compressed collectives and the stages' transfers stage their
+  // buffers on the host, which waits for the stream (and NCCL's may fall
+  // back to that): a capture cannot contain it.
   if (cudaGraphs && (dataParallel || fuseAllReduce.getNumOccurrences() ||
                      compressAllReduce.getNumOccurrences() || stageCount > 1 ||
                      dsrt_comm_launched()))
     return badOption("--cuda-graphs cannot capture the collectives of data "
-                     "and pipeline parallelism: they copy their buffers to "
-                     "the host for MPI, which waits for the stream");
+                     "and pipeline parallelism: those not on NCCL copy their "
+                     "buffers to the host for MPI, which waits for the "
+                     "stream");
+  // The runtime reads it at the first collective; a typo should not cost a
+  // compilation first.
+  if (const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
+      device == "cuda" && choice && *choice &&
+      !llvm::is_contained({"auto", "nccl", "host"}, StringRef(choice)))
+    return badOption("DS_CUDA_COLLECTIVES='" + std::string(choice) +
+                     "': expected auto, nccl or host");
   if (stageCount > 1 && !dsrt_comm_launched())
     return badOption("a pipeline of " + std::to_string(stageCount) +
                      " stages runs one stage per rank: start it with "
