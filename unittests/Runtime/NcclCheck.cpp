@@ -1,0 +1,181 @@
+//===- NcclCheck.cpp - The collectives on NCCL, through their C ABI -------===//
+//
+// ds-runtime-nccl-check: one process (a world of one) with
+// DS_CUDA_COLLECTIVES=nccl calls the dsrt_cuda_* collectives that NCCL
+// serves (lib/Runtime/CommNccl.cpp) the way a compiled step calls them, on
+// device buffers, and checks what they write, the errors of misuse and the
+// counters; test/Runtime/cuda/nccl-single.test runs it on the stub driver
+// and the stub NCCL and checks their logs. The same binary runs on one real
+// GPU with the real NCCL. Prints "PASS: ..." / "FAIL: ..." lines, then
+// "N passed, M failed", and exits non-zero on a failure.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ds/Runtime/ds_runtime.h"
+#include "ds/Runtime/ds_runtime_cuda.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+int failures = 0, passes = 0;
+
+void report(bool ok, const std::string &name, const std::string &detail = "") {
+  (ok ? passes : failures) += 1;
+  std::printf("%s: %s%s%s\n", ok ? "PASS" : "FAIL", name.c_str(),
+              !ok && !detail.empty() ? ": " : "", ok ? "" : detail.c_str());
+  std::fflush(stdout);
+}
+
+std::string lastError() {
+  const char *e = dsrt_last_error();
+  return e ? e : "(no error)";
+}
+
+bool noError(const std::string &name) {
+  bool ok = dsrt_last_error() == nullptr;
+  report(ok, name, lastError());
+  dsrt_clear_error();
+  return ok;
+}
+
+void expectError(const std::string &name, const char *needle) {
+  std::string error = lastError();
+  std::printf("error: %s\n", error.c_str());
+  report(error.find(needle) != std::string::npos, name,
+         "expected '" + std::string(needle) + "'");
+  dsrt_clear_error();
+}
+
+/// A device vector of T and its descriptor (ds_runtime.h's layout).
+template <typename T, typename D> struct DeviceVector {
+  T *data = nullptr;
+  D desc{};
+  explicit DeviceVector(const std::vector<T> &values) {
+    int64_t n = static_cast<int64_t>(values.size());
+    if (n > 0) {
+      data = static_cast<T *>(dsrt_cuda_alloc(n * sizeof(T)));
+      dsrt_cuda_copy_to_device(data, values.data(), n * sizeof(T));
+    }
+    desc = D{data, data, 0, {n}, {1}};
+  }
+  ~DeviceVector() {
+    if (data)
+      dsrt_cuda_free(data);
+  }
+  std::vector<T> read() const {
+    std::vector<T> out(desc.sizes[0]);
+    if (!out.empty())
+      dsrt_cuda_copy_to_host(out.data(), data, out.size() * sizeof(T));
+    return out;
+  }
+};
+using F32 = DeviceVector<float, dsrt_memref1_f32>;
+using F64 = DeviceVector<double, dsrt_memref1_f64>;
+
+template <typename T> std::string show(const std::vector<T> &v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void run() {
+  constexpr int64_t kFirstHandle = int64_t(1) << 48;
+  F32 none({});
+  F32 bucket({1.0f, -2.0f, 3.5f, 0.25f});
+  F64 probe({0.0});
+
+  // A start and its wait: the mean over one rank is the bucket.
+  int64_t h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+      &bucket.desc, &none.desc, &none.desc, DSRT_COMPRESS_NONE, &probe.desc);
+  report(h >= kFirstHandle, "an uncompressed start is NCCL's",
+         "handle " + std::to_string(h));
+  report(std::string(dsrt_comm_device_backend()).rfind("nccl ", 0) == 0,
+         "the backend is NCCL", dsrt_comm_device_backend());
+  F32 out({0, 0, 0, 0});
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+  noError("start and wait");
+  report(out.read() == bucket.read(), "the mean of one rank is the bucket",
+         show(out.read()));
+
+  // The step zeroed a non-finite bucket and its probe is NaN: counted.
+  dsrt_comm_stats before{}, after{};
+  dsrt_get_comm_stats(&before);
+  F32 zeros({0, 0, 0, 0});
+  F64 nan({std::numeric_limits<double>::quiet_NaN()});
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+      &zeros.desc, &none.desc, &none.desc, DSRT_COMPRESS_NONE, &nan.desc);
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+  dsrt_cuda_synchronize();
+  dsrt_get_comm_stats(&after);
+  noError("a non-finite bucket");
+  report(after.nonfinite_buckets == before.nonfinite_buckets + 1 &&
+             after.collectives == before.collectives + 1,
+         "its probe is counted once the copy happened",
+         std::to_string(after.nonfinite_buckets - before.nonfinite_buckets));
+
+  // Misuse: the other type's wait (zeros written, as the CPU's), another
+  // count, a handle waited twice.
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+      &bucket.desc, &none.desc, &none.desc, DSRT_COMPRESS_NONE, &probe.desc);
+  F64 out64({7, 7, 7, 7});
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f64(h, &out64.desc);
+  expectError("the f64 wait of an f32 start", "is a started f32 all-reduce");
+  report(out64.read() == std::vector<double>(4, 0.0), "which writes zeros",
+         show(out64.read()));
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+      &bucket.desc, &none.desc, &none.desc, DSRT_COMPRESS_NONE, &probe.desc);
+  F32 three({0, 0, 0});
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &three.desc);
+  expectError("a wait of another count",
+              "the bucket has 4 elements, the output 3");
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+  expectError("a handle waited twice", "is not a started f32 all-reduce");
+
+  // f64, the blocking reductions and the broadcast, on the step stream.
+  F64 b64({0.5, 1.5});
+  F64 m64({0, 0});
+  F64 none64({});
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_f64(
+      &b64.desc, &none64.desc, &none64.desc, DSRT_COMPRESS_NONE, &probe.desc);
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f64(h, &m64.desc);
+  noError("an f64 start and wait");
+  report(h >= kFirstHandle && m64.read() == b64.read(), "f64 on NCCL",
+         show(m64.read()));
+  F32 in({2.0f, -1.0f});
+  F32 red({0, 0});
+  for (int64_t op :
+       {DSRT_REDUCE_SUM, DSRT_REDUCE_MEAN, DSRT_REDUCE_MAX, DSRT_REDUCE_MIN}) {
+    _mlir_ciface_dsrt_cuda_allreduce_f32(&in.desc, &red.desc, op);
+    report(red.read() == in.read(),
+           "a blocking all-reduce, op " + std::to_string(op), show(red.read()));
+  }
+  F32 cast({0, 0});
+  _mlir_ciface_dsrt_cuda_broadcast_f32(&in.desc, &cast.desc);
+  report(cast.read() == in.read(), "a broadcast", show(cast.read()));
+  noError("the blocking collectives");
+
+  // The communicator ends with the MPI layer, before the driver's session.
+  dsrt_comm_finalize();
+  noError("the finalisation");
+}
+
+} // namespace
+
+int main() {
+  if (dsrt_cuda_init() != 0) {
+    std::printf("FAIL: no device: %s\n", lastError().c_str());
+    return 1;
+  }
+  run();
+  dsrt_cuda_shutdown();
+  std::printf("%d passed, %d failed\n", passes, failures);
+  return failures ? 1 : 0;
+}
