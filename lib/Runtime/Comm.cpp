@@ -752,6 +752,9 @@ void dsrt_get_comm_stats(dsrt_comm_stats *out) {
 }
 
 void dsrt_reset_comm_stats(void) {
+  // What a device backend has pending belongs before the reset.
+  if (void (*hook)() = statsHook.load())
+    hook();
   std::lock_guard<std::mutex> lock(statsMutex);
   totals = dsrt_comm_stats{};
 }
