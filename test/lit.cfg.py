@@ -78,6 +78,10 @@ if config.ds_cuda_runtime:
     config.available_features.add("cuda-runtime")
 config.substitutions.append(
     ("%stub_cuda_dir", os.path.join(config.ds_lib_dir, "stub-cuda")))
+# The real NCCL on the loader's path (the toolkit's): `REQUIRES: nccl-library`.
+import ctypes.util
+if ctypes.util.find_library("nccl"):
+    config.available_features.add("nccl-library")
 # The stub NCCL is built when the toolkit has nccl.h: `REQUIRES: nccl-stub`.
 if os.path.exists(os.path.join(config.ds_lib_dir, "stub-cuda",
                                "libnccl.so.2")):
