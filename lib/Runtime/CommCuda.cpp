@@ -169,7 +169,8 @@ bool readParams(dsrt_memref1_f64 *params, double *values, int n) {
 /// it on the device, or the host counts the probe and stages the bucket.
 template <typename T, typename Start>
 int64_t start(Memref1<T> *grad, Memref1<T> *residualIn, Memref1<T> *residualOut,
-              int64_t scheme, dsrt_memref1_f64 *params, Start cpu) {
+              int64_t scheme, dsrt_memref1_f64 *params, Start cpu,
+              bool inPlace = false) {
   bool dense = scheme == DSRT_COMPRESS_NONE;
   T *bucket = contiguous(grad);
   auto *params64 = view<double>(params);
@@ -179,7 +180,7 @@ int64_t start(Memref1<T> *grad, Memref1<T> *residualIn, Memref1<T> *residualOut,
   if (dense && bucket && residualIn && residualIn->sizes[0] == 0 &&
       residualOut && residualOut->sizes[0] == 0 &&
       comm::nccl::start(bucket, grad->sizes[0], std::is_same_v<T, double>,
-                        probe, handle))
+                        probe, inPlace, handle))
     return handle;
   Staged<T> hostGrad, hostIn, hostOut;
   double p[3];
@@ -196,6 +197,16 @@ int64_t start(Memref1<T> *grad, Memref1<T> *residualIn, Memref1<T> *residualOut,
                p[2]);
   hostOut.writeBack();
   return handle;
+}
+
+/// An uncompressed start whose bucket's buffer lives, untouched, until its
+/// wait, which gets it as its output: NCCL all-reduces it in place.
+template <typename T, typename Start>
+int64_t startInPlace(Memref1<T> *bucket, dsrt_memref1_f64 *params, Start cpu) {
+  static T none;
+  Memref1<T> empty{&none, &none, 0, {0}, {1}};
+  return start<T>(bucket, &empty, &empty, DSRT_COMPRESS_NONE, params, cpu,
+                  /*inPlace=*/true);
 }
 
 template <typename T, typename Start>
@@ -349,6 +360,10 @@ void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
       dsrt_memref1_f64 *params) {                                              \
     return start<T>(view<T>(grad), view<T>(residualIn), view<T>(residualOut),  \
                     scheme, params, Cpu<T>::start);                            \
+  }                                                                            \
+  DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_in_place_##SUFFIX(   \
+      D *bucket, dsrt_memref1_f64 *params) {                                   \
+    return startInPlace<T>(view<T>(bucket), params, Cpu<T>::start);            \
   }                                                                            \
   DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_powersgd_##SUFFIX(   \
       D *grad, D *stateIn, D *stateOut, dsrt_memref1_i64 *shapes,              \

@@ -81,7 +81,8 @@ constexpr int kProbeSlots = 4096;
 
 struct Started {
   CUevent done = nullptr;
-  void *owned = nullptr;
+  void *owned = nullptr;   // the runtime's copy of the bucket
+  void *inPlace = nullptr; // or the step's bucket, reduced where it lies
   int64_t count = 0;
   bool f64 = false;
 };
@@ -430,7 +431,8 @@ bool dsrt::comm::nccl::broadcast(const void *in, void *out, int64_t count,
 }
 
 bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
-                             const double *probe, int64_t &handle) {
+                             const double *probe, bool inPlace,
+                             int64_t &handle) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   World w;
@@ -447,24 +449,32 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
   Started started;
   started.count = count;
   started.f64 = f64;
+  // In place, or on a copy: the step may free or reuse its bucket as soon
+  // as this returns, and a free on the step stream would not wait for the
+  // communication stream.
+  bool copied = true;
+  if (inPlace)
+    started.inPlace = const_cast<void *>(bucket);
+  else if (bytes > 0)
+    copied = !allocateOnStream(bytes, step, false, started.owned).failed() &&
+             !DS_CU(cuMemcpyAsync, ptr(started.owned), ptr(bucket),
+                    size_t(bytes), step)
+                  .failed();
+  void *data = inPlace ? started.inPlace : started.owned;
   CUevent ready = nullptr;
   bool enqueued = false;
   bool ok =
-      !(bytes > 0 &&
-        (allocateOnStream(bytes, step, false, started.owned).failed() ||
-         DS_CU(cuMemcpyAsync, ptr(started.owned), ptr(bucket), size_t(bytes),
-               step)
-             .failed())) &&
+      copied &&
       !DS_CU(cuEventCreate, &ready, CU_EVENT_DISABLE_TIMING).failed() &&
       !DS_CU(cuEventCreate, &started.done, CU_EVENT_DISABLE_TIMING).failed() &&
       !DS_CU(cuEventRecord, ready, step).failed() &&
       !DS_CU(cuStreamWaitEvent, s.stream, ready, 0u).failed() &&
-      (enqueued = !checkNccl(s,
-                             s.api.ncclAllReduce(started.owned, started.owned,
-                                                 count, dataType(f64), ncclAvg,
-                                                 s.comm, s.stream),
-                             "ncclAllReduce")
-                       .failed()) &&
+      (enqueued =
+           !checkNccl(s,
+                      s.api.ncclAllReduce(data, data, count, dataType(f64),
+                                          ncclAvg, s.comm, s.stream),
+                      "ncclAllReduce")
+                .failed()) &&
       !DS_CU(cuEventRecord, started.done, s.stream).failed();
   if (ready)
     (void)DS_CU(cuEventDestroy, ready); // released once it has happened
@@ -527,8 +537,9 @@ void dsrt::comm::nccl::wait(int64_t handle, void *out, int64_t count, bool f64,
     (void)DS_ERROR("%s: the bucket has %lld elements, the output %lld", what,
                    static_cast<long long>(started.count),
                    static_cast<long long>(count));
-  else if (waited && count > 0)
-    (void)DS_CU(cuMemcpyAsync, ptr(out), ptr(started.owned),
+  else if (waited && count > 0 && out != started.inPlace)
+    (void)DS_CU(cuMemcpyAsync, ptr(out),
+                ptr(started.owned ? started.owned : started.inPlace),
                 size_t(count * elementBytes(f64)), step);
   (void)DS_CU(cuEventDestroy, started.done);
   if (started.owned)

@@ -162,6 +162,15 @@ void run() {
   report(cast.read() == in.read(), "a broadcast", show(cast.read()));
   noError("the blocking collectives");
 
+  // In place: the wait's output is the bucket, reduced where it lies.
+  F32 lies({4.0f, 8.0f});
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_in_place_f32(&lies.desc,
+                                                          &probe.desc);
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &lies.desc);
+  noError("an all-reduce in place");
+  report(h >= kFirstHandle && lies.read() == std::vector<float>{4.0f, 8.0f},
+         "in place on NCCL", show(lies.read()));
+
   // The communicator ends with the MPI layer, before the driver's session.
   dsrt_comm_finalize();
   noError("the finalisation");

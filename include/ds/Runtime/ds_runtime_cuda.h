@@ -245,6 +245,11 @@ DSRT_API void _mlir_ciface_dsrt_cuda_broadcast_f32(dsrt_memref1_f32 *in,
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_f32(
     dsrt_memref1_f32 *grad, dsrt_memref1_f32 *residual_in,
     dsrt_memref1_f32 *residual_out, int64_t scheme, dsrt_memref1_f64 *params);
+/* An uncompressed start (a masked bucket, params = [probe]) whose bucket's
+   buffer the step keeps, untouched, for its wait's output: NCCL all-reduces
+   it in place (no copy in or out); staged, it is the start above. */
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_in_place_f32(
+    dsrt_memref1_f32 *bucket, dsrt_memref1_f64 *params);
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_powersgd_f32(
     dsrt_memref1_f32 *grad, dsrt_memref1_f32 *state_in,
     dsrt_memref1_f32 *state_out, dsrt_memref1_i64 *shapes,
@@ -266,6 +271,11 @@ DSRT_API void _mlir_ciface_dsrt_cuda_broadcast_f64(dsrt_memref1_f64 *in,
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_f64(
     dsrt_memref1_f64 *grad, dsrt_memref1_f64 *residual_in,
     dsrt_memref1_f64 *residual_out, int64_t scheme, dsrt_memref1_f64 *params);
+/* An uncompressed start (a masked bucket, params = [probe]) whose bucket's
+   buffer the step keeps, untouched, for its wait's output: NCCL all-reduces
+   it in place (no copy in or out); staged, it is the start above. */
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_in_place_f64(
+    dsrt_memref1_f64 *bucket, dsrt_memref1_f64 *params);
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_powersgd_f64(
     dsrt_memref1_f64 *grad, dsrt_memref1_f64 *state_in,
     dsrt_memref1_f64 *state_out, dsrt_memref1_i64 *shapes,

@@ -213,6 +213,9 @@ std::optional<Row> stagedRow(func::CallOp call) {
 bool servedByNccl(func::CallOp call) {
   auto uncompressedStart = [](Operation *op) {
     auto start = dyn_cast_or_null<func::CallOp>(op);
+    if (start &&
+        start.getCallee().starts_with("dsrt_cuda_allreduce_start_in_place_"))
+      return true;
     if (!start ||
         !start.getCallee().starts_with("dsrt_cuda_allreduce_start_") ||
         start.getCallee().contains("powersgd") || start.getNumOperands() < 4)
@@ -232,13 +235,22 @@ bool servedByNccl(func::CallOp call) {
 }
 
 /// `staged` as NCCL runs it: a start copies the bucket into the runtime's
-/// buffer and a wait copies the mean out, on the device; the blocking
-/// calls move nothing but over the network, which is not counted.
+/// buffer and a wait copies the mean out, on the device, unless the start
+/// runs in place (its wait's output is its bucket); the blocking calls
+/// move nothing but over the network, which is not counted.
 Row ncclRow(func::CallOp call, const Row &staged) {
   Row row = staged;
   row.kind = Row::Nccl;
   row.read = row.written = 0;
   StringRef name = call.getCallee();
+  auto inPlace = [](Operation *op) {
+    auto start = dyn_cast_or_null<func::CallOp>(op);
+    return start &&
+           start.getCallee().starts_with("dsrt_cuda_allreduce_start_in_place_");
+  };
+  if (inPlace(call) || (name.starts_with("dsrt_cuda_allreduce_wait_") &&
+                        inPlace(call.getOperand(0).getDefiningOp())))
+    return row;
   bool start = name.starts_with("dsrt_cuda_allreduce_start_");
   if (start || name.starts_with("dsrt_cuda_allreduce_wait_")) {
     Value buffer = castSource(call.getOperand(start ? 0 : 1));

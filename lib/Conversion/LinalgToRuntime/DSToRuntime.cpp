@@ -34,6 +34,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
@@ -331,8 +332,8 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// then), from which the runtime counts such buckets. The CPU's start
 /// checks the values on the host; NCCL's all-reduce never brings them
 /// there, so the step checks them itself.
-std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc,
-                                      Value bucket) {
+std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc, Value bucket,
+                                      Value into) {
   auto type = cast<RankedTensorType>(bucket.getType());
   Type et = type.getElementType();
   MLIRContext *ctx = b.getContext();
@@ -348,15 +349,25 @@ std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc,
                           lowering::addReassoc(nb, nl, args[1], diff)};
                     })
                     .front();
-  Value masked = lowering::buildParallel(
-      b, loc, type, {bucket, probe}, {identity, scalar},
-      [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
-        Value bad = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
-                                          args[1], args[1]);
-        Value zeroHere =
-            arith::ConstantOp::create(nb, nl, nb.getFloatAttr(et, 0.0));
-        return arith::SelectOp::create(nb, nl, bad, zeroHere, args[0]);
-      });
+  // Written into `into` (a buffer's tensor) when given, so that the buffer
+  // is the mask's output itself, not a copy of it.
+  Value init =
+      into ? into : tensor::EmptyOp::create(b, loc, type, ValueRange());
+  Value masked =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{type}, ValueRange{bucket, probe}, ValueRange{init},
+          ArrayRef<AffineMap>{identity, scalar, identity},
+          ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+          [&](OpBuilder &nb, Location nl, ValueRange args) {
+            Value bad = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
+                                              args[1], args[1]);
+            Value zeroHere =
+                arith::ConstantOp::create(nb, nl, nb.getFloatAttr(et, 0.0));
+            linalg::YieldOp::create(nb, nl,
+                                    ValueRange{arith::SelectOp::create(
+                                        nb, nl, bad, zeroHere, args[0])});
+          })
+          .getResult(0);
   Value params = lowering::buildParallel(
       b, loc, RankedTensorType::get({1}, b.getF64Type()), probe, scalar,
       [](OpBuilder &nb, Location nl, ValueRange args) -> Value {
@@ -365,11 +376,28 @@ std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc,
   return {masked, params};
 }
 
+/// The wait of `start` when the all-reduce may run in place: its one user,
+/// a wait in the same block (the bucket's buffer then lives until it).
+AllReduceWaitOp inPlaceWait(AllReduceStartOp start) {
+  if (!start.getRequest().hasOneUse())
+    return nullptr;
+  auto wait = dyn_cast<AllReduceWaitOp>(*start.getRequest().user_begin());
+  if (!wait || wait->getBlock() != start->getBlock() ||
+      wait.getType() != start.getBucket().getType())
+    return nullptr;
+  return wait;
+}
+
 /// ds.all_reduce_start: (bucket, residual in, residual out, scheme, p0, p1,
 /// p2) -> handle; on CUDA (..., scheme, params), empty without params, and
 /// an uncompressed bucket masked (maskNonFinite). A scheme without a
-/// residual gets empty residual buffers.
-LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
+/// residual gets empty residual buffers. On CUDA an uncompressed bucket
+/// whose wait follows in the block is masked into a buffer that the wait
+/// gets as its output (recorded in `inPlace`), and the start is
+/// dsrt_cuda_allreduce_start_in_place_*(bucket, params): NCCL then
+/// all-reduces the bucket where it lies, with no copy in or out.
+LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
+                                  DenseMap<Operation *, Value> &inPlace) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   RankedTensorType type = op.getBucket().getType();
@@ -379,8 +407,30 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
   if (op.getScheme() == CompressionScheme::powersgd)
     return lowerPowerSgdStart(rt, op, *suffix);
   Value bucket = op.getBucket(), params = op.getParams();
-  if (rt.targetsCuda() && op.getScheme() == CompressionScheme::none)
-    std::tie(bucket, params) = maskNonFinite(b, loc, bucket);
+  if (rt.targetsCuda() && op.getScheme() == CompressionScheme::none) {
+    if (AllReduceWaitOp wait = inPlaceWait(op)) {
+      // (bucket, params) -> handle, the bucket's buffer the wait's output.
+      auto [buffer, view] = RuntimeCallBuilder::alloc(b, loc, type);
+      Value into = bufferization::ToTensorOp::create(
+          b, loc, type, buffer, /*restrict=*/true, /*writable=*/true);
+      std::tie(bucket, params) = maskNonFinite(b, loc, bucket, into);
+      // The mask wrote the buffer in place: this keeps its result alive
+      // and costs nothing (a copy only if bufferization could not).
+      auto materialize = bufferization::MaterializeInDestinationOp::create(
+          b, loc, TypeRange(), bucket, buffer);
+      materialize.setRestrict(true);
+      materialize.setWritable(true);
+      inPlace[wait] = buffer;
+      Value handle = rt.call(
+          b, loc,
+          rt.collective(("dsrt_allreduce_start_in_place_" + *suffix).str()),
+          {view, rt.paramsBuffer(b, loc, params)}, {b.getI64Type()});
+      op.getRequest().replaceAllUsesWith(handle);
+      op.erase();
+      return success();
+    }
+    std::tie(bucket, params) = maskNonFinite(b, loc, bucket, Value());
+  }
   auto empty = RankedTensorType::get({0}, type.getElementType());
   Value residualIn = op.getResidual()
                          ? rt.input(b, loc, op.getResidual())
@@ -415,14 +465,24 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op) {
 }
 
 /// ds.all_reduce_wait: (handle, out).
-LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
+LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op,
+                                 const DenseMap<Operation *, Value> &inPlace) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   RankedTensorType type = op.getType();
   FailureOr<StringRef> suffix = collectiveSuffix(op, type.getElementType());
   if (failed(suffix))
     return failure();
-  auto [out, view] = RuntimeCallBuilder::alloc(b, loc, type);
+  Value out, view;
+  if (Value buffer = inPlace.lookup(op)) {
+    out = buffer;
+    view = memref::CastOp::create(b, loc,
+                                  RuntimeCallBuilder::dynamicMemRef(
+                                      b.getContext(), 1, type.getElementType()),
+                                  buffer);
+  } else {
+    std::tie(out, view) = RuntimeCallBuilder::alloc(b, loc, type);
+  }
   rt.call(b, loc, rt.collective(("dsrt_allreduce_wait_" + *suffix).str()),
           {op.getRequest(), view});
   Value result = bufferization::ToTensorOp::create(
@@ -494,6 +554,7 @@ struct ConvertDSToRuntimePass
     }
     bool cuda = target == "cuda";
     RuntimeCallBuilder rt(module, cuda);
+    DenseMap<Operation *, Value> inPlace; // wait -> its start's buffer
     // On CUDA the block-sparse products and the top-k have no runtime
     // kernels (convert-ds-to-linalg lowered them); collectives are staged.
     SmallVector<Operation *> ops;
@@ -506,9 +567,9 @@ struct ConvertDSToRuntimePass
       if (isa<AllReduceOp, CommBroadcastOp>(op))
         result = lowerBlockingCollective(rt, op);
       else if (auto start = dyn_cast<AllReduceStartOp>(op))
-        result = lowerAllReduceStart(rt, start);
+        result = lowerAllReduceStart(rt, start, inPlace);
       else if (auto wait = dyn_cast<AllReduceWaitOp>(op))
-        result = lowerAllReduceWait(rt, wait);
+        result = lowerAllReduceWait(rt, wait, inPlace);
       else if (auto comm = dyn_cast<CommRankOp>(op))
         lowerCommRank(rt, comm);
       else if (isa<SendOp, RecvOp>(op))

@@ -31,32 +31,42 @@
 // REPORT: collectives: 2, 2.1 MB to and from the host: 84.2 us at 25 GB/s (the network not counted)
 // REPORT: NCCL: 1, 0.0 MB copied on the device: 0.0 us (the network not counted)
 
-// Uncompressed, all three are NCCL's: the start copies the bucket into the
-// runtime's buffer and the wait copies the mean out, on the device.
+// Uncompressed, all three are NCCL's, and the bucket is all-reduced where
+// the mask wrote it: nothing copied, not even by bufferization.
 // NCCLREPORT: ds-gpu-launch-report: @step: {{.*}} 0 copies, 3 on NCCL
-// NCCLREPORT: nccl    allreduce_start_f32    0.526       0.526          -       0.22
-// NCCLREPORT: nccl    allreduce_wait_f32     0.526       0.526          -       0.22
+// NCCLREPORT: nccl    allreduce_start_in_place_f32 0.000       0.000          -       0.00
+// NCCLREPORT: nccl    allreduce_wait_f32     0.000       0.000          -       0.00
 // NCCLREPORT: nccl    allreduce_f32          0.000       0.000          -       0.00
-// NCCLREPORT: NCCL: 3, 2.1 MB copied on the device: 0.4 us (the network not counted)
+// NCCLREPORT: NCCL: 3, 0.0 MB copied on the device: 0.0 us (the network not counted)
 // HOSTREPORT: ds-gpu-launch-report: @step: {{.*}} 0 copies, 3 collectives staged on the host
 // HOSTREPORT-NOT: nccl
+// HOSTREPORT: staged  allreduce_start_in_place_f32 0.526       0.000
+// HOSTREPORT: staged  allreduce_wait_f32     0.000       0.526
 // HOSTREPORT: collectives: 3, 1.1 MB to and from the host: 42.1 us at 25 GB/s
 // BADREPORT: error: ds-gpu-launch-report: collectives='mpi' (expected nccl or host)
 
 // An uncompressed bucket leaves the step masked, for NCCL as for the
 // staging: its probe (the sum of x - x, NaN exactly when some x is not
 // finite), zeros for the whole bucket then, and the probe as the start's
-// one parameter, from which the runtime counts the non-finite buckets.
+// one parameter, from which the runtime counts the non-finite buckets. Its
+// wait follows in the block, so the mask writes a buffer that the wait
+// gets as its output, and NCCL all-reduces the bucket in place.
+// DENSE: %[[BUF:.*]] = memref.alloc() : memref<131584xf32>
+// DENSE: %[[VIEW:.*]] = memref.cast %[[BUF]]
+// DENSE: %[[INTO:.*]] = bufferization.to_tensor %[[BUF]] restrict writable
 // DENSE: %[[PROBE:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[BUCKET:.*]] : tensor<131584xf32>) outs({{.*}} : tensor<f32>)
 // DENSE: arith.subf %[[IN:.*]], %[[IN]] : f32
-// DENSE: %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[BUCKET]], %[[PROBE]] : tensor<131584xf32>, tensor<f32>)
+// DENSE: %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[BUCKET]], %[[PROBE]] : tensor<131584xf32>, tensor<f32>) outs(%[[INTO]] : tensor<131584xf32>)
 // DENSE: %[[BAD:.*]] = arith.cmpf uno
 // DENSE: arith.select %[[BAD]], %{{.*}}, %{{.*}} : f32
 // DENSE: %[[PARAMS:.*]] = linalg.generic {{.*}} ins(%[[PROBE]] : tensor<f32>) outs({{.*}} : tensor<1xf64>)
 // DENSE: arith.extf
-// DENSE: bufferization.to_buffer %[[MASKED]]
+// DENSE: bufferization.materialize_in_destination %[[MASKED]] in restrict writable %[[BUF]]
 // DENSE: bufferization.to_buffer %[[PARAMS]]
-// DENSE: call @dsrt_cuda_allreduce_start_f32({{.*}}, %c0_i64, {{.*}}) : {{.*}} memref<?xf64, strided<[?], offset: ?>>) -> i64
+// DENSE: %[[H:.*]] = call @dsrt_cuda_allreduce_start_in_place_f32(%[[VIEW]], %{{.*}}) : (memref<?xf32, strided<[?], offset: ?>>, memref<?xf64, strided<[?], offset: ?>>) -> i64
+// DENSE: %[[OUT:.*]] = memref.cast %[[BUF]]
+// DENSE: call @dsrt_cuda_allreduce_wait_f32(%[[H]], %[[OUT]])
+// DENSE: bufferization.to_tensor %[[BUF]] restrict writable
 
 // PSGD-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_powersgd_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i64
 // PSGD-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_wait_f32
