@@ -392,42 +392,47 @@ CUdeviceptr ptr(const void *p) {
 
 } // namespace
 
-bool dsrt::comm::nccl::allreduce(const void *in, void *out, int64_t count,
-                                 bool f64, int64_t op) {
+namespace {
+/// A blocking collective, in order on the step stream: `enqueue(s)` (the
+/// NCCL call) when NCCL serves it, counted as sending `sent(w)` bytes.
+template <typename Sent, typename Enqueue>
+bool blocking(const char *fn, Sent sent, Enqueue enqueue) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  World w;
+  comm::World w;
   if (!serves(s, w))
     return false;
   if (s.broken)
     return true;
-  countCollective();
-  countSent(double(count) * elementBytes(f64));
-  s.broken = checkNccl(s,
-                       s.api.ncclAllReduce(in, out, count, dataType(f64),
-                                           reduction(op), s.comm, stepStream()),
-                       "ncclAllReduce")
-                 .failed();
+  comm::countCollective();
+  comm::countSent(sent(w));
+  s.broken = checkNccl(s, enqueue(s), fn).failed();
   return true;
+}
+} // namespace
+
+bool dsrt::comm::nccl::allreduce(const void *in, void *out, int64_t count,
+                                 bool f64, int64_t op) {
+  return blocking(
+      "ncclAllReduce",
+      [&](const World &) { return double(count) * elementBytes(f64); },
+      [&](State &s) {
+        return s.api.ncclAllReduce(in, out, count, dataType(f64), reduction(op),
+                                   s.comm, stepStream());
+      });
 }
 
 bool dsrt::comm::nccl::broadcast(const void *in, void *out, int64_t count,
                                  bool f64) {
-  State &s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  World w;
-  if (!serves(s, w))
-    return false;
-  if (s.broken)
-    return true;
-  countCollective();
-  countSent(w.rank == 0 ? double(count) * elementBytes(f64) : 0.0);
-  s.broken = checkNccl(s,
-                       s.api.ncclBroadcast(in, out, count, dataType(f64), 0,
-                                           s.comm, stepStream()),
-                       "ncclBroadcast")
-                 .failed();
-  return true;
+  return blocking(
+      "ncclBroadcast",
+      [&](const World &w) {
+        return w.rank == 0 ? double(count) * elementBytes(f64) : 0.0;
+      },
+      [&](State &s) {
+        return s.api.ncclBroadcast(in, out, count, dataType(f64), 0, s.comm,
+                                   stepStream());
+      });
 }
 
 bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
