@@ -16,12 +16,14 @@
 // the data-parallel group of the MPI layer (with a pipeline, the ranks of one
 // stage).
 //
-// A started all-reduce (DDP's pattern): the bucket is copied into a buffer
-// of the runtime's on the step stream (the step may free or reuse its own
-// as soon as the start returns), the communication stream waits for that
-// copy and all-reduces the buffer in place, and the wait makes the step
-// stream wait for it and copies the mean out. The backward pass's kernels
-// run meanwhile.
+// A started all-reduce (DDP's pattern): the communication stream waits for
+// the step stream's work so far and all-reduces the bucket, and the wait
+// makes the step stream wait for that; the backward pass's kernels run
+// meanwhile. In place when the step keeps the bucket's buffer for the
+// wait's output (dsrt_cuda_allreduce_start_in_place_*, which
+// convert-ds-to-runtime emits when the wait follows in the block);
+// otherwise on a copy made on the step stream (the step may free or reuse
+// its bucket as soon as the start returns), which the wait copies out.
 //
 //===----------------------------------------------------------------------===//
 
