@@ -1,17 +1,19 @@
-//===- CommCuda.cpp - The collectives on device buffers, staged on the host
-//===//
+//===- CommCuda.cpp - The collectives on device buffers -------------------===//
 //
 // The _mlir_ciface_dsrt_cuda_* collectives that ds-gpu-pipeline's steps
 // call (convert-ds-to-runtime{target=cuda}): the same arguments as the CPU
-// collectives of CommCollectives.cpp, in device memory. Each copies its
-// inputs to host memory on the step stream (which waits for the kernels
-// that wrote them), runs the CPU collective on the host copies and copies
-// its outputs back on the step stream, where the kernels after it find
-// them in order. This is how MPI without CUDA support moves device data
-// (Horovod's host staging); NCCL would keep the data on the device.
+// collectives of CommCollectives.cpp, in device memory. The uncompressed
+// all-reduces and the broadcasts go to NCCL when it serves the process
+// (CommNccl.cpp), on the device and without a host wait. The others, and
+// all of them without NCCL, are staged: each copies its inputs to host
+// memory on the step stream (which waits for the kernels that wrote them),
+// runs the CPU collective on the host copies and copies its outputs back
+// on the step stream, where the kernels after it find them in order. This
+// is how MPI without CUDA support moves device data (Horovod's host
+// staging).
 //
-// What it keeps of the CPU path: a started all-reduce's exchange still runs
-// on the communication thread while the host enqueues the rest of the
+// What staging keeps of the CPU path: a started all-reduce's exchange still
+// runs on the communication thread while the host enqueues the rest of the
 // backward pass, so the GPU computes while the network works. What it
 // costs: every call waits for the step stream once (the copy to the host),
 // so a step with B buckets has B + 2 or so host waits, and graph capture
