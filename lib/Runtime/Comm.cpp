@@ -712,6 +712,13 @@ void dsrt::comm::countNonFinite() {
   totals.nonfinite_buckets += 1;
 }
 
+double dsrt::comm::timeoutSeconds() { return configuredTimeout(); }
+
+void dsrt::comm::failCommunicator() {
+  if (std::shared_ptr<Communicator> c = currentCommunicator())
+    c->fail();
+}
+
 void dsrt::comm::countCollective() {
   std::lock_guard<std::mutex> lock(statsMutex);
   totals.collectives += 1;

@@ -100,6 +100,13 @@ void countDenseFallback();
 void countNonFinite();
 /// A collective that did not go through issue() (NCCL's).
 void countCollective();
+/// The configured --comm-timeout in seconds (0: wait forever), which a
+/// device backend's watchdog applies to its own collectives.
+double timeoutSeconds();
+/// Fails the communicator (a device backend's collective timed out, its
+/// error recorded): later collectives return at once, dsrt_comm_failed()
+/// says so, and dsrt_comm_finalize does not wait for the peers.
+void failCommunicator();
 /// Runs `hook` at the start of every dsrt_get_comm_stats: counters a
 /// backend keeps on the device are folded in then (CommNccl.cpp).
 void setStatsHook(void (*hook)());

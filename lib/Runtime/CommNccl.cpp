@@ -25,13 +25,25 @@
 // otherwise on a copy made on the step stream (the step may free or reuse
 // its bucket as soon as the start returns), which the wait copies out.
 //
+// --comm-timeout bounds every collective, as in the MPI layer. The
+// communicator is nonblocking (NCCL 2.14), so a call NCCL still works on
+// on the host answers ncclInProgress and is polled, at most the timeout;
+// and a watchdog thread, as PyTorch's ProcessGroupNCCL's, aborts the
+// communicator when a collective has not completed on the device within
+// it (a peer dead or stopped) or NCCL reports an asynchronous error: the
+// error is recorded, the MPI layer's communicator fails, and the kernels
+// waiting for the peer end, so the host's wait returns and the step fails.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CommNccl.h"
 
 #include "CommInternal.h"
 
-#if __has_include(<nccl.h>)
+// DSRT_WITHOUT_NCCL compiles the fallback even where nccl.h exists: the
+// build does so beside the real file (target dsrt-nccl-fallback), so that
+// the fallback's signatures cannot drift from CommNccl.h's.
+#if __has_include(<nccl.h>) && !defined(DSRT_WITHOUT_NCCL)
 
 #include "cuda/Context.h"
 
@@ -40,14 +52,20 @@
 
 #include <nccl.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <dlfcn.h>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 using namespace dsrt;
 using namespace dsrt::cuda;
@@ -58,7 +76,9 @@ namespace {
   X(ncclGetVersion)                                                            \
   X(ncclGetErrorString)                                                        \
   X(ncclGetUniqueId)                                                           \
-  X(ncclCommInitRank)                                                          \
+  X(ncclCommInitRankConfig)                                                    \
+  X(ncclCommGetAsyncError)                                                     \
+  X(ncclCommFinalize)                                                          \
   X(ncclCommDestroy)                                                           \
   X(ncclCommAbort)                                                             \
   X(ncclAllReduce)                                                             \
@@ -72,14 +92,20 @@ struct NcclApi {
 #undef DSRT_NCCL_DECLARE_ENTRY
 };
 
-/// ncclAvg (the mean) came with NCCL 2.10.
-constexpr int kMinVersion = 21000;
+/// Nonblocking communicators (what bounds a call by --comm-timeout) came
+/// with NCCL 2.14; ncclAvg with 2.10.
+constexpr int kMinVersion = 21400;
 /// Started all-reduces' handles: far above the MPI layer's, which count
 /// from 1.
 constexpr int64_t kFirstHandle = int64_t(1) << 48;
 /// Probes copied to the host between two counts: a full ring is counted
 /// (one wait for the step stream) before it is reused.
 constexpr int kProbeSlots = 4096;
+/// How often the watchdog asks NCCL for an asynchronous error (a network
+/// failure) when no deadline is nearer.
+constexpr std::chrono::milliseconds kAsyncErrorPeriod{500};
+
+using Clock = std::chrono::steady_clock;
 
 struct Started {
   CUevent done = nullptr;
@@ -89,10 +115,19 @@ struct Started {
   bool f64 = false;
 };
 
+/// A collective enqueued and not yet seen complete: the watchdog's.
+struct InFlight {
+  CUevent done = nullptr; // recorded on its stream after it
+  Clock::time_point enqueued;
+  const char *fn = "";
+  int64_t bytes = 0;
+  uint64_t seq = 0;
+};
+
 enum class Mode { Undecided, Host, Nccl };
 
 struct State {
-  std::mutex mutex;
+  std::mutex mutex; // the entry points', held for a whole call
   Mode mode = Mode::Undecided;
   void *library = nullptr;
   NcclApi api;
@@ -101,14 +136,29 @@ struct State {
   CUstream stream = nullptr; // the communication stream
   std::map<int64_t, Started> started;
   int64_t nextHandle = kFirstHandle;
+  uint64_t nextSeq = 1;     // the collectives' numbers, for messages
   double *probes = nullptr; // pinned, kProbeSlots
   int probesUsed = 0;
   /// Recorded on the step stream after each probe's copy.
   CUevent probesCopied = nullptr;
-  /// Set when this rank failed to enqueue a collective its peers enqueued:
-  /// its later NCCL calls would pair with their earlier ones, so it makes
-  /// none (the error is recorded, the step fails, the job ends).
-  bool broken = false;
+
+  /// Serialises the calls on `comm` between the entry points and the
+  /// watchdog, which must be able to abort it while an entry point (with
+  /// `mutex`) waits for the device. Held only for one NCCL call.
+  std::mutex callMutex;
+  /// Set, under callMutex, once `comm` is aborted (a timeout, NCCL's or a
+  /// local failure, the error recorded): no NCCL call is made after it.
+  std::atomic<bool> aborted{false};
+
+  /// The watchdog: a thread that aborts the communicator when a
+  /// collective has not completed within --comm-timeout, as PyTorch's
+  /// ProcessGroupNCCL does, so that a dead or stopped peer fails the step
+  /// (its error recorded) rather than hanging it in a kernel.
+  std::thread watchdog;
+  std::mutex watchMutex;
+  std::condition_variable watchCv;
+  std::deque<InFlight> inFlight; // guarded by watchMutex, oldest first
+  bool stopWatching = false;     // guarded by watchMutex
 };
 
 /// Never destroyed: the shutdown hook runs at exit, after static
@@ -118,13 +168,174 @@ State &state() {
   return *s;
 }
 
-/// Records "<fn> failed: <NCCL's text>".
-Status checkNccl(const State &s, ncclResult_t result, const char *fn) {
+const char *ncclText(const State &s, ncclResult_t result) {
+  return s.api.ncclGetErrorString ? s.api.ncclGetErrorString(result)
+                                  : "(no error string)";
+}
+
+/// Aborts the communicator once (the kernels that wait for a peer end),
+/// recording `why` unless null (the cause is recorded already, or there
+/// is none); with `failJob`, fails the MPI layer's communicator too: the
+/// step fails and later collectives return at once. From either thread.
+void abortCommunicator(State &s, const char *why, bool failJob = true) {
+  std::lock_guard<std::mutex> lock(s.callMutex);
+  if (s.aborted.exchange(true) || !s.comm)
+    return;
+  if (why)
+    (void)DS_ERROR("%s", why);
+  if (failJob)
+    comm::failCommunicator();
+  (void)s.api.ncclCommAbort(s.comm);
+}
+
+/// "dsrt: <fn> #<seq> (<bytes> bytes) did not complete within <t> s ...".
+std::string timeoutMessage(const char *fn, uint64_t seq, int64_t bytes,
+                           double timeout) {
+  char text[320];
+  std::snprintf(text, sizeof(text),
+                "dsrt: %s #%llu (%lld bytes) did not complete within %g s: a "
+                "rank is stopped, dead or slower than the timeout "
+                "(--comm-timeout); the NCCL communicator is aborted",
+                fn, static_cast<unsigned long long>(seq),
+                static_cast<long long>(bytes), timeout);
+  return text;
+}
+
+/// Waits until NCCL has taken the call that answered `result` (a
+/// nonblocking communicator answers ncclInProgress while it works on the
+/// host: connecting, initialising), at most --comm-timeout. "" when it
+/// has; otherwise why not, the communicator left as it is.
+std::string settle(State &s, ncclResult_t result, const char *fn, uint64_t seq,
+                   int64_t bytes) {
+  double timeout = comm::timeoutSeconds();
+  Clock::time_point start = Clock::now();
+  auto pause = std::chrono::microseconds(2);
+  while (result == ncclInProgress) {
+    if (timeout > 0 &&
+        Clock::now() - start > std::chrono::duration<double>(timeout))
+      return timeoutMessage(fn, seq, bytes, timeout);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    std::lock_guard<std::mutex> lock(s.callMutex);
+    if (s.aborted)
+      return "the communicator was aborted";
+    if (ncclResult_t r = s.api.ncclCommGetAsyncError(s.comm, &result))
+      result = r;
+  }
   if (result == ncclSuccess)
-    return Status::success();
-  return DS_ERROR("%s failed: %s", fn,
-                  s.api.ncclGetErrorString ? s.api.ncclGetErrorString(result)
-                                           : "(no error string)");
+    return "";
+  return std::string(fn) + " failed: " + ncclText(s, result);
+}
+
+/// Pops the collectives seen complete (watchMutex held).
+void reapCompleted(State &s) {
+  while (!s.inFlight.empty()) {
+    CUresult r = driver().cuEventQuery(s.inFlight.front().done);
+    if (r == CUDA_ERROR_NOT_READY)
+      return;
+    // Complete, or an error the stream's next synchronisation reports.
+    (void)driver().cuEventDestroy(s.inFlight.front().done);
+    s.inFlight.pop_front();
+  }
+}
+
+/// The watchdog's loop: wakes at the oldest collective's deadline (and
+/// every kAsyncErrorPeriod to ask NCCL for an asynchronous error) and
+/// aborts the communicator on a timeout or an error.
+void watch(State &s, double timeout) {
+  if (ensureReady().failed()) // the context, current on this thread
+    return;
+  std::unique_lock<std::mutex> lock(s.watchMutex);
+  while (!s.stopWatching) {
+    reapCompleted(s);
+    Clock::time_point wake = Clock::now() + kAsyncErrorPeriod;
+    if (timeout > 0 && !s.inFlight.empty())
+      wake = std::min(wake, s.inFlight.front().enqueued +
+                                std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(timeout)));
+    s.watchCv.wait_until(lock, wake, [&] { return s.stopWatching; });
+    if (s.stopWatching)
+      return;
+    reapCompleted(s);
+    std::string why;
+    if (timeout > 0 && !s.inFlight.empty() &&
+        Clock::now() - s.inFlight.front().enqueued >=
+            std::chrono::duration<double>(timeout)) {
+      const InFlight &late = s.inFlight.front();
+      why = timeoutMessage(late.fn, late.seq, late.bytes, timeout);
+    }
+    // Never wait for callMutex with watchMutex held: an entry point takes
+    // them the other way round.
+    lock.unlock();
+    if (why.empty()) {
+      std::lock_guard<std::mutex> call(s.callMutex);
+      ncclResult_t async = ncclSuccess;
+      if (!s.aborted &&
+          s.api.ncclCommGetAsyncError(s.comm, &async) == ncclSuccess &&
+          async != ncclSuccess && async != ncclInProgress)
+        why = std::string("dsrt: NCCL reports an asynchronous error: ") +
+              ncclText(s, async) + "; the NCCL communicator is aborted";
+    }
+    if (!why.empty()) {
+      abortCommunicator(s, why.c_str());
+      return;
+    }
+    lock.lock();
+  }
+}
+
+/// Hands the collective just enqueued on `stream` to the watchdog.
+void watchCollective(State &s, CUstream stream, const char *fn, uint64_t seq,
+                     int64_t bytes) {
+  CUevent done = nullptr;
+  if (DS_CU(cuEventCreate, &done, CU_EVENT_DISABLE_TIMING).failed())
+    return;
+  if (DS_CU(cuEventRecord, done, stream).failed()) {
+    (void)DS_CU(cuEventDestroy, done);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(s.watchMutex);
+  reapCompleted(s);
+  s.inFlight.push_back({done, Clock::now(), fn, bytes, seq});
+}
+
+/// Stops the watchdog and drops what it watched (entry point, `mutex`
+/// held; never with callMutex, which the watchdog may be taking).
+void stopWatchdog(State &s) {
+  if (s.watchdog.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(s.watchMutex);
+      s.stopWatching = true;
+      s.watchCv.notify_all();
+    }
+    s.watchdog.join();
+  }
+  std::lock_guard<std::mutex> lock(s.watchMutex);
+  for (const InFlight &f : s.inFlight)
+    (void)DS_CU(cuEventDestroy, f.done);
+  s.inFlight.clear();
+  s.stopWatching = false;
+}
+
+/// Makes one NCCL call on the communicator (`call(comm)`) and settles it;
+/// false, with the communicator aborted and the error recorded, when it
+/// failed or did not settle in time, or when the communicator was
+/// aborted before (nothing called then).
+template <typename Call>
+bool callNccl(State &s, const char *fn, uint64_t seq, int64_t bytes,
+              Call call) {
+  ncclResult_t result;
+  {
+    std::lock_guard<std::mutex> lock(s.callMutex);
+    if (s.aborted)
+      return false;
+    result = call(s.comm);
+  }
+  std::string why = settle(s, result, fn, seq, bytes);
+  if (why.empty())
+    return true;
+  abortCommunicator(s, why.c_str());
+  return false;
 }
 
 /// Loads the library and resolves every entry; "" or why not.
@@ -152,7 +363,8 @@ std::string load(State &s) {
   if (api.ncclGetVersion(&version) != ncclSuccess || version < kMinVersion) {
     dlclose(lib);
     return std::string(path) + " is NCCL " + std::to_string(version) +
-           ", older than 2.10 (no ncclAvg)";
+           ", older than 2.14 (no nonblocking communicators, which "
+           "--comm-timeout needs)";
   }
   s.library = lib;
   s.api = api;
@@ -187,20 +399,27 @@ void countProbesForStats() {
     countProbes(s, /*block=*/false);
 }
 
-/// Frees what the communicator holds on the device; with `callNccl`, the
-/// communicator too (destroyed, or aborted when a started all-reduce was
-/// never waited for: its peers may never match it).
-void release(State &s, bool callNccl) {
-  if (callNccl && s.comm) {
-    if (s.started.empty())
-      (void)checkNccl(s, s.api.ncclCommDestroy(s.comm), "ncclCommDestroy");
-    else
-      (void)s.api.ncclCommAbort(s.comm);
+/// Frees what the communicator holds on the device; with `endComm`, the
+/// communicator too: finalised (its work flushed, at most the timeout)
+/// and destroyed, or aborted when a started all-reduce was never waited
+/// for (its peers may never match it). An aborted one is gone already.
+void release(State &s, bool endComm) {
+  stopWatchdog(s);
+  if (endComm && s.comm && !s.aborted) {
+    if (!s.started.empty())
+      abortCommunicator(s, nullptr, /*failJob=*/false);
+    else if (callNccl(s, "ncclCommFinalize", s.nextSeq++, 0, [&](ncclComm_t c) {
+               return s.api.ncclCommFinalize(c);
+             })) {
+      std::lock_guard<std::mutex> lock(s.callMutex);
+      if (ncclResult_t r = s.api.ncclCommDestroy(s.comm))
+        (void)DS_ERROR("ncclCommDestroy failed: %s", ncclText(s, r));
+    }
   }
   // What the communication stream still does must end before its buffers
-  // go; at exit without the communicator's end (callNccl false) it may
+  // go; at exit without the communicator's end (endComm false) it may
   // never end, and the buffers go with the process.
-  bool idle = s.started.empty() || callNccl;
+  bool idle = s.started.empty() || endComm;
   if (idle && s.stream)
     (void)DS_CU(cuStreamSynchronize, s.stream);
   for (auto &[handle, started] : s.started) {
@@ -230,7 +449,7 @@ void finalize() {
   if (s.mode != Mode::Nccl || ensureReady().failed())
     return;
   countProbes(s, /*block=*/true);
-  release(s, /*callNccl=*/true);
+  release(s, /*endComm=*/true);
   s.mode = Mode::Host; // no collective comes after the finalisation
 }
 
@@ -242,31 +461,53 @@ void shutdown() {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.mode == Mode::Nccl) {
     countProbes(s, /*block=*/true);
-    release(s, /*callNccl=*/false);
+    release(s, /*endComm=*/false);
   }
   s.mode = Mode::Undecided;
-  s.broken = false;
+  s.aborted = false;
 }
 
-/// Creates the communicator of the group `w` and what goes with it; on a
-/// failure, what failed.
+/// Creates the communicator of the group `w` (nonblocking, so that its
+/// initialisation and every call are bounded by the timeout) and what goes
+/// with it; on a failure, what failed, with nothing left.
 std::string initialise(State &s, const comm::World &w, const ncclUniqueId &id) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  if (ncclResult_t r = s.api.ncclCommInitRank(&comm, w.size, id, w.rank))
-    return std::string("ncclCommInitRank failed: ") +
-           s.api.ncclGetErrorString(r);
+  ncclResult_t r =
+      s.api.ncclCommInitRankConfig(&comm, w.size, id, w.rank, &config);
   s.comm = comm;
+  s.aborted = false;
+  std::string why =
+      comm || r != ncclSuccess
+          ? settle(s, r, "ncclCommInitRankConfig", 0, 0)
+          : std::string("ncclCommInitRankConfig made no communicator");
+  if (!why.empty()) {
+    // Freed locally: the vote that follows tells the others.
+    if (s.comm)
+      (void)s.api.ncclCommAbort(s.comm);
+    s.comm = nullptr;
+    return why;
+  }
   void *probes = nullptr;
   if (DS_CU(cuStreamCreate, &s.stream, CU_STREAM_NON_BLOCKING).failed() ||
       DS_CU(cuEventCreate, &s.probesCopied, CU_EVENT_DISABLE_TIMING).failed() ||
       DS_CU(cuMemHostAlloc, &probes, kProbeSlots * sizeof(double), 0u)
           .failed()) {
-    release(s, /*callNccl=*/true);
+    release(s, /*endComm=*/true);
     return "the communication stream, an event or pinned memory";
   }
   s.probes = static_cast<double *>(probes);
   s.probesUsed = 0;
   return "";
+}
+
+/// Drops a communicator the group did not agree on: aborted locally, with
+/// nothing recorded (the backend falls back to the host).
+void discard(State &s) {
+  abortCommunicator(s, nullptr, /*failJob=*/false);
+  release(s, /*endComm=*/false);
+  s.aborted = false;
 }
 
 /// Decides the backend with the other ranks (once); true for NCCL. Every
@@ -301,8 +542,7 @@ bool decide(State &s, const comm::World &w) {
   ncclUniqueId id{};
   if (why.empty() && w.rank == 0)
     if (ncclResult_t r = s.api.ncclGetUniqueId(&id))
-      why =
-          std::string("ncclGetUniqueId failed: ") + s.api.ncclGetErrorString(r);
+      why = std::string("ncclGetUniqueId failed: ") + ncclText(s, r);
   auto agree = [&](bool can, bool withId) {
     auto flag = std::make_shared<int64_t>(can ? 1 : 0);
     auto shared = std::make_shared<ncclUniqueId>(id);
@@ -326,7 +566,7 @@ bool decide(State &s, const comm::World &w) {
     // useless: all stage, or none.
     if (!agree(why.empty(), false)) {
       if (s.comm)
-        release(s, /*callNccl=*/true);
+        discard(s);
       all = false;
     }
   }
@@ -350,6 +590,8 @@ bool decide(State &s, const comm::World &w) {
     comm::setFinalizeHook(finalize);
   });
   s.mode = Mode::Nccl;
+  double timeout = comm::timeoutSeconds();
+  s.watchdog = std::thread([&s, timeout] { watch(s, timeout); });
   char name[32];
   std::snprintf(name, sizeof(name), "nccl %d.%d.%d", s.version / 10000,
                 s.version / 100 % 100, s.version % 100);
@@ -357,7 +599,7 @@ bool decide(State &s, const comm::World &w) {
   return true;
 }
 
-/// Whether NCCL takes a call now: the group, NCCL chosen, not broken, not
+/// Whether NCCL takes a call now: the group, NCCL chosen, not
 /// deterministic mode (staged; the backend is "host" then). Initialises
 /// the device and decides the backend on first use.
 bool serves(State &s, comm::World &w) {
@@ -392,47 +634,48 @@ CUdeviceptr ptr(const void *p) {
   return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
 }
 
-} // namespace
-
-namespace {
-/// A blocking collective, in order on the step stream: `enqueue(s)` (the
-/// NCCL call) when NCCL serves it, counted as sending `sent(w)` bytes.
+/// A blocking collective, in order on the step stream: `enqueue(s, comm)`
+/// (the NCCL call) when NCCL serves it, counted as sending `sent(w)`
+/// bytes. After an abort it does nothing (the step has failed).
 template <typename Sent, typename Enqueue>
-bool blocking(const char *fn, Sent sent, Enqueue enqueue) {
+bool blocking(const char *fn, int64_t bytes, Sent sent, Enqueue enqueue) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   comm::World w;
   if (!serves(s, w))
     return false;
-  if (s.broken)
+  if (s.aborted)
     return true;
   comm::countCollective();
   comm::countSent(sent(w));
-  s.broken = checkNccl(s, enqueue(s), fn).failed();
+  uint64_t seq = s.nextSeq++;
+  if (callNccl(s, fn, seq, bytes,
+               [&](ncclComm_t comm) { return enqueue(s, comm); }))
+    watchCollective(s, stepStream(), fn, seq, bytes);
   return true;
 }
+
 } // namespace
 
 bool dsrt::comm::nccl::allreduce(const void *in, void *out, int64_t count,
                                  bool f64, int64_t op) {
+  int64_t bytes = count * elementBytes(f64);
   return blocking(
-      "ncclAllReduce",
-      [&](const World &) { return double(count) * elementBytes(f64); },
-      [&](State &s) {
+      "ncclAllReduce", bytes, [&](const World &) { return double(bytes); },
+      [&](State &s, ncclComm_t comm) {
         return s.api.ncclAllReduce(in, out, count, dataType(f64), reduction(op),
-                                   s.comm, stepStream());
+                                   comm, stepStream());
       });
 }
 
 bool dsrt::comm::nccl::broadcast(const void *in, void *out, int64_t count,
                                  bool f64) {
+  int64_t bytes = count * elementBytes(f64);
   return blocking(
-      "ncclBroadcast",
-      [&](const World &w) {
-        return w.rank == 0 ? double(count) * elementBytes(f64) : 0.0;
-      },
-      [&](State &s) {
-        return s.api.ncclBroadcast(in, out, count, dataType(f64), 0, s.comm,
+      "ncclBroadcast", bytes,
+      [&](const World &w) { return w.rank == 0 ? double(bytes) : 0.0; },
+      [&](State &s, ncclComm_t comm) {
+        return s.api.ncclBroadcast(in, out, count, dataType(f64), 0, comm,
                                    stepStream());
       });
 }
@@ -446,7 +689,7 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
   if (!serves(s, w))
     return false;
   handle = 0;
-  if (s.broken)
+  if (s.aborted)
     return true;
   int64_t bytes = count * elementBytes(f64);
   countCollective();
@@ -468,6 +711,7 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
                     size_t(bytes), step)
                   .failed();
   void *data = inPlace ? started.inPlace : started.owned;
+  uint64_t seq = s.nextSeq++;
   CUevent ready = nullptr;
   bool enqueued = false;
   bool ok =
@@ -476,26 +720,28 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
       !DS_CU(cuEventCreate, &started.done, CU_EVENT_DISABLE_TIMING).failed() &&
       !DS_CU(cuEventRecord, ready, step).failed() &&
       !DS_CU(cuStreamWaitEvent, s.stream, ready, 0u).failed() &&
-      (enqueued =
-           !checkNccl(s,
-                      s.api.ncclAllReduce(data, data, count, dataType(f64),
-                                          ncclAvg, s.comm, s.stream),
-                      "ncclAllReduce")
-                .failed()) &&
+      (enqueued = callNccl(s, "ncclAllReduce", seq, bytes,
+                           [&](ncclComm_t comm) {
+                             return s.api.ncclAllReduce(data, data, count,
+                                                        dataType(f64), ncclAvg,
+                                                        comm, s.stream);
+                           })) &&
       !DS_CU(cuEventRecord, started.done, s.stream).failed();
   if (ready)
     (void)DS_CU(cuEventDestroy, ready); // released once it has happened
   if (!ok) {
-    // The peers enqueued theirs: this rank makes no more NCCL calls.
-    s.broken = true;
+    // The peers enqueued theirs: this rank's communicator goes (the error
+    // is recorded; handle 0, as the CPU's start).
+    abortCommunicator(s, nullptr);
     if (enqueued)
       (void)DS_CU(cuStreamSynchronize, s.stream);
     if (started.done)
       (void)DS_CU(cuEventDestroy, started.done);
     if (started.owned)
       (void)freeOnStream(started.owned, step);
-    return true; // the error is recorded; handle 0, as the CPU's start
+    return true;
   }
+  watchCollective(s, s.stream, "ncclAllReduce", seq, bytes);
   if (probe) {
     if (s.probesUsed == kProbeSlots)
       countProbes(s, /*block=*/true);
@@ -561,7 +807,7 @@ bool dsrt::comm::nccl::allreduce(const void *, void *, int64_t, bool, int64_t) {
 bool dsrt::comm::nccl::broadcast(const void *, void *, int64_t, bool) {
   return false;
 }
-bool dsrt::comm::nccl::start(const void *, int64_t, bool, const double *,
+bool dsrt::comm::nccl::start(const void *, int64_t, bool, const double *, bool,
                              int64_t &) {
   return false;
 }

@@ -693,7 +693,12 @@ int main(int argc, char **argv) {
   // With a pipeline, rank and size are those of this rank's stage group
   // (its data-parallel replicas).
   int rank = 0, worldSize = 1, stage = 0;
-  if (dsrt_comm_launched()) {
+  bool dpRequested = dataParallel || fuseAllReduce.getNumOccurrences() ||
+                     compressAllReduce.getNumOccurrences();
+  // One process asking for data parallelism gets the configuration too:
+  // its collectives (NCCL's, with DS_CUDA_COLLECTIVES=nccl) keep
+  // --comm-timeout and --deterministic. Outside mpirun no MPI call is made.
+  if (dsrt_comm_launched() || dpRequested) {
     dsrt_comm_config config{commTimeout, deterministic ? 1 : 0,
                             int(std::max<int64_t>(stageCount, 1))};
     if (dsrt_comm_init(&config) != 0)
@@ -705,8 +710,6 @@ int main(int argc, char **argv) {
     worldSize = dsrt_comm_size();
     stage = dsrt_comm_stage();
   }
-  bool dpRequested = dataParallel || fuseAllReduce.getNumOccurrences() ||
-                     compressAllReduce.getNumOccurrences();
   // Replica 0 of every stage writes its results (each stage has its own
   // parameters); stage 0 of replica 0 prints and reports.
   if (rank != 0 || stage != 0) {

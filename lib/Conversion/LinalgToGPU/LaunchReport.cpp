@@ -362,7 +362,7 @@ struct GPULaunchReportPass
     if (counts[Row::Nccl])
       os << ", " << counts[Row::Nccl] << " on NCCL";
     os << "\n";
-    os << llvm::format("%5s  %-6s  %-26s  %10s  %10s  %9s  %9s  %s\n", "#",
+    os << llvm::format("%5s  %-6s  %-30s  %10s  %10s  %9s  %9s  %s\n", "#",
                        "kind", "grid x block / b x MxNxK", "read MB",
                        "written MB", "GFLOP", "bound us", "location [kernel]");
     const char *kinds[] = {"kernel", "gemm", "copy", "staged", "nccl"};
@@ -370,7 +370,7 @@ struct GPULaunchReportPass
       std::string gflop =
           r.flops > 0 ? llvm::formatv("{0:f2}", r.flops / 1e9).str() : "-";
       os << llvm::format(
-          "%5zu  %-6s  %-26s  %10.3f  %10.3f  %9s  %9.2f  %s%s%s\n", i + 1,
+          "%5zu  %-6s  %-30s  %10.3f  %10.3f  %9s  %9.2f  %s%s%s\n", i + 1,
           kinds[r.kind], r.shape.c_str(), r.read / 1e6, r.written / 1e6,
           gflop.c_str(), boundUs(r), where(r.loc).c_str(),
           r.kernel.empty() ? "" : ("  " + r.kernel).c_str(),

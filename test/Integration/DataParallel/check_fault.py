@@ -8,11 +8,16 @@ process: alive, never answering). Checked:
   - rank 0 reports the timeout error (naming the collective);
   - the checkpoint is intact: 2 ranks resume from it and train on.
 Every process this test starts is killed at the end, whatever happens.
-Usage: check_fault.py with DS_RUN, DS_MPIRUN and GEN set.
+Usage: check_fault.py with DS_RUN, DS_MPIRUN and GEN set; DS_FAULT_ARGS adds
+ds-run arguments to every run (e.g. the GPU path's), and DS_FAULT_EXPECT is
+the regular expression the timeout error must match (default: the MPI
+layer's or NCCL's, "did not complete within 5 s").
 """
 
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,6 +27,8 @@ import time
 DS_RUN = os.environ["DS_RUN"]
 MPIRUN = os.environ["DS_MPIRUN"]
 GEN = os.environ["GEN"]
+EXTRA = shlex.split(os.environ.get("DS_FAULT_ARGS", ""))
+EXPECT = os.environ.get("DS_FAULT_EXPECT", "did not complete within 5 s")
 
 
 def ranks_of(job):
@@ -54,7 +61,7 @@ def main():
         ckpt = os.path.join(tmp, "ckpt")
         cmd = [MPIRUN, "-np", "2", DS_RUN, model, "--data-parallel",
                "--steps", "1000000", "--quiet", "--comm-timeout", "5",
-               "--checkpoint", ckpt, "--checkpoint-every", "20"]
+               "--checkpoint", ckpt, "--checkpoint-every", "20"] + EXTRA
         job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
         pids = {}
@@ -81,9 +88,12 @@ def main():
             if job.returncode == 0:
                 print("FAIL the job succeeded")
                 return 1
-            if "did not complete within 5 s" not in err:
-                print("FAIL no timeout error: %s" % err[-1500:])
+            found = re.search(EXPECT, err)
+            if not found:
+                print("FAIL no timeout error matching '%s': %s" %
+                      (EXPECT, err[-1500:]))
                 return 1
+            print("ok   %s" % found.group(0))
             print("ok   timeout error after %.0f s (limit 30 s)" %
                   min(elapsed, 30))
         finally:
@@ -103,7 +113,7 @@ def main():
         p = subprocess.run([MPIRUN, "-np", "2", DS_RUN, model,
                             "--data-parallel", "--steps", str(at + 5),
                             "--quiet", "--resume", ckpt, "--comm-timeout",
-                            "30"], capture_output=True, text=True,
+                            "30"] + EXTRA, capture_output=True, text=True,
                            timeout=120)
         if p.returncode != 0:
             print("FAIL resume from the checkpoint: %s" % p.stderr[-1500:])

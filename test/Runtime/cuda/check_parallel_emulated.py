@@ -199,17 +199,17 @@ def case_fallback():
     report = os.path.join(TMP, "fallback.json")
     p = mpi(flags + ["--report", report],
             gpu_env(DS_CUDA_COLLECTIVES="auto",
-                    DS_STUB_NCCL_FAIL="ncclCommInitRank"))
-    if "NCCL not used (ncclCommInitRank failed" not in p.stderr:
+                    DS_STUB_NCCL_FAIL="ncclCommInitRankConfig"))
+    if "NCCL not used (ncclCommInitRankConfig failed" not in p.stderr:
         raise RuntimeError("no word of the fallback: %s" % p.stderr[-2000:])
     with open(report) as f:
         said = json.load(f)["summary"]["data_parallel"]["device_collectives"]
     if said != "host":
         raise RuntimeError("the report says %s" % said)
     q = subprocess.run([MPIRUN, "-np", "2", DS_RUN] + flags,
-                       env=gpu_env(DS_STUB_NCCL_FAIL="ncclCommInitRank"),
+                       env=gpu_env(DS_STUB_NCCL_FAIL="ncclCommInitRankConfig"),
                        capture_output=True, text=True, timeout=TIMEOUT)
-    wanted = "DS_CUDA_COLLECTIVES=nccl: NCCL is not usable (ncclCommInitRank"
+    wanted = "DS_CUDA_COLLECTIVES=nccl: NCCL is not usable (ncclCommInitRankConfig"
     if q.returncode == 0 or wanted not in q.stderr:
         raise RuntimeError("required NCCL: exit %d, %s" % (
             q.returncode, q.stderr[-2000:]))

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -34,7 +35,17 @@ struct Stream {
                   std::function<void()> work) = nullptr;
   /// The driver stub's capture in progress, if any.
   void *capture = nullptr;
+  /// Set by the NCCL stub when a collective "hangs on the device": while
+  /// *hang holds, what the stream does later never completes (its events
+  /// stay pending, a synchronisation blocks), until ncclCommAbort clears it.
+  std::atomic<bool> *hang = nullptr;
 };
+
+/// Whether a hang token holds (a stream or an event waits on a hung
+/// collective).
+inline bool hanging(const std::atomic<bool> *token) {
+  return token && token->load();
+}
 constexpr uint32_t kStreamMagic = 0x5354524d; // "STRM"
 
 /// Appends one formatted line to $DS_STUB_CUDA_LOG (nothing if unset). One

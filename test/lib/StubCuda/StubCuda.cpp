@@ -16,7 +16,11 @@
 //     GEMMs) as "capture gN: <call>" lines, and a launch of the
 //     instantiated graph replays it: the copies, memsets and GEMMs run
 //     again at the captured addresses, and a captured allocation keeps its
-//     address for the graph's life, as the driver's graph memory does.
+//     address for the graph's life, as the driver's graph memory does;
+//   - a stream the NCCL stub hung (DS_STUB_NCCL_HANG, StubNccl.cpp) keeps
+//     the events recorded on it pending and blocks its synchronisations,
+//     and a stream that waits on such an event hangs too, until
+//     ncclCommAbort releases them.
 // Environment: DS_STUB_CUDA_DEVICES (default 1) devices, DS_STUB_CUDA_CC
 // (default 90) their compute capability, DS_STUB_CUDA_FAIL a comma-separated
 // list of functions (unversioned names) that fail, DS_STUB_CUDA_MISALIGN
@@ -53,6 +57,9 @@ struct Event {
   int id;
   /// When it was last recorded, in the stub's clock: one tick per record.
   uint64_t recordedAt = 0;
+  /// The hang token of the stream it was last recorded on, if that stream
+  /// waited on a hung collective (StubNccl.cpp): pending while it holds.
+  std::atomic<bool> *hang = nullptr;
 };
 struct Module {
   int id;
@@ -149,6 +156,13 @@ CUresult injected(const char *fn, CUresult result) {
 Stream *stubStream(const void *stream) {
   auto *s = static_cast<Stream *>(const_cast<void *>(stream));
   return s && s->magic == kStreamMagic ? s : nullptr;
+}
+
+/// Blocks while `token` holds: a synchronisation with work that waits on
+/// a hung collective, which only ncclCommAbort (another thread) ends.
+void blockWhileHanging(const std::atomic<bool> *token) {
+  while (hanging(token))
+    usleep(1000);
 }
 
 /// The capture in progress on `stream`, if any.
@@ -505,14 +519,20 @@ CUresult cuStreamSynchronize(CUstream hStream) {
   }
   if (failing("cuStreamSynchronize"))
     return injected("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
+  if (Stream *s = stubStream(hStream))
+    blockWhileHanging(s->hang);
   return CUDA_SUCCESS;
 }
 
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
                            unsigned int flags) {
   char streamBuf[32];
+  auto *e = reinterpret_cast<Event *>(hEvent);
   logLine("cuStreamWaitEvent stream=%s event=e%d flags=%u", STREAM(hStream),
-          reinterpret_cast<Event *>(hEvent)->id, flags);
+          e->id, flags);
+  // Waiting on a hung collective hangs the stream too.
+  if (Stream *s = stubStream(hStream); s && hanging(e->hang))
+    s->hang = e->hang;
   return CUDA_SUCCESS;
 }
 
@@ -543,7 +563,10 @@ CUresult cuEventDestroy(CUevent hEvent) {
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   char streamBuf[32];
   static std::atomic<uint64_t> clock{0};
-  reinterpret_cast<Event *>(hEvent)->recordedAt = ++clock;
+  auto *e = reinterpret_cast<Event *>(hEvent);
+  e->recordedAt = ++clock;
+  Stream *s = stubStream(hStream);
+  e->hang = s && hanging(s->hang) ? s->hang : nullptr;
   logLine("cuEventRecord event=e%d stream=%s",
           reinterpret_cast<Event *>(hEvent)->id, STREAM(hStream));
   return CUDA_SUCCESS;
@@ -562,15 +585,19 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart,
   return CUDA_SUCCESS;
 }
 
-/// Work runs as it is enqueued: every recorded event has happened.
+/// Work runs as it is enqueued: every recorded event has happened, but
+/// for one recorded after a hung collective.
 CUresult cuEventQuery(CUevent hEvent) {
-  logLine("cuEventQuery event=e%d", reinterpret_cast<Event *>(hEvent)->id);
-  return CUDA_SUCCESS;
+  auto *e = reinterpret_cast<Event *>(hEvent);
+  bool pending = hanging(e->hang);
+  logLine("cuEventQuery event=e%d%s", e->id, pending ? " not-ready" : "");
+  return pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult cuEventSynchronize(CUevent hEvent) {
-  logLine("cuEventSynchronize event=e%d",
-          reinterpret_cast<Event *>(hEvent)->id);
+  auto *e = reinterpret_cast<Event *>(hEvent);
+  logLine("cuEventSynchronize event=e%d", e->id);
+  blockWhileHanging(e->hang);
   return CUDA_SUCCESS;
 }
 

@@ -7,13 +7,22 @@
 // rank writes its buffer to a file in a directory the unique id names,
 // waits for the other ranks' files of the same collective, and reduces
 // them in rank order (the mean is the sum divided by the number of ranks,
-// as the CPU's MPI layer computes it). Every call appends a line to
-// $DS_STUB_CUDA_LOG, e.g. "ncclAllReduce count=8 type=f32 op=avg stream=s2".
+// as the CPU's MPI layer computes it). On a nonblocking communicator
+// (ncclConfig_t::blocking = 0) the initialisation and each collective run
+// on a thread of the communicator's and answer ncclInProgress, as NCCL does
+// while it works on the host; ncclCommGetAsyncError says when they are
+// done, and ncclCommAbort stops one that waits. Every call appends a line
+// to $DS_STUB_CUDA_LOG, e.g.
+// "ncclAllReduce count=8 type=f32 op=avg stream=s2".
 // Environment: DS_STUB_NCCL_DIR, where the directories go (default $TMPDIR
 // or /tmp; the same on every rank, the id holding only a name in it);
 // DS_STUB_NCCL_FAIL, a comma-separated list of functions that fail
 // (ncclSystemError); DS_STUB_NCCL_TIMEOUT, seconds a rank waits for the others
-// (default 60) before ncclSystemError.
+// (default 60) before ncclSystemError; DS_STUB_NCCL_HANG=N, the N-th
+// collective of each communicator (from 1) "hangs on the device": it
+// returns, but its stream never gets past it (the driver stub's events
+// recorded after it stay pending and its synchronisations block) until
+// ncclCommAbort, as a kernel waiting for a dead peer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +35,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +49,17 @@ struct Comm {
   int nranks = 0;
   int rank = 0;
   long seq = 0;
+  bool blocking = true;
+  /// Nonblocking: the call in progress, and what it answered when done.
+  std::thread worker;
+  std::atomic<ncclResult_t> state{ncclSuccess};
+  /// Set by ncclCommAbort: an exchange waiting for the others gives up.
+  std::atomic<bool> aborted{false};
+  /// The collectives so far, for DS_STUB_NCCL_HANG.
+  long collectives = 0;
+  /// What a hung collective's stream waits on (never freed: the driver
+  /// stub's streams and events may point to it after the communicator).
+  std::atomic<bool> *hang = new std::atomic<bool>(false);
 };
 
 /// Where the rendezvous directories go, the same on every rank.
@@ -88,7 +109,7 @@ bool exchange(Comm &c, const void *data, size_t bytes,
     std::string path = fileOf(c, seq, r);
     struct stat st;
     while (stat(path.c_str(), &st) != 0) {
-      if (std::chrono::steady_clock::now() > deadline)
+      if (std::chrono::steady_clock::now() > deadline || c.aborted)
         return false;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -169,6 +190,43 @@ size_t elementSize(ncclDataType_t t) {
   return t == ncclFloat64 || t == ncclInt64 ? 8 : t == ncclFloat32 ? 4 : 0;
 }
 
+/// Runs `work` now on a blocking communicator; on a nonblocking one, on
+/// the communicator's thread, answering ncclInProgress (a call while the
+/// previous one is in progress is misuse, as in NCCL).
+ncclResult_t run(Comm &c, std::function<ncclResult_t()> work) {
+  if (c.blocking)
+    return work();
+  if (c.state == ncclInProgress)
+    return ncclInvalidUsage;
+  if (c.worker.joinable())
+    c.worker.join();
+  c.state = ncclInProgress;
+  c.worker = std::thread([&c, work] { c.state = work(); });
+  return ncclInProgress;
+}
+
+/// DS_STUB_NCCL_HANG: whether this collective of `c` hangs; if so, its
+/// stream does from now on.
+bool hangs(Comm &c, cudaStream_t stream) {
+  const char *n = std::getenv("DS_STUB_NCCL_HANG");
+  if (++c.collectives != (n ? std::atol(n) : 0))
+    return false;
+  auto *s = static_cast<Stream *>(static_cast<void *>(stream));
+  if (!s || s->magic != kStreamMagic)
+    return false;
+  c.hang->store(true);
+  s->hang = c.hang;
+  logLine("stub-nccl: collective %ld hangs on its stream", c.collectives);
+  return true;
+}
+
+/// Ends a communicator: its call in progress first.
+void end(Comm *c) {
+  if (c->worker.joinable())
+    c->worker.join();
+  delete c;
+}
+
 } // namespace
 
 extern "C" {
@@ -198,9 +256,15 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
-                              int rank) {
-  if (fails("ncclCommInitRank"))
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
+                                    ncclUniqueId id, int rank,
+                                    ncclConfig_t *config) {
+  int blocking = config && config->blocking != NCCL_CONFIG_UNDEF_INT
+                     ? config->blocking
+                     : 1;
+  logLine("ncclCommInitRankConfig nranks=%d rank=%d blocking=%d", nranks, rank,
+          blocking);
+  if (fails("ncclCommInitRankConfig"))
     return ncclSystemError;
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return ncclInvalidArgument;
@@ -209,20 +273,44 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
            std::string(id.internal, strnlen(id.internal, sizeof(id.internal)));
   c->nranks = nranks;
   c->rank = rank;
+  c->blocking = blocking != 0;
   *comm = reinterpret_cast<ncclComm_t>(c);
-  logLine("ncclCommInitRank nranks=%d rank=%d", nranks, rank);
+  // As NCCL's: every rank is there before any is initialised.
+  return run(*c, [c] {
+    std::vector<std::vector<char>> all;
+    return exchange(*c, nullptr, 0, all) ? ncclSuccess : ncclSystemError;
+  });
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  if (!comm || !asyncError)
+    return ncclInvalidArgument;
+  *asyncError = reinterpret_cast<Comm *>(comm)->state.load();
   return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  logLine("ncclCommFinalize");
+  if (!comm)
+    return ncclInvalidArgument;
+  return run(*reinterpret_cast<Comm *>(comm), [] { return ncclSuccess; });
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   logLine("ncclCommDestroy");
-  delete reinterpret_cast<Comm *>(comm);
+  end(reinterpret_cast<Comm *>(comm));
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   logLine("ncclCommAbort");
-  delete reinterpret_cast<Comm *>(comm);
+  auto *c = reinterpret_cast<Comm *>(comm);
+  if (!c)
+    return ncclSuccess;
+  // What waits for the others gives up, and the hung streams go on.
+  c->aborted = true;
+  c->hang->store(false);
+  end(c);
   return ncclSuccess;
 }
 
@@ -238,19 +326,23 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   if (!comm || size == 0)
     return ncclInvalidArgument;
   auto &c = *reinterpret_cast<Comm *>(comm);
-  std::vector<std::vector<char>> all;
-  if (!exchange(c, sendbuff, count * size, all))
-    return ncclSystemError;
-  for (const auto &part : all)
-    if (part.size() != count * size)
-      return ncclInvalidUsage;
-  if (datatype == ncclFloat32)
-    reduce(all, count, op, static_cast<float *>(recvbuff));
-  else if (datatype == ncclFloat64)
-    reduce(all, count, op, static_cast<double *>(recvbuff));
-  else
-    reduce(all, count, op, static_cast<int64_t *>(recvbuff));
-  return ncclSuccess;
+  if (hangs(c, stream))
+    return ncclSuccess;
+  return run(c, [&c, sendbuff, recvbuff, count, size, datatype, op] {
+    std::vector<std::vector<char>> all;
+    if (!exchange(c, sendbuff, count * size, all))
+      return ncclSystemError;
+    for (const auto &part : all)
+      if (part.size() != count * size)
+        return ncclInvalidUsage;
+    if (datatype == ncclFloat32)
+      reduce(all, count, op, static_cast<float *>(recvbuff));
+    else if (datatype == ncclFloat64)
+      reduce(all, count, op, static_cast<double *>(recvbuff));
+    else
+      reduce(all, count, op, static_cast<int64_t *>(recvbuff));
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
@@ -267,16 +359,20 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
   auto &c = *reinterpret_cast<Comm *>(comm);
   if (root < 0 || root >= c.nranks)
     return ncclInvalidArgument;
-  std::vector<std::vector<char>> all;
-  // Every rank publishes (the others nothing), so that each collective has
-  // every rank's file.
-  if (!exchange(c, sendbuff, c.rank == root ? count * size : 0, all))
-    return ncclSystemError;
-  if (all[root].size() != count * size)
-    return ncclInvalidUsage;
-  if (count)
-    std::memcpy(recvbuff, all[root].data(), count * size);
-  return ncclSuccess;
+  if (hangs(c, stream))
+    return ncclSuccess;
+  return run(c, [&c, sendbuff, recvbuff, count, size, root] {
+    std::vector<std::vector<char>> all;
+    // Every rank publishes (the others nothing), so that each collective
+    // has every rank's file.
+    if (!exchange(c, sendbuff, c.rank == root ? count * size : 0, all))
+      return ncclSystemError;
+    if (all[root].size() != count * size)
+      return ncclInvalidUsage;
+    if (count)
+      std::memcpy(recvbuff, all[root].data(), count * size);
+    return ncclSuccess;
+  });
 }
 
 } // extern "C"
