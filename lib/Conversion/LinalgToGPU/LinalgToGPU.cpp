@@ -11,6 +11,7 @@
 #include "GPUKernelBuilders.h"
 #include "ReductionSiblings.h"
 #include "RowGroups.h"
+#include "UniformGuards.h"
 #include "UnreadRowTails.h"
 #include "VectorKernels.h"
 
@@ -430,10 +431,17 @@ void convertParallelLoops(func::FuncOp f, const LaunchShape &shape) {
       for (Operation &op : p.getBody()->without_terminator())
         kb.clone(op, map);
     };
-    if (!(shape.vectorize && !hasInnerLoop &&
-          buildVectorElementwiseLaunch(b, p, shape, element)))
-      buildGridStrideLaunch(b, loc, total, shape, element,
-                            /*elementwise=*/!hasInnerLoop, shape.unroll);
+    // Analysed before the launch takes the body's ops.
+    std::optional<UniformGuard> guard = uniformGuard(p);
+    gpu::LaunchOp launch;
+    if (shape.vectorize && !hasInnerLoop)
+      launch = buildVectorElementwiseLaunch(b, p, shape, element);
+    if (!launch)
+      launch =
+          buildGridStrideLaunch(b, loc, total, shape, element,
+                                /*elementwise=*/!hasInnerLoop, shape.unroll);
+    if (guard)
+      guardLaunch(launch, *guard);
     p.erase();
   }
 }

@@ -332,8 +332,15 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// then), from which the runtime counts such buckets. The CPU's start
 /// checks the values on the host; NCCL's all-reduce never brings them
 /// there, so the step checks them itself.
+///
+/// `into` (a buffer's tensor), when given, is where the masked bucket is
+/// written; with `inPlace`, `bucket` is already `into`'s content (built in
+/// the buffer, rerootConcatenation), and the mask rewrites it where it lies
+/// with only the probe as input: select(probe is NaN, 0, bucket), which
+/// the kernel builders run under one test of the probe (a finite bucket,
+/// the common case, is then neither read nor written again).
 std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc, Value bucket,
-                                      Value into) {
+                                      Value into, bool inPlace = false) {
   auto type = cast<RankedTensorType>(bucket.getType());
   Type et = type.getElementType();
   MLIRContext *ctx = b.getContext();
@@ -351,21 +358,30 @@ std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc, Value bucket,
                     .front();
   // Written into `into` (a buffer's tensor) when given, so that the buffer
   // is the mask's output itself, not a copy of it.
-  Value init =
-      into ? into : tensor::EmptyOp::create(b, loc, type, ValueRange());
+  Value init = inPlace ? bucket
+               : into  ? into
+                       : tensor::EmptyOp::create(b, loc, type, ValueRange());
+  SmallVector<Value> inputs{probe};
+  SmallVector<AffineMap> maps{scalar, identity};
+  if (!inPlace) {
+    inputs.insert(inputs.begin(), bucket);
+    maps.insert(maps.begin(), identity);
+  }
   Value masked =
       linalg::GenericOp::create(
-          b, loc, TypeRange{type}, ValueRange{bucket, probe}, ValueRange{init},
-          ArrayRef<AffineMap>{identity, scalar, identity},
+          b, loc, TypeRange{type}, inputs, ValueRange{init}, maps,
           ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
           [&](OpBuilder &nb, Location nl, ValueRange args) {
-            Value bad = arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO,
-                                              args[1], args[1]);
+            // (bucket element, probe, out), or in place (probe, element).
+            Value p = inPlace ? args[0] : args[1];
+            Value x = inPlace ? args[1] : args[0];
+            Value bad =
+                arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::UNO, p, p);
             Value zeroHere =
                 arith::ConstantOp::create(nb, nl, nb.getFloatAttr(et, 0.0));
-            linalg::YieldOp::create(nb, nl,
-                                    ValueRange{arith::SelectOp::create(
-                                        nb, nl, bad, zeroHere, args[0])});
+            linalg::YieldOp::create(
+                nb, nl,
+                ValueRange{arith::SelectOp::create(nb, nl, bad, zeroHere, x)});
           })
           .getResult(0);
   Value params = lowering::buildParallel(
@@ -374,6 +390,38 @@ std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc, Value bucket,
         return lowering::convertFloat(nb, nl, args[0], nb.getF64Type());
       });
   return {masked, params};
+}
+
+/// Builds the concatenation that makes `bucket` in a fresh buffer: when
+/// `bucket` is a chain of tensor.insert_slice ops (ds.concat's lowering),
+/// each link used once, on a tensor.empty, the chain starts from the
+/// buffer's tensor instead (bufferization.to_tensor restrict writable), so
+/// the slices are copied into the buffer the start then hands to NCCL,
+/// rather than into a bucket that the mask would copy again. Returns the
+/// buffer and its dynamic view, or nulls when `bucket` is built otherwise.
+std::pair<Value, Value> rerootConcatenation(Value bucket) {
+  tensor::InsertSliceOp first;
+  for (Value v = bucket; auto insert = v.getDefiningOp<tensor::InsertSliceOp>();
+       v = insert.getDest()) {
+    if (v != bucket && !v.hasOneUse())
+      return {};
+    first = insert;
+  }
+  // The empty tensor may be shared (CSE merges equal ones): only this
+  // chain's use of it changes.
+  auto empty =
+      first ? first.getDest().getDefiningOp<tensor::EmptyOp>() : nullptr;
+  if (!empty || !empty.getType().hasStaticShape())
+    return {};
+  OpBuilder b(first);
+  Location loc = empty.getLoc();
+  auto [buffer, view] = RuntimeCallBuilder::alloc(b, loc, empty.getType());
+  Value into = bufferization::ToTensorOp::create(
+      b, loc, empty.getType(), buffer, /*restrict=*/true, /*writable=*/true);
+  first.getDestMutable().assign(into);
+  if (empty->use_empty())
+    empty.erase();
+  return {buffer, view};
 }
 
 /// The wait of `start` when the all-reduce may run in place: its one user,
@@ -409,11 +457,21 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   Value bucket = op.getBucket(), params = op.getParams();
   if (rt.targetsCuda() && op.getScheme() == CompressionScheme::none) {
     if (AllReduceWaitOp wait = inPlaceWait(op)) {
-      // (bucket, params) -> handle, the bucket's buffer the wait's output.
-      auto [buffer, view] = RuntimeCallBuilder::alloc(b, loc, type);
-      Value into = bufferization::ToTensorOp::create(
-          b, loc, type, buffer, /*restrict=*/true, /*writable=*/true);
-      std::tie(bucket, params) = maskNonFinite(b, loc, bucket, into);
+      // (bucket, params) -> handle, the bucket's buffer the wait's output:
+      // the concatenation's own when it can be (the mask in place),
+      // otherwise a fresh one the mask writes.
+      auto [buffer, view] = rerootConcatenation(bucket);
+      bool concatenatedInPlace = buffer != nullptr;
+      if (!concatenatedInPlace)
+        std::tie(buffer, view) = RuntimeCallBuilder::alloc(b, loc, type);
+      Value into = concatenatedInPlace
+                       ? Value()
+                       : bufferization::ToTensorOp::create(b, loc, type, buffer,
+                                                           /*restrict=*/true,
+                                                           /*writable=*/true)
+                             .getResult();
+      std::tie(bucket, params) =
+          maskNonFinite(b, loc, bucket, into, concatenatedInPlace);
       // The mask wrote the buffer in place: this keeps its result alive
       // and costs nothing (a copy only if bufferization could not).
       auto materialize = bufferization::MaterializeInDestinationOp::create(

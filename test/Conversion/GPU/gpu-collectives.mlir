@@ -12,6 +12,7 @@
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=- launch-report-collectives=host" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HOSTREPORT
 // RUN: not ds-opt %s --ds-gpu-launch-report=collectives=mpi -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADREPORT
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer | ds-opt --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg),convert-ds-to-runtime{target=cuda})' | FileCheck %s --check-prefix=DENSE
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline=format=isa --mlir-print-ir-after=convert-linalg-to-ds-gpu -o /dev/null 2>&1 | FileCheck %s --check-prefix=GUARD
 // RUN: ds-opt %s --ds-training-pipeline="clip=true pipeline-stages=2 pipeline-micro-batches=2" --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=STAGES --implicit-check-not=@_mlir_ciface_dsrt_send --implicit-check-not=@_mlir_ciface_dsrt_recv --implicit-check-not=@_mlir_ciface_dsrt_stage
 
 // TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i64
@@ -49,14 +50,17 @@
 // staging: its probe (the sum of x - x, NaN exactly when some x is not
 // finite), zeros for the whole bucket then, and the probe as the start's
 // one parameter, from which the runtime counts the non-finite buckets. Its
-// wait follows in the block, so the mask writes a buffer that the wait
-// gets as its output, and NCCL all-reduces the bucket in place.
+// wait follows in the block, so the concatenation is built in a buffer that
+// the wait gets as its output, the mask rewrites it in place, and NCCL
+// all-reduces it where it lies.
 // DENSE: %[[BUF:.*]] = memref.alloc() : memref<131584xf32>
 // DENSE: %[[VIEW:.*]] = memref.cast %[[BUF]]
 // DENSE: %[[INTO:.*]] = bufferization.to_tensor %[[BUF]] restrict writable
-// DENSE: %[[PROBE:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[BUCKET:.*]] : tensor<131584xf32>) outs({{.*}} : tensor<f32>)
+// DENSE: %[[FIRST:.*]] = tensor.insert_slice %{{.*}} into %[[INTO]][0] [512] [1]
+// DENSE: %[[BUCKET:.*]] = tensor.insert_slice %{{.*}} into %[[FIRST]][512] [131072] [1]
+// DENSE: %[[PROBE:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[BUCKET]] : tensor<131584xf32>) outs({{.*}} : tensor<f32>)
 // DENSE: arith.subf %[[IN:.*]], %[[IN]] : f32
-// DENSE: %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[BUCKET]], %[[PROBE]] : tensor<131584xf32>, tensor<f32>) outs(%[[INTO]] : tensor<131584xf32>)
+// DENSE: %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[PROBE]] : tensor<f32>) outs(%[[BUCKET]] : tensor<131584xf32>)
 // DENSE: %[[BAD:.*]] = arith.cmpf uno
 // DENSE: arith.select %[[BAD]], %{{.*}}, %{{.*}} : f32
 // DENSE: %[[PARAMS:.*]] = linalg.generic {{.*}} ins(%[[PROBE]] : tensor<f32>) outs({{.*}} : tensor<1xf64>)
@@ -67,6 +71,14 @@
 // DENSE: %[[OUT:.*]] = memref.cast %[[BUF]]
 // DENSE: call @dsrt_cuda_allreduce_wait_f32(%[[H]], %[[OUT]])
 // DENSE: bufferization.to_tensor %[[BUF]] restrict writable
+
+// The mask's kernel tests the probe once per thread and rewrites the
+// bucket only when it is NaN (UniformGuards.h): a finite bucket is neither
+// read nor written again, and the launch report counts it so.
+// GUARD: %[[NAN:.*]] = arith.cmpf uno, %[[P:.*]], %[[P]] : f32
+// GUARD-NEXT: scf.if %[[NAN]] {
+// GUARD: vector.load {{.*}}ds.read_fraction = 0.0
+// GUARD: vector.store {{.*}}ds.write_fraction = 0.0
 
 // PSGD-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_powersgd_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> i64
 // PSGD-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_wait_f32
