@@ -66,6 +66,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace dsrt;
 using namespace dsrt::cuda;
@@ -158,7 +159,10 @@ struct State {
   std::mutex watchMutex;
   std::condition_variable watchCv;
   std::deque<InFlight> inFlight; // guarded by watchMutex, oldest first
-  bool stopWatching = false;     // guarded by watchMutex
+  /// Events of completed collectives, for the next ones (an event a
+  /// collective saves a create and a destroy). Guarded by watchMutex.
+  std::vector<CUevent> spareEvents;
+  bool stopWatching = false; // guarded by watchMutex
 };
 
 /// Never destroyed: the shutdown hook runs at exit, after static
@@ -234,7 +238,7 @@ void reapCompleted(State &s) {
     if (r == CUDA_ERROR_NOT_READY)
       return;
     // Complete, or an error the stream's next synchronisation reports.
-    (void)driver().cuEventDestroy(s.inFlight.front().done);
+    s.spareEvents.push_back(s.inFlight.front().done);
     s.inFlight.pop_front();
   }
 }
@@ -287,15 +291,19 @@ void watch(State &s, double timeout) {
 /// Hands the collective just enqueued on `stream` to the watchdog.
 void watchCollective(State &s, CUstream stream, const char *fn, uint64_t seq,
                      int64_t bytes) {
+  std::lock_guard<std::mutex> lock(s.watchMutex);
+  reapCompleted(s);
   CUevent done = nullptr;
-  if (DS_CU(cuEventCreate, &done, CU_EVENT_DISABLE_TIMING).failed())
+  if (!s.spareEvents.empty()) {
+    done = s.spareEvents.back();
+    s.spareEvents.pop_back();
+  } else if (DS_CU(cuEventCreate, &done, CU_EVENT_DISABLE_TIMING).failed()) {
     return;
+  }
   if (DS_CU(cuEventRecord, done, stream).failed()) {
     (void)DS_CU(cuEventDestroy, done);
     return;
   }
-  std::lock_guard<std::mutex> lock(s.watchMutex);
-  reapCompleted(s);
   s.inFlight.push_back({done, Clock::now(), fn, bytes, seq});
 }
 
@@ -313,7 +321,10 @@ void stopWatchdog(State &s) {
   std::lock_guard<std::mutex> lock(s.watchMutex);
   for (const InFlight &f : s.inFlight)
     (void)DS_CU(cuEventDestroy, f.done);
+  for (CUevent e : s.spareEvents)
+    (void)DS_CU(cuEventDestroy, e);
   s.inFlight.clear();
+  s.spareEvents.clear();
   s.stopWatching = false;
 }
 
