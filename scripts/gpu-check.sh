@@ -279,13 +279,29 @@ prepare() {
     "$root"/include/ds/Runtime/DeviceTensors.h \
     "$root"/include/ds/Runtime/StepGraphs.h "$src/include/ds/Runtime/"
   cp "$root"/lib/Runtime/Error.cpp "$root"/lib/Runtime/RuntimeInternal.h \
+    "$root"/lib/Runtime/Comm*.cpp "$root"/lib/Runtime/Comm*.h \
     "$src/lib/Runtime/"
   cp "$root"/lib/Runtime/cuda/*.cpp "$root"/lib/Runtime/cuda/*.h \
     "$root"/lib/Runtime/cuda/*.cmake "$src/lib/Runtime/cuda/"
   cp "$root"/tools/ds-step-run/*.cpp "$root"/tools/ds-step-run/*.h \
     "$root"/tools/ds-step-run/Sources.cmake "$src/tools/ds-step-run/"
-  cp "$root/unittests/Runtime/CudaCheck.cpp" "$src/unittests/Runtime/"
+  cp "$root/unittests/Runtime/CudaCheck.cpp" \
+    "$root/unittests/Runtime/NcclCheck.cpp" "$src/unittests/Runtime/"
   cp -r /usr/include/nlohmann "$src/third_party/"
+  # The NCCL check's build: no MPI there (one process calls none), and
+  # NCCL's header, which PyTorch's wheels may not install.
+  cp -r "$root/scripts/gpu-check/no-mpi" "$src/third_party/"
+  local nccl_h
+  for nccl_h in "${DS_NCCL_INCLUDE:-/usr/local/cuda/include}/nccl.h" \
+      /usr/local/include/nccl.h /usr/include/nccl.h ""; do
+    [[ -z $nccl_h || -f $nccl_h ]] && break
+  done
+  if [[ -n $nccl_h ]]; then
+    mkdir -p "$src/third_party/nccl"
+    cp "$nccl_h" "$src/third_party/nccl/"
+  else
+    echo "gpu-check: no nccl.h here (DS_NCCL_INCLUDE): the bundle has no NCCL check"
+  fi
   cp "$root/scripts/gpu-check/CMakeLists.txt" "$out/CMakeLists.txt"
   cp "$0" "$out/gpu-check.sh"
   local bytes
@@ -340,6 +356,7 @@ run() {
     if [[ $rc -eq 0 ]]; then row "runtime $scenario" PASS "$summary"
     else row "runtime $scenario" FAIL "$summary $(grep -m3 '^FAIL' <<< "$out" | tr '\n' ' ')" "$out"; fi
   done
+  nccl_check "$build"
   local case steps tol
   while read -r case steps tol; do
     local dir="$bundle/cases/$case" data=()
@@ -379,6 +396,45 @@ run() {
   ((failed)) && return 1
   ((skipped)) && return 2
   return 0
+}
+
+# libnccl.so.2 for the NCCL check: DS_NCCL_LIBRARY, PyTorch's wheel
+# (nvidia-nccl-cu*), the loader's cache, the toolkit; empty if none.
+find_nccl() {
+  local lib py=${DS_GPU_CHECK_PYTHON:-python3}
+  [[ -n ${DS_NCCL_LIBRARY:-} ]] && { echo "$DS_NCCL_LIBRARY"; return; }
+  lib=$("$py" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2> /dev/null)
+  [[ -f $lib ]] && { echo "$lib"; return; }
+  lib=$(ldconfig -p 2> /dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+  [[ -f $lib ]] && { echo "$lib"; return; }
+  for lib in /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2; do
+    [[ -f $lib ]] && { echo "$lib"; return; }
+  done
+}
+
+# The collectives NCCL serves, on the device, in one process: the values
+# each writes (f32, f64, the four reductions, starts and waits in place or
+# not, broadcasts), the misuse a step could make, the finalisation.
+nccl_check() {
+  local build=$1 lib out rc
+  t=$(allow 60)
+  ((t > 0)) || { over_budget "runtime nccl (1 rank)"; return; }
+  if [[ ! -x $build/ds-runtime-nccl-check ]]; then
+    row "runtime nccl (1 rank)" "UNSUPPORTED" "the bundle was prepared without nccl.h"
+    return
+  fi
+  lib=$(find_nccl)
+  if [[ -z $lib ]]; then
+    row "runtime nccl (1 rank)" "UNSUPPORTED" "no libnccl.so.2 (DS_NCCL_LIBRARY)"
+    return
+  fi
+  out=$(DS_CUDA_COLLECTIVES=nccl DS_NCCL_LIBRARY=$lib timeout "$t" \
+          "$build/ds-runtime-nccl-check" 2>&1)
+  rc=$?
+  local summary
+  summary="$(grep -E '^[0-9]+ passed' <<< "$out" | tail -1); $(basename "$lib")"
+  if [[ $rc -eq 0 ]]; then row "runtime nccl (1 rank)" PASS "$summary"
+  else row "runtime nccl (1 rank)" FAIL "$summary $(why_failed $rc "$t" "$out")" "$out"; fi
 }
 
 # The device tool brings back at most 8 files from $OUT: when the report
