@@ -7,19 +7,25 @@
 // counters; test/Runtime/cuda/nccl-single.test runs it on the stub driver
 // and the stub NCCL and checks their logs. The same binary runs on one real
 // GPU with the real NCCL. Prints "PASS: ..." / "FAIL: ..." lines, then
-// "N passed, M failed", and exits non-zero on a failure.
+// "N passed, M failed", and exits non-zero on a failure. With the argument
+// `async-error` (the stub NCCL with DS_STUB_NCCL_ASYNC_ERROR, which makes
+// the communicator report a lost peer once idle): the watchdog aborts the
+// communicator while nothing runs, the error is recorded, the MPI layer's
+// communicator fails, and the finalisation returns.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ds/Runtime/ds_runtime.h"
 #include "ds/Runtime/ds_runtime_cuda.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -176,14 +182,33 @@ void run() {
   noError("the finalisation");
 }
 
+/// The watchdog on an asynchronous error: one collective, then an idle
+/// wait of 2.5 s (the stub reports the error after its idle time, the
+/// watchdog asks every 0.5 s).
+void runAsyncError() {
+  F32 in({1.0f, 2.0f});
+  F32 out({0, 0});
+  _mlir_ciface_dsrt_cuda_allreduce_f32(&in.desc, &out.desc, DSRT_REDUCE_SUM);
+  noError("a collective before the error");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  expectError("the watchdog aborts on NCCL's asynchronous error",
+              "NCCL reports an asynchronous error");
+  report(dsrt_comm_failed() != 0, "the MPI layer's communicator failed too");
+  dsrt_comm_finalize();
+  report(true, "the finalisation returns");
+}
+
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
   if (dsrt_cuda_init() != 0) {
     std::printf("FAIL: no device: %s\n", lastError().c_str());
     return 1;
   }
-  run();
+  if (argc > 1 && std::strcmp(argv[1], "async-error") == 0)
+    runAsyncError();
+  else
+    run();
   dsrt_cuda_shutdown();
   std::printf("%d passed, %d failed\n", passes, failures);
   return failures ? 1 : 0;

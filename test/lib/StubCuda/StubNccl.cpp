@@ -22,7 +22,10 @@
 // collective of each communicator (from 1) "hangs on the device": it
 // returns, but its stream never gets past it (the driver stub's events
 // recorded after it stay pending and its synchronisations block) until
-// ncclCommAbort, as a kernel waiting for a dead peer.
+// ncclCommAbort, as a kernel waiting for a dead peer;
+// DS_STUB_NCCL_ASYNC_ERROR=S, ncclCommGetAsyncError answers ncclRemoteError
+// once a communicator has had no call for S seconds (a peer lost while
+// nothing ran).
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +60,9 @@ struct Comm {
   std::atomic<bool> aborted{false};
   /// The collectives so far, for DS_STUB_NCCL_HANG.
   long collectives = 0;
+  /// When the last call came, for DS_STUB_NCCL_ASYNC_ERROR.
+  std::atomic<std::chrono::steady_clock::rep> lastCall{
+      std::chrono::steady_clock::now().time_since_epoch().count()};
   /// What a hung collective's stream waits on (never freed: the driver
   /// stub's streams and events may point to it after the communicator).
   std::atomic<bool> *hang = new std::atomic<bool>(false);
@@ -194,6 +200,7 @@ size_t elementSize(ncclDataType_t t) {
 /// the communicator's thread, answering ncclInProgress (a call while the
 /// previous one is in progress is misuse, as in NCCL).
 ncclResult_t run(Comm &c, std::function<ncclResult_t()> work) {
+  c.lastCall = std::chrono::steady_clock::now().time_since_epoch().count();
   if (c.blocking)
     return work();
   if (c.state == ncclInProgress)
@@ -237,7 +244,10 @@ ncclResult_t ncclGetVersion(int *version) {
 }
 
 const char *ncclGetErrorString(ncclResult_t result) {
-  return result == ncclSuccess ? "no error (stub)" : "stub failure";
+  return result == ncclSuccess       ? "no error (stub)"
+         : result == ncclRemoteError ? "remote process exited or there was a "
+                                       "network error (stub)"
+                                     : "stub failure";
 }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
@@ -285,7 +295,16 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   if (!comm || !asyncError)
     return ncclInvalidArgument;
-  *asyncError = reinterpret_cast<Comm *>(comm)->state.load();
+  auto &c = *reinterpret_cast<Comm *>(comm);
+  *asyncError = c.state.load();
+  if (const char *idle = std::getenv("DS_STUB_NCCL_ASYNC_ERROR");
+      idle && *asyncError != ncclInProgress) {
+    auto since = std::chrono::steady_clock::now() -
+                 std::chrono::steady_clock::time_point(
+                     std::chrono::steady_clock::duration(c.lastCall.load()));
+    if (since > std::chrono::duration<double>(std::atof(idle)))
+      *asyncError = ncclRemoteError;
+  }
   return ncclSuccess;
 }
 
