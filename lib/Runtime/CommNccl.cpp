@@ -26,8 +26,8 @@
 // its bucket as soon as the start returns), which the wait copies out.
 //
 // --comm-timeout bounds every collective, as in the MPI layer. The
-// communicator is nonblocking (NCCL 2.14), so a call NCCL still works on
-// on the host answers ncclInProgress and is polled, at most the timeout;
+// communicator is nonblocking (NCCL 2.14), so a call that NCCL still works
+// on on the host answers ncclInProgress and is polled, at most the timeout;
 // and a watchdog thread, as PyTorch's ProcessGroupNCCL's, aborts the
 // communicator when a collective has not completed on the device within
 // it (a peer dead or stopped) or NCCL reports an asynchronous error: the
