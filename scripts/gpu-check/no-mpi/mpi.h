@@ -53,11 +53,10 @@ DS_NO_MPI(MPI_Comm_size, (MPI_Comm, int *))
 DS_NO_MPI(MPI_Comm_split, (MPI_Comm, int, int, MPI_Comm *))
 DS_NO_MPI(MPI_Comm_dup, (MPI_Comm, MPI_Comm *))
 DS_NO_MPI(MPI_Comm_free, (MPI_Comm *))
-DS_NO_MPI(MPI_Allgather,
-          (const void *, int, MPI_Datatype, void *, int, MPI_Datatype,
-           MPI_Comm))
-DS_NO_MPI(MPI_Allgatherv, (const void *, int, MPI_Datatype, void *,
-                           const int *, const int *, MPI_Datatype, MPI_Comm))
+DS_NO_MPI(MPI_Allgather, (const void *, int, MPI_Datatype, void *, int,
+                          MPI_Datatype, MPI_Comm))
+DS_NO_MPI(MPI_Allgatherv, (const void *, int, MPI_Datatype, void *, const int *,
+                           const int *, MPI_Datatype, MPI_Comm))
 DS_NO_MPI(MPI_Allreduce,
           (const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm))
 DS_NO_MPI(MPI_Bcast, (void *, int, MPI_Datatype, int, MPI_Comm))
