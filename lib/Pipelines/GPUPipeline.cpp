@@ -58,6 +58,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.cacheRows = cacheRows;
   c.rowColumns = rowColumns;
   c.forwardCopies = forwardCopies;
+  c.bucketViews = bucketViews;
   c.causalBlock = causalBlock;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
@@ -184,6 +185,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   //    buffers, after the last CSE (see ds-cpu-pipeline's step 2c).
   ConvertDSToRuntimePassOptions collectives;
   collectives.target = "cuda";
+  collectives.bucketViews = config.bucketViews;
   pm.addPass(createConvertDSToRuntimePass(collectives));
   buildStepBufferization(pm);
   // 4. GEMMs on cuBLASLt while they are recognisable linalg ops.

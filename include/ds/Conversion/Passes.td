@@ -141,7 +141,11 @@ def ConvertDSToRuntimePass
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "cpu, or cuda (collectives only, as the runtime's host-staged "
-           "dsrt_cuda_* calls on device buffers)">
+           "dsrt_cuda_* calls on device buffers)">,
+    Option<"bucketViews", "bucket-views", "bool", /*default=*/"true",
+           "Build a bucket that concatenates gradients in a buffer of its "
+           "own that their GEMMs and elementwise kernels write in place "
+           "(DDP's gradient_as_bucket_view; =false: copied in, to compare)">
   ];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
                            "::mlir::func::FuncDialect",

@@ -90,6 +90,9 @@ struct GPUPipelineConfig {
   bool rowColumns = true;
   /// Readers of a whole-buffer copy read its source (ds-forward-copies).
   bool forwardCopies = true;
+  /// Gradients computed in their all-reduce bucket
+  /// (convert-ds-to-runtime's bucket-views).
+  bool bucketViews = true;
   /// Rows per cuBLASLt GEMM of causal attention's products, over their
   /// lower block triangle (convert-ds-to-linalg's causal-block; 0: off).
   int64_t causalBlock = kDefaultCausalBlock;
@@ -185,6 +188,12 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::desc("Make the readers of a whole-buffer copy read its "
                      "source, and drop the copy (ds-forward-copies; =false "
                      "to compare)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> bucketViews{
+      *this, "bucket-views",
+      llvm::cl::desc("Compute the gradients of a data-parallel bucket in "
+                     "their slices of it (convert-ds-to-runtime's "
+                     "bucket-views; =false: copied in, to compare)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> mergeLaunches{
       *this, "merge-launches",

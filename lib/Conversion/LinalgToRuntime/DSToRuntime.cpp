@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../DSToLinalg/LoweringUtils.h"
+#include "ConcatenationInBuffer.h"
 
 #include "ds/Conversion/Passes.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
@@ -54,10 +55,14 @@ namespace {
 /// Builds the calls of one module, declaring each runtime function once.
 class RuntimeCallBuilder {
 public:
-  RuntimeCallBuilder(ModuleOp module, bool cuda) : module(module), cuda(cuda) {}
+  RuntimeCallBuilder(ModuleOp module, bool cuda, bool bucketViews)
+      : module(module), cuda(cuda), views(bucketViews) {}
 
   /// Whether the calls are for ds-gpu-pipeline's device buffers.
   bool targetsCuda() const { return cuda; }
+
+  /// Whether a bucket's gradients are computed in it (bucket-views).
+  bool bucketViews() const { return views; }
 
   /// A start's `params` (f64) as a 1-D buffer, empty when it has none: on
   /// CUDA they are device data, which the host-staged call reads itself.
@@ -145,16 +150,21 @@ public:
     return results.empty() ? Value() : call.getResult(0);
   }
 
+  /// `buffer` (a memref) as a fully dynamic view.
+  static Value dynamicView(OpBuilder &b, Location loc, Value buffer) {
+    auto type = cast<MemRefType>(buffer.getType());
+    return memref::CastOp::create(
+        b, loc,
+        dynamicMemRef(b.getContext(), type.getRank(), type.getElementType()),
+        buffer);
+  }
+
   /// A fresh buffer of `type` and its fully dynamic view.
   static std::pair<Value, Value> alloc(OpBuilder &b, Location loc,
                                        RankedTensorType type) {
     auto memref = MemRefType::get(type.getShape(), type.getElementType());
     Value buffer = memref::AllocOp::create(b, loc, memref);
-    Value view = memref::CastOp::create(
-        b, loc,
-        dynamicMemRef(b.getContext(), type.getRank(), type.getElementType()),
-        buffer);
-    return {buffer, view};
+    return {buffer, dynamicView(b, loc, buffer)};
   }
 
   /// Allocates the result buffer of `type`, calls `name` with `operands`
@@ -181,6 +191,7 @@ public:
 private:
   ModuleOp module;
   bool cuda;
+  bool views;
 };
 
 void lowerBlockSparseMatMul(RuntimeCallBuilder &rt, BlockSparseMatMulOp op) {
@@ -335,8 +346,8 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 ///
 /// `into` (a buffer's tensor), when given, is where the masked bucket is
 /// written; with `inPlace`, `bucket` is already `into`'s content (built in
-/// the buffer, rerootConcatenation), and the mask rewrites it where it lies
-/// with only the probe as input: select(probe is NaN, 0, bucket), which
+/// the buffer, buildConcatenationInBuffer), and the mask rewrites it where it
+/// lies with only the probe as input: select(probe is NaN, 0, bucket), which
 /// the kernel builders run under one test of the probe (a finite bucket,
 /// the common case, is then neither read nor written again).
 std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc, Value bucket,
@@ -392,38 +403,6 @@ std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc, Value bucket,
   return {masked, params};
 }
 
-/// Builds the concatenation that makes `bucket` in a fresh buffer: when
-/// `bucket` is a chain of tensor.insert_slice ops (ds.concat's lowering),
-/// each link used once, on a tensor.empty, the chain starts from the
-/// buffer's tensor instead (bufferization.to_tensor restrict writable), so
-/// the slices are copied into the buffer the start then hands to NCCL,
-/// rather than into a bucket that the mask would copy again. Returns the
-/// buffer and its dynamic view, or nulls when `bucket` is built otherwise.
-std::pair<Value, Value> rerootConcatenation(Value bucket) {
-  tensor::InsertSliceOp first;
-  for (Value v = bucket; auto insert = v.getDefiningOp<tensor::InsertSliceOp>();
-       v = insert.getDest()) {
-    if (v != bucket && !v.hasOneUse())
-      return {};
-    first = insert;
-  }
-  // The empty tensor may be shared (CSE merges equal ones): only this
-  // chain's use of it changes.
-  auto empty =
-      first ? first.getDest().getDefiningOp<tensor::EmptyOp>() : nullptr;
-  if (!empty || !empty.getType().hasStaticShape())
-    return {};
-  OpBuilder b(first);
-  Location loc = empty.getLoc();
-  auto [buffer, view] = RuntimeCallBuilder::alloc(b, loc, empty.getType());
-  Value into = bufferization::ToTensorOp::create(
-      b, loc, empty.getType(), buffer, /*restrict=*/true, /*writable=*/true);
-  first.getDestMutable().assign(into);
-  if (empty->use_empty())
-    empty.erase();
-  return {buffer, view};
-}
-
 /// The wait of `start` when the all-reduce may run in place: its one user,
 /// a wait in the same block (the bucket's buffer then lives until it).
 AllReduceWaitOp inPlaceWait(AllReduceStartOp start) {
@@ -452,6 +431,11 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   FailureOr<StringRef> suffix = collectiveSuffix(op, type.getElementType());
   if (failed(suffix))
     return failure();
+  // A bucket that joins gradients is built in a buffer of its own, which
+  // the gradients' kernels and GEMMs write in place where they can
+  // (gradient-as-bucket-view); NCCL then reduces that buffer.
+  std::optional<ConcatenationBuffer> built =
+      buildConcatenationInBuffer(op.getBucket(), rt.bucketViews());
   if (op.getScheme() == CompressionScheme::powersgd)
     return lowerPowerSgdStart(rt, op, *suffix);
   Value bucket = op.getBucket(), params = op.getParams();
@@ -460,10 +444,14 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
       // (bucket, params) -> handle, the bucket's buffer the wait's output:
       // the concatenation's own when it can be (the mask in place),
       // otherwise a fresh one the mask writes.
-      auto [buffer, view] = rerootConcatenation(bucket);
-      bool concatenatedInPlace = buffer != nullptr;
-      if (!concatenatedInPlace)
+      bool concatenatedInPlace = built.has_value();
+      Value buffer, view;
+      if (concatenatedInPlace) {
+        buffer = built->buffer;
+        view = RuntimeCallBuilder::dynamicView(b, loc, buffer);
+      } else {
         std::tie(buffer, view) = RuntimeCallBuilder::alloc(b, loc, type);
+      }
       Value into = concatenatedInPlace
                        ? Value()
                        : bufferization::ToTensorOp::create(b, loc, type, buffer,
@@ -611,7 +599,7 @@ struct ConvertDSToRuntimePass
       return signalPassFailure();
     }
     bool cuda = target == "cuda";
-    RuntimeCallBuilder rt(module, cuda);
+    RuntimeCallBuilder rt(module, cuda, bucketViews);
     DenseMap<Operation *, Value> inPlace; // wait -> its start's buffer
     // On CUDA the block-sparse products and the top-k have no runtime
     // kernels (convert-ds-to-linalg lowered them); collectives are staged.

@@ -50,14 +50,27 @@
 // staging: its probe (the sum of x - x, NaN exactly when some x is not
 // finite), zeros for the whole bucket then, and the probe as the start's
 // one parameter, from which the runtime counts the non-finite buckets. Its
-// wait follows in the block, so the concatenation is built in a buffer that
-// the wait gets as its output, the mask rewrites it in place, and NCCL
+// wait follows in the block, so the bucket is a buffer of its own that the
+// wait gets as its output: the two weight gradients' GEMMs write their
+// slices of it, viewed in their shapes (DDP's gradient-as-bucket-view), so
+// nothing is copied into it; the mask rewrites it in place, and NCCL
 // all-reduces it where it lies.
 // DENSE: %[[BUF:.*]] = memref.alloc() : memref<131584xf32>
+// DENSE: %[[S0:.*]] = memref.subview %[[BUF]][0] [512] [1]
+// DENSE: %[[V0:.*]] = memref.expand_shape %[[S0]] {{\[\[}}0, 1]] output_shape [2, 256]
+// DENSE: %[[T0:.*]] = bufferization.to_tensor %[[V0]] restrict writable
+// DENSE: %[[F0:.*]] = linalg.fill {{.*}} outs(%[[T0]] : tensor<2x256xf32>)
+// DENSE: %[[G0:.*]] = linalg.matmul {{.*}} outs(%[[F0]] : tensor<2x256xf32>)
+// DENSE: %[[S1:.*]] = memref.subview %[[BUF]][512] [131072] [1]
+// DENSE: %[[V1:.*]] = memref.expand_shape %[[S1]] {{\[\[}}0, 1]] output_shape [256, 512]
+// DENSE: %[[T1:.*]] = bufferization.to_tensor %[[V1]] restrict writable
+// DENSE: %[[F1:.*]] = linalg.fill {{.*}} outs(%[[T1]] : tensor<256x512xf32>)
+// DENSE: %[[G1:.*]] = linalg.matmul {{.*}} outs(%[[F1]] : tensor<256x512xf32>)
+// DENSE: bufferization.materialize_in_destination %[[G0]] in restrict writable %[[V0]]
+// DENSE: bufferization.materialize_in_destination %[[G1]] in restrict writable %[[V1]]
+// DENSE-NOT: tensor.insert_slice
+// DENSE: %[[BUCKET:.*]] = bufferization.to_tensor %[[BUF]] restrict writable
 // DENSE: %[[VIEW:.*]] = memref.cast %[[BUF]]
-// DENSE: %[[INTO:.*]] = bufferization.to_tensor %[[BUF]] restrict writable
-// DENSE: %[[FIRST:.*]] = tensor.insert_slice %{{.*}} into %[[INTO]][0] [512] [1]
-// DENSE: %[[BUCKET:.*]] = tensor.insert_slice %{{.*}} into %[[FIRST]][512] [131072] [1]
 // DENSE: %[[PROBE:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[BUCKET]] : tensor<131584xf32>) outs({{.*}} : tensor<f32>)
 // DENSE: arith.subf %[[IN:.*]], %[[IN]] : f32
 // DENSE: %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[PROBE]] : tensor<f32>) outs(%[[BUCKET]] : tensor<131584xf32>)
