@@ -103,7 +103,7 @@ bench: build
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/pipeline_bench.py \
 	  --ds-run $(BUILD_DIR)/bin/ds-run --ds-plan $(BUILD_DIR)/bin/ds-plan
 	$(HOME)/.cache/ds-mlir/venv/bin/python benchmarks/gpu_bounds.py \
-	  --ds-opt $(BUILD_DIR)/bin/ds-opt
+	  --ds-opt $(BUILD_DIR)/bin/ds-opt --data-parallel
 
 EMULATED := $(BUILD_DIR)/gpu-bundle-emulated
 gpu-emulated: build
