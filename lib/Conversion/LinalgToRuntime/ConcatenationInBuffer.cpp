@@ -79,7 +79,7 @@ std::optional<PartInPlace> findPartInPlace(Value source, Block *block) {
     found.init = init;
     if (initValue.getDefiningOp<tensor::EmptyOp>() || ignoresInit(op, init))
       return found;
-    // A zero fill CSE shared between reductions: this part's is its own.
+    // A zero fill that CSE shared between GEMMs: this part gets its own.
     auto fill = initValue.getDefiningOp<linalg::FillOp>();
     if (fill && !initValue.hasOneUse()) {
       found.sharedFill = fill;

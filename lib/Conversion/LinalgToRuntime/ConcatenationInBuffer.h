@@ -1,6 +1,5 @@
 //===- ConcatenationInBuffer.h - Parts written in place --------*- C++ -*-===//
 //
-//
 // ds.concat lowers to a chain of tensor.insert_slice ops on a tensor.empty,
 // which bufferization turns into a fresh buffer and one copy per part. A
 // data-parallel step joins its gradients so (ds-fuse-allreduce's buckets):
@@ -50,8 +49,8 @@ struct ConcatenationBuffer {
 /// Returns nothing, changing nothing, when `concatenation` is built
 /// otherwise. Run right before one-shot bufferization: the views alias the
 /// buffer behind each other's backs (each `restrict`), which holds only
-/// while nothing but these ops writes them.
-/// With `partsInPlace` false, every part is copied (to compare).
+/// while nothing but these ops writes them. With `partsInPlace` false,
+/// every part is copied (bucket-views=false, to compare).
 std::optional<ConcatenationBuffer>
 buildConcatenationInBuffer(Value concatenation, bool partsInPlace = true);
 

@@ -22,7 +22,9 @@
 // target=cuda (ds-gpu-pipeline) only they are converted, to the runtime's
 // host-staged dsrt_cuda_* forms, which take the same buffers in device
 // memory; a start's scalar parameters, computed by the step on the device,
-// then go as a buffer.
+// then go as a buffer. A bucket that concatenates gradients is built in a
+// buffer of its own whose slices the gradients' producers write
+// (ConcatenationInBuffer.h, bucket-views).
 //
 //===----------------------------------------------------------------------===//
 
