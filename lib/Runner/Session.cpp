@@ -591,6 +591,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.fuseSiblings = options.gpuFuseSiblings;
       gpu.cacheRows = options.gpuCacheRows;
       gpu.rowColumns = options.gpuRowColumns;
+      gpu.bucketViews = options.gpuBucketViews;
       gpu.causalBlock = options.pipeline.causalBlock;
       gpu.launchReport = options.gpuLaunchReport;
       std::string why;

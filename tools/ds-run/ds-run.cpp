@@ -137,6 +137,13 @@ cl::opt<bool> gpuRowColumns(
              "bias gradients (ds-gpu-pipeline's row-columns; default true, "
              "=false to compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<bool> gpuBucketViews(
+    "gpu-bucket-views",
+    cl::desc("With --device cuda: a data-parallel bucket's gradients are "
+             "computed in their slices of it, not copied in "
+             "(ds-gpu-pipeline's bucket-views; default true, =false to "
+             "compare)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<std::string> gpuLaunchReport(
     "gpu-launch-report",
     cl::desc("With --device cuda: write what each kernel launch and "
@@ -645,8 +652,8 @@ int main(int argc, char **argv) {
     for (cl::Option *flag : std::initializer_list<cl::Option *>{
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
              &gpuVectorize, &gpuNativeCasts, &gpuIndex32, &gpuFuseRows,
-             &gpuFuseSiblings, &gpuCacheRows, &gpuRowColumns, &gpuLaunchReport,
-             &cudaGraphs})
+             &gpuFuseSiblings, &gpuCacheRows, &gpuRowColumns, &gpuBucketViews,
+             &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -737,6 +744,7 @@ int main(int argc, char **argv) {
   prepare.gpuFuseSiblings = gpuFuseSiblings;
   prepare.gpuCacheRows = gpuCacheRows;
   prepare.gpuRowColumns = gpuRowColumns;
+  prepare.gpuBucketViews = gpuBucketViews;
   prepare.gpuLaunchReport = gpuLaunchReport;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;

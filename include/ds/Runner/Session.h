@@ -91,6 +91,9 @@ struct PrepareOptions {
   /// Column sums over a row group's rows in its kernel (ds-gpu-pipeline's
   /// row-columns).
   bool gpuRowColumns = true;
+  /// Gradients computed in their data-parallel buckets (ds-gpu-pipeline's
+  /// bucket-views).
+  bool gpuBucketViews = true;
   /// Where ds-gpu-launch-report writes ("-": standard error); empty: none.
   std::string gpuLaunchReport;
   /// Compile without running here: keep the machine code so that

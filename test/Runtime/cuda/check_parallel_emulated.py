@@ -13,7 +13,9 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
   - dp: bucketed mean all-reduces on NCCL (starts and waits, the loss's
     blocking all-reduce, the rank's dropout offset), replicas compared
     every step, and each rank on its own device (the local rank picks it);
-    the NCCL calls on their streams, no bucket copied to the host;
+    the NCCL calls on their streams, no bucket copied to the host; the
+    gradients computed in their buckets or, --gpu-bucket-views=false,
+    copied into them, bit for bit;
   - dp staged: the same through the host (DS_CUDA_COLLECTIVES=host);
   - non-finite: loss scaling with poisoned steps: each bucket NCCL sends
     was zeroed by the step and counted as the CPU counts it;
@@ -118,6 +120,14 @@ def case_dp():
                  "--steps", "8", "--check-replicas", "1"],
                 {"DS_STUB_CUDA_DEVICES": "2"})
     result = compare(runs, 1e-5)
+    # The gradients computed in their buckets (bucket-views) give the bits
+    # of the gradients copied into them.
+    copied = os.path.join(TMP, "dp-copied")
+    mpi([MLP, "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000",
+         "--steps", "8", "--report", copied + ".json", "--checkpoint", copied,
+         "--quiet", "--gpu-bucket-views=false"] + GPU_FLAGS,
+        gpu_env(DS_STUB_CUDA_DEVICES="2"))
+    compare({"cpu": (copied + ".json", copied), "gpu": runs["gpu"]}, 0.0)
     # The device: rerun 1 step with a log per rank, on NCCL and staged.
     def logged(mode):
         env = gpu_env(DS_STUB_CUDA_DEVICES="2", DS_CUDA_COLLECTIVES=mode)
@@ -158,8 +168,9 @@ def case_dp():
         dp = json.load(f)["summary"]["data_parallel"]
     if not dp.get("device_collectives", "").startswith("nccl"):
         raise RuntimeError("the report says %s" % dp)
-    return result + ("; %d gradients on NCCL's stream, %d copies to the "
-                     "host fewer than staged; rank r on device r") % (
+    return result + ("; bit-identical with the gradients copied into the "
+                     "buckets; %d gradients on NCCL's stream, %d copies to "
+                     "the host fewer than staged; rank r on device r") % (
                          len(starts), staged_copies - copies)
 
 
