@@ -120,14 +120,14 @@ void eraseWithReshapes(Operation *op) {
 
 } // namespace
 
-std::optional<ConcatenationBuffer>
-mlir::ds::buildConcatenationInBuffer(Value concatenation, bool partsInPlace) {
+Value mlir::ds::buildConcatenationInBuffer(Value concatenation,
+                                           bool partsInPlace) {
   SmallVector<tensor::InsertSliceOp> links;
   for (Value v = concatenation;
        auto link = v.getDefiningOp<tensor::InsertSliceOp>();
        v = link.getDest()) {
     if (v != concatenation && !v.hasOneUse())
-      return std::nullopt;
+      return {};
     links.push_back(link);
   }
   std::reverse(links.begin(), links.end());
@@ -135,13 +135,13 @@ mlir::ds::buildConcatenationInBuffer(Value concatenation, bool partsInPlace) {
                    ? nullptr
                    : links.front().getDest().getDefiningOp<tensor::EmptyOp>();
   if (!empty || !empty.getType().hasStaticShape())
-    return std::nullopt;
+    return {};
   RankedTensorType type = empty.getType();
   Block *block = links.back()->getBlock();
   if (llvm::any_of(links, [&](tensor::InsertSliceOp link) {
         return link->getBlock() != block;
       }))
-    return std::nullopt;
+    return {};
 
   // Which parts their producers write in place, and the first such writer.
   SmallVector<std::optional<PartInPlace>> inPlace;
@@ -164,13 +164,10 @@ mlir::ds::buildConcatenationInBuffer(Value concatenation, bool partsInPlace) {
   OpBuilder b(firstWriter);
   Value buffer = memref::AllocOp::create(
       b, loc, MemRefType::get(type.getShape(), type.getElementType()));
-  ConcatenationBuffer built;
-  built.buffer = buffer;
   tensor::InsertSliceOp last = links.back();
   for (auto [link, part] : llvm::zip_equal(links, inPlace)) {
     if (!part)
       continue;
-    ++built.partsInPlace;
     auto partType = cast<RankedTensorType>(part->part.getType());
     Operation *writer = part->init->getOwner();
     b.setInsertionPoint(writer);
@@ -211,6 +208,5 @@ mlir::ds::buildConcatenationInBuffer(Value concatenation, bool partsInPlace) {
     eraseWithReshapes(link);
   if (empty->use_empty())
     empty.erase();
-  built.tensor = joined;
-  return built;
+  return buffer;
 }

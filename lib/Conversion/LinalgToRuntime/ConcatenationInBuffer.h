@@ -18,22 +18,11 @@
 
 namespace mlir::ds {
 
-/// Where buildConcatenationInBuffer put a concatenation.
-struct ConcatenationBuffer {
-  /// The fresh buffer (memref.alloc, static shape) that holds the
-  /// concatenation.
-  Value buffer;
-  /// The concatenation's value: the buffer's tensor once every part is in
-  /// it (`bufferization.to_tensor restrict writable`, then the slices of the
-  /// parts that were copied).
-  Value tensor;
-  /// How many of the parts their producers write in the buffer directly.
-  unsigned partsInPlace = 0;
-};
-
 /// When `concatenation` is a chain of tensor.insert_slice ops (ds.concat's
 /// lowering) on a static tensor.empty, each link used once, builds it in a
-/// fresh buffer instead and replaces its uses with the buffer's tensor.
+/// fresh buffer (memref.alloc, static shape) instead, replaces its uses
+/// with the buffer's tensor (`bufferization.to_tensor restrict writable`,
+/// then the slices of the parts that are copied) and returns the buffer.
 ///
 /// A part is computed in its slice of the buffer, not copied, when it is
 /// used only by its link and comes, through reshapes and destination-style
@@ -46,13 +35,12 @@ struct ConcatenationBuffer {
 /// and the canonicalizer removes. The other parts are copied as before.
 /// The buffer is allocated before the first op that writes a part.
 ///
-/// Returns nothing, changing nothing, when `concatenation` is built
+/// Returns null, changing nothing, when `concatenation` is built
 /// otherwise. Run right before one-shot bufferization: the views alias the
 /// buffer behind each other's backs (each `restrict`), which holds only
 /// while nothing but these ops writes them. With `partsInPlace` false,
 /// every part is copied (bucket-views=false, to compare).
-std::optional<ConcatenationBuffer>
-buildConcatenationInBuffer(Value concatenation, bool partsInPlace = true);
+Value buildConcatenationInBuffer(Value concatenation, bool partsInPlace = true);
 
 } // namespace mlir::ds
 

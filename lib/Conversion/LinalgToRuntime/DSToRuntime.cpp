@@ -436,8 +436,7 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   // A bucket that joins gradients is built in a buffer of its own, which
   // the gradients' kernels and GEMMs write in place where they can
   // (gradient-as-bucket-view); NCCL then reduces that buffer.
-  std::optional<ConcatenationBuffer> built =
-      buildConcatenationInBuffer(op.getBucket(), rt.bucketViews());
+  Value built = buildConcatenationInBuffer(op.getBucket(), rt.bucketViews());
   if (op.getScheme() == CompressionScheme::powersgd)
     return lowerPowerSgdStart(rt, op, *suffix);
   Value bucket = op.getBucket(), params = op.getParams();
@@ -446,10 +445,9 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
       // (bucket, params) -> handle, the bucket's buffer the wait's output:
       // the concatenation's own when it can be (the mask in place),
       // otherwise a fresh one the mask writes.
-      bool concatenatedInPlace = built.has_value();
-      Value buffer, view;
+      bool concatenatedInPlace = built != nullptr;
+      Value buffer = built, view;
       if (concatenatedInPlace) {
-        buffer = built->buffer;
         view = RuntimeCallBuilder::dynamicView(b, loc, buffer);
       } else {
         std::tie(buffer, view) = RuntimeCallBuilder::alloc(b, loc, type);
