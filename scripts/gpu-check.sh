@@ -12,7 +12,9 @@
 #     Here, after `make build`: compiles every example's training step for
 #     the chip (ds-run --device cuda --emit-step: host code with the cubins
 #     embedded), in f32 and with the FP8/BF16 policy, loss scaling and
-#     clipping (and the MLP sparse and fake-quantized); writes each step's data and the CPU path's losses on it (the
+#     clipping (and the MLP sparse and fake-quantized; data-parallel, one
+#     rank's step: the GPT block's gradients averaged in buckets on NCCL,
+#     the MLP's compressed through the host); writes each step's data and the CPU path's losses on it (the
 #     reference); compiles the lowering execution cases of
 #     test/Integration/Lowering/check_ops.py, one step per group, with
 #     their inputs and NumPy/PyTorch references (export_cases.py); compiles
@@ -127,7 +129,12 @@ prepare() {
   # Each case's ds-run flags, in `flags`. `techniques` (the MLP only):
   # block sparsity with regrowth, 4-bit fake quantization with learned
   # scales and loss scaling, whose roundings and top-k ties make 1e-2 the
-  # tolerance.
+  # tolerance. `dp` (the GPT block only): the policy's step data-parallel,
+  # its gradients computed in 64 KiB buckets that NCCL averages (a world
+  # of one on the GPU machine: the collectives, the probes and the GEMMs
+  # writing bucket views run; the sum is the rank's own). `compressed`
+  # (the MLP only): f32, its buckets compressed in three tiers with error
+  # feedback, staged through the host.
   local flags=()
   case_flags() {
     case $1 in
@@ -135,9 +142,14 @@ prepare() {
       policy) flags=(--precision="$policy" --loss-scaling --clip-gradients) ;;
       techniques) flags=(--sparsity="update-every=4 initial=0.5 final=0.75 regrow"
                          --fake-quant="weight-bits=4 learn-scales" --loss-scaling) ;;
+      dp) flags=(--precision="$policy" --loss-scaling --clip-gradients --data-parallel
+                 --fuse-allreduce="bucket-bytes=65536 first-bucket-bytes=16384") ;;
+      compressed) flags=(--data-parallel --compress-allreduce
+                         --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
     esac
   }
-  local -A tolerance=([f32]=1e-4 [policy]=1e-2 [techniques]=1e-2)
+  local -A tolerance=([f32]=1e-4 [policy]=1e-2 [techniques]=1e-2 [dp]=1e-2
+                        [compressed]=1e-3)
   local start=$SECONDS emu=() emu_py=()
   # Emulated, with at most 3 blocks per launch: the kernels' grid-stride
   # loops take several trips, as they do at the benchmark's sizes.
@@ -149,7 +161,8 @@ prepare() {
   for example in $examples; do
     [[ -f "$root/examples/$example.mlir" ]] || die "no example '$example'"
     local example_configs=(f32 policy)
-    [[ $example == mlp ]] && example_configs+=(techniques)
+    [[ $example == mlp ]] && example_configs+=(techniques compressed)
+    [[ $example == gpt_block ]] && example_configs+=(dp)
     for config in "${example_configs[@]}"; do
       case="$example-$config" dir="$out/cases/$example-$config"
       case_flags "$config"
@@ -357,24 +370,38 @@ run() {
     else row "runtime $scenario" FAIL "$summary $(grep -m3 '^FAIL' <<< "$out" | tr '\n' ' ')" "$out"; fi
   done
   nccl_check "$build"
-  local case steps tol
+  local case steps tol lib
   while read -r case steps tol; do
-    local dir="$bundle/cases/$case" data=()
+    local dir="$bundle/cases/$case" data=() runner=("$build/ds-step-run") dp=0
     for f in "$dir"/data/*.npy; do data+=(--data "$(basename "$f" .npy)=$f"); done
+    # A data-parallel step: the runner with the comm layer, on NCCL.
+    if grep -q '"data_parallel": true' "$dir/step.json"; then
+      dp=1 lib=$(find_nccl)
+      if [[ ! -x $build/ds-step-run-nccl ]]; then
+        row "$case ($steps steps vs CPU)" "UNSUPPORTED" "the bundle was prepared without nccl.h"
+        continue
+      elif [[ -z $lib ]]; then
+        row "$case ($steps steps vs CPU)" "UNSUPPORTED" "no libnccl.so.2 (DS_NCCL_LIBRARY)"
+        continue
+      fi
+      runner=(env DS_CUDA_COLLECTIVES=nccl DS_NCCL_LIBRARY="$lib" "$build/ds-step-run-nccl")
+    fi
     t=$(allow 120)
     ((t > 0)) || { over_budget "$case ($steps steps vs CPU)"; continue; }
-    out=$(timeout "$t" "$build/ds-step-run" "$dir" "${data[@]}" --steps "$steps" \
+    out=$(timeout "$t" "${runner[@]}" "$dir" "${data[@]}" --steps "$steps" \
             --report-every 10 --expect "$dir/ref.json" --rtol "$tol" \
             --losses "$dir/gpu.json" 2>&1)
-    local rc=$? diff ms
+    local rc=$? diff ms collectives=""
     diff=$(grep -o 'max relative difference [^ ]*' <<< "$out" | awk '{print $4}')
     ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
+    ((dp)) && collectives="; $(grep -o 'device collectives: .*' <<< "$out")"
     if [[ $rc -eq 0 ]]; then
-      row "$case ($steps steps vs CPU)" PASS "max rel. loss diff ${diff} (tol $tol), ${ms} ms/step"
+      row "$case ($steps steps vs CPU)" PASS "max rel. loss diff ${diff} (tol $tol), ${ms} ms/step$collectives"
     else
       row "$case ($steps steps vs CPU)" FAIL "${diff:+max rel. loss diff $diff (tol $tol) }$(why_failed $rc "$t" "$out")" "$out"
     fi
-    graph_case "$dir" "$case" "$steps" "$tol" "$build" "${data[@]}"
+    # CUDA graphs cannot capture a data-parallel step (ds-step-run refuses).
+    ((dp)) || graph_case "$dir" "$case" "$steps" "$tol" "$build" "${data[@]}"
   done < "$bundle/cases.txt"
   [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
   [[ -d "$bundle/parity" ]] && run_parity "$bundle" "$build"

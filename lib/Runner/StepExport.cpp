@@ -47,6 +47,9 @@ static llvm::Expected<llvm::json::Object> manifest(const StepProgram &program,
     (*t)["name"] = arg.name;
     if (arg.range > 0)
       (*t)["range"] = arg.range;
+    // Each rank's own (a checkpoint of N ranks keeps `name@rank<r>`).
+    if (isPerRankState(arg))
+      (*t)["per_rank"] = true;
     // The initialiser, for a runner that draws its own initial state
     // (ds-step-run --init-random) instead of reading init/.
     if (arg.init) {
@@ -92,6 +95,8 @@ static llvm::Expected<llvm::json::Object> manifest(const StepProgram &program,
     m["chip"] = info.chip;
   if (info.emulatedKernels)
     m["emulated_kernels"] = true;
+  if (program.isDataParallel())
+    m["data_parallel"] = true;
   llvm::json::Array passes;
   for (const std::string &p : info.passes)
     passes.push_back(p);
@@ -207,10 +212,6 @@ llvm::Error ds::runner::writeStepLibrary(const StepProgram &program,
     return llvm::createStringError(
         "a pipeline-parallel step cannot be exported: its stages exchange "
         "activations through ds-run");
-  if (program.isDataParallel())
-    return llvm::createStringError(
-        "a data-parallel step cannot be exported: its collectives need "
-        "ds-run's MPI job");
   llvm::Expected<llvm::json::Object> m = manifest(program, info);
   if (!m)
     return m.takeError();

@@ -304,8 +304,7 @@ Error Trainer::restore(llvm::StringRef dir) {
 }
 
 bool Trainer::isPerRankState(unsigned i) const {
-  const mlir::ds::ContractArg &arg = program.contract().args[i];
-  return arg.role == ArgRole::State && arg.state.getKind().starts_with("comm.");
+  return ::ds::runner::isPerRankState(program.contract().args[i]);
 }
 
 Error Trainer::checkReplicas(llvm::StringRef when) {

@@ -636,15 +636,21 @@ int main(int argc, char **argv) {
              &evalEvery, &exportQuantized, &checkpointDir, &checkpointEvery,
              &saveResults, &reportPath, &injectNonfinite, &reportEvery,
              std::addressof(dataFiles), std::addressof(evalFiles), &integerEval,
-             &cudaGraphs})
+             &cudaGraphs, &commTimeout, &deterministic, &checkReplicas,
+             &globalBatch})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " describes a run, and --emit-step only compiles "
                          "(run the step with ds-step-run)");
-    if (pipelined || dataParallel || fuseAllReduce.getNumOccurrences() ||
-        compressAllReduce.getNumOccurrences() || dsrt_comm_launched())
-      return badOption("--emit-step exports a single-process step: pipeline "
-                       "and data parallelism need ds-run's MPI job");
+    // A data-parallel step exports as one rank's step, which every rank
+    // of ds-step-run's MPI job loads; a pipeline's stages exchange
+    // activations through ds-run.
+    if (pipelined)
+      return badOption("--emit-step cannot export a pipeline: its stages "
+                       "exchange activations through ds-run's MPI job");
+    if (dsrt_comm_launched())
+      return badOption("--emit-step compiles once: run it outside mpirun, "
+                       "and the exported step under it (ds-step-run)");
   }
   if (emitInit.getNumOccurrences() && emitStep.empty())
     return badOption("--emit-init goes with --emit-step");

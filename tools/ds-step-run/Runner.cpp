@@ -284,14 +284,16 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
 #endif
   for (int64_t step = 0; step < options.steps; ++step) {
     double hostStart = now();
-    // This step's batch: rows step*B ... of each data set, wrapping.
+    // This step's batch: rows step*B ... of each data set, wrapping (this
+    // rank's B rows of the global batch of N*B).
     for (size_t k = 0; k < inputs.size(); ++k) {
       const Tensor &d = options.data.at(m.args[inputs[k]].name);
       int64_t rows = m.args[inputs[k]].shape[0], count = d.shape[0];
+      int64_t first = (step * options.worldSize + options.rank) * rows;
       size_t rowBytes = batch[k].bytes.size() / size_t(rows);
       for (int64_t j = 0; j < rows; ++j)
         std::memcpy(batch[k].bytes.data() + j * rowBytes,
-                    d.bytes.data() + ((step * rows + j) % count) * rowBytes,
+                    d.bytes.data() + ((first + j) % count) * rowBytes,
                     rowBytes);
       if (!buffers->upload(inputs[k], batch[k])) {
         error = runtimeError("cannot upload input '" + m.args[inputs[k]].name +

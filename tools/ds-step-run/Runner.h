@@ -25,7 +25,10 @@ struct RunOptions {
   int64_t reportEvery = 10;
   /// Input name -> data set [S, ...]; batch k is rows k*B .. k*B+B-1 modulo
   /// S, as ds-run --data serves them (with the same file as --eval-data).
+  /// A data-parallel step's rank r of N takes rows (k*N + r)*B .. of
+  /// global batches of N*B rows, as ds-run's ranks do.
   std::map<std::string, Tensor> data;
+  int rank = 0, worldSize = 1;
   bool quiet = false;
   /// Copy the last step's results back (RunResult::lastResults).
   bool keepResults = false;

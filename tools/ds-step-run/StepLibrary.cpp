@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
@@ -57,6 +58,7 @@ static bool readSpecs(const json &array, bool isArgs,
     s.shape = e.at("shape").get<std::vector<int64_t>>();
     s.of = e.value("of", int64_t(-1));
     s.range = e.value("range", int64_t(0));
+    s.perRank = e.value("per_rank", false);
     if (e.contains("init")) {
       s.initKind = e["init"].at("kind").get<std::string>();
       s.initValue = e["init"].value("value", 0.0);
@@ -92,6 +94,7 @@ bool StepManifest::load(const std::string &stepDir, std::string &error) {
     device = m.at("device").get<std::string>();
     chip = m.value("chip", "");
     emulatedKernels = m.value("emulated_kernels", false);
+    dataParallel = m.value("data_parallel", false);
     module = m.value("module", "");
     if (!readSpecs(m.at("args"), true, args, error) ||
         !readSpecs(m.at("results"), false, results, error)) {
@@ -154,8 +157,8 @@ void StepLibrary::close() {
 
 bool ds::steprun::readCheckpoint(const std::string &dir,
                                  const StepManifest &manifest,
-                                 std::vector<Tensor> &args,
-                                 std::string &error) {
+                                 std::vector<Tensor> &args, std::string &error,
+                                 int rank, int worldSize) {
   json runner;
   if (!readJson(dir + "/runner.json", runner, error))
     return false;
@@ -165,16 +168,24 @@ bool ds::steprun::readCheckpoint(const std::string &dir,
       error = dir + "/runner.json: not a ds-run checkpoint";
       return false;
     }
+    int savedWorld = 1;
+    if (runner.contains("runner"))
+      savedWorld = runner["runner"].value("world_size", 1);
     for (size_t i = 0; i < manifest.args.size(); ++i) {
       const TensorSpec &spec = manifest.args[i];
       if (spec.role == "input")
         continue;
+      // As ds-run keys them (lib/Runner/TrainerState.cpp): a rank's own
+      // state by rank when several ranks wrote it.
+      std::string key = spec.name;
+      if (spec.perRank && savedWorld > 1)
+        key += "@rank" + std::to_string(savedWorld == worldSize ? rank : 0);
       const json *entry = nullptr;
       for (const json &t : runner.at("tensors"))
-        if (t.at("key").get<std::string>() == spec.name)
+        if (t.at("key").get<std::string>() == key)
           entry = &t;
       if (!entry) {
-        error = "checkpoint " + dir + " has no tensor '" + spec.name +
+        error = "checkpoint " + dir + " has no tensor '" + key +
                 "' (the step's " + spec.role + ")";
         return false;
       }
@@ -185,6 +196,19 @@ bool ds::steprun::readCheckpoint(const std::string &dir,
         error = "checkpoint " + dir + ": '" + spec.name + "' is " +
                 describe(t) + ", the step takes " + spec.dtype + " " +
                 formatShape(spec.shape);
+        return false;
+      }
+      // Another number of ranks splits the batches differently: its
+      // residuals mean nothing here, unless they are all zero (the initial
+      // state ds-run --emit-step writes with one rank).
+      if (spec.perRank && savedWorld != worldSize &&
+          std::any_of(t.bytes.begin(), t.bytes.end(),
+                      [](uint8_t b) { return b != 0; })) {
+        error = "checkpoint " + dir + " was written by " +
+                std::to_string(savedWorld) + " rank(s) and this run has " +
+                std::to_string(worldSize) + ": its '" + spec.name +
+                "' is each rank's own (error feedback); run with " +
+                std::to_string(savedWorld) + " rank(s)";
         return false;
       }
     }

@@ -28,6 +28,9 @@ struct TensorSpec {
   /// uniform, file) and its value.
   std::string initKind;
   double initValue = 0;
+  /// State each data-parallel rank keeps for itself (error feedback): a
+  /// checkpoint of N ranks holds `name@rank<r>` for each.
+  bool perRank = false;
 
   size_t bytes() const;
   Tensor zeros() const;
@@ -39,6 +42,9 @@ struct StepManifest {
   /// The kernels were compiled to run on the host (ds-run
   /// --gpu-emulate-kernels): only the stub libcuda can run the step.
   bool emulatedKernels = false;
+  /// The step averages its gradients over the ranks of the comm layer
+  /// (ds-run --data-parallel): the runner starts it (dsrt_comm_init).
+  bool dataParallel = false;
   std::vector<TensorSpec> args, results;
 
   /// Reads and checks `dir`/step.json.
@@ -66,9 +72,12 @@ private:
 
 /// Reads the parameters and state of `manifest` from a ds-run checkpoint
 /// directory (runner.json's manifest and one .npy per tensor) into `args`
-/// (one tensor per argument; inputs are left empty).
+/// (one tensor per argument; inputs are left empty). Rank `rank` of
+/// `worldSize` takes its own copy of per-rank state from a checkpoint of as
+/// many ranks; from one of another size only zeros (an initial state).
 bool readCheckpoint(const std::string &dir, const StepManifest &manifest,
-                    std::vector<Tensor> &args, std::string &error);
+                    std::vector<Tensor> &args, std::string &error, int rank = 0,
+                    int worldSize = 1);
 
 /// Draws the parameters and state of `manifest` from their initialisers
 /// with a generator of its own (std::mt19937_64 from `seed`; not ds-run's

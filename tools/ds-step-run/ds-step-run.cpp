@@ -54,6 +54,7 @@ const char *kUsage =
     "                       --losses) file; exit 1 if they differ\n"
     "  --rtol R             relative tolerance of --expect (default 1e-4)\n"
     "  --save-state DIR     write the final parameters and state as .npy\n"
+    "                       (each rank its own error feedback, KEY@rankR)\n"
     "  --save-results DIR   write the last step's results as .npy (metrics\n"
     "                       by name, loss.npy, update.<arg>.npy)\n"
     "  --cuda-graphs        on a CUDA device, capture the step as CUDA\n"
@@ -64,9 +65,19 @@ const char *kUsage =
     "                       of the timed steps with events and print the N\n"
     "                       longest (device ms per step); the events slow\n"
     "                       the step a little (ms/step includes them)\n"
+    "  --comm-timeout S     a data-parallel step: seconds a collective may\n"
+    "                       wait for the other ranks (0: forever; default\n"
+    "                       300)\n"
+    "  --deterministic      a data-parallel step: sum the gradients in rank\n"
+    "                       order (as ds-run --deterministic)\n"
     "  --quiet              no progress lines\n"
     "  --device-info        print the CUDA device (or why there is none) and\n"
-    "                       exit: 0 with a device, 1 without\n";
+    "                       exit: 0 with a device, 1 without\n"
+    "\n"
+    "A data-parallel step (ds-run --data-parallel --emit-step) runs under\n"
+    "mpirun, one process per rank (or alone: a world of one); rank r of N\n"
+    "takes rows (kN + r)B .. of the data at step k, as ds-run's ranks do,\n"
+    "and rank 0 prints and writes the outputs.\n";
 
 /// The `top` longest entries of a profile, per timed step, and the rest
 /// in one line.
@@ -113,6 +124,17 @@ bool makeDirs(const std::string &dir, std::string &error) {
 }
 
 int fail(const std::string &message) {
+#ifdef DSRT_HAVE_COMM
+  // Under mpirun a peer may wait in a collective: leave at once, and
+  // mpirun ends the job.
+  if (dsrt_comm_size() > 1) {
+    std::fprintf(stderr, "ds-step-run: error: rank %d: %s\n", dsrt_comm_rank(),
+                 message.c_str());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(1);
+  }
+#endif
   std::fprintf(stderr, "ds-step-run: error: %s\n", message.c_str());
   return 1;
 }
@@ -156,7 +178,8 @@ std::string escapeKey(const std::string &key) {
 int main(int argc, char **argv) {
   RunOptions options;
   std::string initDir, lossesPath, expectPath, saveDir, resultsDir;
-  double rtol = 1e-4;
+  double rtol = 1e-4, commTimeout = 300;
+  bool deterministic = false, commFlags = false;
   int64_t randomSeed = -1;
   int64_t profileTop = 0;
   std::vector<std::string> dataArgs;
@@ -175,7 +198,9 @@ int main(int argc, char **argv) {
     DeviceInfo,
     InitRandom,
     CudaGraphs,
-    Profile
+    Profile,
+    CommTimeout,
+    Deterministic
   };
   static const option longOptions[] = {
       {"steps", required_argument, nullptr, Steps},
@@ -193,6 +218,8 @@ int main(int argc, char **argv) {
       {"init-random", required_argument, nullptr, InitRandom},
       {"cuda-graphs", no_argument, nullptr, CudaGraphs},
       {"profile", required_argument, nullptr, Profile},
+      {"comm-timeout", required_argument, nullptr, CommTimeout},
+      {"deterministic", no_argument, nullptr, Deterministic},
       {nullptr, 0, nullptr, 0}};
   auto number = [](const char *text, double &out) {
     char *end = nullptr;
@@ -253,6 +280,15 @@ int main(int argc, char **argv) {
       options.profile = true;
       profileTop = int64_t(v);
       break;
+    case CommTimeout:
+      if (!number(optarg, commTimeout) || !(commTimeout >= 0))
+        return fail(std::string("--comm-timeout expects seconds >= 0, got '") +
+                    optarg + "'");
+      commFlags = true;
+      break;
+    case Deterministic:
+      deterministic = commFlags = true;
+      break;
     case Help:
       std::fputs(kUsage, stdout);
       return 0;
@@ -290,10 +326,50 @@ int main(int argc, char **argv) {
     return fail(std::string("--profile times kernels on a CUDA device") +
                 (options.cudaGraphs ? ", one at a time: not with --cuda-graphs"
                                     : "; this step's kernels run on the host"));
+#ifdef DSRT_HAVE_COMM
+  bool launched = dsrt_comm_launched();
+#else
+  bool launched = false;
+  if (manifest.dataParallel)
+    return fail(manifest.dir +
+                " is a data-parallel step, and this "
+                "ds-step-run was built without the comm layer (the GPU "
+                "check's ds-step-run-nccl has it)");
+#endif
+  if (!manifest.dataParallel && (launched || commFlags))
+    return fail(launched
+                    ? "running under mpirun, but " + manifest.dir +
+                          " is not a data-parallel step: every rank would "
+                          "train alone (export it with ds-run --data-parallel)"
+                    : "--comm-timeout and --deterministic go with a "
+                      "data-parallel step (ds-run --data-parallel "
+                      "--emit-step)");
+  if (manifest.dataParallel && options.cudaGraphs)
+    return fail("--cuda-graphs cannot capture a data-parallel step: the "
+                "staged collectives wait for the stream, which a capture "
+                "cannot contain");
   if (options.cudaGraphs && manifest.emulatedKernels)
     return fail("--cuda-graphs cannot capture this step: its kernels run on "
                 "the host (compiled with --gpu-emulate-kernels), outside "
                 "the stream a graph records");
+#ifdef DSRT_HAVE_COMM
+  // The communicator first, as in ds-run: the rank picks its rows and its
+  // own state, and the collectives keep the configuration.
+  if (manifest.dataParallel) {
+    dsrt_comm_config config{commTimeout, deterministic ? 1 : 0, 1};
+    if (dsrt_comm_init(&config) != 0)
+      return fail(std::string("cannot start the communicator: ") +
+                  dsrt_last_error());
+    options.rank = dsrt_comm_rank();
+    options.worldSize = dsrt_comm_size();
+    if (options.rank != 0) {
+      options.quiet = true;
+      lossesPath = resultsDir = ""; // --save-state: its own residuals
+      options.keepResults = false;
+      expectPath = "";
+    }
+  }
+#endif
   for (const std::string &a : dataArgs) {
     size_t eq = a.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == a.size())
@@ -306,6 +382,8 @@ int main(int argc, char **argv) {
   std::vector<double> expected;
   if (!expectPath.empty() && !readLosses(expectPath, expected, error))
     return fail("--expect: " + error);
+  if (!expectPath.empty() && expected.empty())
+    return fail("--expect: " + expectPath + " has no steps to compare");
   std::vector<Tensor> args;
   if (randomSeed >= 0 && !initDir.empty())
     return fail("give --init or --init-random, not both");
@@ -316,9 +394,9 @@ int main(int argc, char **argv) {
                 "--init-random SEED");
   if (randomSeed >= 0
           ? !randomState(manifest, uint64_t(randomSeed), args, error)
-          : !readCheckpoint(initDir.empty() ? manifest.dir + "/" + manifest.init
-                                            : initDir,
-                            manifest, args, error))
+          : !readCheckpoint(
+                initDir.empty() ? manifest.dir + "/" + manifest.init : initDir,
+                manifest, args, error, options.rank, options.worldSize))
     return fail(error);
 
   // The device before the library: its constructors load the kernels.
@@ -378,6 +456,15 @@ int main(int argc, char **argv) {
       if (!runSteps(manifest, library, std::move(args), options, result, error))
         code = fail(error);
     }
+#ifdef DSRT_HAVE_COMM
+    // Before the device's session ends: NCCL's communicator goes first.
+    if (manifest.dataParallel) {
+      dsrt_comm_finalize();
+      if (code == 0 && dsrt_last_error())
+        code = fail(std::string("finishing the collectives: ") +
+                    dsrt_last_error());
+    }
+#endif
     library.close(); // unloads a GPU step's kernels
   }
 #ifdef DSRT_HAVE_CUDA
@@ -392,6 +479,18 @@ int main(int argc, char **argv) {
                 "%lld..%lld\n",
                 result.msPerStep, result.hostMsPerStep,
                 (long long)result.timedFrom, (long long)options.steps);
+#ifdef DSRT_HAVE_COMM
+  if (!options.quiet && manifest.dataParallel) {
+    dsrt_comm_stats comm;
+    dsrt_get_comm_stats(&comm);
+    const char *backend = dsrt_comm_device_backend();
+    std::printf("ds-step-run: data parallel: %d rank(s), %llu collectives, "
+                "%llu non-finite buckets%s%s\n",
+                options.worldSize, (unsigned long long)comm.collectives,
+                (unsigned long long)comm.nonfinite_buckets,
+                *backend ? "; device collectives: " : "", backend);
+  }
+#endif
   if (!options.quiet && result.hasDeviceCounts)
     std::printf("ds-step-run: per step: %.0f kernel launches, %.0f cuBLASLt "
                 "GEMMs (%.4g GFLOP), %.0f stream-ordered allocations\n",
@@ -443,11 +542,18 @@ int main(int argc, char **argv) {
   if (!saveDir.empty()) {
     if (!makeDirs(saveDir, error))
       return fail(error);
-    for (size_t i = 0; i < manifest.args.size(); ++i)
-      if (manifest.args[i].role != "input" &&
-          !writeNpy(saveDir + "/" + escapeKey(manifest.args[i].name) + ".npy",
+    for (size_t i = 0; i < manifest.args.size(); ++i) {
+      const TensorSpec &spec = manifest.args[i];
+      if (spec.role == "input" || (options.rank != 0 && !spec.perRank))
+        continue;
+      // Each rank its own state, named as in ds-run's checkpoints.
+      std::string key = spec.name;
+      if (spec.perRank && options.worldSize > 1)
+        key += "@rank" + std::to_string(options.rank);
+      if (!writeNpy(saveDir + "/" + escapeKey(key) + ".npy",
                     result.finalArgs[i], error))
         return fail(error);
+    }
   }
   if (!resultsDir.empty()) {
     if (!makeDirs(resultsDir, error))

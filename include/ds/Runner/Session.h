@@ -137,6 +137,14 @@ struct CompileTimes {
   double llvm = 0; ///< translation to LLVM IR, optimisation, machine code
 };
 
+/// Whether `arg` is state each data-parallel rank keeps for itself (the
+/// compressors' error feedback, kinds "comm.*"): a checkpoint of N ranks
+/// holds N copies of it, `key@rank<r>`.
+inline bool isPerRankState(const mlir::ds::ContractArg &arg) {
+  return arg.role == mlir::ds::ArgRole::State &&
+         arg.state.getKind().starts_with("comm.");
+}
+
 /// A compiled training step.
 class StepProgram {
 public:

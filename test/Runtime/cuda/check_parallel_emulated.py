@@ -28,7 +28,9 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
   - pipeline: 2 stages x 2 micro-batches with clipping (sends, receives
     and the global norm summed over the stages);
   - composition: the sparse MLP block-sparse, fake-quantized, FP8,
-    loss-scaled and data-parallel with a compressed all-reduce.
+    loss-scaled and data-parallel with a compressed all-reduce;
+  - exported: the dp job's step exported (ds-run --emit-step) and run by
+    ds-step-run's MPI job: ds-run's GPU job's losses bit for bit, on NCCL.
 Usage: check_parallel_emulated.py with DS_RUN, DS_MPIRUN, STUB_DIR, SRC and
 a scratch directory TMP set.
 """
@@ -295,12 +297,46 @@ def case_composition():
     return compare(runs, 1e-4, "-")
 
 
+def case_exported():
+    step = os.path.join(TMP, "dp-step")
+    flags = ["--data-parallel",
+             "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000"]
+    env = gpu_env(DS_STUB_CUDA_DEVICES="2")
+    subprocess.run([DS_RUN, MLP] + flags + GPU_FLAGS +
+                   ["--emit-step", step, "--quiet"], env=env, check=True,
+                   timeout=TIMEOUT)
+    data_dir = os.path.join(TMP, "dp-step-data")
+    p = subprocess.run([sys.executable, os.path.join(SRC, "test", "Runtime",
+                                                     "aot", "make_data.py"),
+                        step, data_dir, "16"], capture_output=True, text=True,
+                       check=True)
+    data, eval_data = [], []
+    for line in p.stdout.split():
+        data += ["--data", line]
+        eval_data += ["--eval-data", line]
+    ref = os.path.join(TMP, "dp-step-ref.json")
+    mpi([MLP] + flags + data + eval_data + GPU_FLAGS +
+        ["--steps", "8", "--report", ref, "--quiet"], env)
+    runner = os.path.join(os.path.dirname(DS_RUN), "ds-step-run")
+    p = subprocess.run([MPIRUN, "-np", "2", runner, step] + data +
+                       ["--steps", "8", "--expect", ref, "--rtol", "0"],
+                       env=env, capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    out = p.stdout + p.stderr
+    if p.returncode != 0 or "(identical)" not in out or \
+            "device collectives: nccl" not in out:
+        raise RuntimeError("ds-step-run (%d): %s" % (p.returncode,
+                                                    out[-3000:]))
+    return "8 steps, losses bit-identical with ds-run's job on NCCL"
+
+
 def main():
     cases = [("dp", case_dp), ("dp staged", case_dp_staged),
              ("non-finite", case_nonfinite), ("fallback", case_fallback),
              ("three-tier", case_three_tier),
              ("topk + DGC", case_topk_dgc), ("powersgd", case_powersgd),
-             ("pipeline", case_pipeline), ("composition", case_composition)]
+             ("pipeline", case_pipeline), ("composition", case_composition),
+             ("exported", case_exported)]
     failed = 0
     for name, fn in cases:
         try:
