@@ -13,7 +13,10 @@ time on an H200 is compared with (docs/GPUBackend.md, "The launch report").
 
 With --data-parallel, also the FP8 step data-parallel (`fuse=true`: DDP's
 buckets on NCCL, in place), its gradients computed in their buckets and,
-to compare, copied into them (`bucket-views=false`).
+to compare, copied into them (`bucket-views=false`), and with DDP's bf16
+hook (`compress-scheme=bf16`: the buckets rounded to bf16 on the device
+and summed by NCCL; half the bytes on the network, which the bounds do not
+count, for a rounding and a widening pass).
 
 Usage: benchmarks/gpu_bounds.py [--ds-opt build/bin/ds-opt] [--layers 12]
 [--data-parallel] (make bench; not part of make check)
@@ -39,6 +42,8 @@ DATA_PARALLEL = [
     ("fp8 dp", f"policy={ROOT}/scripts/gpu-check/fp8.yaml fuse=true", ""),
     ("fp8 dp copied", f"policy={ROOT}/scripts/gpu-check/fp8.yaml fuse=true",
      "bucket-views=false"),
+    ("fp8 dp bf16", f"policy={ROOT}/scripts/gpu-check/fp8.yaml fuse=true "
+     "compress=true compress-scheme=bf16", ""),
 ]
 
 
@@ -99,7 +104,10 @@ def main():
     if args.data_parallel:
         print(f"fp8 data-parallel over fp8: {bounds['fp8 dp'] / bounds['fp8']:.3f}x; "
               f"gradients copied into the buckets over computed in them: "
-              f"{bounds['fp8 dp copied'] / bounds['fp8 dp']:.3f}x")
+              f"{bounds['fp8 dp copied'] / bounds['fp8 dp']:.3f}x; "
+              f"bf16 hook over uncompressed: "
+              f"{bounds['fp8 dp bf16'] / bounds['fp8 dp']:.3f}x (the network "
+              "not counted: it carries half the bytes)")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,12 @@ template <typename T> int64_t spanElements(const Memref1<T> *m) {
   return (m->sizes[0] - 1) * m->strides[0] + 1;
 }
 
+/// NCCL's element type of a start or wait on T.
+template <typename T> comm::nccl::Element ncclElement() {
+  return std::is_same_v<T, double> ? comm::nccl::Element::F64
+                                   : comm::nccl::Element::F32;
+}
+
 /// A C descriptor of ds_runtime.h (dsrt_memref1_f32/f64) as this file's.
 template <typename T, typename D> Memref1<T> *view(D *m) {
   return reinterpret_cast<Memref1<T> *>(m);
@@ -181,8 +187,8 @@ int64_t start(Memref1<T> *grad, Memref1<T> *residualIn, Memref1<T> *residualOut,
   int64_t handle = 0;
   if (dense && bucket && residualIn && residualIn->sizes[0] == 0 &&
       residualOut && residualOut->sizes[0] == 0 &&
-      comm::nccl::start(bucket, grad->sizes[0], std::is_same_v<T, double>,
-                        probe, inPlace, handle))
+      comm::nccl::start(bucket, grad->sizes[0], ncclElement<T>(), probe,
+                        inPlace, handle))
     return handle;
   Staged<T> hostGrad, hostIn, hostOut;
   double p[3];
@@ -244,7 +250,7 @@ void wait(int64_t handle, Memref1<T> *out, Wait cpu, const char *what) {
     if (!first)
       (void)DS_ERROR("%s: the output is not a contiguous vector", what);
     comm::nccl::wait(handle, first, first ? out->sizes[0] : -1,
-                     std::is_same_v<T, double>, what);
+                     ncclElement<T>(), what);
     return;
   }
   Staged<T> hostOut;
@@ -305,6 +311,60 @@ template <typename T> struct Cpu;
 DS_CPU_COLLECTIVES(float, f32, dsrt_memref1_f32)
 DS_CPU_COLLECTIVES(double, f64, dsrt_memref1_f64)
 #undef DS_CPU_COLLECTIVES
+
+/// DDP's fp16/bf16 hooks with the encoding on the device: the step wrote
+/// `encoded` = round16(bucket / N), zeros when its probe (params[0]) found
+/// a non-finite value, and keeps it, untouched, for the wait. NCCL sums it
+/// in place. Staged, the CPU's compressed start takes the f32 bucket
+/// itself, which it divides, rounds and checks the same way.
+int64_t startHalf(Memref1<float> *bucket, Memref1<uint16_t> *encoded,
+                  dsrt_memref1_f64 *params, bool bf16) {
+  uint16_t *data = contiguous(encoded);
+  auto *params64 = view<double>(params);
+  const double *probe =
+      params64 && params64->sizes[0] >= 1 ? contiguous(params64) : nullptr;
+  int64_t handle = 0;
+  if (data && bucket && encoded->sizes[0] == bucket->sizes[0] &&
+      comm::nccl::start(data, encoded->sizes[0],
+                        bf16 ? comm::nccl::Element::BF16
+                             : comm::nccl::Element::F16,
+                        probe, /*inPlace=*/true, handle))
+    return handle;
+  static float none;
+  Memref1<float> empty{&none, &none, 0, {0}, {1}};
+  return start<float>(bucket, &empty, &empty,
+                      bf16 ? DSRT_COMPRESS_BF16 : DSRT_COMPRESS_FP16,
+                      /*params=*/nullptr, Cpu<float>::start);
+}
+
+/// Its wait: `encoded` holds the sum of the ranks' values, rounded to 16
+/// bits (staged: the CPU wait's f32 values, which are such sums widened,
+/// narrowed back exactly).
+void waitHalf(int64_t handle, Memref1<uint16_t> *encoded, bool bf16,
+              const char *what) {
+  if (comm::nccl::owns(handle)) {
+    uint16_t *first = contiguous(encoded);
+    if (!first)
+      (void)DS_ERROR("%s: the output is not a contiguous vector", what);
+    comm::nccl::wait(
+        handle, first, first ? encoded->sizes[0] : -1,
+        bf16 ? comm::nccl::Element::BF16 : comm::nccl::Element::F16, what);
+    return;
+  }
+  Staged<uint16_t> hostOut;
+  if (!hostOut.stage(encoded, false))
+    return;
+  if (!hostOut.onDevice) {
+    (void)DS_ERROR("%s: the output is not a vector", what);
+    return;
+  }
+  std::vector<float> sums(hostOut.host.size());
+  Memref1<float> desc{sums.data(), sums.data(), 0, {int64_t(sums.size())}, {1}};
+  Cpu<float>::wait(handle, &desc);
+  for (size_t i = 0; i < sums.size(); ++i)
+    hostOut.host[i] = bf16 ? comm::toBFloat16(sums[i]) : comm::toHalf(sums[i]);
+  hostOut.writeBack();
+}
 
 template <typename T> void send(Memref1<T> *in, int64_t peer, int64_t tag) {
   Staged<T> hostIn;
@@ -389,4 +449,20 @@ void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
   }
 
 DS_CUDA_COLLECTIVES(float, f32, dsrt_memref1_f32)
+
+#define DS_CUDA_HALF_ALLREDUCE(SUFFIX, BF16)                                   \
+  DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_half_##SUFFIX(       \
+      dsrt_memref1_f32 *bucket, dsrt_memref1_raw *encoded,                     \
+      dsrt_memref1_f64 *params) {                                              \
+    return startHalf(view<float>(bucket), view<uint16_t>(encoded), params,     \
+                     BF16);                                                    \
+  }                                                                            \
+  DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_half_##SUFFIX(           \
+      int64_t handle, dsrt_memref1_raw *encoded) {                             \
+    waitHalf(handle, view<uint16_t>(encoded), BF16,                            \
+             "dsrt_cuda_allreduce_wait_half_" #SUFFIX);                        \
+  }
+DS_CUDA_HALF_ALLREDUCE(f16, false)
+DS_CUDA_HALF_ALLREDUCE(bf16, true)
+#undef DS_CUDA_HALF_ALLREDUCE
 DS_CUDA_COLLECTIVES(double, f64, dsrt_memref1_f64)

@@ -113,7 +113,7 @@ struct Started {
   void *owned = nullptr;   // the runtime's copy of the bucket
   void *inPlace = nullptr; // or the step's bucket, reduced where it lies
   int64_t count = 0;
-  bool f64 = false;
+  comm::nccl::Element type = comm::nccl::Element::F32;
 };
 
 /// A collective enqueued and not yet seen complete: the watchdog's.
@@ -628,6 +628,38 @@ ncclDataType_t dataType(bool f64) { return f64 ? ncclFloat64 : ncclFloat32; }
 
 int64_t elementBytes(bool f64) { return f64 ? 8 : 4; }
 
+ncclDataType_t dataType(comm::nccl::Element t) {
+  switch (t) {
+  case comm::nccl::Element::F64:
+    return ncclFloat64;
+  case comm::nccl::Element::F16:
+    return ncclFloat16;
+  case comm::nccl::Element::BF16:
+    return ncclBfloat16;
+  default:
+    return ncclFloat32;
+  }
+}
+
+int64_t elementBytes(comm::nccl::Element t) {
+  return t == comm::nccl::Element::F64   ? 8
+         : t == comm::nccl::Element::F32 ? 4
+                                         : 2;
+}
+
+const char *elementName(comm::nccl::Element t) {
+  switch (t) {
+  case comm::nccl::Element::F64:
+    return "f64";
+  case comm::nccl::Element::F16:
+    return "f16";
+  case comm::nccl::Element::BF16:
+    return "bf16";
+  default:
+    return "f32";
+  }
+}
+
 ncclRedOp_t reduction(int64_t op) {
   switch (op) {
   case DSRT_REDUCE_MEAN:
@@ -691,7 +723,7 @@ bool dsrt::comm::nccl::broadcast(const void *in, void *out, int64_t count,
       });
 }
 
-bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
+bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
                              const double *probe, bool inPlace,
                              int64_t &handle) {
   State &s = state();
@@ -702,14 +734,15 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
   handle = 0;
   if (s.aborted)
     return true;
-  int64_t bytes = count * elementBytes(f64);
+  int64_t bytes = count * elementBytes(type);
+  bool halves = type == Element::F16 || type == Element::BF16;
   countCollective();
-  countDense(double(bytes));
+  countDense(double(halves ? count * 4 : bytes));
   countSent(double(bytes));
   CUstream step = stepStream();
   Started started;
   started.count = count;
-  started.f64 = f64;
+  started.type = type;
   // In place, or on a copy: the step may free or reuse its bucket as soon
   // as this returns, and a free on the step stream would not wait for the
   // communication stream.
@@ -733,9 +766,9 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, bool f64,
       !DS_CU(cuStreamWaitEvent, s.stream, ready, 0u).failed() &&
       (enqueued = callNccl(s, "ncclAllReduce", seq, bytes,
                            [&](ncclComm_t comm) {
-                             return s.api.ncclAllReduce(data, data, count,
-                                                        dataType(f64), ncclAvg,
-                                                        comm, s.stream);
+                             return s.api.ncclAllReduce(
+                                 data, data, count, dataType(type),
+                                 halves ? ncclSum : ncclAvg, comm, s.stream);
                            })) &&
       !DS_CU(cuEventRecord, started.done, s.stream).failed();
   if (ready)
@@ -775,8 +808,8 @@ bool dsrt::comm::nccl::owns(int64_t handle) {
   return s.started.count(handle) != 0;
 }
 
-void dsrt::comm::nccl::wait(int64_t handle, void *out, int64_t count, bool f64,
-                            const char *what) {
+void dsrt::comm::nccl::wait(int64_t handle, void *out, int64_t count,
+                            Element type, const char *what) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.started.find(handle);
@@ -790,13 +823,15 @@ void dsrt::comm::nccl::wait(int64_t handle, void *out, int64_t count, bool f64,
   bool waited = !DS_CU(cuStreamWaitEvent, step, started.done, 0u).failed();
   if (!waited)
     (void)DS_CU(cuStreamSynchronize, s.stream);
-  if (started.f64 != f64) {
+  if (started.type != type) {
     (void)DS_ERROR("%s: handle %lld is a started %s all-reduce", what,
-                   static_cast<long long>(handle), started.f64 ? "f64" : "f32");
+                   static_cast<long long>(handle), elementName(started.type));
     // Finite values all the same, as the CPU's wait writes.
-    if (out && count > 0)
+    if (out && count > 0 && elementBytes(type) == 2)
+      (void)DS_CU(cuMemsetD16Async, ptr(out), 0u, size_t(count), step);
+    else if (out && count > 0)
       (void)DS_CU(cuMemsetD32Async, ptr(out), 0u,
-                  size_t(count * elementBytes(f64) / 4), step);
+                  size_t(count * elementBytes(type) / 4), step);
   } else if (started.count != count)
     (void)DS_ERROR("%s: the bucket has %lld elements, the output %lld", what,
                    static_cast<long long>(started.count),
@@ -804,7 +839,7 @@ void dsrt::comm::nccl::wait(int64_t handle, void *out, int64_t count, bool f64,
   else if (waited && count > 0 && out != started.inPlace)
     (void)DS_CU(cuMemcpyAsync, ptr(out),
                 ptr(started.owned ? started.owned : started.inPlace),
-                size_t(count * elementBytes(f64)), step);
+                size_t(count * elementBytes(type)), step);
   (void)DS_CU(cuEventDestroy, started.done);
   if (started.owned)
     (void)freeOnStream(started.owned, step);
@@ -818,11 +853,11 @@ bool dsrt::comm::nccl::allreduce(const void *, void *, int64_t, bool, int64_t) {
 bool dsrt::comm::nccl::broadcast(const void *, void *, int64_t, bool) {
   return false;
 }
-bool dsrt::comm::nccl::start(const void *, int64_t, bool, const double *, bool,
-                             int64_t &) {
+bool dsrt::comm::nccl::start(const void *, int64_t, Element, const double *,
+                             bool, int64_t &) {
   return false;
 }
 bool dsrt::comm::nccl::owns(int64_t) { return false; }
-void dsrt::comm::nccl::wait(int64_t, void *, int64_t, bool, const char *) {}
+void dsrt::comm::nccl::wait(int64_t, void *, int64_t, Element, const char *) {}
 
 #endif

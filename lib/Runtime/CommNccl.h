@@ -25,24 +25,32 @@ bool allreduce(const void *in, void *out, int64_t count, bool f64, int64_t op);
 /// out[count] = rank 0's in[count], in order on the step stream.
 bool broadcast(const void *in, void *out, int64_t count, bool f64);
 
-/// Starts the mean of bucket[count] over the group, on the communication
-/// stream, which the step stream does not wait for until the wait: in
-/// place with `inPlace` (the step keeps the buffer, untouched, for the
-/// wait's output), otherwise on a copy in a buffer of the runtime's made on
-/// the step stream. `probe` (one f64 on the device, NaN when the step found
-/// the bucket non-finite and zeroed it) is counted in nonfinite_buckets.
-/// Sets `handle` (never 0) when it started the all-reduce.
-bool start(const void *bucket, int64_t count, bool f64, const double *probe,
+/// The element types of a started all-reduce. F16 and BF16 carry DDP's
+/// fp16/bf16 hooks (ds-compress-allreduce{scheme=fp16|bf16}): each rank's
+/// values were divided by the group's size before they were rounded, so
+/// they are summed, not averaged, and count as f32 gradients in the dense
+/// bytes (the compression ratio 2).
+enum class Element { F32, F64, F16, BF16 };
+
+/// Starts the mean (F32, F64) or the sum (F16, BF16) of bucket[count] over
+/// the group, on the communication stream, which the step stream does not wait
+/// for until the wait: in place with `inPlace` (the step keeps the buffer,
+/// untouched, for the wait's output), otherwise on a copy in a buffer of the
+/// runtime's made on the step stream. `probe` (one f64 on the device, NaN when
+/// the step found the bucket non-finite and zeroed it) is counted in
+/// nonfinite_buckets. Sets `handle` (never 0) when it started the all-reduce.
+bool start(const void *bucket, int64_t count, Element type, const double *probe,
            bool inPlace, int64_t &handle);
 
 /// Whether `handle` is one of start's, not yet waited for.
 bool owns(int64_t handle);
 
 /// Makes the step stream wait for the started all-reduce `handle` and
-/// copies its mean into out[count] (nothing to copy when `out` is the
+/// copies its result into out[count] (nothing to copy when `out` is the
 /// bucket it ran on in place); records an error naming `what` for a
 /// count or type other than the start's. Call only when owns(handle).
-void wait(int64_t handle, void *out, int64_t count, bool f64, const char *what);
+void wait(int64_t handle, void *out, int64_t count, Element type,
+          const char *what);
 
 } // namespace dsrt::comm::nccl
 

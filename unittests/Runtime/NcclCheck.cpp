@@ -84,6 +84,8 @@ template <typename T, typename D> struct DeviceVector {
 };
 using F32 = DeviceVector<float, dsrt_memref1_f32>;
 using F64 = DeviceVector<double, dsrt_memref1_f64>;
+/// 16-bit values (f16 or bf16 bits), as a step's fp16/bf16 start takes them.
+using Bits16 = DeviceVector<uint16_t, dsrt_memref1_raw>;
 
 template <typename T> std::string show(const std::vector<T> &v) {
   std::string s = "[";
@@ -176,6 +178,50 @@ void run() {
   noError("an all-reduce in place");
   report(h >= kFirstHandle && lies.read() == std::vector<float>{4.0f, 8.0f},
          "in place on NCCL", show(lies.read()));
+
+  // DDP's fp16/bf16 hooks: the step's rounded values summed in 16 bits in
+  // place (one rank: the values themselves), the dense bytes those of the
+  // f32 bucket; a probe's NaN counted; a 16-bit handle waited as f32.
+  F32 wide({1.0f, 2.0f});
+  for (bool bf16 : {false, true}) {
+    // 1 and 2: the bucket divided by N = 1, rounded.
+    Bits16 halves(bf16 ? std::vector<uint16_t>{0x3f80, 0x4000}
+                       : std::vector<uint16_t>{0x3c00, 0x4000});
+    std::vector<uint16_t> sent = halves.read();
+    dsrt_get_comm_stats(&before);
+    h = bf16 ? _mlir_ciface_dsrt_cuda_allreduce_start_half_bf16(
+                   &wide.desc, &halves.desc, &probe.desc)
+             : _mlir_ciface_dsrt_cuda_allreduce_start_half_f16(
+                   &wide.desc, &halves.desc, &probe.desc);
+    if (bf16)
+      _mlir_ciface_dsrt_cuda_allreduce_wait_half_bf16(h, &halves.desc);
+    else
+      _mlir_ciface_dsrt_cuda_allreduce_wait_half_f16(h, &halves.desc);
+    dsrt_get_comm_stats(&after);
+    std::string name = bf16 ? "bf16" : "f16";
+    noError("a " + name + " start and wait");
+    report(h >= kFirstHandle && halves.read() == sent,
+           "the " + name + " sum of one rank, in place on NCCL",
+           show(halves.read()));
+    report(after.bytes_dense - before.bytes_dense == 8 &&
+               after.bytes_sent - before.bytes_sent == 4,
+           "counted as half the f32 bucket's bytes",
+           std::to_string(after.bytes_sent - before.bytes_sent));
+  }
+  Bits16 poisoned({0, 0});
+  dsrt_get_comm_stats(&before);
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_half_f16(
+      &wide.desc, &poisoned.desc, &nan.desc);
+  _mlir_ciface_dsrt_cuda_allreduce_wait_half_f16(h, &poisoned.desc);
+  dsrt_cuda_synchronize();
+  dsrt_get_comm_stats(&after);
+  noError("a non-finite f16 bucket");
+  report(after.nonfinite_buckets == before.nonfinite_buckets + 1,
+         "its probe is counted too");
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_half_bf16(
+      &wide.desc, &poisoned.desc, &probe.desc);
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &wide.desc);
+  expectError("the f32 wait of a bf16 start", "is a started bf16 all-reduce");
 
   // The communicator ends with the MPI layer, before the driver's session.
   dsrt_comm_finalize();

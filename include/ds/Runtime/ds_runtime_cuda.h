@@ -286,6 +286,26 @@ DSRT_API void _mlir_ciface_dsrt_cuda_send_f64(dsrt_memref1_f64 *in,
                                               int64_t peer, int64_t tag);
 DSRT_API void _mlir_ciface_dsrt_cuda_recv_f64(dsrt_memref1_f64 *out,
                                               int64_t peer, int64_t tag);
+struct dsrt_memref1_raw;
+/* DDP's fp16/bf16 hooks (ds-compress-allreduce{scheme=fp16|bf16}) encoded
+   on the device: the step computes encoded = round(bucket / N) in the
+   16-bit type (f16 or bf16, a dsrt_memref1_raw of 2-byte elements), zeros
+   when its probe (params = [probe], NaN for a non-finite value, counted)
+   found one, and keeps `encoded` untouched until the wait, which leaves
+   there the ranks' sum rounded to 16 bits. NCCL sums it in place
+   (ncclFloat16 / ncclBfloat16, ncclSum: per hop of its ring, rounded to 16
+   bits each time); staged, the CPU's compressed start takes the f32
+   `bucket` (the sum in f32, in rank order, rounded once). */
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_half_f16(
+    dsrt_memref1_f32 *bucket, struct dsrt_memref1_raw *encoded,
+    dsrt_memref1_f64 *params);
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_half_f16(
+    int64_t handle, struct dsrt_memref1_raw *encoded);
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_half_bf16(
+    dsrt_memref1_f32 *bucket, struct dsrt_memref1_raw *encoded,
+    dsrt_memref1_f64 *params);
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_half_bf16(
+    int64_t handle, struct dsrt_memref1_raw *encoded);
 
 /*===------------------------------------------------------------------------===
  * GEMMs on cuBLASLt

@@ -182,11 +182,22 @@ std::optional<Row> gemmRow(func::CallOp call) {
   return row;
 }
 
+/// Whether `op` is a start that NCCL runs on the step's own buffer: an
+/// uncompressed start in place, or an fp16/bf16 start (its 16-bit bucket).
+bool startsInPlace(Operation *op) {
+  auto start = dyn_cast_or_null<func::CallOp>(op);
+  return start &&
+         (start.getCallee().starts_with(
+              "dsrt_cuda_allreduce_start_in_place_") ||
+          start.getCallee().starts_with("dsrt_cuda_allreduce_start_half_"));
+}
+
 /// A collective staged through the host (a dsrt_cuda_* call other than a
 /// GEMM): "read" is what it copies to the host, "written" what it copies
 /// back. Its output is a start's third buffer (the new residual; a
 /// PowerSGD state comes back at the wait, counted there as the bucket's
-/// size is not), a send has none, and every other call's is its last.
+/// size is not), a send has none, and every other call's is its last. An
+/// fp16/bf16 start stages its f32 bucket alone (its 16-bit one is NCCL's).
 std::optional<Row> stagedRow(func::CallOp call) {
   StringRef name = call.getCallee();
   if (!name.consume_front("dsrt_cuda_") || name.starts_with("matmul"))
@@ -196,9 +207,12 @@ std::optional<Row> stagedRow(func::CallOp call) {
   for (Value v : call.getOperands())
     if (isa<MemRefType>(v.getType()))
       buffers.push_back(castSource(v));
-  int output = name.starts_with("send")              ? -1
-               : name.starts_with("allreduce_start") ? 2
-                                                     : int(buffers.size()) - 1;
+  if (name.starts_with("allreduce_start_half"))
+    buffers.resize(1);
+  int output =
+      name.starts_with("send") || name.starts_with("allreduce_start_half") ? -1
+      : name.starts_with("allreduce_start")                                ? 2
+                                            : int(buffers.size()) - 1;
   for (auto [i, buffer] : llvm::enumerate(buffers)) {
     std::optional<int64_t> bytes = staticBytes(buffer.getType());
     row.complete &= bytes.has_value();
@@ -213,8 +227,7 @@ std::optional<Row> stagedRow(func::CallOp call) {
 bool servedByNccl(func::CallOp call) {
   auto uncompressedStart = [](Operation *op) {
     auto start = dyn_cast_or_null<func::CallOp>(op);
-    if (start &&
-        start.getCallee().starts_with("dsrt_cuda_allreduce_start_in_place_"))
+    if (startsInPlace(start))
       return true;
     if (!start ||
         !start.getCallee().starts_with("dsrt_cuda_allreduce_start_") ||
@@ -243,13 +256,9 @@ Row ncclRow(func::CallOp call, const Row &staged) {
   row.kind = Row::Nccl;
   row.read = row.written = 0;
   StringRef name = call.getCallee();
-  auto inPlace = [](Operation *op) {
-    auto start = dyn_cast_or_null<func::CallOp>(op);
-    return start &&
-           start.getCallee().starts_with("dsrt_cuda_allreduce_start_in_place_");
-  };
-  if (inPlace(call) || (name.starts_with("dsrt_cuda_allreduce_wait_") &&
-                        inPlace(call.getOperand(0).getDefiningOp())))
+  if (startsInPlace(call) ||
+      (name.starts_with("dsrt_cuda_allreduce_wait_") &&
+       startsInPlace(call.getOperand(0).getDefiningOp())))
     return row;
   bool start = name.starts_with("dsrt_cuda_allreduce_start_");
   if (start || name.starts_with("dsrt_cuda_allreduce_wait_")) {

@@ -351,24 +351,26 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// the buffer, buildConcatenationInBuffer), and the mask rewrites it where it
 /// lies with only the probe as input: select(probe is NaN, 0, bucket), which
 /// the kernel builders run under one test of the probe (a finite bucket,
-/// the common case, is then neither read nor written again).
+/// the common case, is then neither read nor written again). `probe`, when
+/// given, is the bucket's, computed by the caller.
 std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc, Value bucket,
-                                      Value into, bool inPlace = false) {
+                                      Value into, bool inPlace = false,
+                                      Value probe = Value()) {
   auto type = cast<RankedTensorType>(bucket.getType());
   Type et = type.getElementType();
   MLIRContext *ctx = b.getContext();
   AffineMap identity = b.getMultiDimIdentityMap(1);
   AffineMap scalar = AffineMap::get(1, 0, ctx);
   Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(et, 0.0));
-  Value probe = lowering::buildReduction(
-                    b, loc, type.getShape(), {0}, bucket, identity, zero,
-                    [](OpBuilder &nb, Location nl, ValueRange args) {
-                      Value diff =
-                          arith::SubFOp::create(nb, nl, args[0], args[0]);
-                      return SmallVector<Value>{
-                          lowering::addReassoc(nb, nl, args[1], diff)};
-                    })
-                    .front();
+  if (!probe)
+    probe = lowering::buildReduction(
+                b, loc, type.getShape(), {0}, bucket, identity, zero,
+                [](OpBuilder &nb, Location nl, ValueRange args) {
+                  Value diff = arith::SubFOp::create(nb, nl, args[0], args[0]);
+                  return SmallVector<Value>{
+                      lowering::addReassoc(nb, nl, args[1], diff)};
+                })
+                .front();
   // Written into `into` (a buffer's tensor) when given, so that the buffer
   // is the mask's output itself, not a copy of it.
   Value init = inPlace ? bucket
@@ -415,6 +417,88 @@ AllReduceWaitOp inPlaceWait(AllReduceStartOp start) {
       wait.getType() != start.getBucket().getType())
     return nullptr;
   return wait;
+}
+
+/// DDP's fp16/bf16 hooks on CUDA, when the wait follows in the block: the
+/// step divides the bucket by the group's size (a division, as the CPU's
+/// start does) and rounds it to the 16-bit type into a buffer of its own,
+/// masks that with its probe (zeros when a value, or its rounding, is not
+/// finite; the probe rounds the f32 bucket itself, so that it and the
+/// rounding read the same tensor and run as one launch, "Reductions with a
+/// sibling") and keeps it for the wait, which gets the ranks' sum there:
+/// dsrt_cuda_allreduce_start_half_*(bucket, encoded, params) sums it on
+/// NCCL in place, or stages the f32 bucket through the CPU's start with
+/// the scheme. The wait's result is the sum widened (lowerAllReduceWait).
+void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
+                    AllReduceWaitOp wait,
+                    DenseMap<Operation *, Value> &inPlace) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  RankedTensorType type = op.getBucket().getType();
+  bool bf16 = op.getScheme() == CompressionScheme::bf16;
+  Type half = bf16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
+  auto halfType = RankedTensorType::get(type.getShape(), half);
+  Value size = rt.call(b, loc, "dsrt_comm_size_i64", {}, {b.getI64Type()});
+  Value sizeF = tensor::FromElementsOp::create(
+      b, loc, RankedTensorType::get({}, b.getF32Type()),
+      ValueRange{arith::SIToFPOp::create(b, loc, b.getF32Type(), size)});
+  auto [buffer, view] = RuntimeCallBuilder::alloc(b, loc, halfType);
+  Value into = bufferization::ToTensorOp::create(b, loc, halfType, buffer,
+                                                 /*restrict=*/true,
+                                                 /*writable=*/true);
+  AffineMap identity = b.getMultiDimIdentityMap(1);
+  AffineMap scalar = AffineMap::get(1, 0, b.getContext());
+  auto round = [&](OpBuilder &nb, Location nl, Value x, Value n) -> Value {
+    return arith::TruncFOp::create(nb, nl, half,
+                                   arith::DivFOp::create(nb, nl, x, n));
+  };
+  // In f32: the kernel builders' parallel reductions combine f32 and f64.
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+  auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
+  Value acc =
+      linalg::FillOp::create(
+          b, loc, zero,
+          ValueRange{tensor::EmptyOp::create(b, loc, scalarF32, ValueRange())})
+          .getResult(0);
+  Value probe =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{scalarF32}, ValueRange{op.getBucket(), sizeF},
+          ValueRange{acc}, ArrayRef<AffineMap>{identity, scalar, scalar},
+          ArrayRef<utils::IteratorType>{utils::IteratorType::reduction},
+          [&](OpBuilder &nb, Location nl, ValueRange args) {
+            Value h = arith::ExtFOp::create(nb, nl, nb.getF32Type(),
+                                            round(nb, nl, args[0], args[1]));
+            Value diff = arith::SubFOp::create(nb, nl, h, h);
+            linalg::YieldOp::create(
+                nb, nl,
+                ValueRange{lowering::addReassoc(nb, nl, args[2], diff)});
+          })
+          .getResult(0);
+  Value encoded =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{halfType}, ValueRange{op.getBucket(), sizeF},
+          ValueRange{into}, ArrayRef<AffineMap>{identity, scalar, identity},
+          ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+          [&](OpBuilder &nb, Location nl, ValueRange args) {
+            linalg::YieldOp::create(
+                nb, nl, ValueRange{round(nb, nl, args[0], args[1])});
+          })
+          .getResult(0);
+  auto [masked, params] =
+      maskNonFinite(b, loc, encoded, Value(), /*inPlace=*/true, probe);
+  auto materialize = bufferization::MaterializeInDestinationOp::create(
+      b, loc, TypeRange(), masked, buffer);
+  materialize.setRestrict(true);
+  materialize.setWritable(true);
+  inPlace[wait] = buffer;
+  Value handle = rt.call(
+      b, loc,
+      bf16 ? "dsrt_cuda_allreduce_start_half_bf16"
+           : "dsrt_cuda_allreduce_start_half_f16",
+      {rt.input(b, loc, op.getBucket()), view, rt.paramsBuffer(b, loc, params)},
+      {b.getI64Type()});
+  op.getRequest().replaceAllUsesWith(handle);
+  op.erase();
 }
 
 /// ds.all_reduce_start: (bucket, residual in, residual out, scheme, p0, p1,
@@ -477,6 +561,13 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
     }
     std::tie(bucket, params) = maskNonFinite(b, loc, bucket, Value());
   }
+  bool halves = op.getScheme() == CompressionScheme::fp16 ||
+                op.getScheme() == CompressionScheme::bf16;
+  if (rt.targetsCuda() && halves && type.getElementType().isF32())
+    if (AllReduceWaitOp wait = inPlaceWait(op)) {
+      lowerHalfStart(rt, op, wait, inPlace);
+      return success();
+    }
   auto empty = RankedTensorType::get({0}, type.getElementType());
   Value residualIn = op.getResidual()
                          ? rt.input(b, loc, op.getResidual())
@@ -522,10 +613,29 @@ LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op,
   Value out, view;
   if (Value buffer = inPlace.lookup(op)) {
     out = buffer;
-    view = memref::CastOp::create(b, loc,
-                                  RuntimeCallBuilder::dynamicMemRef(
-                                      b.getContext(), 1, type.getElementType()),
-                                  buffer);
+    Type et = cast<MemRefType>(buffer.getType()).getElementType();
+    view = memref::CastOp::create(
+        b, loc, RuntimeCallBuilder::dynamicMemRef(b.getContext(), 1, et),
+        buffer);
+    if (et != type.getElementType()) {
+      // DDP's fp16/bf16 hooks (lowerHalfStart): the 16-bit sum, widened.
+      rt.call(b, loc,
+              et.isBF16() ? "dsrt_cuda_allreduce_wait_half_bf16"
+                          : "dsrt_cuda_allreduce_wait_half_f16",
+              {op.getRequest(), view});
+      Value sums = bufferization::ToTensorOp::create(
+          b, loc, RankedTensorType::get(type.getShape(), et), buffer,
+          /*restrict=*/true, /*writable=*/true);
+      Value widened = lowering::buildParallel(
+          b, loc, type, sums, b.getMultiDimIdentityMap(1),
+          [&](OpBuilder &nb, Location nl, ValueRange args) -> Value {
+            return lowering::convertFloat(nb, nl, args[0],
+                                          type.getElementType());
+          });
+      op.getResult().replaceAllUsesWith(widened);
+      op.erase();
+      return success();
+    }
   } else {
     std::tie(out, view) = RuntimeCallBuilder::alloc(b, loc, type);
   }

@@ -13,6 +13,8 @@
 // RUN: not ds-opt %s --ds-gpu-launch-report=collectives=mpi -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADREPORT
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer | ds-opt --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg),convert-ds-to-runtime{target=cuda})' | FileCheck %s --check-prefix=DENSE
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline=format=isa --mlir-print-ir-after=convert-linalg-to-ds-gpu -o /dev/null 2>&1 | FileCheck %s --check-prefix=GUARD
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=fp16" --ds-insert-optimizer | ds-opt --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg),convert-ds-to-runtime{target=cuda})' | FileCheck %s --check-prefix=HALF
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=bf16" --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" 2>&1 | FileCheck %s --check-prefix=HALFREPORT
 // RUN: ds-opt %s --ds-training-pipeline="clip=true pipeline-stages=2 pipeline-micro-batches=2" --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=STAGES --implicit-check-not=@_mlir_ciface_dsrt_send --implicit-check-not=@_mlir_ciface_dsrt_recv --implicit-check-not=@_mlir_ciface_dsrt_stage
 
 // TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i64
@@ -45,6 +47,48 @@
 // HOSTREPORT: staged  allreduce_wait_f32     0.000       0.526
 // HOSTREPORT: collectives: 3, 1.1 MB to and from the host: 42.1 us at 25 GB/s
 // BADREPORT: error: ds-gpu-launch-report: collectives='mpi' (expected nccl or host)
+
+// DDP's fp16/bf16 hooks on the device: the step divides the bucket by the
+// group's size and rounds it to 16 bits into a buffer of its own, probes
+// and masks that (a value, or its rounding, not finite: zeros), and keeps
+// it for the wait; NCCL sums it there (the staged fallback takes the f32
+// bucket to the CPU's start), and the wait's result is the sum widened.
+// HALF: %[[N:.*]] = call @dsrt_comm_size_i64() : () -> i64
+// HALF: %[[NF:.*]] = arith.sitofp %[[N]] : i64 to f32
+// HALF: %[[H:.*]] = memref.alloc() : memref<131584xf16>
+// The probe rounds the f32 bucket too (in f32, a parallel reduction), so
+// that it and the rounding read one tensor: one launch ("Reductions with a
+// sibling"); the mask then rewrites the 16-bit buffer, in place.
+// HALF: %[[P:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%{{.*}}, %{{.*}} : tensor<131584xf32>, tensor<f32>) outs(%{{.*}} : tensor<f32>)
+// HALF: arith.divf
+// HALF-NEXT: arith.truncf %{{.*}} : f32 to f16
+// HALF-NEXT: arith.extf %{{.*}} : f16 to f32
+// HALF-NEXT: arith.subf %{{.*}}, %{{.*}} : f32
+// HALF: %[[E:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<131584xf32>, tensor<f32>) outs(%{{.*}} : tensor<131584xf16>)
+// HALF: arith.divf
+// HALF-NEXT: arith.truncf %{{.*}} : f32 to f16
+// HALF: linalg.generic {{.*}} ins(%[[P]] : tensor<f32>) outs(%[[E]] : tensor<131584xf16>)
+// HALF: arith.cmpf uno
+// HALF: arith.select
+// HALF: bufferization.materialize_in_destination {{.*}} in restrict writable %[[H]]
+// HALF: %[[R:.*]] = call @dsrt_cuda_allreduce_start_half_f16(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<?xf32, {{.*}}>, memref<?xf16, {{.*}}>, memref<?xf64, {{.*}}>) -> i64
+// HALF: call @dsrt_cuda_allreduce_wait_half_f16(%[[R]], %{{.*}}) : (i64, memref<?xf16, {{.*}}>) -> ()
+// HALF: bufferization.to_tensor %[[H]] restrict writable
+// HALF: arith.extf %{{.*}} : f16 to f32
+// The launch report: the two on NCCL, nothing copied; the probe with the
+// rounding (f32 read, bf16 written: one pass), its partial sums folded, and
+// the mask (a finite bucket is neither read nor written again) before, the
+// widening after.
+// HALFREPORT: ds-gpu-launch-report: @step: {{.*}} 0 copies, 3 on NCCL
+// HALFREPORT: kernel  64,1,1 x 256,1,1 0.526 0.263
+// HALFREPORT-NEXT: kernel 1,1,1 x 64,1,1 0.000 0.000
+// HALFREPORT-NEXT: kernel 65,1,1 x 256,1,1 0.000 0.000
+// HALFREPORT-NEXT: nccl allreduce_start_half_bf16 0.000 0.000
+// HALFREPORT-NEXT: nccl allreduce_wait_half_bf16 0.000 0.000
+// HALFREPORT-NEXT: kernel 129,1,1 x 256,1,1 0.263 0.526
+// HALFREPORT-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_half_bf16({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i64
+// HALFREPORT-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_wait_half_bf16({{.*}}) : (i64, !llvm.ptr) -> ()
+// HALFREPORT: gpu.binary
 
 // An uncompressed bucket leaves the step masked, for NCCL as for the
 // staging: its probe (the sum of x - x, NaN exactly when some x is not

@@ -21,6 +21,12 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
     was zeroed by the step and counted as the CPU counts it;
   - fallback: NCCL failing to initialise on every rank: auto stages (and
     trains as the CPU), DS_CUDA_COLLECTIVES=nccl stops with the error;
+  - fp16 / bf16 on NCCL: DDP's hooks encoded by the step (the bucket
+    divided by N and rounded to 16 bits on the device), summed by NCCL in
+    16 bits in place, widened after the wait: the CPU's numbers, the
+    staged path's (DS_CUDA_COLLECTIVES=host: the CPU's start on the f32
+    bucket) bit for bit, no bucket copied to the host, and with poisoned
+    steps the CPU's count of non-finite buckets;
   - three-tier, top-k with DGC, PowerSGD: the compressors, whose start
     parameters the step computes on the device, with their residuals and
     states; a three-tier GPU run split by a checkpoint equals the straight
@@ -207,6 +213,68 @@ def case_nonfinite():
         counts[1])
 
 
+def case_half():
+    said = []
+    for scheme in ("fp16", "bf16"):
+        flags = ["--compress-allreduce=scheme=" + scheme,
+                 "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000",
+                 "--loss-scaling", "--inject-nonfinite", "3",
+                 "--steps", "6", "--check-replicas", "1"]
+        env = {"DS_STUB_CUDA_DEVICES": "2"}
+        runs = both(scheme, MLP, flags, env)
+        result = compare(runs, 1e-5)
+        staged = os.path.join(TMP, scheme + "-staged")
+        mpi([MLP] + flags + ["--report", staged + ".json", "--checkpoint",
+                             staged, "--quiet"] + GPU_FLAGS,
+            gpu_env(DS_CUDA_COLLECTIVES="host", **env))
+        compare({"cpu": (staged + ".json", staged), "gpu": runs["gpu"]}, 0.0)
+        dp = []
+        for report in (runs["cpu"][0], runs["gpu"][0], staged + ".json"):
+            with open(report) as f:
+                dp.append(json.load(f)["summary"]["data_parallel"])
+        counts = [d["nonfinite_buckets"] for d in dp]
+        if counts[0] == 0 or len(set(counts)) != 1:
+            raise RuntimeError("non-finite buckets: CPU %d, NCCL %d, staged "
+                               "%d" % tuple(counts))
+        # The gradients' bytes halved (the loss's all-reduce aside).
+        if abs(dp[1]["compression_ratio"] - dp[0]["compression_ratio"]) > 0.01:
+            raise RuntimeError("compression ratio: CPU %s, NCCL %s" % (
+                dp[0]["compression_ratio"], dp[1]["compression_ratio"]))
+        # One step with rank 0's driver calls logged, on NCCL and staged:
+        # the buckets' sums in 16 bits on NCCL, none of them copied to the
+        # host as the staging copies them.
+        def logged(mode):
+            log = os.path.join(TMP, "%s-log-%s" % (scheme, mode))
+            p = subprocess.run(
+                [MPIRUN, "-np", "2", "sh", "-c",
+                 'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"', log,
+                 DS_RUN, MLP, "--data-parallel",
+                 "--compress-allreduce=scheme=" + scheme, "--steps", "1",
+                 "--quiet"] + GPU_FLAGS,
+                env=gpu_env(DS_CUDA_COLLECTIVES=mode, **env),
+                capture_output=True, text=True, timeout=TIMEOUT)
+            if p.returncode != 0:
+                raise RuntimeError(p.stdout + p.stderr)
+            with open(log + ".0") as f:
+                lines = f.read().splitlines()
+            return lines, sum(1 for l in lines
+                              if l.startswith("cuMemcpyDtoH") and
+                              int(l.split("bytes=")[1].split()[0]) > 8)
+        lines, copies = logged("nccl")
+        _, staged_copies = logged("host")
+        sums = [l for l in lines if l.startswith("ncclAllReduce") and
+                "type=%s op=sum" % ("f16" if scheme == "fp16" else "bf16")
+                in l]
+        if len(sums) != 4 or staged_copies - copies != 4:
+            raise RuntimeError("%s: %d 16-bit sums on NCCL, %d copies to the "
+                               "host (%d staged)" % (scheme, len(sums), copies,
+                                                     staged_copies))
+        said.append("%s %s" % (scheme, result))
+    return ("; ".join(said) + "; bit-identical staged; the CPU's non-finite "
+            "count; 4 sums in 16 bits on NCCL a step, 4 copies to the host fewer "
+            "than staged")
+
+
 def case_fallback():
     flags = [MLP, "--fuse-allreduce", "--steps", "4", "--quiet"] + GPU_FLAGS
     report = os.path.join(TMP, "fallback.json")
@@ -333,7 +401,7 @@ def case_exported():
 def main():
     cases = [("dp", case_dp), ("dp staged", case_dp_staged),
              ("non-finite", case_nonfinite), ("fallback", case_fallback),
-             ("three-tier", case_three_tier),
+             ("fp16 / bf16", case_half), ("three-tier", case_three_tier),
              ("topk + DGC", case_topk_dgc), ("powersgd", case_powersgd),
              ("pipeline", case_pipeline), ("composition", case_composition),
              ("exported", case_exported)]

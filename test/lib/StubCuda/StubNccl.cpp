@@ -141,6 +141,10 @@ const char *typeName(ncclDataType_t t) {
     return "f64";
   case ncclInt64:
     return "i64";
+  case ncclFloat16:
+    return "f16";
+  case ncclBfloat16:
+    return "bf16";
   default:
     return "other";
   }
@@ -193,7 +197,54 @@ void reduce(const std::vector<std::vector<char>> &all, size_t count,
 }
 
 size_t elementSize(ncclDataType_t t) {
-  return t == ncclFloat64 || t == ncclInt64 ? 8 : t == ncclFloat32 ? 4 : 0;
+  return t == ncclFloat64 || t == ncclInt64      ? 8
+         : t == ncclFloat32                      ? 4
+         : t == ncclFloat16 || t == ncclBfloat16 ? 2
+                                                 : 0;
+}
+
+/// 16-bit values, summed (or reduced) in f32 in rank order and rounded to
+/// the type once, to nearest even: NCCL's result for 2 ranks (with more,
+/// NCCL's ring rounds every partial sum).
+void reduceHalves(const std::vector<std::vector<char>> &all, size_t count,
+                  ncclRedOp_t op, bool bf16, uint16_t *out) {
+  auto widen = [bf16](uint16_t h) -> float {
+    if (bf16) {
+      uint32_t bits = uint32_t(h) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    _Float16 x;
+    std::memcpy(&x, &h, 2);
+    return float(x);
+  };
+  auto narrow = [bf16](float f) -> uint16_t {
+    if (bf16) {
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      if (f != f)
+        return uint16_t((bits >> 16) | 0x40);
+      bits += 0x7fff + ((bits >> 16) & 1);
+      return uint16_t(bits >> 16);
+    }
+    _Float16 x = static_cast<_Float16>(f);
+    uint16_t h;
+    std::memcpy(&h, &x, 2);
+    return h;
+  };
+  std::vector<std::vector<char>> wide(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    wide[r].resize(count * sizeof(float));
+    const auto *h = reinterpret_cast<const uint16_t *>(all[r].data());
+    auto *f = reinterpret_cast<float *>(wide[r].data());
+    for (size_t i = 0; i < count; ++i)
+      f[i] = widen(h[i]);
+  }
+  std::vector<float> sums(count);
+  reduce(wide, count, op, sums.data());
+  for (size_t i = 0; i < count; ++i)
+    out[i] = narrow(sums[i]);
 }
 
 /// Runs `work` now on a blocking communicator; on a nonblocking one, on
@@ -358,6 +409,9 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
       reduce(all, count, op, static_cast<float *>(recvbuff));
     else if (datatype == ncclFloat64)
       reduce(all, count, op, static_cast<double *>(recvbuff));
+    else if (datatype == ncclFloat16 || datatype == ncclBfloat16)
+      reduceHalves(all, count, op, datatype == ncclBfloat16,
+                   static_cast<uint16_t *>(recvbuff));
     else
       reduce(all, count, op, static_cast<int64_t *>(recvbuff));
     return ncclSuccess;
