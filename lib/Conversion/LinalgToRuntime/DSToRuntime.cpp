@@ -407,6 +407,15 @@ std::pair<Value, Value> maskNonFinite(OpBuilder &b, Location loc, Value bucket,
   return {masked, params};
 }
 
+/// Keeps `value`, computed in place in `buffer`, there: costs nothing (a
+/// copy only if bufferization could not write it in place).
+void keepInBuffer(OpBuilder &b, Location loc, Value value, Value buffer) {
+  auto materialize = bufferization::MaterializeInDestinationOp::create(
+      b, loc, TypeRange(), value, buffer);
+  materialize.setRestrict(true);
+  materialize.setWritable(true);
+}
+
 /// The wait of `start` when the all-reduce may run in place: its one user,
 /// a wait in the same block (the bucket's buffer then lives until it).
 AllReduceWaitOp inPlaceWait(AllReduceStartOp start) {
@@ -448,6 +457,22 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
                                                  /*writable=*/true);
   AffineMap identity = b.getMultiDimIdentityMap(1);
   AffineMap scalar = AffineMap::get(1, 0, b.getContext());
+  // A generic over the bucket's elements x, with N, into `init`:
+  // body(x, N, out).
+  auto overBucket = [&](Value init, AffineMap outMap, utils::IteratorType kind,
+                        auto body) {
+    return linalg::GenericOp::create(
+               b, loc, TypeRange{init.getType()},
+               ValueRange{op.getBucket(), sizeF}, ValueRange{init},
+               ArrayRef<AffineMap>{identity, scalar, outMap},
+               ArrayRef<utils::IteratorType>{kind},
+               [&](OpBuilder &nb, Location nl, ValueRange args) {
+                 linalg::YieldOp::create(
+                     nb, nl,
+                     ValueRange{body(nb, nl, args[0], args[1], args[2])});
+               })
+        .getResult(0);
+  };
   auto round = [&](OpBuilder &nb, Location nl, Value x, Value n) -> Value {
     return arith::TruncFOp::create(nb, nl, half,
                                    arith::DivFOp::create(nb, nl, x, n));
@@ -461,35 +486,19 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
           ValueRange{tensor::EmptyOp::create(b, loc, scalarF32, ValueRange())})
           .getResult(0);
   Value probe =
-      linalg::GenericOp::create(
-          b, loc, TypeRange{scalarF32}, ValueRange{op.getBucket(), sizeF},
-          ValueRange{acc}, ArrayRef<AffineMap>{identity, scalar, scalar},
-          ArrayRef<utils::IteratorType>{utils::IteratorType::reduction},
-          [&](OpBuilder &nb, Location nl, ValueRange args) {
-            Value h = arith::ExtFOp::create(nb, nl, nb.getF32Type(),
-                                            round(nb, nl, args[0], args[1]));
-            Value diff = arith::SubFOp::create(nb, nl, h, h);
-            linalg::YieldOp::create(
-                nb, nl,
-                ValueRange{lowering::addReassoc(nb, nl, args[2], diff)});
-          })
-          .getResult(0);
-  Value encoded =
-      linalg::GenericOp::create(
-          b, loc, TypeRange{halfType}, ValueRange{op.getBucket(), sizeF},
-          ValueRange{into}, ArrayRef<AffineMap>{identity, scalar, identity},
-          ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
-          [&](OpBuilder &nb, Location nl, ValueRange args) {
-            linalg::YieldOp::create(
-                nb, nl, ValueRange{round(nb, nl, args[0], args[1])});
-          })
-          .getResult(0);
+      overBucket(acc, scalar, utils::IteratorType::reduction,
+                 [&](OpBuilder &nb, Location nl, Value x, Value n, Value sum) {
+                   Value h = arith::ExtFOp::create(nb, nl, nb.getF32Type(),
+                                                   round(nb, nl, x, n));
+                   Value diff = arith::SubFOp::create(nb, nl, h, h);
+                   return lowering::addReassoc(nb, nl, sum, diff);
+                 });
+  Value encoded = overBucket(into, identity, utils::IteratorType::parallel,
+                             [&](OpBuilder &nb, Location nl, Value x, Value n,
+                                 Value) { return round(nb, nl, x, n); });
   auto [masked, params] =
       maskNonFinite(b, loc, encoded, Value(), /*inPlace=*/true, probe);
-  auto materialize = bufferization::MaterializeInDestinationOp::create(
-      b, loc, TypeRange(), masked, buffer);
-  materialize.setRestrict(true);
-  materialize.setWritable(true);
+  keepInBuffer(b, loc, masked, buffer);
   inPlace[wait] = buffer;
   Value handle = rt.call(
       b, loc,
@@ -544,12 +553,8 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
                              .getResult();
       std::tie(bucket, params) =
           maskNonFinite(b, loc, bucket, into, concatenatedInPlace);
-      // The mask wrote the buffer in place: this keeps its result alive
-      // and costs nothing (a copy only if bufferization could not).
-      auto materialize = bufferization::MaterializeInDestinationOp::create(
-          b, loc, TypeRange(), bucket, buffer);
-      materialize.setRestrict(true);
-      materialize.setWritable(true);
+      // The mask wrote the buffer in place: this keeps its result alive.
+      keepInBuffer(b, loc, bucket, buffer);
       inPlace[wait] = buffer;
       Value handle = rt.call(
           b, loc,
