@@ -30,6 +30,7 @@
 
 #include "../DSToLinalg/LoweringUtils.h"
 #include "ConcatenationInBuffer.h"
+#include "WidenInReaders.h"
 
 #include "ds/Conversion/Passes.h"
 #include "ds/Dialect/DS/IR/DSOps.h"
@@ -639,6 +640,10 @@ LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op,
           });
       op.getResult().replaceAllUsesWith(widened);
       op.erase();
+      // The readers (the optimizer's update, the clipping norm) load the
+      // 16-bit values and widen them themselves: no f32 copy of the bucket.
+      if (widenInReaders(b, sums, widened))
+        widened.getDefiningOp()->erase();
       return success();
     }
   } else {
