@@ -14,7 +14,8 @@
 #     embedded), in f32 and with the FP8/BF16 policy, loss scaling and
 #     clipping (and the MLP sparse and fake-quantized; data-parallel, one
 #     rank's step: the GPT block's gradients averaged in buckets on NCCL,
-#     the MLP's compressed through the host); writes each step's data and the CPU path's losses on it (the
+#     the MLP's rounded to bf16 on the device and summed on NCCL, and
+#     compressed in three tiers through the host); writes each step's data and the CPU path's losses on it (the
 #     reference); compiles the lowering execution cases of
 #     test/Integration/Lowering/check_ops.py, one step per group, with
 #     their inputs and NumPy/PyTorch references (export_cases.py); compiles
@@ -132,9 +133,10 @@ prepare() {
   # tolerance. `dp` (the GPT block only): the policy's step data-parallel,
   # its gradients computed in 64 KiB buckets that NCCL averages (a world
   # of one on the GPU machine: the collectives, the probes and the GEMMs
-  # writing bucket views run; the sum is the rank's own). `compressed`
-  # (the MLP only): f32, its buckets compressed in three tiers with error
-  # feedback, staged through the host.
+  # writing bucket views run; the sum is the rank's own). `bf16-hook` and
+  # `compressed` (the MLP only): f32, its buckets rounded to bf16 by the
+  # step and summed by NCCL in place (DDP's bf16 hook), or compressed in
+  # three tiers with error feedback and staged through the host.
   local flags=()
   case_flags() {
     case $1 in
@@ -144,12 +146,14 @@ prepare() {
                          --fake-quant="weight-bits=4 learn-scales" --loss-scaling) ;;
       dp) flags=(--precision="$policy" --loss-scaling --clip-gradients --data-parallel
                  --fuse-allreduce="bucket-bytes=65536 first-bucket-bytes=16384") ;;
+      bf16-hook) flags=(--data-parallel --compress-allreduce=scheme=bf16
+                        --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
       compressed) flags=(--data-parallel --compress-allreduce
                          --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
     esac
   }
   local -A tolerance=([f32]=1e-4 [policy]=1e-2 [techniques]=1e-2 [dp]=1e-2
-                        [compressed]=1e-3)
+                        [bf16-hook]=1e-3 [compressed]=1e-3)
   local start=$SECONDS emu=() emu_py=()
   # Emulated, with at most 3 blocks per launch: the kernels' grid-stride
   # loops take several trips, as they do at the benchmark's sizes.
@@ -161,7 +165,7 @@ prepare() {
   for example in $examples; do
     [[ -f "$root/examples/$example.mlir" ]] || die "no example '$example'"
     local example_configs=(f32 policy)
-    [[ $example == mlp ]] && example_configs+=(techniques compressed)
+    [[ $example == mlp ]] && example_configs+=(techniques bf16-hook compressed)
     [[ $example == gpt_block ]] && example_configs+=(dp)
     for config in "${example_configs[@]}"; do
       case="$example-$config" dir="$out/cases/$example-$config"

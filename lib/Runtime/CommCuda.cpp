@@ -449,6 +449,7 @@ void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
   }
 
 DS_CUDA_COLLECTIVES(float, f32, dsrt_memref1_f32)
+DS_CUDA_COLLECTIVES(double, f64, dsrt_memref1_f64)
 
 #define DS_CUDA_HALF_ALLREDUCE(SUFFIX, BF16)                                   \
   DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_half_##SUFFIX(       \
@@ -465,4 +466,3 @@ DS_CUDA_COLLECTIVES(float, f32, dsrt_memref1_f32)
 DS_CUDA_HALF_ALLREDUCE(f16, false)
 DS_CUDA_HALF_ALLREDUCE(bf16, true)
 #undef DS_CUDA_HALF_ALLREDUCE
-DS_CUDA_COLLECTIVES(double, f64, dsrt_memref1_f64)
