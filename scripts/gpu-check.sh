@@ -407,6 +407,7 @@ run() {
     # CUDA graphs cannot capture a data-parallel step (ds-step-run refuses).
     ((dp)) || graph_case "$dir" "$case" "$steps" "$tol" "$build" "${data[@]}"
   done < "$bundle/cases.txt"
+  dp_vs_single "$bundle"
   [[ -d "$bundle/lowering" ]] && run_lowering "$bundle" "$build"
   [[ -d "$bundle/parity" ]] && run_parity "$bundle" "$build"
   t=$(allow 120)
@@ -440,6 +441,46 @@ find_nccl() {
   [[ -f $lib ]] && { echo "$lib"; return; }
   for lib in /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2; do
     [[ -f $lib ]] && { echo "$lib"; return; }
+  done
+}
+
+# A data-parallel step of one rank against the same step without data
+# parallelism, both as trained on the device (their gpu.json): the mean of
+# one rank is its gradient, so only the bucket plumbing differs (the GEMMs
+# writing offset views of a bucket, the probes, NCCL's in-place calls).
+# Identical losses say that plumbing changed no number; a difference
+# within the case's tolerance is what cuBLASLt's choice of algorithm for
+# an offset output may give.
+dp_vs_single() {
+  local bundle=$1 dir case single tol py=${DS_GPU_CHECK_PYTHON:-python3} out
+  for dir in "$bundle"/cases/*-dp/; do
+    [[ -d $dir ]] || continue
+    case=$(basename "$dir") single="${case%-dp}-policy"
+    tol=$(awk -v c="$case" '$1 == c {print $3}' "$bundle/cases.txt")
+    if [[ ! -f $dir/gpu.json || ! -f $bundle/cases/$single/gpu.json ]]; then
+      row "$case vs $single" "UNSUPPORTED" "not both trained on the device"
+      continue
+    fi
+    out=$("$py" - "$dir/gpu.json" "$bundle/cases/$single/gpu.json" <<'PY'
+import json, sys
+a, b = ([s["loss"] for s in json.load(open(f))["steps"]] for f in sys.argv[1:3])
+worst = 0.0
+for x, y in zip(a, b):
+    if x is None or y is None:
+        worst = worst if x is y else 1e300  # awk reads no "inf"
+    else:
+        worst = max(worst, abs(x - y) / max(abs(y), 1e-30))
+print(min(len(a), len(b)), worst)
+PY
+)
+    local n=${out%% *} worst=${out##* }
+    if [[ -z $out ]] || ! awk -v w="$worst" -v t="$tol" 'BEGIN { exit !(w <= t) }'; then
+      row "$case vs $single" FAIL "max rel. loss diff ${worst:-?} over ${n:-?} steps (tol $tol)"
+    elif awk -v w="$worst" 'BEGIN { exit !(w == 0) }'; then
+      row "$case vs $single" PASS "losses identical over $n steps (one rank: the collectives change no number)"
+    else
+      row "$case vs $single" PASS "max rel. loss diff $worst over $n steps (tol $tol)"
+    fi
   done
 }
 
