@@ -398,7 +398,16 @@ run() {
     local rc=$? diff ms collectives=""
     diff=$(grep -o 'max relative difference [^ ]*' <<< "$out" | awk '{print $4}')
     ms=$(grep -o '^ds-step-run: [0-9.]* ms/step' <<< "$out" | awk '{print $2}')
-    ((dp)) && collectives="; $(grep -o 'device collectives: .*' <<< "$out")"
+    if ((dp)); then
+      # The compression ratio of a compressing step (the dense bytes of its
+      # gradients over what it sent, the loss's all-reduce included).
+      local ratio=""
+      grep -q 'ds-compress-allreduce' "$dir/step.json" &&
+        ratio=$(grep -o '[0-9]* bytes sent a step ([0-9]* dense)' <<< "$out" |
+          awk '{ sub(/\(/, "", $6); if ($1 > 0) printf "%.2fx", $6 / $1 }')
+      [[ -n $ratio ]] && collectives="; compression $ratio"
+      collectives+="; $(grep -o 'device collectives: .*' <<< "$out")"
+    fi
     if [[ $rc -eq 0 ]]; then
       row "$case ($steps steps vs CPU)" PASS "max rel. loss diff ${diff} (tol $tol), ${ms} ms/step$collectives"
     else

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -479,16 +480,32 @@ int main(int argc, char **argv) {
                 "%lld..%lld\n",
                 result.msPerStep, result.hostMsPerStep,
                 (long long)result.timedFrom, (long long)options.steps);
+  // A data-parallel step's collectives, as ds-run's report counts them
+  // (this rank's; every rank sends as much but for compressed payloads).
+  json dataParallel;
 #ifdef DSRT_HAVE_COMM
-  if (!options.quiet && manifest.dataParallel) {
+  if (manifest.dataParallel) {
     dsrt_comm_stats comm;
     dsrt_get_comm_stats(&comm);
+    double steps = std::max<double>(1.0, double(options.steps));
     const char *backend = dsrt_comm_device_backend();
-    std::printf("ds-step-run: data parallel: %d rank(s), %llu collectives, "
-                "%llu non-finite buckets%s%s\n",
-                options.worldSize, (unsigned long long)comm.collectives,
-                (unsigned long long)comm.nonfinite_buckets,
-                *backend ? "; device collectives: " : "", backend);
+    dataParallel = {{"ranks", options.worldSize},
+                    {"collectives", comm.collectives},
+                    {"bytes_sent_per_step", comm.bytes_sent / steps},
+                    {"dense_bytes_per_step", comm.bytes_dense / steps},
+                    {"nonfinite_buckets", comm.nonfinite_buckets},
+                    {"device_collectives", backend}};
+    double ratio = comm.bytes_sent > 0 ? comm.bytes_dense / comm.bytes_sent : 0;
+    if (ratio > 0)
+      dataParallel["compression_ratio"] = ratio;
+    if (!options.quiet)
+      std::printf("ds-step-run: data parallel: %d rank(s), %llu collectives, "
+                  "%.0f bytes sent a step (%.0f dense), %llu non-finite "
+                  "buckets%s%s\n",
+                  options.worldSize, (unsigned long long)comm.collectives,
+                  comm.bytes_sent / steps, comm.bytes_dense / steps,
+                  (unsigned long long)comm.nonfinite_buckets,
+                  *backend ? "; device collectives: " : "", backend);
   }
 #endif
   if (!options.quiet && result.hasDeviceCounts)
@@ -534,6 +551,8 @@ int main(int argc, char **argv) {
                     {"stream_allocations", result.allocationsPerStep}}
              : json()},
         {"steps", steps}};
+    if (!dataParallel.is_null())
+      out["data_parallel"] = dataParallel;
     std::ofstream os(lossesPath);
     os << out.dump(2) << "\n";
     if (!os)
