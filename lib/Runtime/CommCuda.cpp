@@ -17,12 +17,14 @@
 // backward pass, so the GPU computes while the network works. What it
 // costs: every call waits for the step stream once (the copy to the host),
 // so a step with B buckets has B + 2 or so host waits, and graph capture
-// cannot contain them.
+// cannot contain them: staging while the step stream is captured is an
+// error that says so (a step on NCCL alone can run as a graph).
 //
 //===----------------------------------------------------------------------===//
 
 #include "CommInternal.h"
 #include "CommNccl.h"
+#include "cuda/Context.h"
 
 #include "ds/Runtime/ds_runtime.h"
 #include "ds/Runtime/ds_runtime_cuda.h"
@@ -89,6 +91,16 @@ template <typename T> struct Staged {
 
   /// Host memory for `device`'s elements; with `read`, their values.
   bool stage(const Memref1<T> *view, bool read) {
+    if (cuda::capturing()) {
+      (void)DS_ERROR(
+          "dsrt: a collective staged through the host (its buffers copied "
+          "to the host for MPI, which waits for the stream) cannot be "
+          "captured into a CUDA graph; only NCCL's collectives can (the "
+          "uncompressed, fp16 and bf16 all-reduces and the broadcasts of "
+          "data parallelism, with NCCL serving the process and outside "
+          "deterministic mode); this step cannot run as a graph");
+      return false;
+    }
     int64_t span = spanElements(view);
     if (span < 0) {
       // Hand the bad descriptor on: the CPU collective names what is wrong.

@@ -34,6 +34,16 @@
 // error is recorded, the MPI layer's communicator fails, and the kernels
 // waiting for the peer end, so the host's wait returns and the step fails.
 //
+// CUDA graphs (--cuda-graphs): every call here can be captured. The
+// communication stream joins the capture through the start's event and
+// leaves it through the wait's, and NCCL's calls become the graph's nodes.
+// A launch runs none of this file's host code, so what a call does on the
+// host besides enqueueing is the graph's Replay (a LaunchHook of
+// cuda/Graph.cpp), done at every launch: the counts of dsrt_comm_stats,
+// the watchdog (which then times the launch's collectives together), and
+// the probes, which the graph copies to pinned slots of its own, counted
+// before the next launch overwrites them or when the statistics are read.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CommNccl.h"
@@ -108,6 +118,11 @@ constexpr std::chrono::milliseconds kAsyncErrorPeriod{500};
 
 using Clock = std::chrono::steady_clock;
 
+/// Pinned probe slots of captured graphs, allocated this many at a time.
+constexpr int kGraphProbeChunk = 256;
+
+class Replay;
+
 struct Started {
   CUevent done = nullptr;
   void *owned = nullptr;   // the runtime's copy of the bucket
@@ -142,6 +157,10 @@ struct State {
   int probesUsed = 0;
   /// Recorded on the step stream after each probe's copy.
   CUevent probesCopied = nullptr;
+  /// The captured graphs' share of the collectives (alive while their
+  /// graphs are), and the pinned probe slots they take and give back.
+  std::vector<Replay *> replays;
+  std::vector<double *> graphProbeChunks, freeGraphProbes;
 
   /// Serialises the calls on `comm` between the entry points and the
   /// watchdog, which must be able to abort it while an entry point (with
@@ -171,6 +190,35 @@ State &state() {
   static auto *s = new State;
   return *s;
 }
+
+/// A captured graph's collectives: what their calls did on the host
+/// besides enqueueing, done again at each launch of the graph (see the
+/// file's comment). Entry points and hooks hold the state's mutex.
+class Replay final : public cuda::LaunchHook {
+public:
+  int collectives = 0;
+  double sent = 0, dense = 0;
+  int64_t bytes = 0;
+  /// Where the graph copies its probes (the state's slots).
+  std::vector<double *> probes;
+
+  static std::unique_ptr<cuda::LaunchHook> make() {
+    return std::make_unique<Replay>();
+  }
+  ~Replay() override;
+  void beforeLaunch() override;
+  void afterLaunch() override;
+
+  /// Counts the last launch's probes: with `block`, after waiting for it;
+  /// otherwise only if it has run.
+  void countProbes(bool block);
+  /// What the session owned goes (State's release; mutex held).
+  void release();
+
+private:
+  CUevent launched = nullptr; // recorded after each launch with probes
+  bool uncounted = false;     // the last launch's probes not yet counted
+};
 
 const char *ncclText(const State &s, ncclResult_t result) {
   return s.api.ncclGetErrorString ? s.api.ncclGetErrorString(result)
@@ -402,12 +450,20 @@ void countProbes(State &s, bool block) {
   s.probesUsed = 0;
 }
 
+/// Counts the probes of the direct steps and of the graphs' launches:
+/// with `block`, every one; otherwise those whose copies have happened.
+void countAllProbes(State &s, bool block) {
+  countProbes(s, block);
+  for (Replay *replay : s.replays)
+    replay->countProbes(block);
+}
+
 /// dsrt_get_comm_stats: the probes whose copies have happened.
 void countProbesForStats() {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.mode == Mode::Nccl && !ensureReady().failed())
-    countProbes(s, /*block=*/false);
+    countAllProbes(s, /*block=*/false);
 }
 
 /// Frees what the communicator holds on the device; with `endComm`, the
@@ -445,6 +501,12 @@ void release(State &s, bool endComm) {
     (void)DS_CU(cuEventDestroy, s.probesCopied);
   if (s.probes)
     (void)DS_CU(cuMemFreeHost, s.probes);
+  for (Replay *replay : s.replays)
+    replay->release();
+  for (double *chunk : s.graphProbeChunks)
+    (void)DS_CU(cuMemFreeHost, chunk);
+  s.graphProbeChunks.clear();
+  s.freeGraphProbes.clear();
   s.comm = nullptr;
   s.stream = nullptr;
   s.probesCopied = nullptr;
@@ -459,7 +521,7 @@ void finalize() {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.mode != Mode::Nccl || ensureReady().failed())
     return;
-  countProbes(s, /*block=*/true);
+  countAllProbes(s, /*block=*/true);
   release(s, /*endComm=*/true);
   s.mode = Mode::Host; // no collective comes after the finalisation
 }
@@ -471,7 +533,7 @@ void shutdown() {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.mode == Mode::Nccl) {
-    countProbes(s, /*block=*/true);
+    countAllProbes(s, /*block=*/true);
     release(s, /*endComm=*/false);
   }
   s.mode = Mode::Undecided;
@@ -677,6 +739,114 @@ CUdeviceptr ptr(const void *p) {
   return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
 }
 
+/// The capture in progress's Replay, or null when the step stream is not
+/// being captured.
+Replay *capturedBy(State &s) {
+  auto *replay = static_cast<Replay *>(cuda::captureHook(&s, &Replay::make));
+  if (replay &&
+      std::find(s.replays.begin(), s.replays.end(), replay) == s.replays.end())
+    s.replays.push_back(replay);
+  return replay;
+}
+
+/// A pinned slot for a captured probe, or null (the error recorded).
+double *graphProbeSlot(State &s) {
+  if (s.freeGraphProbes.empty()) {
+    void *chunk = nullptr;
+    if (DS_CU(cuMemHostAlloc, &chunk, kGraphProbeChunk * sizeof(double), 0u)
+            .failed())
+      return nullptr;
+    s.graphProbeChunks.push_back(static_cast<double *>(chunk));
+    for (int i = kGraphProbeChunk - 1; i >= 0; --i)
+      s.freeGraphProbes.push_back(static_cast<double *>(chunk) + i);
+  }
+  double *slot = s.freeGraphProbes.back();
+  s.freeGraphProbes.pop_back();
+  return slot;
+}
+
+/// Counts a collective enqueued now, or, while capturing, adds it to the
+/// graph's Replay, which counts it at each launch.
+void countEnqueued(Replay *replay, double sent, double dense, int64_t bytes) {
+  if (!replay) {
+    comm::countCollective();
+    comm::countSent(sent);
+    if (dense > 0)
+      comm::countDense(dense);
+    return;
+  }
+  ++replay->collectives;
+  replay->sent += sent;
+  replay->dense += dense;
+  replay->bytes += bytes;
+}
+
+Replay::~Replay() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.replays.erase(std::remove(s.replays.begin(), s.replays.end(), this),
+                  s.replays.end());
+  // Released with the session otherwise (the driver may be gone now).
+  s.freeGraphProbes.insert(s.freeGraphProbes.end(), probes.begin(),
+                           probes.end());
+  if (launched)
+    (void)DS_CU(cuEventDestroy, launched);
+}
+
+void Replay::release() {
+  countProbes(/*block=*/true);
+  if (launched)
+    (void)DS_CU(cuEventDestroy, launched);
+  launched = nullptr;
+  probes.clear();
+}
+
+void Replay::countProbes(bool block) {
+  if (!uncounted)
+    return;
+  if (driver().cuEventQuery(launched) != CUDA_SUCCESS) {
+    if (!block)
+      return; // not yet (or failed: the stream's next wait says so)
+    counters().waits.fetch_add(1, std::memory_order_relaxed);
+    if (DS_CU(cuEventSynchronize, launched).failed())
+      return;
+  }
+  for (const double *probe : probes)
+    if (std::isnan(*probe))
+      comm::countNonFinite();
+  uncounted = false;
+}
+
+void Replay::beforeLaunch() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  // This launch overwrites the last one's probes: count them first. The
+  // host waits only if it is a whole launch of this graph ahead.
+  countProbes(/*block=*/true);
+}
+
+void Replay::afterLaunch() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.mode != Mode::Nccl || s.aborted)
+    return;
+  for (int i = 0; i < collectives; ++i)
+    comm::countCollective();
+  comm::countSent(sent);
+  if (dense > 0)
+    comm::countDense(dense);
+  CUstream step = stepStream();
+  if (!probes.empty() &&
+      (launched ||
+       !DS_CU(cuEventCreate, &launched, CU_EVENT_DISABLE_TIMING).failed()) &&
+      !DS_CU(cuEventRecord, launched, step).failed())
+    uncounted = true;
+  // The launch's collectives end with it, on the step stream.
+  if (collectives > 0)
+    watchCollective(s, step, "the NCCL collectives of a CUDA graph launch",
+                    s.nextSeq++, bytes);
+}
+
 /// A blocking collective, in order on the step stream: `enqueue(s, comm)`
 /// (the NCCL call) when NCCL serves it, counted as sending `sent(w)`
 /// bytes. After an abort it does nothing (the step has failed).
@@ -689,11 +859,12 @@ bool blocking(const char *fn, int64_t bytes, Sent sent, Enqueue enqueue) {
     return false;
   if (s.aborted)
     return true;
-  comm::countCollective();
-  comm::countSent(sent(w));
+  Replay *replay = capturedBy(s);
+  countEnqueued(replay, sent(w), 0, bytes);
   uint64_t seq = s.nextSeq++;
   if (callNccl(s, fn, seq, bytes,
-               [&](ncclComm_t comm) { return enqueue(s, comm); }))
+               [&](ncclComm_t comm) { return enqueue(s, comm); }) &&
+      !replay)
     watchCollective(s, stepStream(), fn, seq, bytes);
   return true;
 }
@@ -736,9 +907,9 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
     return true;
   int64_t bytes = count * elementBytes(type);
   bool halves = type == Element::F16 || type == Element::BF16;
-  countCollective();
-  countDense(double(halves ? count * 4 : bytes));
-  countSent(double(bytes));
+  Replay *replay = capturedBy(s);
+  countEnqueued(replay, double(bytes), double(halves ? count * 4 : bytes),
+                bytes);
   CUstream step = stepStream();
   Started started;
   started.count = count;
@@ -785,8 +956,19 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
       (void)freeOnStream(started.owned, step);
     return true;
   }
-  watchCollective(s, s.stream, "ncclAllReduce", seq, bytes);
-  if (probe) {
+  if (replay) {
+    // The graph copies the probe to a slot of its own at each launch.
+    double *slot = probe ? graphProbeSlot(s) : nullptr;
+    if (slot &&
+        !DS_CU(cuMemcpyDtoHAsync, slot, ptr(probe), sizeof(double), step)
+             .failed())
+      replay->probes.push_back(slot);
+    else if (slot)
+      s.freeGraphProbes.push_back(slot);
+  } else {
+    watchCollective(s, s.stream, "ncclAllReduce", seq, bytes);
+  }
+  if (probe && !replay) {
     if (s.probesUsed == kProbeSlots)
       countProbes(s, /*block=*/true);
     if (s.probesUsed < kProbeSlots &&

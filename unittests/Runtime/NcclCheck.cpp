@@ -11,7 +11,10 @@
 // `async-error` (the stub NCCL with DS_STUB_NCCL_ASYNC_ERROR, which makes
 // the communicator report a lost peer once idle): the watchdog aborts the
 // communicator while nothing runs, the error is recorded, the MPI layer's
-// communicator fails, and the finalisation returns.
+// communicator fails, and the finalisation returns. With `graphs`: a
+// data-parallel step in miniature captured into a CUDA graph and launched
+// with new inputs each time writes and counts what the direct step does,
+// and a staged collective refuses the capture.
 //
 //===----------------------------------------------------------------------===//
 
@@ -244,6 +247,114 @@ void runAsyncError() {
   report(true, "the finalisation returns");
 }
 
+/// The inputs of launch k: a bucket of 4 values and its probe, NaN (the
+/// step found the bucket non-finite) on odd launches.
+std::vector<float> graphBucket(int k) {
+  return {float(k + 1), -float(k + 2), 0.5f * float(k), 3.0f};
+}
+double graphProbe(int k) {
+  return k % 2 ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+}
+
+/// A data-parallel step in miniature on NCCL (a "kernel" writing the bucket
+/// and its probe, an in-place start, a start on a copy, a blocking sum, a
+/// broadcast, the waits) run directly once, then captured into a CUDA graph
+/// and launched 4 times with new inputs: each launch writes what the step
+/// writes (one rank: its inputs) and counts its collectives, bytes and
+/// non-finite buckets as the direct step did. Then a staged collective
+/// refuses a capture.
+void runGraphs() {
+  F32 source(graphBucket(0));
+  F64 probeSource({graphProbe(0)});
+  F32 bucket({0, 0, 0, 0}), copied({0, 0, 0, 0}), sum({0, 0, 0, 0}),
+      cast({0, 0, 0, 0}), none({});
+  F64 probe({0.0});
+  void *stream = dsrt_cuda_stream();
+  auto enqueue = [&] {
+    mgpuMemcpy(bucket.data, source.data, 4 * sizeof(float), stream);
+    mgpuMemcpy(probe.data, probeSource.data, sizeof(double), stream);
+    int64_t inPlace = _mlir_ciface_dsrt_cuda_allreduce_start_in_place_f32(
+        &bucket.desc, &probe.desc);
+    int64_t onCopy = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+        &source.desc, &none.desc, &none.desc, DSRT_COMPRESS_NONE, &probe.desc);
+    _mlir_ciface_dsrt_cuda_allreduce_f32(&source.desc, &sum.desc,
+                                         DSRT_REDUCE_SUM);
+    _mlir_ciface_dsrt_cuda_broadcast_f32(&source.desc, &cast.desc);
+    _mlir_ciface_dsrt_cuda_allreduce_wait_f32(onCopy, &copied.desc);
+    _mlir_ciface_dsrt_cuda_allreduce_wait_f32(inPlace, &bucket.desc);
+  };
+  auto written = [&] {
+    return std::vector<std::vector<float>>{bucket.read(), copied.read(),
+                                           sum.read(), cast.read()};
+  };
+  auto delta = [](const dsrt_comm_stats &a, const dsrt_comm_stats &b) {
+    return std::vector<double>{
+        double(b.collectives - a.collectives), b.bytes_sent - a.bytes_sent,
+        b.bytes_dense - a.bytes_dense,
+        double(b.nonfinite_buckets - a.nonfinite_buckets)};
+  };
+
+  // The first collective also decides the backend (collectives of the
+  // MPI layer): counted from the second step.
+  enqueue();
+  dsrt_comm_stats before{}, after{};
+  dsrt_get_comm_stats(&before);
+  enqueue();
+  dsrt_cuda_synchronize();
+  dsrt_get_comm_stats(&after);
+  noError("the step, directly");
+  std::vector<double> direct = delta(before, after);
+  report(direct[0] == 4 && direct[3] == 0, "a direct step: 4 collectives",
+         show(direct));
+
+  dsrt_get_comm_stats(&before);
+  report(dsrt_cuda_graph_begin() == 0, "a capture begins", lastError());
+  enqueue();
+  void *graph = dsrt_cuda_graph_end();
+  noError("the step, captured");
+  report(graph != nullptr, "the step on NCCL is a graph");
+  dsrt_get_comm_stats(&after);
+  report(delta(before, after) == std::vector<double>(4, 0.0),
+         "a capture counts nothing (it ran nothing)",
+         show(delta(before, after)));
+
+  for (int k = 1; graph && k <= 4; ++k) {
+    std::vector<float> values = graphBucket(k);
+    double nan = graphProbe(k);
+    dsrt_cuda_copy_to_device(source.data, values.data(), 4 * sizeof(float));
+    dsrt_cuda_copy_to_device(probeSource.data, &nan, sizeof(double));
+    dsrt_get_comm_stats(&before);
+    std::string name = "launch " + std::to_string(k);
+    report(dsrt_cuda_graph_launch(graph) == 0, name, lastError());
+    std::vector<std::vector<float>> out = written();
+    dsrt_get_comm_stats(&after);
+    report(out == std::vector<std::vector<float>>(4, values),
+           name + " writes what the step writes",
+           show(out[0]) + show(out[1]) + show(out[2]) + show(out[3]));
+    std::vector<double> expected = direct;
+    expected[3] = k % 2 ? 2 : 0; // the two starts' probes
+    report(delta(before, after) == expected,
+           name + " counts what the step counts", show(delta(before, after)));
+  }
+  dsrt_cuda_graph_destroy(graph);
+  noError("the graph's launches and destruction");
+
+  // Three-tier compression encodes on the host: no graph.
+  F32 residual({0, 0, 0, 0}), residualOut({0, 0, 0, 0});
+  report(dsrt_cuda_graph_begin() == 0, "a second capture begins", lastError());
+  int64_t h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+      &source.desc, &residual.desc, &residualOut.desc, DSRT_COMPRESS_THREE_TIER,
+      &probe.desc);
+  void *refused = dsrt_cuda_graph_end();
+  expectError("a staged collective in a capture",
+              "cannot be captured into a CUDA graph");
+  report(h == 0, "is not started");
+  report(refused == nullptr, "and leaves no graph");
+
+  dsrt_comm_finalize();
+  noError("the finalisation");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -253,6 +364,8 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "async-error") == 0)
     runAsyncError();
+  else if (argc > 1 && std::strcmp(argv[1], "graphs") == 0)
+    runGraphs();
   else
     run();
   dsrt_cuda_shutdown();

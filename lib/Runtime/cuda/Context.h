@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 namespace dsrt::cuda {
@@ -57,6 +58,25 @@ bool capturing();
 Status refuseWhileCapturing(const char *fn, const char *what);
 /// Ends a capture left in progress, dropping what it recorded (shutdown).
 void abandonCapture();
+
+/// What a call captured into a CUDA graph leaves the host to do at each
+/// launch of the graph, which runs no host code: another layer's counts
+/// and watch of the work it enqueued (CommNccl.cpp's collectives). The
+/// graph owns it; it may outlive the session (dsrt_cuda_shutdown before
+/// the graph's destruction), so its destructor must not call the driver.
+class LaunchHook {
+public:
+  virtual ~LaunchHook() = default;
+  /// Right before each launch of the graph: the previous launch may still
+  /// be running.
+  virtual void beforeLaunch() {}
+  /// Right after each launch, which the step stream has taken.
+  virtual void afterLaunch() {}
+};
+/// The capture in progress's hook for `owner` (one per owner and graph),
+/// made by `make` the first time it is asked for; null when not capturing.
+LaunchHook *captureHook(const void *owner,
+                        std::unique_ptr<LaunchHook> (*make)());
 
 /// 10 * major + minor; only valid after ensureReady() succeeded.
 int computeCapability();

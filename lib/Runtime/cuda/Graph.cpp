@@ -4,7 +4,10 @@
 // CUDA graph and replay it with one launch. While a capture is in progress
 // the counters of dsrt_cuda_stats go to the graph's tally, which every
 // launch adds to the process's counters, so "kernels per step" means the
-// same with and without graphs.
+// same with and without graphs. What another layer does on the host for
+// the work it enqueued (CommNccl.cpp: the collectives' counts, their
+// watchdog, the probes' count) is a LaunchHook of the capture, which every
+// launch runs around the graph's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +18,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 using namespace dsrt;
 using namespace dsrt::cuda;
@@ -26,14 +30,23 @@ struct Tally {
   uint64_t kernelLaunches = 0, gemms = 0, gemmFlops = 0, streamAllocations = 0;
 };
 
+using Hooks = std::vector<std::pair<const void *, std::unique_ptr<LaunchHook>>>;
+
 struct Graph {
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   Tally tally;
+  Hooks hooks;
+};
+
+/// What a capture in progress gathers for its graph.
+struct Capture {
+  Counters counters;
+  Hooks hooks;
 };
 
 /// The capture in progress, if any (one at a time: there is one stream).
-std::atomic<Counters *> activeCapture{nullptr};
+std::atomic<Capture *> activeCapture{nullptr};
 
 Tally snapshot(const Counters &c) {
   Tally t;
@@ -44,18 +57,33 @@ Tally snapshot(const Counters &c) {
   return t;
 }
 
-/// Ends the capture in progress; the graph it made, if any, in `graph`.
-CUresult endCapture(CUgraph &graph) {
+/// Ends the capture in progress; the graph it made, if any, in `graph`,
+/// and its hooks in `hooks`.
+CUresult endCapture(CUgraph &graph, Hooks &hooks) {
   graph = nullptr;
-  delete activeCapture.exchange(nullptr);
+  std::unique_ptr<Capture> capture(activeCapture.exchange(nullptr));
+  if (capture)
+    hooks = std::move(capture->hooks);
   return driver().cuStreamEndCapture(stepStream(), &graph);
 }
 
 } // namespace
 
 Counters &dsrt::cuda::counters() {
-  Counters *capture = activeCapture.load(std::memory_order_acquire);
-  return capture ? *capture : processCounters();
+  Capture *capture = activeCapture.load(std::memory_order_acquire);
+  return capture ? capture->counters : processCounters();
+}
+
+LaunchHook *dsrt::cuda::captureHook(const void *owner,
+                                    std::unique_ptr<LaunchHook> (*make)()) {
+  Capture *capture = activeCapture.load(std::memory_order_acquire);
+  if (!capture)
+    return nullptr;
+  for (auto &[key, hook] : capture->hooks)
+    if (key == owner)
+      return hook.get();
+  capture->hooks.emplace_back(owner, make());
+  return capture->hooks.back().second.get();
 }
 
 bool dsrt::cuda::capturing() {
@@ -86,20 +114,20 @@ int dsrt_cuda_graph_begin(void) {
   if (DS_CU(cuStreamBeginCapture, stepStream(), CU_STREAM_CAPTURE_MODE_RELAXED)
           .failed())
     return -1;
-  activeCapture.store(new Counters, std::memory_order_release);
+  activeCapture.store(new Capture, std::memory_order_release);
   return 0;
 }
 
 void *dsrt_cuda_graph_end(void) {
-  Counters *capture = activeCapture.load(std::memory_order_acquire);
+  Capture *capture = activeCapture.load(std::memory_order_acquire);
   if (!capture) {
     (void)DS_ERROR("dsrt_cuda_graph_end: no capture is in progress");
     return nullptr;
   }
-  Tally tally = snapshot(*capture);
+  Tally tally = snapshot(capture->counters);
   CUgraph raw = nullptr;
-  CUresult ended = endCapture(raw);
   auto graph = std::make_unique<Graph>();
+  CUresult ended = endCapture(raw, graph->hooks);
   graph->graph = raw;
   graph->tally = tally;
   // An error of a captured call means the graph misses that work: drop it.
@@ -122,8 +150,12 @@ int dsrt_cuda_graph_launch(void *handle) {
       refuseWhileCapturing("dsrt_cuda_graph_launch", "launch a graph").failed())
     return -1;
   auto *graph = static_cast<Graph *>(handle);
+  for (auto &hook : graph->hooks)
+    hook.second->beforeLaunch();
   if (DS_CU(cuGraphLaunch, graph->exec, stepStream()).failed())
     return -1;
+  for (auto &hook : graph->hooks)
+    hook.second->afterLaunch();
   Counters &c = processCounters();
   const Tally &t = graph->tally;
   c.kernelLaunches.fetch_add(t.kernelLaunches, std::memory_order_relaxed);
@@ -153,6 +185,7 @@ void dsrt::cuda::abandonCapture() {
   if (!capturing())
     return;
   CUgraph graph = nullptr;
-  if (endCapture(graph) == CUDA_SUCCESS && graph)
+  Hooks hooks;
+  if (endCapture(graph, hooks) == CUDA_SUCCESS && graph)
     (void)driver().cuGraphDestroy(graph);
 }

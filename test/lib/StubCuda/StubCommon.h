@@ -33,8 +33,13 @@ struct Stream {
   /// launches. The cuBLASLt stub enqueues its GEMMs through it.
   void (*enqueue)(Stream *stream, const char *line,
                   std::function<void()> work) = nullptr;
-  /// The driver stub's capture in progress, if any.
+  /// The driver stub's capture in progress, if any: its own, or one the
+  /// stream joined by waiting on an event recorded in it (a fork).
   void *capture = nullptr;
+  /// Work enqueued on the stream so far (the driver stub counts it, to
+  /// tell whether a forked stream joined its capture back after its last
+  /// work).
+  uint64_t work = 0;
   /// Set by the NCCL stub when a collective "hangs on the device": while
   /// *hang holds, what the stream does later never completes (its events
   /// stay pending, a synchronisation blocks), until ncclCommAbort clears it.

@@ -17,6 +17,14 @@
 //     instantiated graph replays it: the copies, memsets and GEMMs run
 //     again at the captured addresses, and a captured allocation keeps its
 //     address for the graph's life, as the driver's graph memory does;
+//     another stream joins the capture by waiting on an event recorded in
+//     it (a fork: its work is recorded in call order among the capture's)
+//     and must join back (the capturing stream waits on an event recorded
+//     on it after its last work) before the capture ends, as on the driver
+//     (CUDA_ERROR_STREAM_CAPTURE_UNJOINED otherwise); querying or waiting
+//     for an event last recorded in a capture fails
+//     (CUDA_ERROR_CAPTURED_EVENT), and so does a capturing stream's wait
+//     on an event recorded outside it (CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
 //   - a stream the NCCL stub hung (DS_STUB_NCCL_HANG, StubNccl.cpp) keeps
 //     the events recorded on it pending and blocks its synchronisations,
 //     and a stream that waits on such an event hangs too, until
@@ -53,8 +61,17 @@ using namespace stubcuda;
 
 namespace {
 
+struct GraphData;
+
 struct Event {
   int id;
+  /// Whether it was last recorded in a capture (a captured event), which
+  /// one (not kept alive by it), the stream and that stream's work count
+  /// then.
+  bool captured = false;
+  std::weak_ptr<GraphData> capturedIn;
+  Stream *recordedOn = nullptr;
+  uint64_t workThen = 0;
   /// When it was last recorded, in the stub's clock: one tick per record.
   uint64_t recordedAt = 0;
   /// The hang token of the stream it was last recorded on, if that stream
@@ -77,6 +94,11 @@ struct GraphData {
   std::vector<void *> memory;
   /// A synchronisation during the capture invalidates it, as the driver's.
   bool invalidated = false;
+  bool ended = false;
+  /// The streams that joined the capture (forks), each with the work count
+  /// it had when the capture last waited on it (a join back), if it did.
+  std::vector<Stream *> forks;
+  std::map<Stream *, uint64_t> joinedBackAt;
   ~GraphData();
 };
 /// CUgraph and CUgraphExec point to these.
@@ -173,6 +195,8 @@ std::shared_ptr<GraphData> *captureOf(const void *stream) {
 
 /// Runs `work` and logs `line`, or records both in the capture in progress.
 void enqueueOn(Stream *stream, const char *line, std::function<void()> work) {
+  if (stream)
+    ++stream->work;
   if (auto *capture = captureOf(stream)) {
     logLine("capture g%d: %s", (*capture)->id, line);
     (*capture)->nodes.emplace_back(line, std::move(work));
@@ -530,14 +554,39 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
   auto *e = reinterpret_cast<Event *>(hEvent);
   logLine("cuStreamWaitEvent stream=%s event=e%d flags=%u", STREAM(hStream),
           e->id, flags);
+  Stream *s = stubStream(hStream);
+  auto *capture = captureOf(hStream);
+  std::shared_ptr<GraphData> from = e->capturedIn.lock();
+  if (e->captured && from && !from->ended) {
+    if (!capture) {
+      // A fork: the stream joins the event's capture.
+      if (!s)
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+      s->capture = new std::shared_ptr<GraphData>(from);
+      from->forks.push_back(s);
+      logLine("capture g%d: stream %s joins", from->id, STREAM(hStream));
+    } else if (capture->get() != from.get()) {
+      logLine("capture g%d: waits on an event of capture g%d", (*capture)->id,
+              from->id);
+      return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    } else if (e->recordedOn && e->recordedOn != s) {
+      // A join: what the event's stream did up to it is waited for.
+      uint64_t &at = from->joinedBackAt[e->recordedOn];
+      at = std::max(at, e->workThen);
+    }
+  } else if (capture) {
+    logLine("capture g%d: waits on event e%d, recorded outside the capture",
+            (*capture)->id, e->id);
+    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  }
   // Waiting on a hung collective hangs the stream too.
-  if (Stream *s = stubStream(hStream); s && hanging(e->hang))
+  if (s && hanging(e->hang))
     s->hang = e->hang;
   return CUDA_SUCCESS;
 }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int flags) {
-  auto *e = new Event{0};
+  auto *e = new Event();
   {
     std::lock_guard<std::mutex> lock(state().mutex);
     e->id = state().nextId++;
@@ -566,6 +615,11 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
   auto *e = reinterpret_cast<Event *>(hEvent);
   e->recordedAt = ++clock;
   Stream *s = stubStream(hStream);
+  auto *capture = captureOf(hStream);
+  e->captured = capture != nullptr;
+  e->capturedIn = capture ? *capture : nullptr;
+  e->recordedOn = s;
+  e->workThen = s ? s->work : 0;
   e->hang = s && hanging(s->hang) ? s->hang : nullptr;
   logLine("cuEventRecord event=e%d stream=%s",
           reinterpret_cast<Event *>(hEvent)->id, STREAM(hStream));
@@ -589,6 +643,10 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart,
 /// for one recorded after a hung collective.
 CUresult cuEventQuery(CUevent hEvent) {
   auto *e = reinterpret_cast<Event *>(hEvent);
+  if (e->captured) {
+    logLine("cuEventQuery event=e%d captured-event", e->id);
+    return CUDA_ERROR_CAPTURED_EVENT;
+  }
   bool pending = hanging(e->hang);
   logLine("cuEventQuery event=e%d%s", e->id, pending ? " not-ready" : "");
   return pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
@@ -596,6 +654,10 @@ CUresult cuEventQuery(CUevent hEvent) {
 
 CUresult cuEventSynchronize(CUevent hEvent) {
   auto *e = reinterpret_cast<Event *>(hEvent);
+  if (e->captured) {
+    logLine("cuEventSynchronize event=e%d captured-event", e->id);
+    return CUDA_ERROR_CAPTURED_EVENT;
+  }
   logLine("cuEventSynchronize event=e%d", e->id);
   blockWhileHanging(e->hang);
   return CUDA_SUCCESS;
@@ -954,15 +1016,32 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
   auto *capture = captureOf(hStream);
   if (!capture)
     return CUDA_ERROR_ILLEGAL_STATE;
+  // Only the stream that began the capture ends it.
+  if (std::find((*capture)->forks.begin(), (*capture)->forks.end(),
+                stubStream(hStream)) != (*capture)->forks.end())
+    return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
   std::shared_ptr<GraphData> data = std::move(*capture);
   delete capture;
   stubStream(hStream)->capture = nullptr;
   *phGraph = nullptr;
+  data->ended = true;
+  bool unjoined = false;
+  for (Stream *fork : data->forks) {
+    delete static_cast<std::shared_ptr<GraphData> *>(fork->capture);
+    fork->capture = nullptr;
+    auto back = data->joinedBackAt.find(fork);
+    if (back == data->joinedBackAt.end() || back->second < fork->work) {
+      logLine("capture g%d: stream s%d not joined back", data->id, fork->id);
+      unjoined = true;
+    }
+  }
   logLine("cuStreamEndCapture stream=%s graph=g%d nodes=%zu%s", STREAM(hStream),
           data->id, data->nodes.size(),
           data->invalidated ? " invalidated" : "");
   if (data->invalidated)
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (unjoined)
+    return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
   auto *graph = new Graph{std::move(data)};
   {
     std::lock_guard<std::mutex> lock(state().mutex);

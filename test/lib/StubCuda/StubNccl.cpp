@@ -26,6 +26,10 @@
 // DS_STUB_NCCL_ASYNC_ERROR=S, ncclCommGetAsyncError answers ncclRemoteError
 // once a communicator has had no call for S seconds (a peer lost while
 // nothing ran).
+// A collective enqueued on a stream the driver stub is capturing into a
+// graph is recorded as the graph's node ("capture gN: ncclAllReduce ...")
+// and runs, exchanging with the other ranks, at each launch of the graph;
+// a failure there is what ncclCommGetAsyncError answers next.
 //
 //===----------------------------------------------------------------------===//
 
@@ -278,6 +282,26 @@ bool hangs(Comm &c, cudaStream_t stream) {
   return true;
 }
 
+/// While `stream` is being captured into a graph by the driver stub:
+/// records `work` (logged as `line`) as the graph's node, run at each
+/// launch of the graph, and returns true.
+bool captured(Comm &c, cudaStream_t stream, const char *line,
+              std::function<ncclResult_t()> work) {
+  auto *s = static_cast<Stream *>(static_cast<void *>(stream));
+  if (!s || s->magic != kStreamMagic || !s->capture || !s->enqueue)
+    return false;
+  Comm *comm = &c;
+  s->enqueue(s, line, [comm, work] {
+    comm->lastCall =
+        std::chrono::steady_clock::now().time_since_epoch().count();
+    if (ncclResult_t r = work(); r != ncclSuccess) {
+      logLine("stub-nccl: a collective of a graph's launch failed");
+      comm->state = r;
+    }
+  });
+  return true;
+}
+
 /// Ends a communicator: its call in progress first.
 void end(Comm *c) {
   if (c->worker.joinable())
@@ -387,9 +411,11 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  char name[32];
-  logLine("ncclAllReduce count=%zu type=%s op=%s stream=%s", count,
-          typeName(datatype), opName(op), streamName(stream, name, 32));
+  char name[32], line[160];
+  std::snprintf(line, sizeof(line),
+                "ncclAllReduce count=%zu type=%s op=%s stream=%s", count,
+                typeName(datatype), opName(op), streamName(stream, name, 32));
+  logLine("%s", line);
   if (fails("ncclAllReduce"))
     return ncclSystemError;
   size_t size = elementSize(datatype);
@@ -398,7 +424,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   auto &c = *reinterpret_cast<Comm *>(comm);
   if (hangs(c, stream))
     return ncclSuccess;
-  return run(c, [&c, sendbuff, recvbuff, count, size, datatype, op] {
+  auto work = [&c, sendbuff, recvbuff, count, size, datatype, op] {
     std::vector<std::vector<char>> all;
     if (!exchange(c, sendbuff, count * size, all))
       return ncclSystemError;
@@ -415,15 +441,20 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
     else
       reduce(all, count, op, static_cast<int64_t *>(recvbuff));
     return ncclSuccess;
-  });
+  };
+  if (captured(c, stream, line, work))
+    return ncclSuccess;
+  return run(c, work);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-  char name[32];
-  logLine("ncclBroadcast count=%zu type=%s root=%d stream=%s", count,
-          typeName(datatype), root, streamName(stream, name, 32));
+  char name[32], line[160];
+  std::snprintf(line, sizeof(line),
+                "ncclBroadcast count=%zu type=%s root=%d stream=%s", count,
+                typeName(datatype), root, streamName(stream, name, 32));
+  logLine("%s", line);
   if (fails("ncclBroadcast"))
     return ncclSystemError;
   size_t size = elementSize(datatype);
@@ -434,7 +465,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
     return ncclInvalidArgument;
   if (hangs(c, stream))
     return ncclSuccess;
-  return run(c, [&c, sendbuff, recvbuff, count, size, root] {
+  auto work = [&c, sendbuff, recvbuff, count, size, root] {
     std::vector<std::vector<char>> all;
     // Every rank publishes (the others nothing), so that each collective
     // has every rank's file.
@@ -445,7 +476,10 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
     if (count)
       std::memcpy(recvbuff, all[root].data(), count * size);
     return ncclSuccess;
-  });
+  };
+  if (captured(c, stream, line, work))
+    return ncclSuccess;
+  return run(c, work);
 }
 
 } // extern "C"
