@@ -677,16 +677,29 @@ int main(int argc, char **argv) {
     return badOption("--cuda-graphs cannot capture kernels that run on the "
                      "host (--gpu-emulate-kernels): a graph records only what "
                      "is enqueued on the stream");
-  // The compressed collectives and the stages' transfers stage their
-  // buffers on the host, which waits for the stream (and NCCL's may fall
-  // back to that): a capture cannot contain it.
-  if (cudaGraphs && (dataParallel || fuseAllReduce.getNumOccurrences() ||
-                     compressAllReduce.getNumOccurrences() || stageCount > 1 ||
-                     dsrt_comm_launched()))
-    return badOption("--cuda-graphs cannot capture the collectives of data "
-                     "and pipeline parallelism: those not on NCCL copy their "
-                     "buffers to the host for MPI, which waits for the "
-                     "stream");
+  // Only NCCL's collectives can be captured; those staged through the
+  // host wait for the stream (the compression schemes below and PowerSGD
+  // are checked once parsed). A world of one stages unless told otherwise.
+  if (cudaGraphs && (dataParallel || dsrt_comm_launched())) {
+    const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
+    std::string collectives = choice && *choice ? choice : "auto";
+    std::string why =
+        stageCount > 1 || ppRequested
+            ? "a pipeline's sends and receives are staged through the host"
+        : deterministic ? "--deterministic stages every collective through "
+                          "the host, to sum in rank order"
+        : collectives == "host"
+            ? "DS_CUDA_COLLECTIVES=host stages every collective through the "
+              "host"
+        : !dsrt_comm_launched() && collectives != "nccl"
+            ? "a world of one stages its collectives through the host (set "
+              "DS_CUDA_COLLECTIVES=nccl to run them on NCCL)"
+            : "";
+    if (!why.empty())
+      return badOption("--cuda-graphs can capture only NCCL's collectives, "
+                       "and " +
+                       why);
+  }
   // The runtime reads it at the first collective; a typo should not cost a
   // compilation first.
   if (const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
@@ -879,6 +892,14 @@ int main(int argc, char **argv) {
                                                    error)))
         return badOption("--compress-allreduce: " + error);
       prepare.compressSpelling = compressAllReduce;
+      // DDP's fp16/bf16 hooks run on NCCL; the other schemes encode on
+      // the host.
+      mlir::ds::CompressionScheme scheme = pipeline.compressAllReduce->scheme;
+      if (cudaGraphs && scheme != mlir::ds::CompressionScheme::fp16 &&
+          scheme != mlir::ds::CompressionScheme::bf16)
+        return badOption("--cuda-graphs can capture only NCCL's collectives, "
+                         "and --compress-allreduce's scheme encodes on the "
+                         "host (fp16 and bf16 run on NCCL)");
       // DGC's momentum correction moves the momentum into the compressor.
       if (pipeline.compressAllReduce->momentum > 0 &&
           opt.kind != mlir::ds::OptimizerKind::Sgd)

@@ -345,10 +345,25 @@ int main(int argc, char **argv) {
                     : "--comm-timeout and --deterministic go with a "
                       "data-parallel step (ds-run --data-parallel "
                       "--emit-step)");
-  if (manifest.dataParallel && options.cudaGraphs)
-    return fail("--cuda-graphs cannot capture a data-parallel step: the "
-                "staged collectives wait for the stream, which a capture "
-                "cannot contain");
+  // Only NCCL's collectives can be captured (a compressing scheme that
+  // encodes on the host fails the capture by name, at the third step).
+  if (manifest.dataParallel && options.cudaGraphs) {
+    const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
+    std::string collectives = choice && *choice ? choice : "auto";
+    std::string why =
+        deterministic ? "--deterministic stages every collective through the "
+                        "host, to sum in rank order"
+        : collectives == "host"
+            ? "DS_CUDA_COLLECTIVES=host stages every collective through the "
+              "host"
+        : !launched && collectives != "nccl"
+            ? "a world of one stages its collectives through the host (set "
+              "DS_CUDA_COLLECTIVES=nccl to run them on NCCL)"
+            : "";
+    if (!why.empty())
+      return fail("--cuda-graphs can capture only NCCL's collectives, and " +
+                  why);
+  }
   if (options.cudaGraphs && manifest.emulatedKernels)
     return fail("--cuda-graphs cannot capture this step: its kernels run on "
                 "the host (compiled with --gpu-emulate-kernels), outside "

@@ -3,10 +3,15 @@
 directly, the next is captured (each capture holds exactly the work of a
 direct step, with no wait inside) and launched, and every later step is one
 graph launch, with no kernel launched directly; at exit nothing is leaked.
+NCCL's collectives (the stub NCCL) count as work: a capture must hold the
+direct step's, every stream that joined it must have joined back, and none
+may run outside a graph after the first capture.
 
 usage: check_graph_log.py LOG STEPS
 """
 import sys
+
+WORK = ("cuLaunchKernel", "cublasLtMatmul", "ncclAllReduce", "ncclBroadcast")
 
 
 def fail(message):
@@ -15,10 +20,11 @@ def fail(message):
 
 
 def work_signature(calls):
-    """The kernels (name and shape) and GEMM shapes of a run of calls."""
+    """The kernels (name and shape), GEMM shapes and NCCL collectives (count,
+    type, operation) of a run of calls."""
     sig = []
     for words in calls:
-        if words[0] in ("cuLaunchKernel", "cublasLtMatmul"):
+        if words[0] in WORK:
             sig.append(" ".join([words[0]] + words[1:4]))
     return sig
 
@@ -51,9 +57,11 @@ def main():
             continue
         if in_capture and head == "cuStreamSynchronize":
             fail("a wait inside a capture")
+        if in_capture and head.startswith("nccl"):
+            continue  # the stub's line before its "capture" line
         if head == "cuGraphLaunch":
             launches += 1
-        if head in ("cuLaunchKernel", "cublasLtMatmul"):
+        if head in WORK:
             if captures:
                 direct_after_capture += 1
             direct.append(words)
@@ -80,15 +88,25 @@ def main():
     for i, capture in enumerate(captures, 1):
         if work_signature(capture) != step_sig:
             fail("capture %d does not hold a direct step's work" % i)
+        if any(w[0] == "stream" and "not" in w for w in capture):
+            fail("capture %d: a stream did not join back" % i)
         allocs = sum(1 for w in capture if w[0] == "cuMemAllocAsync")
         frees = sum(1 for w in capture if w[0] == "cuMemFreeAsync")
         if allocs != frees:
             fail("capture %d: %d allocations but %d frees" % (i, allocs, frees))
     kernels = sum(1 for s in step_sig if s.startswith("cuLaunchKernel"))
+    gemms = sum(1 for s in step_sig if s.startswith("cublasLtMatmul"))
+    nccl = len(step_sig) - kernels - gemms
     print("captures: 2, each %d kernels and %d GEMMs as a direct step"
-          % (kernels, len(step_sig) - kernels))
+          % (kernels, gemms))
+    if nccl:
+        joins = sum(1 for w in captures[0] if w[0] == "stream")
+        print("NCCL: each capture %d collectives as a direct step, %d "
+              "stream(s) joining" % (nccl, joins))
     print("graph launches: %d; kernels launched directly after capturing: 0"
           % launches)
+    if nccl:
+        print("NCCL: no collective outside a graph after capturing")
     print("exit: nothing leaked")
 
 
