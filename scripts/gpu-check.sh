@@ -501,7 +501,8 @@ PY
 
 # The collectives NCCL serves, on the device, in one process: the values
 # each writes (f32, f64, the four reductions, starts and waits in place or
-# not, broadcasts), the misuse a step could make, the finalisation.
+# not, broadcasts), the misuse a step could make, the finalisation; then
+# (`graphs`) a step in miniature on NCCL as a CUDA graph.
 nccl_check() {
   local build=$1 lib out rc
   t=$(allow 60)
@@ -515,13 +516,21 @@ nccl_check() {
     row "runtime nccl (1 rank)" "UNSUPPORTED" "no libnccl.so.2 (DS_NCCL_LIBRARY)"
     return
   fi
-  out=$(DS_CUDA_COLLECTIVES=nccl DS_NCCL_LIBRARY=$lib timeout "$t" \
-          "$build/ds-runtime-nccl-check" 2>&1)
-  rc=$?
-  local summary
-  summary="$(grep -E '^[0-9]+ passed' <<< "$out" | tail -1); $(basename "$lib")"
-  if [[ $rc -eq 0 ]]; then row "runtime nccl (1 rank)" PASS "$summary"
-  else row "runtime nccl (1 rank)" FAIL "$summary $(why_failed $rc "$t" "$out")" "$out"; fi
+  local scenario name summary
+  # The entry points, then a step in miniature captured into a CUDA graph
+  # with its NCCL collectives (the communication stream's fork and join
+  # under the real driver's rules) and launched with new inputs.
+  for scenario in "" graphs; do
+    name="runtime nccl${scenario:+ $scenario} (1 rank)"
+    t=$(allow 60)
+    ((t > 0)) || { over_budget "$name"; continue; }
+    out=$(DS_CUDA_COLLECTIVES=nccl DS_NCCL_LIBRARY=$lib timeout "$t" \
+            "$build/ds-runtime-nccl-check" $scenario 2>&1)
+    rc=$?
+    summary="$(grep -E '^[0-9]+ passed' <<< "$out" | tail -1); $(basename "$lib")"
+    if [[ $rc -eq 0 ]]; then row "$name" PASS "$summary"
+    else row "$name" FAIL "$summary $(why_failed $rc "$t" "$out")" "$out"; fi
+  done
 }
 
 # The device tool brings back at most 8 files from $OUT: when the report
