@@ -1086,6 +1086,12 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // not nested here
   for (auto &node : exec->data->nodes)
     node.second();
+  // A collective hung on a forked stream (StubNccl.cpp) hangs the launch:
+  // what the launching stream does after it waits for the whole graph.
+  if (Stream *launch = stubStream(hStream))
+    for (Stream *fork : exec->data->forks)
+      if (hanging(fork->hang))
+        launch->hang = fork->hang;
   logLine("cuGraphLaunch exec=x%d graph=g%d nodes=%zu stream=%s", exec->id,
           exec->data->id, exec->data->nodes.size(), STREAM(hStream));
   return CUDA_SUCCESS;

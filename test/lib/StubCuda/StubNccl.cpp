@@ -29,7 +29,8 @@
 // A collective enqueued on a stream the driver stub is capturing into a
 // graph is recorded as the graph's node ("capture gN: ncclAllReduce ...")
 // and runs, exchanging with the other ranks, at each launch of the graph;
-// a failure there is what ncclCommGetAsyncError answers next.
+// a failure there is what ncclCommGetAsyncError answers next, and
+// DS_STUB_NCCL_HANG counts its runs, not its capture.
 //
 //===----------------------------------------------------------------------===//
 
@@ -284,16 +285,19 @@ bool hangs(Comm &c, cudaStream_t stream) {
 
 /// While `stream` is being captured into a graph by the driver stub:
 /// records `work` (logged as `line`) as the graph's node, run at each
-/// launch of the graph, and returns true.
+/// launch of the graph (where DS_STUB_NCCL_HANG counts it), and returns
+/// true.
 bool captured(Comm &c, cudaStream_t stream, const char *line,
               std::function<ncclResult_t()> work) {
   auto *s = static_cast<Stream *>(static_cast<void *>(stream));
   if (!s || s->magic != kStreamMagic || !s->capture || !s->enqueue)
     return false;
   Comm *comm = &c;
-  s->enqueue(s, line, [comm, work] {
+  s->enqueue(s, line, [comm, stream, work] {
     comm->lastCall =
         std::chrono::steady_clock::now().time_since_epoch().count();
+    if (hangs(*comm, stream))
+      return;
     if (ncclResult_t r = work(); r != ncclSuccess) {
       logLine("stub-nccl: a collective of a graph's launch failed");
       comm->state = r;
@@ -422,8 +426,6 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   if (!comm || size == 0)
     return ncclInvalidArgument;
   auto &c = *reinterpret_cast<Comm *>(comm);
-  if (hangs(c, stream))
-    return ncclSuccess;
   auto work = [&c, sendbuff, recvbuff, count, size, datatype, op] {
     std::vector<std::vector<char>> all;
     if (!exchange(c, sendbuff, count * size, all))
@@ -442,7 +444,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
       reduce(all, count, op, static_cast<int64_t *>(recvbuff));
     return ncclSuccess;
   };
-  if (captured(c, stream, line, work))
+  if (captured(c, stream, line, work) || hangs(c, stream))
     return ncclSuccess;
   return run(c, work);
 }
@@ -463,8 +465,6 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
   auto &c = *reinterpret_cast<Comm *>(comm);
   if (root < 0 || root >= c.nranks)
     return ncclInvalidArgument;
-  if (hangs(c, stream))
-    return ncclSuccess;
   auto work = [&c, sendbuff, recvbuff, count, size, root] {
     std::vector<std::vector<char>> all;
     // Every rank publishes (the others nothing), so that each collective
@@ -477,7 +477,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
       std::memcpy(recvbuff, all[root].data(), count * size);
     return ncclSuccess;
   };
-  if (captured(c, stream, line, work))
+  if (captured(c, stream, line, work) || hangs(c, stream))
     return ncclSuccess;
   return run(c, work);
 }
