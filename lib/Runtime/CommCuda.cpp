@@ -378,13 +378,25 @@ void waitHalf(int64_t handle, Memref1<uint16_t> *encoded, bool bf16,
   hostOut.writeBack();
 }
 
+/// A pipeline's transfer: on NCCL's link to the stage when this rank's
+/// collectives are NCCL's and the view is contiguous, staged otherwise.
 template <typename T> void send(Memref1<T> *in, int64_t peer, int64_t tag) {
+  // Both ends of a link decide together, whatever their views: a view NCCL
+  // cannot take is an error there (nullptr), not a staged transfer.
+  const T *first = contiguous(in);
+  if (comm::nccl::send(first, first ? in->sizes[0] : -1,
+                       std::is_same_v<T, double>, peer))
+    return;
   Staged<T> hostIn;
   if (hostIn.stage(in, true))
     Cpu<T>::send(hostIn.get(), peer, tag); // the send copies its data
 }
 
 template <typename T> void recv(Memref1<T> *out, int64_t peer, int64_t tag) {
+  T *first = contiguous(out);
+  if (comm::nccl::recv(first, first ? out->sizes[0] : -1,
+                       std::is_same_v<T, double>, peer))
+    return;
   Staged<T> hostOut;
   if (!hostOut.stage(out, false))
     return;

@@ -93,7 +93,9 @@ namespace {
   X(ncclCommDestroy)                                                           \
   X(ncclCommAbort)                                                             \
   X(ncclAllReduce)                                                             \
-  X(ncclBroadcast)
+  X(ncclBroadcast)                                                             \
+  X(ncclSend)                                                                  \
+  X(ncclRecv)
 
 /// The loaded library: one pointer per function, typed by nccl.h's own
 /// prototypes (so a signature cannot drift).
@@ -142,6 +144,19 @@ struct InFlight {
 
 enum class Mode { Undecided, Host, Nccl };
 
+/// A pipeline link: this rank's transfers to one stage, or from one: a
+/// communicator of the two ranks (the sender rank 0) and a stream of its
+/// own, so that a link never waits behind another (see the file comment);
+/// both null when the transfers are staged.
+struct Link {
+  ncclComm_t comm = nullptr;
+  CUstream stream = nullptr;
+};
+
+/// MPI tags of a link's handshake, above the pipeline's channels.
+constexpr int kLinkOfferTag = 32000, kLinkAnswerTag = 32001,
+              kLinkReadyTag = 32002;
+
 struct State {
   std::mutex mutex; // the entry points', held for a whole call
   Mode mode = Mode::Undecided;
@@ -157,6 +172,10 @@ struct State {
   int probesUsed = 0;
   /// Recorded on the step stream after each probe's copy.
   CUevent probesCopied = nullptr;
+  /// The pipeline links, by (stage, whether this rank sends): made at the
+  /// first transfer, only in Mode::Nccl. Changed under callMutex too (the
+  /// watchdog asks each link's communicator for errors).
+  std::map<std::pair<int64_t, bool>, Link> links;
   /// The captured graphs' share of the collectives (alive while their
   /// graphs are), and the pinned probe slots they take and give back.
   std::vector<Replay *> replays;
@@ -238,6 +257,9 @@ void abortCommunicator(State &s, const char *why, bool failJob = true) {
   if (failJob)
     comm::failCommunicator();
   (void)s.api.ncclCommAbort(s.comm);
+  for (auto &[key, link] : s.links)
+    if (link.comm)
+      (void)s.api.ncclCommAbort(link.comm);
 }
 
 /// "dsrt: <fn> #<seq> (<bytes> bytes) did not complete within <t> s ...".
@@ -258,7 +280,7 @@ std::string timeoutMessage(const char *fn, uint64_t seq, int64_t bytes,
 /// host: connecting, initialising), at most --comm-timeout. "" when it
 /// has; otherwise why not, the communicator left as it is.
 std::string settle(State &s, ncclResult_t result, const char *fn, uint64_t seq,
-                   int64_t bytes) {
+                   int64_t bytes, ncclComm_t on = nullptr) {
   double timeout = comm::timeoutSeconds();
   Clock::time_point start = Clock::now();
   auto pause = std::chrono::microseconds(2);
@@ -271,7 +293,7 @@ std::string settle(State &s, ncclResult_t result, const char *fn, uint64_t seq,
     std::lock_guard<std::mutex> lock(s.callMutex);
     if (s.aborted)
       return "the communicator was aborted";
-    if (ncclResult_t r = s.api.ncclCommGetAsyncError(s.comm, &result))
+    if (ncclResult_t r = s.api.ncclCommGetAsyncError(on ? on : s.comm, &result))
       result = r;
   }
   if (result == ncclSuccess)
@@ -321,12 +343,18 @@ void watch(State &s, double timeout) {
     lock.unlock();
     if (why.empty()) {
       std::lock_guard<std::mutex> call(s.callMutex);
-      ncclResult_t async = ncclSuccess;
-      if (!s.aborted &&
-          s.api.ncclCommGetAsyncError(s.comm, &async) == ncclSuccess &&
-          async != ncclSuccess && async != ncclInProgress)
-        why = std::string("dsrt: NCCL reports an asynchronous error: ") +
-              ncclText(s, async) + "; the NCCL communicator is aborted";
+      auto failed = [&](ncclComm_t comm) {
+        ncclResult_t async = ncclSuccess;
+        if (comm && s.api.ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+            async != ncclSuccess && async != ncclInProgress)
+          why = std::string("dsrt: NCCL reports an asynchronous error: ") +
+                ncclText(s, async) + "; the NCCL communicator is aborted";
+        return !why.empty();
+      };
+      if (!s.aborted && !failed(s.comm))
+        for (auto &[key, link] : s.links)
+          if (failed(link.comm))
+            break;
     }
     if (!why.empty()) {
       abortCommunicator(s, why.c_str());
@@ -381,16 +409,17 @@ void stopWatchdog(State &s) {
 /// failed or did not settle in time, or when the communicator was
 /// aborted before (nothing called then).
 template <typename Call>
-bool callNccl(State &s, const char *fn, uint64_t seq, int64_t bytes,
-              Call call) {
+bool callNccl(State &s, const char *fn, uint64_t seq, int64_t bytes, Call call,
+              ncclComm_t on = nullptr) {
+  ncclComm_t comm = on ? on : s.comm;
   ncclResult_t result;
   {
     std::lock_guard<std::mutex> lock(s.callMutex);
     if (s.aborted)
       return false;
-    result = call(s.comm);
+    result = call(comm);
   }
-  std::string why = settle(s, result, fn, seq, bytes);
+  std::string why = settle(s, result, fn, seq, bytes, comm);
   if (why.empty())
     return true;
   abortCommunicator(s, why.c_str());
@@ -472,6 +501,27 @@ void countProbesForStats() {
 /// for (its peers may never match it). An aborted one is gone already.
 void release(State &s, bool endComm) {
   stopWatchdog(s);
+  // The links first: their transfers are all enqueued, and each of their
+  // ends releases them here.
+  for (auto &[key, link] : s.links) {
+    if (endComm && link.comm && !s.aborted &&
+        callNccl(
+            s, "ncclCommFinalize", s.nextSeq++, 0,
+            [&](ncclComm_t c) { return s.api.ncclCommFinalize(c); },
+            link.comm)) {
+      std::lock_guard<std::mutex> lock(s.callMutex);
+      if (ncclResult_t r = s.api.ncclCommDestroy(link.comm))
+        (void)DS_ERROR("ncclCommDestroy failed: %s", ncclText(s, r));
+    }
+    if (link.stream && (endComm || !link.comm))
+      (void)DS_CU(cuStreamSynchronize, link.stream);
+    if (link.stream)
+      (void)DS_CU(cuStreamDestroy, link.stream);
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.callMutex);
+    s.links.clear();
+  }
   if (endComm && s.comm && !s.aborted) {
     if (!s.started.empty())
       abortCommunicator(s, nullptr, /*failJob=*/false);
@@ -593,9 +643,10 @@ bool decide(State &s, const comm::World &w) {
   comm::setDeviceBackend("host");
   const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
   std::string mode = choice && *choice ? choice : "auto";
-  // One rank has nothing to exchange: NCCL only when asked for (which runs
-  // its path on one GPU).
-  if (w.size == 1 && mode != "nccl")
+  // One rank has nothing to exchange, unless it is a pipeline's stage,
+  // whose transfers NCCL carries (the links below): NCCL only when asked
+  // for (which runs its path on one GPU).
+  if (w.size == 1 && mode != "nccl" && dsrt_comm_stages() <= 1)
     return false;
   std::string why;
   if (mode != "auto" && mode != "nccl" && mode != "host") {
@@ -894,6 +945,186 @@ bool dsrt::comm::nccl::broadcast(const void *in, void *out, int64_t count,
       });
 }
 
+namespace {
+
+/// The link of this rank's transfers to stage `peer` (`sends`) or from it,
+/// made at the first transfer by both of its ends: the MPI layer carries
+/// the sender's offer (whether it can, and the communicator's unique id)
+/// and the receiver's answer; both on NCCL (`nccl`: this rank's
+/// collectives are) make a communicator of the two ranks and say whether
+/// they did. Null when the transfers are staged. The sender's first
+/// transfer waits for the receiver's first, which a schedule whose
+/// receives come in the order of the sends reaches without it.
+Link *linkOf(State &s, int64_t peer, bool sends, bool nccl) {
+  auto key = std::make_pair(peer, sends);
+  if (auto it = s.links.find(key); it != s.links.end())
+    return it->second.comm ? &it->second : nullptr;
+  {
+    std::lock_guard<std::mutex> lock(s.callMutex);
+    s.links[key] = Link();
+  }
+  int stage = static_cast<int>(peer);
+  struct Offer {
+    int64_t can;
+    ncclUniqueId id;
+  };
+  // One round: this end's flag out, the other end's in (the sender's
+  // carrying the id).
+  auto exchange = [&](int64_t mine, int outTag, int inTag, Offer &theirs,
+                      const ncclUniqueId &id) {
+    auto out = std::make_shared<std::vector<uint8_t>>(sizeof(Offer));
+    Offer offer{mine, id};
+    std::memcpy(out->data(), &offer, sizeof(Offer));
+    (void)comm::issue("NCCL link", sizeof(Offer),
+                      [=] { return comm::sendTo(out, stage, outTag); });
+    auto in = std::make_shared<Offer>();
+    bool ok = comm::run("NCCL link", sizeof(Offer), [=] {
+      return comm::recvFrom(in.get(), sizeof(Offer), stage, inTag);
+    });
+    theirs = ok ? *in : Offer{0, {}};
+    return ok;
+  };
+  ncclUniqueId id{};
+  bool can = nccl && !(sends && s.api.ncclGetUniqueId(&id) != ncclSuccess);
+  Offer theirs{};
+  if (!exchange(can, sends ? kLinkOfferTag : kLinkAnswerTag,
+                sends ? kLinkAnswerTag : kLinkOfferTag, theirs, id) ||
+      !can || !theirs.can)
+    return nullptr;
+  if (!sends)
+    id = theirs.id;
+  Link link;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r =
+      s.api.ncclCommInitRankConfig(&link.comm, 2, id, sends ? 0 : 1, &config);
+  std::string why =
+      link.comm || r != ncclSuccess
+          ? settle(s, r, "ncclCommInitRankConfig", 0, 0, link.comm)
+          : std::string("ncclCommInitRankConfig made no communicator");
+  if (why.empty() &&
+      DS_CU(cuStreamCreate, &link.stream, CU_STREAM_NON_BLOCKING).failed())
+    why = "the link's stream";
+  // Both ends made it, or neither uses it.
+  bool both = exchange(why.empty(), kLinkReadyTag, kLinkReadyTag, theirs, id) &&
+              why.empty() && theirs.can;
+  if (!both) {
+    if (link.comm)
+      (void)s.api.ncclCommAbort(link.comm);
+    if (link.stream)
+      (void)DS_CU(cuStreamDestroy, link.stream);
+    std::fprintf(stderr,
+                 "dsrt: stage %d: NCCL not used for the transfers %s stage "
+                 "%d (%s); they are staged through the host\n",
+                 dsrt_comm_stage(), sends ? "to" : "from", stage,
+                 why.empty() ? "the other stage could not" : why.c_str());
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(s.callMutex);
+  return &(s.links[key] = link);
+}
+
+/// A transfer of a pipeline's stages on NCCL: `enqueue(link)` on the
+/// link's stream after the step stream's work so far (the sender's copy of
+/// its data, or the receiver's buffer ready), counted as a collective of
+/// `sent` bytes. False (nothing done) when the transfers are staged.
+template <typename Enqueue>
+bool transfer(const char *fn, int64_t peer, bool sends, int64_t bytes,
+              Enqueue enqueue) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  comm::World w;
+  // Deterministic mode and DS_CUDA_COLLECTIVES=host are the job's: both
+  // ends stage without a handshake.
+  if (comm::acquire(w).failed() || w.deterministic || dsrt_comm_stages() <= 1)
+    return false;
+  bool nccl = decide(s, w) && !ensureReady().failed();
+  Link *link = linkOf(s, peer, sends, nccl);
+  if (!link)
+    return false;
+  if (s.aborted)
+    return true;
+  if (bytes < 0) {
+    (void)DS_ERROR("%s to stage %lld: the %s is not a contiguous vector "
+                   "(NCCL's transfers take one)",
+                   fn, static_cast<long long>(peer),
+                   sends ? "input" : "output");
+    return true;
+  }
+  comm::countCollective();
+  if (sends)
+    comm::countSent(double(bytes));
+  uint64_t seq = s.nextSeq++;
+  CUevent ready = nullptr;
+  bool ok = !DS_CU(cuEventCreate, &ready, CU_EVENT_DISABLE_TIMING).failed() &&
+            enqueue(s, *link, ready, seq);
+  if (ready)
+    (void)DS_CU(cuEventDestroy, ready); // released once it has happened
+  if (ok)
+    watchCollective(s, link->stream, fn, seq, bytes);
+  else
+    abortCommunicator(s, nullptr);
+  return true;
+}
+
+} // namespace
+
+bool dsrt::comm::nccl::send(const void *in, int64_t count, bool f64,
+                            int64_t peer) {
+  int64_t bytes = count < 0 ? -1 : count * elementBytes(f64);
+  return transfer(
+      "ncclSend", peer, /*sends=*/true, bytes,
+      [&](State &s, Link &link, CUevent ready, uint64_t seq) {
+        // A copy, sent and freed on the link's stream: the step may reuse
+        // its buffer as soon as this returns, as the CPU's send lets it.
+        CUstream step = stepStream();
+        void *copy = nullptr;
+        if (bytes > 0 &&
+            (allocateOnStream(bytes, step, false, copy).failed() ||
+             DS_CU(cuMemcpyAsync, ptr(copy), ptr(in), size_t(bytes), step)
+                 .failed()))
+          return false;
+        bool ok = !DS_CU(cuEventRecord, ready, step).failed() &&
+                  !DS_CU(cuStreamWaitEvent, link.stream, ready, 0u).failed() &&
+                  callNccl(
+                      s, "ncclSend", seq, bytes,
+                      [&](ncclComm_t comm) {
+                        return s.api.ncclSend(copy, count, dataType(f64), 1,
+                                              comm, link.stream);
+                      },
+                      link.comm);
+        if (copy)
+          (void)freeOnStream(copy, ok ? link.stream : step);
+        return ok;
+      });
+}
+
+bool dsrt::comm::nccl::recv(void *out, int64_t count, bool f64, int64_t peer) {
+  int64_t bytes = count < 0 ? -1 : count * elementBytes(f64);
+  return transfer(
+      "ncclRecv", peer, /*sends=*/false, bytes,
+      [&](State &s, Link &link, CUevent ready, uint64_t seq) {
+        CUstream step = stepStream();
+        CUevent done = nullptr;
+        bool ok =
+            !DS_CU(cuEventCreate, &done, CU_EVENT_DISABLE_TIMING).failed() &&
+            !DS_CU(cuEventRecord, ready, step).failed() &&
+            !DS_CU(cuStreamWaitEvent, link.stream, ready, 0u).failed() &&
+            callNccl(
+                s, "ncclRecv", seq, bytes,
+                [&](ncclComm_t comm) {
+                  return s.api.ncclRecv(out, count, dataType(f64), 0, comm,
+                                        link.stream);
+                },
+                link.comm) &&
+            !DS_CU(cuEventRecord, done, link.stream).failed() &&
+            !DS_CU(cuStreamWaitEvent, step, done, 0u).failed();
+        if (done)
+          (void)DS_CU(cuEventDestroy, done);
+        return ok;
+      });
+}
+
 bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
                              const double *probe, bool inPlace,
                              int64_t &handle) {
@@ -1035,6 +1266,10 @@ bool dsrt::comm::nccl::allreduce(const void *, void *, int64_t, bool, int64_t) {
 bool dsrt::comm::nccl::broadcast(const void *, void *, int64_t, bool) {
   return false;
 }
+bool dsrt::comm::nccl::send(const void *, int64_t, bool, int64_t) {
+  return false;
+}
+bool dsrt::comm::nccl::recv(void *, int64_t, bool, int64_t) { return false; }
 bool dsrt::comm::nccl::start(const void *, int64_t, Element, const double *,
                              bool, int64_t &) {
   return false;

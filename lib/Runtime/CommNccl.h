@@ -25,6 +25,18 @@ bool allreduce(const void *in, void *out, int64_t count, bool f64, int64_t op);
 /// out[count] = rank 0's in[count], in order on the step stream.
 bool broadcast(const void *in, void *out, int64_t count, bool f64);
 
+/// A pipeline's transfer on NCCL: sends in[count] (f32, or f64 with `f64`)
+/// to stage `peer` of this rank's replica, in order on the step stream;
+/// the step may reuse `in` once this returns. Each direction between two
+/// stages is a link of its own (a communicator of the two ranks and a
+/// stream), made at the first transfer by both ends, which must therefore
+/// call this whatever their views: `count` -1 for a view that is not a
+/// contiguous vector (an error on a link, staged otherwise).
+bool send(const void *in, int64_t count, bool f64, int64_t peer);
+
+/// Receives out[count] from stage `peer`; the step stream waits for it.
+bool recv(void *out, int64_t count, bool f64, int64_t peer);
+
 /// The element types of a started all-reduce. F16 and BF16 carry DDP's
 /// fp16/bf16 hooks (ds-compress-allreduce{scheme=fp16|bf16}): each rank's
 /// values were divided by the group's size before they were rounded, so

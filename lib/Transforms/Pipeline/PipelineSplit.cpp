@@ -773,6 +773,19 @@ LogicalResult Splitter::buildDriver(unsigned stage) {
     for (Value v : fn->args)
       if (MicroFn *p = producerOf(v); p && p->stage != stage)
         (p->forward ? recvInForward : recvInBackward).insert(v);
+  // Received in the order each producer sends them (its outputs' order):
+  // NCCL matches a link's transfers by their order, not by channel.
+  auto sendOrder = [&](Value v) {
+    MicroFn *p = producerOf(v);
+    return std::make_pair(
+        p->stage, std::distance(p->outputs.begin(), llvm::find(p->outputs, v)));
+  };
+  SmallVector<Value> forwardOrder(recvInForward.begin(), recvInForward.end()),
+      backwardOrder(recvInBackward.begin(), recvInBackward.end());
+  for (SmallVector<Value> *order : {&forwardOrder, &backwardOrder})
+    llvm::sort(*order, [&](Value a, Value b) { // (stage, index): unique
+      return sendOrder(a) < sendOrder(b);
+    });
   auto consumersOf = [&](Value v) {
     SmallVector<unsigned> to;
     for (MicroFn &c : fns)
@@ -844,11 +857,11 @@ LogicalResult Splitter::buildDriver(unsigned stage) {
   };
   for (Slot slot : stageSchedule(options, stage)) {
     if (slot.forward) {
-      receive(recvInForward.getArrayRef(), slot.micro);
+      receive(forwardOrder, slot.micro);
       if (failed(call(f, slot.micro)))
         return failure();
     } else {
-      receive(recvInBackward.getArrayRef(), slot.micro);
+      receive(backwardOrder, slot.micro);
       if (failed(call(g, slot.micro)))
         return failure();
     }

@@ -32,7 +32,12 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
     states; a three-tier GPU run split by a checkpoint equals the straight
     run bit for bit, residuals included;
   - pipeline: 2 stages x 2 micro-batches with clipping (sends, receives
-    and the global norm summed over the stages);
+    and the global norm summed over the stages): the transfers on NCCL's
+    links (a communicator and a stream per direction), no activation or
+    gradient copied to the host, two values a micro-batch each way in the
+    order sent; the same staged (DS_CUDA_COLLECTIVES=host)
+    and with stage 1 unable to use NCCL (both ends of each link then
+    stage);
   - composition: the sparse MLP block-sparse, fake-quantized, FP8,
     loss-scaled and data-parallel with a compressed all-reduce;
   - exported: the dp job's step exported (ds-run --emit-step) and run by
@@ -57,6 +62,8 @@ COMPARE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                        "compare_runs.py")
 TIMEOUT = 240
 MLP = os.path.join(SRC, "examples", "mlp.mlir")
+TWO_VALUES = os.path.join(SRC, "test", "Transforms",
+                          "partition-pipeline-order.mlir")
 SPARSE_MLP = os.path.join(SRC, "test", "Transforms", "Inputs",
                           "sparse-mlp.mlir")
 GPU_FLAGS = ["--device", "cuda", "--gpu-emulate-kernels", "--gpu-max-blocks",
@@ -346,12 +353,94 @@ def case_powersgd():
     return compare(runs, 1e-5) + "; %d states" % len(states)
 
 
-def case_pipeline():
-    runs = both("pipe", MLP, ["--stages", "2", "--micro-batches", "2",
-                              "--clip-gradients", "--steps", "6"])
+PIPELINE = ["--stages", "2", "--micro-batches", "2", "--clip-gradients",
+            "--steps", "6"]
+
+
+def pipeline_log(name, extra_env, rank1_env=""):
+    """Runs the pipeline on the emulated GPU with a driver log per rank
+    (and `rank1_env`, shell assignments, for stage 1 only); the logs."""
+    logs = os.path.join(TMP, name + "-log")
+    report = os.path.join(TMP, name + "-gpu.json")
+    ckpt = os.path.join(TMP, name + "-gpu")
+    p = subprocess.run(
+        [MPIRUN, "-np", "2", "sh", "-c",
+         'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export %s; fi; '
+         'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"'
+         % (rank1_env or "UNUSED=1"),
+         logs, DS_RUN, MLP] + PIPELINE + GPU_FLAGS +
+        ["--report", report, "--checkpoint", ckpt, "--quiet"],
+        env=gpu_env(**extra_env), capture_output=True, text=True,
+        timeout=TIMEOUT)
+    if p.returncode != 0:
+        raise RuntimeError(p.stdout + p.stderr)
+    out = []
+    for rank in (0, 1):
+        with open("%s.%d" % (logs, rank)) as f:
+            out.append(f.read().splitlines())
+    return (report, ckpt), out, p.stderr
+
+
+def compare_stages(runs):
     return "; ".join("stage %d: %s" % (s, compare(runs, 1e-5,
                                                    subdir="stage%d" % s))
                      for s in (0, 1))
+
+
+def case_pipeline():
+    runs = both("pipe", MLP, PIPELINE)
+    result = compare_stages(runs)
+    # The transfers: stage 0 sends 2 activations a step and receives 2
+    # gradients, stage 1 the other way round, each direction on its link's
+    # stream; staged, each is a copy to the host (and a wait) on one end.
+    _, logs, _ = pipeline_log("pipe-nccl", {})
+    _, staged, _ = pipeline_log("pipe-host", {"DS_CUDA_COLLECTIVES": "host"})
+    for rank, log in enumerate(logs):
+        sends = [l for l in log if l.startswith("ncclSend ")]
+        recvs = [l for l in log if l.startswith("ncclRecv ")]
+        streams = {l.split("stream=")[1] for l in sends + recvs}
+        if len(sends) != 12 or len(recvs) != 12 or len(streams) != 2:
+            raise RuntimeError("rank %d: %d sends, %d receives on %s" % (
+                rank, len(sends), len(recvs), sorted(streams)))
+        if not any(l.startswith("ncclCommInitRankConfig nranks=2") for l in
+                   log):
+            raise RuntimeError("rank %d made no link" % rank)
+        # The links' communicators end with the run, and nothing is left.
+        exits = [l for l in log if l.startswith("stub-exit")]
+        if sum(l.startswith("ncclCommDestroy") for l in log) != 3 or \
+                not exits or \
+                any(not kv.endswith("=0") for kv in exits[-1].split()[1:]):
+            raise RuntimeError("rank %d: communicators or memory left: %s" %
+                               (rank, exits))
+    def copies(log):
+        return sum(1 for l in log if l.startswith("cuMemcpyDtoH") and
+                   int(l.split("bytes=")[1].split()[0]) > 8)
+    fewer = [copies(staged[r]) - copies(logs[r]) for r in (0, 1)]
+    if fewer != [12, 12]:
+        raise RuntimeError("copies to the host fewer than staged: %s" % fewer)
+    # Two values a micro-batch each way: NCCL matches them by order.
+    two = both("pipe-two", TWO_VALUES, ["--stages", "2", "--micro-batches",
+                                        "2", "--steps", "4"])
+    return result + ("; 12 sends and 12 receives a rank on NCCL, 2 links' "
+                     "streams, 12 copies to the host fewer than staged; two "
+                     "values each way: ") + compare_stages(two)
+
+
+def case_pipeline_staged():
+    # Staged by choice, and with stage 1 unable to use NCCL (its unique id
+    # fails, so it stages; both ends of each link then stage).
+    runs = both("pipe-staged", MLP, PIPELINE, {"DS_CUDA_COLLECTIVES": "host"})
+    result = compare_stages(runs)
+    mixed, logs, stderr = pipeline_log("pipe-mixed",
+                                       {"DS_CUDA_COLLECTIVES": "auto"},
+                                       "DS_STUB_NCCL_FAIL=ncclGetUniqueId")
+    if any(l.startswith(("ncclSend", "ncclRecv")) for log in logs
+           for l in log):
+        raise RuntimeError("a transfer went to NCCL with stage 1 staging")
+    if "rank 0: NCCL not used (ncclGetUniqueId failed" not in stderr:
+        raise RuntimeError("no word of stage 1's fallback: %s" % stderr[-2000:])
+    result += "; mixed: " + compare_stages({"cpu": runs["cpu"], "gpu": mixed})
+    return result
 
 
 def case_composition():
@@ -403,7 +492,9 @@ def main():
              ("non-finite", case_nonfinite), ("fallback", case_fallback),
              ("fp16 / bf16", case_half), ("three-tier", case_three_tier),
              ("topk + DGC", case_topk_dgc), ("powersgd", case_powersgd),
-             ("pipeline", case_pipeline), ("composition", case_composition),
+             ("pipeline", case_pipeline),
+             ("pipeline staged", case_pipeline_staged),
+             ("composition", case_composition),
              ("exported", case_exported)]
     failed = 0
     for name, fn in cases:

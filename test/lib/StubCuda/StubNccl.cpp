@@ -31,6 +31,10 @@
 // and runs, exchanging with the other ranks, at each launch of the graph;
 // a failure there is what ncclCommGetAsyncError answers next, and
 // DS_STUB_NCCL_HANG counts its runs, not its capture.
+// ncclSend and ncclRecv: a send publishes its data in a file of the
+// communicator's directory and returns (eager, as NCCL's for small
+// messages; the runtime never relies on more); a receive waits for the
+// matching send's file (its n-th from that peer), at most the timeout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +48,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +70,9 @@ struct Comm {
   std::atomic<bool> aborted{false};
   /// The collectives so far, for DS_STUB_NCCL_HANG.
   long collectives = 0;
+  /// Point-to-point transfers so far, to and from each peer (matched in
+  /// order, as NCCL matches them).
+  std::map<int, long> sent, received;
   /// When the last call came, for DS_STUB_NCCL_ASYNC_ERROR.
   std::atomic<std::chrono::steady_clock::rep> lastCall{
       std::chrono::steady_clock::now().time_since_epoch().count()};
@@ -447,6 +455,77 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   if (captured(c, stream, line, work) || hangs(c, stream))
     return ncclSuccess;
   return run(c, work);
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count,
+                      ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  char name[32];
+  logLine("ncclSend count=%zu type=%s peer=%d stream=%s", count,
+          typeName(datatype), peer, streamName(stream, name, 32));
+  if (fails("ncclSend"))
+    return ncclSystemError;
+  size_t size = elementSize(datatype);
+  if (!comm || size == 0)
+    return ncclInvalidArgument;
+  auto &c = *reinterpret_cast<Comm *>(comm);
+  if (peer < 0 || peer >= c.nranks || peer == c.rank)
+    return ncclInvalidArgument;
+  if (hangs(c, stream))
+    return ncclSuccess;
+  std::string path = c.dir + "/p" + std::to_string(c.rank) + "to" +
+                     std::to_string(peer) + "." +
+                     std::to_string(c.sent[peer]++);
+  return run(c, [path, sendbuff, count, size] {
+    return writeFile(path, sendbuff, count * size) ? ncclSuccess
+                                                   : ncclSystemError;
+  });
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
+                      int peer, ncclComm_t comm, cudaStream_t stream) {
+  char name[32];
+  logLine("ncclRecv count=%zu type=%s peer=%d stream=%s", count,
+          typeName(datatype), peer, streamName(stream, name, 32));
+  if (fails("ncclRecv"))
+    return ncclSystemError;
+  size_t size = elementSize(datatype);
+  if (!comm || size == 0)
+    return ncclInvalidArgument;
+  auto &c = *reinterpret_cast<Comm *>(comm);
+  if (peer < 0 || peer >= c.nranks || peer == c.rank)
+    return ncclInvalidArgument;
+  if (hangs(c, stream))
+    return ncclSuccess;
+  std::string path = c.dir + "/p" + std::to_string(peer) + "to" +
+                     std::to_string(c.rank) + "." +
+                     std::to_string(c.received[peer]++);
+  return run(c, [&c, path, recvbuff, count, size] {
+    const char *limit = std::getenv("DS_STUB_NCCL_TIMEOUT");
+    auto deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::duration<double>(limit ? std::atof(limit) : 60.0);
+    struct stat st;
+    while (stat(path.c_str(), &st) != 0) {
+      if (std::chrono::steady_clock::now() > deadline || c.aborted)
+        return ncclSystemError;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    // A size other than the receive's is NCCL's undefined behaviour; the
+    // stub says so.
+    if (size_t(st.st_size) != count * size) {
+      logLine("stub-nccl: ncclRecv of %zu bytes matched a send of %lld",
+              count * size, static_cast<long long>(st.st_size));
+      return ncclInvalidUsage;
+    }
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f)
+      return ncclSystemError;
+    size_t got = count ? std::fread(recvbuff, 1, count * size, f) : 0;
+    std::fclose(f);
+    std::remove(path.c_str());
+    return got == count * size ? ncclSuccess : ncclSystemError;
+  });
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
