@@ -34,6 +34,14 @@
 // error is recorded, the MPI layer's communicator fails, and the kernels
 // waiting for the peer end, so the host's wait returns and the step fails.
 //
+// A pipeline's transfers (ds.send / ds.recv between stages) run on links:
+// each direction between two stages has a communicator of its two ranks
+// and a stream of its own, so that a send never queues behind a receive
+// of the other direction (a 1F1B schedule would deadlock on one shared
+// communicator once a message outgrows NCCL's buffers). Both ends make a
+// link at its first transfer (an offer and an answer through the MPI
+// layer); it is NCCL's when both ends' collectives are, staged otherwise.
+//
 // CUDA graphs (--cuda-graphs): every call here can be captured. The
 // communication stream joins the capture through the start's event and
 // leaves it through the wait's, and NCCL's calls become the graph's nodes.
