@@ -321,6 +321,37 @@ void end(Comm *c) {
   delete c;
 }
 
+/// What ncclSend and ncclRecv share: the log line and the checks. The
+/// communicator, or null with `result` what the call answers (a hung
+/// transfer answers success and never completes).
+Comm *pointToPoint(const char *fn, size_t count, ncclDataType_t datatype,
+                   int peer, ncclComm_t comm, cudaStream_t stream,
+                   ncclResult_t &result) {
+  char name[32];
+  logLine("%s count=%zu type=%s peer=%d stream=%s", fn, count,
+          typeName(datatype), peer, streamName(stream, name, 32));
+  result = ncclInvalidArgument;
+  if (fails(fn)) {
+    result = ncclSystemError;
+    return nullptr;
+  }
+  auto *c = reinterpret_cast<Comm *>(comm);
+  if (!c || elementSize(datatype) == 0 || peer < 0 || peer >= c->nranks ||
+      peer == c->rank)
+    return nullptr;
+  if (hangs(*c, stream)) {
+    result = ncclSuccess;
+    return nullptr;
+  }
+  return c;
+}
+
+/// The file of the n-th transfer from rank `from` to rank `to`.
+std::string transferFile(const Comm &c, int from, int to, long n) {
+  return c.dir + "/p" + std::to_string(from) + "to" + std::to_string(to) + "." +
+         std::to_string(n);
+}
+
 } // namespace
 
 extern "C" {
@@ -460,71 +491,52 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclSend(const void *sendbuff, size_t count,
                       ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  char name[32];
-  logLine("ncclSend count=%zu type=%s peer=%d stream=%s", count,
-          typeName(datatype), peer, streamName(stream, name, 32));
-  if (fails("ncclSend"))
-    return ncclSystemError;
-  size_t size = elementSize(datatype);
-  if (!comm || size == 0)
-    return ncclInvalidArgument;
-  auto &c = *reinterpret_cast<Comm *>(comm);
-  if (peer < 0 || peer >= c.nranks || peer == c.rank)
-    return ncclInvalidArgument;
-  if (hangs(c, stream))
-    return ncclSuccess;
-  std::string path = c.dir + "/p" + std::to_string(c.rank) + "to" +
-                     std::to_string(peer) + "." +
-                     std::to_string(c.sent[peer]++);
-  return run(c, [path, sendbuff, count, size] {
-    return writeFile(path, sendbuff, count * size) ? ncclSuccess
-                                                   : ncclSystemError;
+  ncclResult_t result;
+  Comm *c =
+      pointToPoint("ncclSend", count, datatype, peer, comm, stream, result);
+  if (!c)
+    return result;
+  std::string path = transferFile(*c, c->rank, peer, c->sent[peer]++);
+  size_t bytes = count * elementSize(datatype);
+  return run(*c, [path, sendbuff, bytes] {
+    return writeFile(path, sendbuff, bytes) ? ncclSuccess : ncclSystemError;
   });
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
                       int peer, ncclComm_t comm, cudaStream_t stream) {
-  char name[32];
-  logLine("ncclRecv count=%zu type=%s peer=%d stream=%s", count,
-          typeName(datatype), peer, streamName(stream, name, 32));
-  if (fails("ncclRecv"))
-    return ncclSystemError;
-  size_t size = elementSize(datatype);
-  if (!comm || size == 0)
-    return ncclInvalidArgument;
-  auto &c = *reinterpret_cast<Comm *>(comm);
-  if (peer < 0 || peer >= c.nranks || peer == c.rank)
-    return ncclInvalidArgument;
-  if (hangs(c, stream))
-    return ncclSuccess;
-  std::string path = c.dir + "/p" + std::to_string(peer) + "to" +
-                     std::to_string(c.rank) + "." +
-                     std::to_string(c.received[peer]++);
-  return run(c, [&c, path, recvbuff, count, size] {
+  ncclResult_t result;
+  Comm *c =
+      pointToPoint("ncclRecv", count, datatype, peer, comm, stream, result);
+  if (!c)
+    return result;
+  std::string path = transferFile(*c, peer, c->rank, c->received[peer]++);
+  size_t bytes = count * elementSize(datatype);
+  return run(*c, [c, path, recvbuff, bytes] {
     const char *limit = std::getenv("DS_STUB_NCCL_TIMEOUT");
     auto deadline =
         std::chrono::steady_clock::now() +
         std::chrono::duration<double>(limit ? std::atof(limit) : 60.0);
     struct stat st;
     while (stat(path.c_str(), &st) != 0) {
-      if (std::chrono::steady_clock::now() > deadline || c.aborted)
+      if (std::chrono::steady_clock::now() > deadline || c->aborted)
         return ncclSystemError;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     // A size other than the receive's is NCCL's undefined behaviour; the
     // stub says so.
-    if (size_t(st.st_size) != count * size) {
-      logLine("stub-nccl: ncclRecv of %zu bytes matched a send of %lld",
-              count * size, static_cast<long long>(st.st_size));
+    if (size_t(st.st_size) != bytes) {
+      logLine("stub-nccl: ncclRecv of %zu bytes matched a send of %lld", bytes,
+              static_cast<long long>(st.st_size));
       return ncclInvalidUsage;
     }
     FILE *f = std::fopen(path.c_str(), "rb");
     if (!f)
       return ncclSystemError;
-    size_t got = count ? std::fread(recvbuff, 1, count * size, f) : 0;
+    size_t got = bytes ? std::fread(recvbuff, 1, bytes, f) : 0;
     std::fclose(f);
     std::remove(path.c_str());
-    return got == count * size ? ncclSuccess : ncclSystemError;
+    return got == bytes ? ncclSuccess : ncclSystemError;
   });
 }
 
