@@ -417,6 +417,19 @@ void allreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
   staged<T>(in, out, cpu, op);
 }
 
+/// A sum over a pipeline's stages: on the stage group's NCCL communicator
+/// when every stage's collectives are NCCL's, staged otherwise. Every stage
+/// takes part in that decision, whatever its views.
+template <typename T, typename Cpu>
+void stageAllreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
+  T *from = contiguous(in), *to = contiguous(out);
+  bool fits = from && to && in->sizes[0] == out->sizes[0];
+  if (comm::nccl::stageAllreduce(from, to, fits ? in->sizes[0] : -1,
+                                 std::is_same_v<T, double>, op))
+    return;
+  staged<T>(in, out, cpu, op);
+}
+
 /// A broadcast from rank 0, likewise.
 template <typename T, typename Cpu>
 void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
@@ -436,7 +449,7 @@ void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
   }                                                                            \
   DSRT_API void _mlir_ciface_dsrt_cuda_stage_allreduce_##SUFFIX(D *in, D *out, \
                                                                 int64_t op) {  \
-    staged<T>(view<T>(in), view<T>(out), Cpu<T>::stageAllreduce, op);          \
+    stageAllreduce<T>(view<T>(in), view<T>(out), op, Cpu<T>::stageAllreduce);  \
   }                                                                            \
   DSRT_API void _mlir_ciface_dsrt_cuda_broadcast_##SUFFIX(D *in, D *out) {     \
     broadcast<T>(view<T>(in), view<T>(out), Cpu<T>::broadcast);                \

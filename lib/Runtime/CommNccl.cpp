@@ -41,6 +41,8 @@
 // communicator once a message outgrows NCCL's buffers). Both ends make a
 // link at its first transfer (an offer and an answer through the MPI
 // layer); it is NCCL's when both ends' collectives are, staged otherwise.
+// The sums over a pipeline's stages run on the stage group's communicator,
+// made at the first sum by every stage of the replica.
 //
 // CUDA graphs (--cuda-graphs): every call here can be captured. The
 // communication stream joins the capture through the start's event and
@@ -184,6 +186,11 @@ struct State {
   /// first transfer, only in Mode::Nccl. Changed under callMutex too (the
   /// watchdog asks each link's communicator for errors).
   std::map<std::pair<int64_t, bool>, Link> links;
+  /// The stage group's communicator (the stages of this rank's replica),
+  /// for the sums over stages: made at the first one (no stream of its
+  /// own: the sums are on the step stream). Likewise under callMutex.
+  Link stageGroup;
+  bool stageGroupDecided = false;
   /// The captured graphs' share of the collectives (alive while their
   /// graphs are), and the pinned probe slots they take and give back.
   std::vector<Replay *> replays;
@@ -247,6 +254,14 @@ private:
   bool uncounted = false;     // the last launch's probes not yet counted
 };
 
+/// Calls `f(link)` on every communicator besides the data-parallel
+/// group's: the pipeline's links and its stage group's.
+template <typename F> void forEachOther(State &s, F f) {
+  for (auto &[key, link] : s.links)
+    f(link);
+  f(s.stageGroup);
+}
+
 const char *ncclText(const State &s, ncclResult_t result) {
   return s.api.ncclGetErrorString ? s.api.ncclGetErrorString(result)
                                   : "(no error string)";
@@ -265,9 +280,10 @@ void abortCommunicator(State &s, const char *why, bool failJob = true) {
   if (failJob)
     comm::failCommunicator();
   (void)s.api.ncclCommAbort(s.comm);
-  for (auto &[key, link] : s.links)
+  forEachOther(s, [&](Link &link) {
     if (link.comm)
       (void)s.api.ncclCommAbort(link.comm);
+  });
 }
 
 /// "dsrt: <fn> #<seq> (<bytes> bytes) did not complete within <t> s ...".
@@ -360,9 +376,7 @@ void watch(State &s, double timeout) {
         return !why.empty();
       };
       if (!s.aborted && !failed(s.comm))
-        for (auto &[key, link] : s.links)
-          if (failed(link.comm))
-            break;
+        forEachOther(s, [&](Link &link) { failed(link.comm); });
     }
     if (!why.empty()) {
       abortCommunicator(s, why.c_str());
@@ -509,9 +523,9 @@ void countProbesForStats() {
 /// for (its peers may never match it). An aborted one is gone already.
 void release(State &s, bool endComm) {
   stopWatchdog(s);
-  // The links first: their transfers are all enqueued, and each of their
-  // ends releases them here.
-  for (auto &[key, link] : s.links) {
+  // The pipeline's communicators first: their transfers and sums are all
+  // enqueued, and each of their ranks releases them here.
+  forEachOther(s, [&](Link &link) {
     if (endComm && link.comm && !s.aborted &&
         callNccl(
             s, "ncclCommFinalize", s.nextSeq++, 0,
@@ -525,10 +539,12 @@ void release(State &s, bool endComm) {
       (void)DS_CU(cuStreamSynchronize, link.stream);
     if (link.stream)
       (void)DS_CU(cuStreamDestroy, link.stream);
-  }
+  });
   {
     std::lock_guard<std::mutex> lock(s.callMutex);
     s.links.clear();
+    s.stageGroup = Link();
+    s.stageGroupDecided = false;
   }
   if (endComm && s.comm && !s.aborted) {
     if (!s.started.empty())
@@ -1032,6 +1048,61 @@ Link *linkOf(State &s, int64_t peer, bool sends, bool nccl) {
   return &(s.links[key] = link);
 }
 
+/// The stage group's communicator, for the sums over stages: made at the
+/// first sum, which every stage of the replica reaches at the same point
+/// of its update, when every stage's collectives are NCCL's (`nccl`; a
+/// vote over the group, stage 0's unique id broadcast, then a vote on the
+/// result, as the data-parallel group's). Null when the sums are staged.
+ncclComm_t stageGroupOf(State &s, bool nccl) {
+  if (s.stageGroupDecided)
+    return s.stageGroup.comm;
+  s.stageGroupDecided = true;
+  // Every stage's flag (the MIN) and, with `withId`, stage 0's id.
+  auto vote = [&](bool can, bool withId, ncclUniqueId &id) {
+    auto flag = std::make_shared<int64_t>(can ? 1 : 0);
+    auto shared = std::make_shared<ncclUniqueId>(id);
+    bool ok = comm::run("NCCL stage bootstrap", sizeof(ncclUniqueId), [=] {
+      return comm::onStageGroup([&] {
+        DS_RETURN_IF_ERROR(comm::allreduce(flag.get(), flag.get(), 1, DSRT_I64,
+                                           DSRT_REDUCE_MIN, false));
+        if (*flag && withId)
+          return comm::broadcast(shared.get(), sizeof(ncclUniqueId), 0);
+        return Status::success();
+      });
+    });
+    if (!ok)
+      return false;
+    id = *shared;
+    return *flag != 0;
+  };
+  int stage = dsrt_comm_stage();
+  ncclUniqueId id{};
+  bool can = nccl && !(stage == 0 && s.api.ncclGetUniqueId(&id) != ncclSuccess);
+  if (!vote(can, true, id))
+    return nullptr;
+  ncclComm_t group = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r = s.api.ncclCommInitRankConfig(&group, dsrt_comm_stages(), id,
+                                                stage, &config);
+  std::string why =
+      group || r != ncclSuccess
+          ? settle(s, r, "ncclCommInitRankConfig", 0, 0, group)
+          : std::string("ncclCommInitRankConfig made no communicator");
+  if (!vote(why.empty(), false, id)) {
+    if (group)
+      (void)s.api.ncclCommAbort(group);
+    std::fprintf(stderr,
+                 "dsrt: stage %d: NCCL not used for the sums over stages "
+                 "(%s); they are staged through the host\n",
+                 stage, why.empty() ? "another stage could not" : why.c_str());
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(s.callMutex);
+  s.stageGroup.comm = group;
+  return group;
+}
+
 /// A transfer of a pipeline's stages on NCCL: `enqueue(link)` on the
 /// link's stream after the step stream's work so far (the sender's copy of
 /// its data, or the receiver's buffer ready), counted as a collective of
@@ -1131,6 +1202,42 @@ bool dsrt::comm::nccl::recv(void *out, int64_t count, bool f64, int64_t peer) {
           (void)DS_CU(cuEventDestroy, done);
         return ok;
       });
+}
+
+bool dsrt::comm::nccl::stageAllreduce(const void *in, void *out, int64_t count,
+                                      bool f64, int64_t op) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  comm::World w;
+  // As the transfers: deterministic mode sums in rank order, on the host.
+  if (comm::acquire(w).failed() || w.deterministic || dsrt_comm_stages() <= 1)
+    return false;
+  bool nccl = decide(s, w) && !ensureReady().failed();
+  ncclComm_t group = stageGroupOf(s, nccl);
+  if (!group)
+    return false;
+  if (s.aborted)
+    return true;
+  if (count < 0 || op < DSRT_REDUCE_SUM || op > DSRT_REDUCE_MIN) {
+    (void)DS_ERROR("dsrt_cuda_stage_allreduce: the input and output are not "
+                   "contiguous vectors of one size, or op %lld is unknown",
+                   static_cast<long long>(op));
+    return true;
+  }
+  int64_t bytes = count * elementBytes(f64);
+  Replay *replay = capturedBy(s);
+  countEnqueued(replay, double(bytes), 0, bytes);
+  uint64_t seq = s.nextSeq++;
+  if (callNccl(
+          s, "ncclAllReduce", seq, bytes,
+          [&](ncclComm_t comm) {
+            return s.api.ncclAllReduce(in, out, count, dataType(f64),
+                                       reduction(op), comm, stepStream());
+          },
+          group) &&
+      !replay)
+    watchCollective(s, stepStream(), "ncclAllReduce", seq, bytes);
+  return true;
 }
 
 bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
@@ -1278,6 +1385,10 @@ bool dsrt::comm::nccl::send(const void *, int64_t, bool, int64_t) {
   return false;
 }
 bool dsrt::comm::nccl::recv(void *, int64_t, bool, int64_t) { return false; }
+bool dsrt::comm::nccl::stageAllreduce(const void *, void *, int64_t, bool,
+                                      int64_t) {
+  return false;
+}
 bool dsrt::comm::nccl::start(const void *, int64_t, Element, const double *,
                              bool, int64_t &) {
   return false;

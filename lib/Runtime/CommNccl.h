@@ -37,6 +37,14 @@ bool send(const void *in, int64_t count, bool f64, int64_t peer);
 /// Receives out[count] from stage `peer`; the step stream waits for it.
 bool recv(void *out, int64_t count, bool f64, int64_t peer);
 
+/// out[count] = the DSRT_REDUCE_* `op` over the stages of this rank's
+/// replica of in[count] (a pipeline's sums over stages), in order on the
+/// step stream, on the stage group's communicator (made at the first sum
+/// by every stage). Every stage calls it at the same point: `count` -1 for
+/// views that are not contiguous vectors of one size (an error there).
+bool stageAllreduce(const void *in, void *out, int64_t count, bool f64,
+                    int64_t op);
+
 /// The element types of a started all-reduce. F16 and BF16 carry DDP's
 /// fp16/bf16 hooks (ds-compress-allreduce{scheme=fp16|bf16}): each rank's
 /// values were divided by the group's size before they were rounded, so

@@ -33,7 +33,8 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
     run bit for bit, residuals included;
   - pipeline: 2 stages x 2 micro-batches with clipping (sends, receives
     and the global norm summed over the stages): the transfers on NCCL's
-    links (a communicator and a stream per direction), no activation or
+    links (a communicator and a stream per direction) and the sums over
+    the stages on the stage group's communicator, no activation or
     gradient copied to the host, two values a micro-batch each way in the
     order sent; the same staged (DS_CUDA_COLLECTIVES=host)
     and with stage 1 unable to use NCCL (both ends of each link then
@@ -402,12 +403,19 @@ def case_pipeline():
         if len(sends) != 12 or len(recvs) != 12 or len(streams) != 2:
             raise RuntimeError("rank %d: %d sends, %d receives on %s" % (
                 rank, len(sends), len(recvs), sorted(streams)))
-        if not any(l.startswith("ncclCommInitRankConfig nranks=2") for l in
-                   log):
-            raise RuntimeError("rank %d made no link" % rank)
-        # The links' communicators end with the run, and nothing is left.
+        # Two links and the stage group's communicator (clipping's norm
+        # summed over the stages on the step stream, a step each).
+        pairs = sum(l.startswith("ncclCommInitRankConfig nranks=2") for l in
+                    log)
+        sums = [l for l in log if l.startswith("ncclAllReduce count=1 type=f32")
+                and "op=sum" in l]
+        if pairs != 3 or len(sums) != 6:
+            raise RuntimeError("rank %d: %d two-rank communicators, %d sums "
+                               "over the stages on NCCL" % (rank, pairs,
+                                                            len(sums)))
+        # The communicators end with the run, and nothing is left.
         exits = [l for l in log if l.startswith("stub-exit")]
-        if sum(l.startswith("ncclCommDestroy") for l in log) != 3 or \
+        if sum(l.startswith("ncclCommDestroy") for l in log) != 4 or \
                 not exits or \
                 any(not kv.endswith("=0") for kv in exits[-1].split()[1:]):
             raise RuntimeError("rank %d: communicators or memory left: %s" %
@@ -422,8 +430,9 @@ def case_pipeline():
     two = both("pipe-two", TWO_VALUES, ["--stages", "2", "--micro-batches",
                                         "2", "--steps", "4"])
     return result + ("; 12 sends and 12 receives a rank on NCCL, 2 links' "
-                     "streams, 12 copies to the host fewer than staged; two "
-                     "values each way: ") + compare_stages(two)
+                     "streams, 12 copies to the host fewer than staged, the "
+                     "norm's sums over the stages on NCCL; two values each "
+                     "way: ") + compare_stages(two)
 
 
 def case_pipeline_staged():
