@@ -239,7 +239,12 @@ public:
   static std::unique_ptr<cuda::LaunchHook> make() {
     return std::make_unique<Replay>();
   }
+  /// Events recorded on the links' streams after the captured sends,
+  /// which nothing in the step waits for: the capture joins them back.
+  std::vector<CUevent> unjoined;
+
   ~Replay() override;
+  void beforeEnd() override;
   void beforeLaunch() override;
   void afterLaunch() override;
 
@@ -859,6 +864,9 @@ void countEnqueued(Replay *replay, double sent, double dense, int64_t bytes) {
 Replay::~Replay() {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  // A capture abandoned before its end (the session still up).
+  for (CUevent sent : unjoined)
+    (void)DS_CU(cuEventDestroy, sent);
   s.replays.erase(std::remove(s.replays.begin(), s.replays.end(), this),
                   s.replays.end());
   // Released with the session otherwise (the driver may be gone now).
@@ -866,6 +874,16 @@ Replay::~Replay() {
                            probes.end());
   if (launched)
     (void)DS_CU(cuEventDestroy, launched);
+}
+
+void Replay::beforeEnd() {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (CUevent sent : unjoined) {
+    (void)DS_CU(cuStreamWaitEvent, stepStream(), sent, 0u);
+    (void)DS_CU(cuEventDestroy, sent);
+  }
+  unjoined.clear();
 }
 
 void Replay::release() {
@@ -1130,19 +1148,26 @@ bool transfer(const char *fn, int64_t peer, bool sends, int64_t bytes,
                    sends ? "input" : "output");
     return true;
   }
-  comm::countCollective();
-  if (sends)
-    comm::countSent(double(bytes));
+  Replay *replay = capturedBy(s);
+  countEnqueued(replay, sends ? double(bytes) : 0.0, 0, bytes);
   uint64_t seq = s.nextSeq++;
   CUevent ready = nullptr;
   bool ok = !DS_CU(cuEventCreate, &ready, CU_EVENT_DISABLE_TIMING).failed() &&
             enqueue(s, *link, ready, seq);
   if (ready)
     (void)DS_CU(cuEventDestroy, ready); // released once it has happened
-  if (ok)
-    watchCollective(s, link->stream, fn, seq, bytes);
-  else
+  if (!ok) {
     abortCommunicator(s, nullptr);
+  } else if (!replay) {
+    watchCollective(s, link->stream, fn, seq, bytes);
+  } else if (sends) {
+    // Nothing in the step waits for a send: the capture must join the
+    // link's stream back before it ends.
+    CUevent sent = nullptr;
+    if (!DS_CU(cuEventCreate, &sent, CU_EVENT_DISABLE_TIMING).failed() &&
+        !DS_CU(cuEventRecord, sent, link->stream).failed())
+      replay->unjoined.push_back(sent);
+  }
   return true;
 }
 

@@ -679,19 +679,19 @@ int main(int argc, char **argv) {
                      "is enqueued on the stream");
   // Only NCCL's collectives can be captured; those staged through the
   // host wait for the stream (the compression schemes below and PowerSGD
-  // are checked once parsed). A world of one stages unless told otherwise.
+  // are checked once parsed). A world of one stages its collectives unless
+  // told otherwise, or unless it is a pipeline's stage.
   if (cudaGraphs && (dataParallel || dsrt_comm_launched())) {
     const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
     std::string collectives = choice && *choice ? choice : "auto";
+    bool stages = stageCount > 1 || ppRequested;
     std::string why =
-        stageCount > 1 || ppRequested
-            ? "a pipeline's sends and receives are staged through the host"
-        : deterministic ? "--deterministic stages every collective through "
-                          "the host, to sum in rank order"
+        deterministic ? "--deterministic stages every collective through "
+                        "the host, to sum in rank order"
         : collectives == "host"
             ? "DS_CUDA_COLLECTIVES=host stages every collective through the "
               "host"
-        : !dsrt_comm_launched() && collectives != "nccl"
+        : !dsrt_comm_launched() && !stages && collectives != "nccl"
             ? "a world of one stages its collectives through the host (set "
               "DS_CUDA_COLLECTIVES=nccl to run them on NCCL)"
             : "";

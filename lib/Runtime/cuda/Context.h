@@ -67,6 +67,9 @@ void abandonCapture();
 class LaunchHook {
 public:
   virtual ~LaunchHook() = default;
+  /// Right before the capture ends: the last chance to enqueue on the
+  /// captured stream (a fork joined back, which the driver requires).
+  virtual void beforeEnd() {}
   /// Right before each launch of the graph: the previous launch may still
   /// be running.
   virtual void beforeLaunch() {}

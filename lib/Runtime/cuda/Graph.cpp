@@ -124,6 +124,8 @@ void *dsrt_cuda_graph_end(void) {
     (void)DS_ERROR("dsrt_cuda_graph_end: no capture is in progress");
     return nullptr;
   }
+  for (auto &hook : capture->hooks)
+    hook.second->beforeEnd();
   Tally tally = snapshot(capture->counters);
   CUgraph raw = nullptr;
   auto graph = std::make_unique<Graph>();

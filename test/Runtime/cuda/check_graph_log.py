@@ -11,7 +11,8 @@ usage: check_graph_log.py LOG STEPS
 """
 import sys
 
-WORK = ("cuLaunchKernel", "cublasLtMatmul", "ncclAllReduce", "ncclBroadcast")
+WORK = ("cuLaunchKernel", "cublasLtMatmul", "ncclAllReduce", "ncclBroadcast",
+        "ncclSend", "ncclRecv")
 
 
 def fail(message):

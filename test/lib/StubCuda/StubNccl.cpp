@@ -321,15 +321,17 @@ void end(Comm *c) {
   delete c;
 }
 
-/// What ncclSend and ncclRecv share: the log line and the checks. The
-/// communicator, or null with `result` what the call answers (a hung
-/// transfer answers success and never completes).
+/// What ncclSend and ncclRecv share: the log line (also in `line`) and
+/// the checks. The communicator, or null with `result` what the call
+/// answers.
 Comm *pointToPoint(const char *fn, size_t count, ncclDataType_t datatype,
                    int peer, ncclComm_t comm, cudaStream_t stream,
-                   ncclResult_t &result) {
+                   char (&line)[160], ncclResult_t &result) {
   char name[32];
-  logLine("%s count=%zu type=%s peer=%d stream=%s", fn, count,
-          typeName(datatype), peer, streamName(stream, name, 32));
+  std::snprintf(line, sizeof(line), "%s count=%zu type=%s peer=%d stream=%s",
+                fn, count, typeName(datatype), peer,
+                streamName(stream, name, 32));
+  logLine("%s", line);
   result = ncclInvalidArgument;
   if (fails(fn)) {
     result = ncclSystemError;
@@ -339,10 +341,6 @@ Comm *pointToPoint(const char *fn, size_t count, ncclDataType_t datatype,
   if (!c || elementSize(datatype) == 0 || peer < 0 || peer >= c->nranks ||
       peer == c->rank)
     return nullptr;
-  if (hangs(*c, stream)) {
-    result = ncclSuccess;
-    return nullptr;
-  }
   return c;
 }
 
@@ -492,27 +490,33 @@ ncclResult_t ncclSend(const void *sendbuff, size_t count,
                       ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
   ncclResult_t result;
-  Comm *c =
-      pointToPoint("ncclSend", count, datatype, peer, comm, stream, result);
+  char line[160];
+  Comm *c = pointToPoint("ncclSend", count, datatype, peer, comm, stream, line,
+                         result);
   if (!c)
     return result;
-  std::string path = transferFile(*c, c->rank, peer, c->sent[peer]++);
   size_t bytes = count * elementSize(datatype);
-  return run(*c, [path, sendbuff, bytes] {
+  // The transfer's number is taken when it runs (a graph's at each launch).
+  auto work = [c, peer, sendbuff, bytes] {
+    std::string path = transferFile(*c, c->rank, peer, c->sent[peer]++);
     return writeFile(path, sendbuff, bytes) ? ncclSuccess : ncclSystemError;
-  });
+  };
+  if (captured(*c, stream, line, work) || hangs(*c, stream))
+    return ncclSuccess;
+  return run(*c, work);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
                       int peer, ncclComm_t comm, cudaStream_t stream) {
   ncclResult_t result;
-  Comm *c =
-      pointToPoint("ncclRecv", count, datatype, peer, comm, stream, result);
+  char line[160];
+  Comm *c = pointToPoint("ncclRecv", count, datatype, peer, comm, stream, line,
+                         result);
   if (!c)
     return result;
-  std::string path = transferFile(*c, peer, c->rank, c->received[peer]++);
   size_t bytes = count * elementSize(datatype);
-  return run(*c, [c, path, recvbuff, bytes] {
+  auto work = [c, peer, recvbuff, bytes] {
+    std::string path = transferFile(*c, peer, c->rank, c->received[peer]++);
     const char *limit = std::getenv("DS_STUB_NCCL_TIMEOUT");
     auto deadline =
         std::chrono::steady_clock::now() +
@@ -537,7 +541,10 @@ ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
     std::fclose(f);
     std::remove(path.c_str());
     return got == bytes ? ncclSuccess : ncclSystemError;
-  });
+  };
+  if (captured(*c, stream, line, work) || hangs(*c, stream))
+    return ncclSuccess;
+  return run(*c, work);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
