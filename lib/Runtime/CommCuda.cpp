@@ -95,10 +95,11 @@ template <typename T> struct Staged {
       (void)DS_ERROR(
           "dsrt: a collective staged through the host (its buffers copied "
           "to the host for MPI, which waits for the stream) cannot be "
-          "captured into a CUDA graph; only NCCL's collectives can (the "
-          "uncompressed, fp16 and bf16 all-reduces and the broadcasts of "
-          "data parallelism, with NCCL serving the process and outside "
-          "deterministic mode); this step cannot run as a graph");
+          "captured into a CUDA graph; only NCCL's collectives can (with "
+          "NCCL serving the process, outside deterministic mode: the "
+          "uncompressed, fp16 and bf16 all-reduces, the broadcasts, a "
+          "pipeline's transfers and sums over stages); this step cannot run "
+          "as a graph");
       return false;
     }
     int64_t span = spanElements(view);
@@ -378,8 +379,9 @@ void waitHalf(int64_t handle, Memref1<uint16_t> *encoded, bool bf16,
   hostOut.writeBack();
 }
 
-/// A pipeline's transfer: on NCCL's link to the stage when this rank's
-/// collectives are NCCL's and the view is contiguous, staged otherwise.
+/// A pipeline's transfer: on NCCL's link to the stage when both ends'
+/// collectives are NCCL's (a view that is not contiguous is then an
+/// error), staged otherwise.
 template <typename T> void send(Memref1<T> *in, int64_t peer, int64_t tag) {
   // Both ends of a link decide together, whatever their views: a view NCCL
   // cannot take is an error there (nullptr), not a staged transfer.

@@ -10,8 +10,9 @@
 // DS_CUDA_COLLECTIVES=auto (the default) takes NCCL when it loads and
 // initialises on every rank, and the host staging otherwise, saying why on
 // stderr; =nccl requires NCCL (an error otherwise), even for a world of
-// one; =host never uses it. Auto stages a world of one, and deterministic
-// mode always stages (NCCL's sums are not in rank order). The communicator is
+// one; =host never uses it. Auto stages a world of one that is not a
+// pipeline's stage (whose transfers NCCL carries), and deterministic mode
+// always stages (NCCL's sums are not in rank order). The communicator is
 // bootstrapped over MPI: rank 0's unique id is broadcast to the group, which is
 // the data-parallel group of the MPI layer (with a pipeline, the ranks of one
 // stage).
