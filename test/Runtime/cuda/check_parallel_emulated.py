@@ -39,6 +39,9 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
     order sent; the same staged (DS_CUDA_COLLECTIVES=host)
     and with stage 1 unable to use NCCL (both ends of each link then
     stage);
+  - pipeline x dp: 2 stages x 2 replicas (4 ranks), every kind of
+    communicator on each rank (its stage's data-parallel group, its 2
+    links, its replica's stage group);
   - composition: the sparse MLP block-sparse, fake-quantized, FP8,
     loss-scaled and data-parallel with a compressed all-reduce;
   - exported: the dp job's step exported (ds-run --emit-step) and run by
@@ -452,6 +455,40 @@ def case_pipeline_staged():
     return result
 
 
+def case_pipeline_dp():
+    flags = ["--stages", "2", "--micro-batches", "2", "--data-parallel",
+             "--fuse-allreduce", "--clip-gradients", "--steps", "4",
+             "--quiet"]
+    logs = os.path.join(TMP, "pipe-dp-log")
+    runs = {}
+    for device in ("cpu", "gpu"):
+        report = os.path.join(TMP, "pipe-dp-%s.json" % device)
+        ckpt = os.path.join(TMP, "pipe-dp-%s" % device)
+        cmd = [MPIRUN, "-np", "4"]
+        if device == "gpu":
+            cmd += ["sh", "-c",
+                    'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"',
+                    logs]
+        cmd += [DS_RUN, TWO_VALUES] + flags + ["--report", report,
+                                               "--checkpoint", ckpt]
+        if device == "gpu":
+            cmd += GPU_FLAGS
+        p = subprocess.run(cmd, env=gpu_env(DS_CUDA_COLLECTIVES="auto")
+                           if device == "gpu" else None,
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        if p.returncode != 0:
+            raise RuntimeError(p.stdout + p.stderr)
+        runs[device] = (report, ckpt)
+    for rank in range(4):
+        with open("%s.%d" % (logs, rank)) as f:
+            made = [l for l in f.read().splitlines()
+                    if l.startswith("ncclCommInitRankConfig nranks=2")]
+        if len(made) != 4:
+            raise RuntimeError("rank %d made %d communicators: %s" % (
+                rank, len(made), made))
+    return compare_stages(runs) + "; 4 communicators a rank"
+
+
 def case_composition():
     runs = both("all", SPARSE_MLP,
                 ["--sparsity=update-every=2 initial=0.5 final=0.75 regrow",
@@ -503,6 +540,7 @@ def main():
              ("topk + DGC", case_topk_dgc), ("powersgd", case_powersgd),
              ("pipeline", case_pipeline),
              ("pipeline staged", case_pipeline_staged),
+             ("pipeline x dp", case_pipeline_dp),
              ("composition", case_composition),
              ("exported", case_exported)]
     failed = 0
