@@ -663,6 +663,31 @@ void discard(State &s) {
   s.aborted = false;
 }
 
+/// A vote of every rank of the data-parallel group, or with `stageGroup`
+/// of this rank's replica's stages: true when all `can`, and then, with
+/// `withId`, the group's first rank's `id` is everyone's. False when the
+/// vote itself failed (its error recorded).
+bool vote(bool can, bool withId, ncclUniqueId &id, bool stageGroup) {
+  auto flag = std::make_shared<int64_t>(can ? 1 : 0);
+  auto shared = std::make_shared<ncclUniqueId>(id);
+  auto body = [flag, shared, withId]() -> Status {
+    DS_RETURN_IF_ERROR(comm::allreduce(flag.get(), flag.get(), 1, DSRT_I64,
+                                       DSRT_REDUCE_MIN, false));
+    if (*flag && withId)
+      return comm::broadcast(shared.get(), sizeof(ncclUniqueId), 0);
+    return Status::success();
+  };
+  bool ok = comm::run(stageGroup ? "NCCL stage bootstrap" : "NCCL bootstrap",
+                      sizeof(ncclUniqueId), [=]() {
+                        return stageGroup ? comm::onStageGroup(body) : body();
+                      });
+  // Read only when the task completed: a timed-out one may still write.
+  if (!ok)
+    return false;
+  id = *shared;
+  return *flag != 0;
+}
+
 /// Decides the backend with the other ranks (once); true for NCCL. Every
 /// rank of the group votes, whatever it can and was told, so that the
 /// votes' collectives pair up.
@@ -698,20 +723,7 @@ bool decide(State &s, const comm::World &w) {
     if (ncclResult_t r = s.api.ncclGetUniqueId(&id))
       why = std::string("ncclGetUniqueId failed: ") + ncclText(s, r);
   auto agree = [&](bool can, bool withId) {
-    auto flag = std::make_shared<int64_t>(can ? 1 : 0);
-    auto shared = std::make_shared<ncclUniqueId>(id);
-    bool ok = comm::run("NCCL bootstrap", sizeof(ncclUniqueId), [=]() {
-      DS_RETURN_IF_ERROR(comm::allreduce(flag.get(), flag.get(), 1, DSRT_I64,
-                                         DSRT_REDUCE_MIN, false));
-      if (*flag && withId)
-        return comm::broadcast(shared.get(), sizeof(ncclUniqueId), 0);
-      return Status::success();
-    });
-    // Read only when the task completed: a timed-out one may still write.
-    if (!ok)
-      return false;
-    id = *shared;
-    return *flag != 0;
+    return vote(can, withId, id, /*stageGroup=*/false);
   };
   bool all = agree(why.empty(), true);
   if (all) {
@@ -1076,28 +1088,10 @@ ncclComm_t stageGroupOf(State &s, bool nccl) {
   if (s.stageGroupDecided)
     return s.stageGroup.comm;
   s.stageGroupDecided = true;
-  // Every stage's flag (the MIN) and, with `withId`, stage 0's id.
-  auto vote = [&](bool can, bool withId, ncclUniqueId &id) {
-    auto flag = std::make_shared<int64_t>(can ? 1 : 0);
-    auto shared = std::make_shared<ncclUniqueId>(id);
-    bool ok = comm::run("NCCL stage bootstrap", sizeof(ncclUniqueId), [=] {
-      return comm::onStageGroup([&] {
-        DS_RETURN_IF_ERROR(comm::allreduce(flag.get(), flag.get(), 1, DSRT_I64,
-                                           DSRT_REDUCE_MIN, false));
-        if (*flag && withId)
-          return comm::broadcast(shared.get(), sizeof(ncclUniqueId), 0);
-        return Status::success();
-      });
-    });
-    if (!ok)
-      return false;
-    id = *shared;
-    return *flag != 0;
-  };
   int stage = dsrt_comm_stage();
   ncclUniqueId id{};
   bool can = nccl && !(stage == 0 && s.api.ncclGetUniqueId(&id) != ncclSuccess);
-  if (!vote(can, true, id))
+  if (!vote(can, /*withId=*/true, id, /*stageGroup=*/true))
     return nullptr;
   ncclComm_t group = nullptr;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -1108,7 +1102,7 @@ ncclComm_t stageGroupOf(State &s, bool nccl) {
       group || r != ncclSuccess
           ? settle(s, r, "ncclCommInitRankConfig", 0, 0, group)
           : std::string("ncclCommInitRankConfig made no communicator");
-  if (!vote(why.empty(), false, id)) {
+  if (!vote(why.empty(), /*withId=*/false, id, /*stageGroup=*/true)) {
     if (group)
       (void)s.api.ncclCommAbort(group);
     std::fprintf(stderr,
@@ -1122,6 +1116,19 @@ ncclComm_t stageGroupOf(State &s, bool nccl) {
   return group;
 }
 
+/// For a pipeline's transfers and sums over stages: false when they are
+/// staged without asking the other stages (no pipeline; deterministic
+/// mode, which sums in rank order and is the job's setting, so every rank
+/// agrees; a failed communicator); otherwise true, with `nccl` whether
+/// this rank's collectives are NCCL's (decided on first use).
+bool pipelineCollective(State &s, bool &nccl) {
+  comm::World w;
+  if (comm::acquire(w).failed() || w.deterministic || dsrt_comm_stages() <= 1)
+    return false;
+  nccl = decide(s, w) && !ensureReady().failed();
+  return true;
+}
+
 /// A transfer of a pipeline's stages on NCCL: `enqueue(link)` on the
 /// link's stream after the step stream's work so far (the sender's copy of
 /// its data, or the receiver's buffer ready), counted as a collective of
@@ -1131,12 +1138,9 @@ bool transfer(const char *fn, int64_t peer, bool sends, int64_t bytes,
               Enqueue enqueue) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  comm::World w;
-  // Deterministic mode and DS_CUDA_COLLECTIVES=host are the job's: both
-  // ends stage without a handshake.
-  if (comm::acquire(w).failed() || w.deterministic || dsrt_comm_stages() <= 1)
+  bool nccl = false;
+  if (!pipelineCollective(s, nccl))
     return false;
-  bool nccl = decide(s, w) && !ensureReady().failed();
   Link *link = linkOf(s, peer, sends, nccl);
   if (!link)
     return false;
@@ -1234,11 +1238,9 @@ bool dsrt::comm::nccl::stageAllreduce(const void *in, void *out, int64_t count,
                                       bool f64, int64_t op) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  comm::World w;
-  // As the transfers: deterministic mode sums in rank order, on the host.
-  if (comm::acquire(w).failed() || w.deterministic || dsrt_comm_stages() <= 1)
+  bool nccl = false;
+  if (!pipelineCollective(s, nccl))
     return false;
-  bool nccl = decide(s, w) && !ensureReady().failed();
   ncclComm_t group = stageGroupOf(s, nccl);
   if (!group)
     return false;
