@@ -14,6 +14,7 @@
 #include "ds/Runner/Session.h"
 #include "ds/Runner/StepExport.h"
 #include "ds/Runner/Trainer.h"
+#include "ds/Runtime/StepGraphs.h"
 #include "ds/Runtime/ds_runtime.h"
 #ifdef DSRT_HAVE_CUDA
 #include "ds/Runtime/ds_runtime_cuda.h"
@@ -681,25 +682,13 @@ int main(int argc, char **argv) {
   // host wait for the stream (the compression schemes below and PowerSGD
   // are checked once parsed). A world of one stages its collectives unless
   // told otherwise, or unless it is a pipeline's stage.
-  if (cudaGraphs && (dataParallel || dsrt_comm_launched())) {
-    const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
-    std::string collectives = choice && *choice ? choice : "auto";
-    bool stages = stageCount > 1 || ppRequested;
-    std::string why =
-        deterministic ? "--deterministic stages every collective through "
-                        "the host, to sum in rank order"
-        : collectives == "host"
-            ? "DS_CUDA_COLLECTIVES=host stages every collective through the "
-              "host"
-        : !dsrt_comm_launched() && !stages && collectives != "nccl"
-            ? "a world of one stages its collectives through the host (set "
-              "DS_CUDA_COLLECTIVES=nccl to run them on NCCL)"
-            : "";
-    if (!why.empty())
-      return badOption("--cuda-graphs can capture only NCCL's collectives, "
-                       "and " +
-                       why);
-  }
+  if (cudaGraphs && (dataParallel || dsrt_comm_launched()))
+    if (const char *why = ds::runtime::collectivesRefuseGraphs(
+            deterministic, dsrt_comm_launched(), stageCount > 1 || ppRequested))
+      return badOption(
+          std::string(
+              "--cuda-graphs can capture only NCCL's collectives, and ") +
+          why);
   // The runtime reads it at the first collective; a typo should not cost a
   // compilation first.
   if (const char *choice = std::getenv("DS_CUDA_COLLECTIVES");

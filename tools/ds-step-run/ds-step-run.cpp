@@ -11,6 +11,7 @@
 #include "Runner.h"
 #include "StepLibrary.h"
 
+#include "ds/Runtime/StepGraphs.h"
 #include "ds/Runtime/ds_runtime.h"
 #ifdef DSRT_HAVE_CUDA
 #include "ds/Runtime/ds_runtime_cuda.h"
@@ -347,23 +348,13 @@ int main(int argc, char **argv) {
                       "--emit-step)");
   // Only NCCL's collectives can be captured (a compressing scheme that
   // encodes on the host fails the capture by name, at the third step).
-  if (manifest.dataParallel && options.cudaGraphs) {
-    const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
-    std::string collectives = choice && *choice ? choice : "auto";
-    std::string why =
-        deterministic ? "--deterministic stages every collective through the "
-                        "host, to sum in rank order"
-        : collectives == "host"
-            ? "DS_CUDA_COLLECTIVES=host stages every collective through the "
-              "host"
-        : !launched && collectives != "nccl"
-            ? "a world of one stages its collectives through the host (set "
-              "DS_CUDA_COLLECTIVES=nccl to run them on NCCL)"
-            : "";
-    if (!why.empty())
-      return fail("--cuda-graphs can capture only NCCL's collectives, and " +
-                  why);
-  }
+  if (manifest.dataParallel && options.cudaGraphs)
+    if (const char *why = ds::runtime::collectivesRefuseGraphs(
+            deterministic, launched, /*pipeline=*/false))
+      return fail(
+          std::string(
+              "--cuda-graphs can capture only NCCL's collectives, and ") +
+          why);
   if (options.cudaGraphs && manifest.emulatedKernels)
     return fail("--cuda-graphs cannot capture this step: its kernels run on "
                 "the host (compiled with --gpu-emulate-kernels), outside "

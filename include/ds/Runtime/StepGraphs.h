@@ -21,9 +21,31 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace ds::runtime {
+
+/// Why a step with collectives cannot run as CUDA graphs, as the runners
+/// can tell before running it, or null: only NCCL's collectives can be
+/// captured, and these stage every one through the host. `launched`: under
+/// mpirun; `pipeline`: a pipeline's stage (whose transfers NCCL carries,
+/// even in a world of one). The environment's DS_CUDA_COLLECTIVES counts.
+inline const char *collectivesRefuseGraphs(bool deterministic, bool launched,
+                                           bool pipeline) {
+  const char *choice = std::getenv("DS_CUDA_COLLECTIVES");
+  std::string collectives = choice && *choice ? choice : "auto";
+  if (deterministic)
+    return "--deterministic stages every collective through the host, to sum "
+           "in rank order";
+  if (collectives == "host")
+    return "DS_CUDA_COLLECTIVES=host stages every collective through the host";
+  if (!launched && !pipeline && collectives != "nccl")
+    return "a world of one stages its collectives through the host (set "
+           "DS_CUDA_COLLECTIVES=nccl to run them on NCCL)";
+  return nullptr;
+}
 
 class StepGraphs {
 public:
