@@ -24,6 +24,7 @@
 
 #include "CommInternal.h"
 #include "CommNccl.h"
+#include "CommStaging.h"
 #include "cuda/Context.h"
 
 #include "ds/Runtime/ds_runtime.h"
@@ -79,6 +80,26 @@ template <typename T> T *contiguous(const Memref1<T> *m) {
   return m->aligned + m->offset;
 }
 
+/// True, with the error recorded, while the step stream is captured: the
+/// host cannot take part in a CUDA graph's launches.
+bool refusedInCapture() {
+  if (!cuda::capturing())
+    return false;
+  (void)DS_ERROR(
+      "dsrt: a collective staged through the host (its buffers copied "
+      "to the host for MPI, which waits for the stream) cannot be "
+      "captured into a CUDA graph; only NCCL's collectives can (with "
+      "NCCL serving the process, outside deterministic mode: the "
+      "uncompressed, fp16 and bf16 all-reduces, the broadcasts, a "
+      "pipeline's transfers and sums over stages); this step cannot run "
+      "as a graph");
+  return true;
+}
+
+/// Before a call that may reach MPI from this thread: the staged starts
+/// queued before it reach MPI first (CommStaging.h).
+void inProgramOrder() { comm::staging::drain(); }
+
 /// A host copy of a device view (contiguous, offset 0) and its descriptor,
 /// which the CPU collectives read or write in its place.
 template <typename T> struct Staged {
@@ -91,17 +112,8 @@ template <typename T> struct Staged {
 
   /// Host memory for `device`'s elements; with `read`, their values.
   bool stage(const Memref1<T> *view, bool read) {
-    if (cuda::capturing()) {
-      (void)DS_ERROR(
-          "dsrt: a collective staged through the host (its buffers copied "
-          "to the host for MPI, which waits for the stream) cannot be "
-          "captured into a CUDA graph; only NCCL's collectives can (with "
-          "NCCL serving the process, outside deterministic mode: the "
-          "uncompressed, fp16 and bf16 all-reduces, the broadcasts, a "
-          "pipeline's transfers and sums over stages); this step cannot run "
-          "as a graph");
+    if (refusedInCapture())
       return false;
-    }
     int64_t span = spanElements(view);
     if (span < 0) {
       // Hand the bad descriptor on: the CPU collective names what is wrong.
@@ -149,24 +161,135 @@ template <typename T> struct Staged {
   Memref1<T> *get() { return &desc; }
 };
 
-/// PowerSGD's waits write the new state into the descriptor its start was
-/// given: the host copy lives here from the start to the wait.
-struct PendingState {
-  bool f64;
-  std::shared_ptr<void> staged; // a Staged<float> or a Staged<double>
+/// A device view copied to pinned host memory on the step stream, without
+/// a wait: the staging thread reads it once the stream has got there.
+template <typename T> struct Copied {
+  comm::staging::PinnedBuffer pinned;
+  Memref1<T> device{};
+  bool onDevice = false;
+  Staged<T> host; // what the CPU collective reads, once gathered
+
+  bool copy(const Memref1<T> *view) {
+    if (refusedInCapture() || cuda::ensureReady().failed())
+      return false;
+    int64_t span = spanElements(view);
+    if (span < 0) {
+      // Hand the bad descriptor on: the CPU collective names what is wrong.
+      if (view)
+        host.desc = *view;
+      return true;
+    }
+    device = *view;
+    onDevice = true;
+    size_t bytes = static_cast<size_t>(span) * sizeof(T);
+    if (bytes == 0)
+      return true;
+    return pinned.take(bytes) &&
+           !DS_CU(cuMemcpyDtoHAsync, pinned.data(),
+                  static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(
+                      view->aligned + view->offset)),
+                  bytes, cuda::stepStream())
+                .failed();
+  }
+
+  /// On the staging thread, once the copy has happened: the view's
+  /// elements in a host vector (or the bad descriptor, handed on).
+  Memref1<T> *gather() {
+    if (!onDevice)
+      return host.get();
+    int64_t n = device.sizes[0];
+    host.host.resize(n);
+    host.desc = {host.host.data(), host.host.data(), 0, {n}, {1}};
+    const T *from = static_cast<const T *>(pinned.data());
+    for (int64_t i = 0; i < n; ++i)
+      host.host[i] = from[i * device.strides[0]];
+    return host.get();
+  }
 };
-struct PendingStates {
-  std::mutex mutex;
-  std::map<int64_t, PendingState> byHandle;
+
+/// The first `n` values of a start's copied parameters, 0 past the end of
+/// the buffer (or for a bad one).
+void paramsOf(Copied<double> &params, double *values, int n) {
+  params.gather();
+  const std::vector<double> &host = params.host.host;
+  for (int i = 0; i < n; ++i)
+    values[i] = i < int64_t(host.size()) ? host[i] : 0.0;
+}
+
+/// A staged start, from its submission to its wait.
+struct StagedStart : comm::staging::Job {
+  /// At the wait, on the step stream: what the start wrote into host
+  /// memory (a residual; PowerSGD's state, which its CPU wait completes,
+  /// when the wait's type `f64` is the start's).
+  virtual void writeBack(bool f64) = 0;
 };
-PendingStates &pending() {
-  static PendingStates states;
-  return states;
+
+/// A bucket's start: the bucket, the residual and the parameters as the
+/// step had them, the new residual written on the host by the CPU start
+/// and copied to the device at the wait (the lowering reads it after the
+/// wait; convert-ds-to-runtime).
+template <typename T, typename Start> struct StartJob final : StagedStart {
+  Copied<T> grad, residualIn;
+  Copied<double> params;
+  Staged<T> residualOut;
+  int64_t scheme;
+  Start cpu;
+
+  StartJob(int64_t scheme, Start cpu) : scheme(scheme), cpu(cpu) {}
+
+  int64_t run() override {
+    double p[3];
+    paramsOf(params, p, 3);
+    if (scheme == DSRT_COMPRESS_NONE) {
+      // The step zeroed a non-finite bucket; its probe (NaN then) says so.
+      if (std::isnan(p[0]))
+        comm::countNonFinite();
+      p[0] = 0;
+    }
+    return cpu(grad.gather(), residualIn.gather(), residualOut.get(), scheme,
+               p[0], p[1], p[2]);
+  }
+  void writeBack(bool) override { residualOut.writeBack(); }
+};
+
+template <typename T, typename Start> struct PowerSgdJob final : StagedStart {
+  Copied<T> grad, stateIn;
+  Copied<int64_t> shapes;
+  Copied<double> params;
+  Staged<T> stateOut; // lives until the wait, whose CPU call writes it
+  Start cpu;
+
+  explicit PowerSgdJob(Start cpu) : cpu(cpu) {}
+
+  int64_t run() override {
+    // [rank, active], converted as the CPU lowering does (arith.fptosi).
+    double p[2];
+    paramsOf(params, p, 2);
+    return cpu(grad.gather(), stateIn.gather(), stateOut.get(),
+               reinterpret_cast<dsrt_memref1_i64 *>(shapes.gather()),
+               static_cast<int64_t>(p[0]), static_cast<int64_t>(p[1]));
+  }
+  // A handle waited with the other type's wait is consumed without its
+  // state written, as on the CPU.
+  void writeBack(bool f64) override {
+    if (f64 == std::is_same_v<T, double>)
+      stateOut.writeBack();
+  }
+};
+
+/// A staged start's job once its CPU start has run, `handle` replaced by
+/// that start's; null (handle kept) for a handle not staged here.
+std::shared_ptr<StagedStart> finishStaged(int64_t &handle) {
+  if (!comm::staging::owns(handle))
+    return nullptr;
+  return std::static_pointer_cast<StagedStart>(
+      comm::staging::finish(handle, handle));
 }
 
 /// in -> out through a CPU collective on host copies.
 template <typename T, typename Fn, typename... Extra>
 void staged(Memref1<T> *in, Memref1<T> *out, Fn cpu, Extra... extra) {
+  inProgramOrder();
   Staged<T> hostIn, hostOut;
   if (!hostIn.stage(in, /*read=*/true) || !hostOut.stage(out, false))
     return;
@@ -174,20 +297,10 @@ void staged(Memref1<T> *in, Memref1<T> *out, Fn cpu, Extra... extra) {
   hostOut.writeBack();
 }
 
-/// The first `n` values of a start's parameters (device data), 0 past the
-/// end of the buffer.
-bool readParams(dsrt_memref1_f64 *params, double *values, int n) {
-  Staged<double> host;
-  if (!host.stage(reinterpret_cast<Memref1<double> *>(params), true))
-    return false;
-  for (int i = 0; i < n; ++i)
-    values[i] = i < int64_t(host.host.size()) ? host.host[i] : 0.0;
-  return true;
-}
-
 /// A start. An uncompressed bucket comes masked by the step (zeros when it
 /// was not finite), its probe (NaN then) as the one parameter: NCCL takes
-/// it on the device, or the host counts the probe and stages the bucket.
+/// it on the device, or the staging thread counts the probe and runs the
+/// CPU start on host copies made without a host wait (CommStaging.h).
 template <typename T, typename Start>
 int64_t start(Memref1<T> *grad, Memref1<T> *residualIn, Memref1<T> *residualOut,
               int64_t scheme, dsrt_memref1_f64 *params, Start cpu,
@@ -199,25 +312,19 @@ int64_t start(Memref1<T> *grad, Memref1<T> *residualIn, Memref1<T> *residualOut,
       params64 && params64->sizes[0] >= 1 ? contiguous(params64) : nullptr;
   int64_t handle = 0;
   if (dense && bucket && residualIn && residualIn->sizes[0] == 0 &&
-      residualOut && residualOut->sizes[0] == 0 &&
-      comm::nccl::start(bucket, grad->sizes[0], ncclElement<T>(), probe,
-                        inPlace, handle))
-    return handle;
-  Staged<T> hostGrad, hostIn, hostOut;
-  double p[3];
-  if (!readParams(params, p, 3) || !hostGrad.stage(grad, true) ||
-      !hostIn.stage(residualIn, true) || !hostOut.stage(residualOut, false))
-    return 0;
-  if (dense) {
-    if (std::isnan(p[0]))
-      comm::countNonFinite();
-    p[0] = 0;
+      residualOut && residualOut->sizes[0] == 0) {
+    if (!comm::nccl::decided())
+      inProgramOrder(); // NCCL's first call votes through MPI
+    if (comm::nccl::start(bucket, grad->sizes[0], ncclElement<T>(), probe,
+                          inPlace, handle))
+      return handle;
   }
-  // The start reads its inputs and writes the residual before it returns.
-  handle = cpu(hostGrad.get(), hostIn.get(), hostOut.get(), scheme, p[0], p[1],
-               p[2]);
-  hostOut.writeBack();
-  return handle;
+  auto job = std::make_shared<StartJob<T, Start>>(scheme, cpu);
+  if (!job->params.copy(params64) || !job->grad.copy(grad) ||
+      !job->residualIn.copy(residualIn) ||
+      !job->residualOut.stage(residualOut, /*read=*/false))
+    return 0;
+  return comm::staging::submit(std::move(job));
 }
 
 /// An uncompressed start whose bucket's buffer lives, untouched, until its
@@ -234,26 +341,13 @@ template <typename T, typename Start>
 int64_t startPowerSgd(Memref1<T> *grad, Memref1<T> *stateIn,
                       Memref1<T> *stateOut, dsrt_memref1_i64 *shapes,
                       dsrt_memref1_f64 *params, Start cpu) {
-  // [rank, active], converted as the CPU lowering does (arith.fptosi).
-  double p[2];
-  if (!readParams(params, p, 2))
+  auto job = std::make_shared<PowerSgdJob<T, Start>>(cpu);
+  if (!job->params.copy(view<double>(params)) || !job->grad.copy(grad) ||
+      !job->stateIn.copy(stateIn) ||
+      !job->shapes.copy(reinterpret_cast<Memref1<int64_t> *>(shapes)) ||
+      !job->stateOut.stage(stateOut, /*read=*/false))
     return 0;
-  auto rank = static_cast<int64_t>(p[0]), active = static_cast<int64_t>(p[1]);
-  Staged<T> hostGrad, hostIn;
-  Staged<int64_t> hostShapes;
-  auto hostOut = std::make_shared<Staged<T>>();
-  auto *shapes64 = reinterpret_cast<Memref1<int64_t> *>(shapes);
-  if (!hostGrad.stage(grad, true) || !hostIn.stage(stateIn, true) ||
-      !hostShapes.stage(shapes64, true) || !hostOut->stage(stateOut, false))
-    return 0;
-  int64_t handle =
-      cpu(hostGrad.get(), hostIn.get(), hostOut->get(),
-          reinterpret_cast<dsrt_memref1_i64 *>(hostShapes.get()), rank, active);
-  if (handle != 0) {
-    std::lock_guard<std::mutex> lock(pending().mutex);
-    pending().byHandle[handle] = {std::is_same_v<T, double>, hostOut};
-  }
-  return handle;
+  return comm::staging::submit(std::move(job));
 }
 
 template <typename T, typename Wait>
@@ -266,24 +360,14 @@ void wait(int64_t handle, Memref1<T> *out, Wait cpu, const char *what) {
                      ncclElement<T>(), what);
     return;
   }
+  std::shared_ptr<StagedStart> job = finishStaged(handle);
   Staged<T> hostOut;
   if (!hostOut.stage(out, false))
     return;
   cpu(handle, hostOut.get());
   hostOut.writeBack();
-  PendingState state;
-  {
-    std::lock_guard<std::mutex> lock(pending().mutex);
-    auto it = pending().byHandle.find(handle);
-    if (it == pending().byHandle.end())
-      return;
-    state = std::move(it->second);
-    pending().byHandle.erase(it);
-  }
-  // A PowerSGD handle waited with the other type's wait is consumed
-  // without its state written, as on the CPU.
-  if (state.f64 == std::is_same_v<T, double>)
-    static_cast<Staged<T> *>(state.staged.get())->writeBack();
+  if (job)
+    job->writeBack(std::is_same_v<T, double>);
 }
 
 // The CPU entry points, on this file's descriptor type.
@@ -337,12 +421,15 @@ int64_t startHalf(Memref1<float> *bucket, Memref1<uint16_t> *encoded,
   const double *probe =
       params64 && params64->sizes[0] >= 1 ? contiguous(params64) : nullptr;
   int64_t handle = 0;
-  if (data && bucket && encoded->sizes[0] == bucket->sizes[0] &&
-      comm::nccl::start(data, encoded->sizes[0],
-                        bf16 ? comm::nccl::Element::BF16
-                             : comm::nccl::Element::F16,
-                        probe, /*inPlace=*/true, handle))
-    return handle;
+  if (data && bucket && encoded->sizes[0] == bucket->sizes[0]) {
+    if (!comm::nccl::decided())
+      inProgramOrder(); // NCCL's first call votes through MPI
+    if (comm::nccl::start(data, encoded->sizes[0],
+                          bf16 ? comm::nccl::Element::BF16
+                               : comm::nccl::Element::F16,
+                          probe, /*inPlace=*/true, handle))
+      return handle;
+  }
   static float none;
   Memref1<float> empty{&none, &none, 0, {0}, {1}};
   return start<float>(bucket, &empty, &empty,
@@ -364,6 +451,8 @@ void waitHalf(int64_t handle, Memref1<uint16_t> *encoded, bool bf16,
         bf16 ? comm::nccl::Element::BF16 : comm::nccl::Element::F16, what);
     return;
   }
+  // Staged: no residual to write back.
+  (void)finishStaged(handle);
   Staged<uint16_t> hostOut;
   if (!hostOut.stage(encoded, false))
     return;
@@ -385,6 +474,7 @@ void waitHalf(int64_t handle, Memref1<uint16_t> *encoded, bool bf16,
 template <typename T> void send(Memref1<T> *in, int64_t peer, int64_t tag) {
   // Both ends of a link decide together, whatever their views: a view NCCL
   // cannot take is an error there (nullptr), not a staged transfer.
+  inProgramOrder(); // a link is made through MPI at its first transfer
   const T *first = contiguous(in);
   if (comm::nccl::send(first, first ? in->sizes[0] : -1,
                        std::is_same_v<T, double>, peer))
@@ -395,6 +485,7 @@ template <typename T> void send(Memref1<T> *in, int64_t peer, int64_t tag) {
 }
 
 template <typename T> void recv(Memref1<T> *out, int64_t peer, int64_t tag) {
+  inProgramOrder();
   T *first = contiguous(out);
   if (comm::nccl::recv(first, first ? out->sizes[0] : -1,
                        std::is_same_v<T, double>, peer))
@@ -411,6 +502,8 @@ template <typename T> void recv(Memref1<T> *out, int64_t peer, int64_t tag) {
 template <typename T, typename Cpu>
 void allreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
   T *from = contiguous(in), *to = contiguous(out);
+  if (!comm::nccl::decided())
+    inProgramOrder();
   if (from && to && in->sizes[0] == out->sizes[0] && op >= DSRT_REDUCE_SUM &&
       op <= DSRT_REDUCE_MIN &&
       comm::nccl::allreduce(from, to, in->sizes[0], std::is_same_v<T, double>,
@@ -424,6 +517,7 @@ void allreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
 /// takes part in that decision, whatever its views.
 template <typename T, typename Cpu>
 void stageAllreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
+  inProgramOrder(); // the stage group is made through MPI at its first sum
   T *from = contiguous(in), *to = contiguous(out);
   bool fits = from && to && in->sizes[0] == out->sizes[0];
   if (comm::nccl::stageAllreduce(from, to, fits ? in->sizes[0] : -1,
@@ -436,6 +530,8 @@ void stageAllreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
 template <typename T, typename Cpu>
 void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
   T *from = contiguous(in), *to = contiguous(out);
+  if (!comm::nccl::decided())
+    inProgramOrder();
   if (from && to && in->sizes[0] == out->sizes[0] &&
       comm::nccl::broadcast(from, to, in->sizes[0], std::is_same_v<T, double>))
     return;

@@ -1358,6 +1358,17 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
   return true;
 }
 
+bool dsrt::comm::nccl::decided() {
+  State &s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.mode != Mode::Undecided)
+      return true;
+  }
+  World w;
+  return comm::acquire(w).failed() || w.deterministic;
+}
+
 bool dsrt::comm::nccl::owns(int64_t handle) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -1421,6 +1432,7 @@ bool dsrt::comm::nccl::start(const void *, int64_t, Element, const double *,
                              bool, int64_t &) {
   return false;
 }
+bool dsrt::comm::nccl::decided() { return true; }
 bool dsrt::comm::nccl::owns(int64_t) { return false; }
 void dsrt::comm::nccl::wait(int64_t, void *, int64_t, Element, const char *) {}
 

@@ -62,6 +62,11 @@ enum class Element { F32, F64, F16, BF16 };
 bool start(const void *bucket, int64_t count, Element type, const double *probe,
            bool inPlace, int64_t &handle);
 
+/// Whether this process's choice between NCCL and the host is made (or
+/// needs no MPI: deterministic mode, no NCCL built in). Until then, the
+/// entry points above may talk to the other ranks through MPI.
+bool decided();
+
 /// Whether `handle` is one of start's, not yet waited for.
 bool owns(int64_t handle);
 

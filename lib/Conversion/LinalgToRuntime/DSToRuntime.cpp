@@ -44,6 +44,8 @@
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_CONVERTDSTORUNTIMEPASS
@@ -299,6 +301,57 @@ LogicalResult lowerBlockingCollective(RuntimeCallBuilder &rt, Operation *op) {
   return success();
 }
 
+/// Replaces `result` of a start (a state its runtime call writes into
+/// `buffer`) by `buffer`'s tensor taken right after the start's wait, for a
+/// runtime that writes it when the wait returns: PowerSGD's state, whose
+/// exchange completes it, and on CUDA every staged start's residual
+/// (lib/Runtime/CommStaging.h: the host encodes while the GPU goes on).
+/// Readers between the start and the wait that have no memory effects
+/// (DGC's momentum masking compares the residual) move after the wait.
+LogicalResult takeAfterWait(AllReduceStartOp start, Value result,
+                            Value buffer) {
+  Operation *wait = nullptr;
+  for (Operation *user : start.getRequest().getUsers())
+    if (isa<AllReduceWaitOp>(user))
+      wait = user;
+  if (!wait || wait->getBlock() != start->getBlock() ||
+      wait->isBeforeInBlock(start))
+    return start.emitOpError("needs its ds.all_reduce_wait after it in the "
+                             "same block");
+  SetVector<Operation *> readers;
+  auto reads = [&](Operation *op) {
+    return op
+        ->walk([&](Operation *nested) {
+          for (Value v : nested->getOperands())
+            if (v == result || readers.contains(v.getDefiningOp()))
+              return WalkResult::interrupt();
+          return WalkResult::advance();
+        })
+        .wasInterrupted();
+  };
+  for (Operation *op = start->getNextNode(); op != wait;
+       op = op->getNextNode()) {
+    if (!reads(op))
+      continue;
+    if (!isMemoryEffectFree(op))
+      return op->emitOpError("reads the state of the ds.all_reduce_start at ")
+             << start.getLoc()
+             << " before its wait, where the runtime writes it";
+    readers.insert(op);
+  }
+  Operation *after = wait;
+  for (Operation *op : readers) {
+    op->moveAfter(after);
+    after = op;
+  }
+  OpBuilder b(wait);
+  b.setInsertionPointAfter(wait);
+  result.replaceAllUsesWith(bufferization::ToTensorOp::create(
+      b, start.getLoc(), result.getType(), buffer, /*restrict=*/true,
+      /*writable=*/true));
+  return success();
+}
+
 /// ds.all_reduce_start with PowerSGD: (bucket, state in, state out,
 /// shapes, rank, active) -> handle; on CUDA (..., shapes, params). The
 /// runtime writes the new state when the wait returns, so the state's
@@ -307,12 +360,6 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
                                  StringRef suffix) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  Operation *wait = nullptr;
-  for (Operation *user : op.getRequest().getUsers())
-    if (isa<AllReduceWaitOp>(user))
-      wait = user;
-  if (!wait || wait->getBlock() != op->getBlock())
-    return op.emitOpError("needs its ds.all_reduce_wait in the same block");
   RankedTensorType stateType = op.getResidual().getType();
   auto [stateOut, stateOutView] = RuntimeCallBuilder::alloc(b, loc, stateType);
   auto toI64 = [&](int64_t i) -> Value {
@@ -332,10 +379,9 @@ LogicalResult lowerPowerSgdStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   Value handle = rt.call(
       b, loc, rt.collective(("dsrt_allreduce_start_powersgd_" + suffix).str()),
       operands, {b.getI64Type()});
+  if (failed(takeAfterWait(op, op.getNewResidual(), stateOut)))
+    return failure();
   op.getRequest().replaceAllUsesWith(handle);
-  b.setInsertionPointAfter(wait);
-  op.getNewResidual().replaceAllUsesWith(bufferization::ToTensorOp::create(
-      b, loc, stateType, stateOut, /*restrict=*/true, /*writable=*/true));
   op.erase();
   return success();
 }
@@ -599,10 +645,17 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   Value handle =
       rt.call(b, loc, rt.collective(("dsrt_allreduce_start_" + *suffix).str()),
               operands, {b.getI64Type()});
+  if (Value next = op.getNewResidual()) {
+    if (rt.targetsCuda()) {
+      if (failed(takeAfterWait(op, next, residualOut)))
+        return failure();
+    } else {
+      // The CPU's start writes the residual before it returns.
+      next.replaceAllUsesWith(bufferization::ToTensorOp::create(
+          b, loc, type, residualOut, /*restrict=*/true, /*writable=*/true));
+    }
+  }
   op.getRequest().replaceAllUsesWith(handle);
-  if (Value next = op.getNewResidual())
-    next.replaceAllUsesWith(bufferization::ToTensorOp::create(
-        b, loc, type, residualOut, /*restrict=*/true, /*writable=*/true));
   op.erase();
   return success();
 }

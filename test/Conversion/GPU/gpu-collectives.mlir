@@ -23,8 +23,8 @@
 // TIER-DAG: gpu.binary
 
 // The launch report counts what the staging copies: the one bucket (both
-// weights' gradients, 131584 floats) and its residual to the host and the
-// new residual back at the start, the mean back at the wait; at 25 GB/s.
+// weights' gradients, 131584 floats) and its residual to the host at the
+// start, the mean and the new residual back at the wait; at 25 GB/s.
 // The loss's blocking all-reduce is NCCL's (nothing copied), or staged
 // too with collectives=host.
 // REPORT: ds-gpu-launch-report: @step: {{.*}} copies, 2 collectives staged on the host, 1 on NCCL

@@ -79,7 +79,10 @@ STUB_NCCL = os.path.join(STUB, "libnccl.so.2")
 
 def gpu_env(**extra):
     env = dict(os.environ)
-    env.update(DS_STUB_CUDA_POISON="1",
+    # Copies to pinned memory land when the host synchronises with them,
+    # as on a GPU: a staged start that read its pinned copies before its
+    # event, or NCCL's probes read early, would read poison.
+    env.update(DS_STUB_CUDA_POISON="1", DS_STUB_CUDA_LAZY_PINNED="1",
                DS_CUDA_DRIVER=os.path.join(STUB, "libcuda.so.1"),
                DS_CUBLASLT_LIBRARY=os.path.join(STUB, "libcublasLt.so"),
                DS_NCCL_LIBRARY=STUB_NCCL, DS_STUB_NCCL_DIR=TMP,
@@ -308,12 +311,58 @@ def case_fallback():
     return "auto stages, nccl stops: %s" % wanted
 
 
+def rank_logs(name, model, flags, ranks=2):
+    """Runs the job on the emulated GPU with a driver log per rank; the
+    logs' lines."""
+    logs = os.path.join(TMP, name + "-log")
+    p = subprocess.run(
+        [MPIRUN, "-np", str(ranks), "sh", "-c",
+         'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"', logs,
+         DS_RUN, model] + flags + GPU_FLAGS + ["--quiet"], env=gpu_env(),
+        capture_output=True, text=True, timeout=TIMEOUT)
+    if p.returncode != 0:
+        raise RuntimeError(p.stdout + p.stderr)
+    out = []
+    for rank in range(ranks):
+        with open("%s.%d" % (logs, rank)) as f:
+            out.append(f.read().splitlines())
+    return out
+
+
+def staged_without_waits(log):
+    """A staged start copies its inputs to pinned memory and records an
+    event, with no stream synchronisation: the staging thread waits for
+    the event. The starts and the staging thread's waits."""
+    copies = starts = 0
+    for line in log:
+        if line.startswith("cuMemcpyDtoHAsync") and line.endswith(" pinned"):
+            copies += 1
+        elif line.startswith("cuEventRecord") and copies:
+            starts += 1
+            copies = 0
+        elif line.startswith("cuStreamSynchronize") and copies:
+            raise RuntimeError("the host waited for the stream between a "
+                               "start's copies and its event")
+    waited = sum(l.startswith("cuEventSynchronize") for l in log)
+    if starts == 0 or waited != starts:
+        raise RuntimeError("%d staged starts, %d waits on their events" % (
+            starts, waited))
+    return starts
+
+
 def case_three_tier():
     flags = ["--compress-allreduce=scheme=three-tier", "--fuse-allreduce="
              "bucket-bytes=3000 first-bucket-bytes=1000", "--check-replicas",
              "1"]
     runs = both("tier", MLP, flags + ["--steps", "8"])
     result = compare(runs, 1e-5)
+    # The starts stage without a host wait (CommStaging.h): 3 buckets a
+    # step, each waited for by the staging thread alone.
+    starts = [staged_without_waits(log) for log in
+              rank_logs("tier-log", MLP, flags + ["--steps", "4"])]
+    if starts != [12, 12]:
+        raise RuntimeError("staged starts per rank: %s" % starts)
+    result += "; 12 starts a rank staged without a host wait"
     residuals = rank_tensors(runs["gpu"][1], "comm.residual")
     if len(residuals) < 2:
         raise RuntimeError("no residuals in the checkpoint: %s" % residuals)
@@ -497,7 +546,28 @@ def case_composition():
                  "--check-replicas", "1"])
     # Three tiers pick elements by magnitude, where FP8 roundings may flip:
     # the losses within 1e-4, the state only finite.
-    return compare(runs, 1e-4, "-")
+    result = compare(runs, 1e-4, "-")
+    # All of it pipelined too: 2 stages x 2 replicas on 4 ranks.
+    flags = ["--sparsity=update-every=2 initial=0.5 final=0.75 regrow",
+             "--fake-quant", "--precision", "--loss-scaling",
+             "--compress-allreduce", "--fuse-allreduce", "--data-parallel",
+             "--stages", "2", "--micro-batches", "2", "--steps", "6",
+             "--quiet"]
+    piped = {}
+    for device in ("cpu", "gpu"):
+        report = os.path.join(TMP, "all-piped-%s.json" % device)
+        ckpt = os.path.join(TMP, "all-piped-%s" % device)
+        cmd = [MPIRUN, "-np", "4", DS_RUN, SPARSE_MLP] + flags + [
+            "--report", report, "--checkpoint", ckpt]
+        p = subprocess.run(cmd + (GPU_FLAGS if device == "gpu" else []),
+                           env=gpu_env() if device == "gpu" else None,
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        if p.returncode != 0:
+            raise RuntimeError(p.stdout + p.stderr)
+        piped[device] = (report, ckpt)
+    return result + "; pipelined on 4 ranks: " + "; ".join(
+        "stage %d: %s" % (st, compare(piped, 1e-4, "-", subdir="stage%d" % st))
+        for st in (0, 1))
 
 
 def case_exported():

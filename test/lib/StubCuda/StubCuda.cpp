@@ -9,7 +9,8 @@
 //   - kernels do nothing; a module accepts any image, and a function
 //     handle remembers its name for the log;
 //   - every call appends one line to $DS_STUB_CUDA_LOG, e.g.
-//     "cuMemAllocAsync bytes=64 ptr=0x... stream=s1", and at exit
+//     "cuMemAllocAsync bytes=64 ptr=0x... stream=s1" (a copy to pinned
+//     host memory ends in " pinned"), and at exit
 //     "stub-exit live-allocations=0 live-bytes=0 ..." for leak checks;
 //   - stream capture records the work of a stream (copies, memsets,
 //     launches, stream-ordered allocations and frees, the cuBLASLt stub's
@@ -35,7 +36,14 @@
 // (default 0, below 256) bytes past a 256-byte boundary at which every
 // device allocation starts (where the driver's start at 0): the kernels'
 // paths for buffers that are not 16-byte aligned (a view into a buffer a
-// user passes), run on every buffer.
+// user passes), run on every buffer. With DS_STUB_CUDA_LAZY_PINNED set, a
+// copy to pinned host memory (cuMemHostAlloc) on a stream lands only when
+// the host synchronises with it (that stream, or an event recorded on it
+// after the copy, synchronised or queried complete), as the driver's
+// asynchronous copies do; until then the host reads what the memory held
+// (poison with DS_STUB_CUDA_POISON, or the previous copy's values). Copies
+// to pageable memory land at once: the driver returns from those when they
+// are done.
 //
 //===----------------------------------------------------------------------===//
 
@@ -124,6 +132,15 @@ struct State {
   std::set<Graph *> graphs;
   std::set<GraphExec *> execs;
   int retainedContexts = 0;
+  /// DS_STUB_CUDA_LAZY_PINNED's copies to pinned memory not landed yet:
+  /// the stream, its work count at the copy, where to and what.
+  struct LateCopy {
+    Stream *stream;
+    uint64_t work;
+    char *dst;
+    std::vector<char> bytes;
+  };
+  std::vector<LateCopy> lateCopies;
 };
 
 State &state() {
@@ -178,6 +195,38 @@ CUresult injected(const char *fn, CUresult result) {
 Stream *stubStream(const void *stream) {
   auto *s = static_cast<Stream *>(const_cast<void *>(stream));
   return s && s->magic == kStreamMagic ? s : nullptr;
+}
+
+/// Whether copies to pinned memory land late (DS_STUB_CUDA_LAZY_PINNED).
+bool lazyPinned() {
+  static const bool on = std::getenv("DS_STUB_CUDA_LAZY_PINNED") != nullptr;
+  return on;
+}
+
+/// Whether [p, p + n) lies in one pinned allocation (lock held).
+bool inPinnedLocked(const void *p, size_t n) {
+  auto &host = state().host;
+  auto it = host.upper_bound(const_cast<void *>(p));
+  if (it == host.begin())
+    return false;
+  --it;
+  auto *first = static_cast<const char *>(it->first);
+  auto *at = static_cast<const char *>(p);
+  return at >= first && at + n <= first + it->second;
+}
+
+/// The host synchronised with `stream` (every stream for null) up to its
+/// work count `upTo`: the late copies up to there land, in order.
+void landCopies(const Stream *stream, uint64_t upTo) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  auto &late = state().lateCopies;
+  auto landed = std::remove_if(late.begin(), late.end(), [&](auto &c) {
+    if (stream && (c.stream != stream || c.work > upTo))
+      return false;
+    std::memcpy(c.dst, c.bytes.data(), c.bytes.size());
+    return true;
+  });
+  late.erase(landed, late.end());
 }
 
 /// Blocks while `token` holds: a synchronisation with work that waits on
@@ -543,8 +592,10 @@ CUresult cuStreamSynchronize(CUstream hStream) {
   }
   if (failing("cuStreamSynchronize"))
     return injected("cuStreamSynchronize", CUDA_ERROR_LAUNCH_FAILED);
-  if (Stream *s = stubStream(hStream))
+  Stream *s = stubStream(hStream);
+  if (s)
     blockWhileHanging(s->hang);
+  landCopies(s, UINT64_MAX);
   return CUDA_SUCCESS;
 }
 
@@ -649,7 +700,11 @@ CUresult cuEventQuery(CUevent hEvent) {
   }
   bool pending = hanging(e->hang);
   logLine("cuEventQuery event=e%d%s", e->id, pending ? " not-ready" : "");
-  return pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  if (pending)
+    return CUDA_ERROR_NOT_READY;
+  if (e->recordedOn)
+    landCopies(e->recordedOn, e->workThen);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuEventSynchronize(CUevent hEvent) {
@@ -660,6 +715,8 @@ CUresult cuEventSynchronize(CUevent hEvent) {
   }
   logLine("cuEventSynchronize event=e%d", e->id);
   blockWhileHanging(e->hang);
+  if (e->recordedOn)
+    landCopies(e->recordedOn, e->workThen);
   return CUDA_SUCCESS;
 }
 
@@ -707,10 +764,19 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
 CUresult cuMemFreeHost(void *p) {
   {
     std::lock_guard<std::mutex> lock(state().mutex);
-    if (!state().host.erase(p)) {
+    auto it = state().host.find(p);
+    if (it == state().host.end()) {
       logLine("cuMemFreeHost ptr=%p unknown-pointer", p);
       return CUDA_ERROR_INVALID_VALUE;
     }
+    // Copies into it that never landed go with it.
+    char *first = static_cast<char *>(p), *end = first + it->second;
+    auto &late = state().lateCopies;
+    late.erase(
+        std::remove_if(late.begin(), late.end(),
+                       [&](auto &c) { return c.dst >= first && c.dst < end; }),
+        late.end());
+    state().host.erase(it);
   }
   std::free(p);
   logLine("cuMemFreeHost ptr=%p", p);
@@ -777,8 +843,22 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost,
 CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
                            size_t ByteCount, CUstream hStream) {
   char streamBuf[32], line[128];
-  std::snprintf(line, sizeof(line), "cuMemcpyDtoHAsync bytes=%zu stream=%s",
-                ByteCount, STREAM(hStream));
+  bool pinned;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    pinned = inPinnedLocked(dstHost, ByteCount);
+  }
+  std::snprintf(line, sizeof(line), "cuMemcpyDtoHAsync bytes=%zu stream=%s%s",
+                ByteCount, STREAM(hStream), pinned ? " pinned" : "");
+  Stream *s = stubStream(hStream);
+  if (lazyPinned() && pinned && s && !captureOf(hStream))
+    return enqueue(hStream, line, [=] {
+      // The values as the stream has them now; the host sees them later.
+      auto *from = reinterpret_cast<const char *>(srcDevice);
+      std::lock_guard<std::mutex> lock(state().mutex);
+      state().lateCopies.push_back({s, s->work, static_cast<char *>(dstHost),
+                                    std::vector<char>(from, from + ByteCount)});
+    });
   return enqueue(hStream, line, [=] {
     std::memcpy(dstHost, reinterpret_cast<void *>(srcDevice), ByteCount);
   });
