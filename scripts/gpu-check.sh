@@ -136,7 +136,8 @@ prepare() {
   # writing bucket views run; the sum is the rank's own). `bf16-hook` and
   # `compressed` (the MLP only): f32, its buckets rounded to bf16 by the
   # step and summed by NCCL in place (DDP's bf16 hook), or compressed in
-  # three tiers with error feedback and staged through the host.
+  # three tiers with error feedback and staged through the host (the
+  # staging thread on the driver's asynchronous copies to pinned memory).
   local flags=()
   case_flags() {
     case $1 in

@@ -36,7 +36,7 @@
 // (default 0, below 256) bytes past a 256-byte boundary at which every
 // device allocation starts (where the driver's start at 0): the kernels'
 // paths for buffers that are not 16-byte aligned (a view into a buffer a
-// user passes), run on every buffer. With DS_STUB_CUDA_LAZY_PINNED set, a
+// user passes), run on every buffer. Unless DS_STUB_CUDA_LAZY_PINNED=0, a
 // copy to pinned host memory (cuMemHostAlloc) on a stream lands only when
 // the host synchronises with it (that stream, or an event recorded on it
 // after the copy, synchronised or queried complete), as the driver's
@@ -197,9 +197,13 @@ Stream *stubStream(const void *stream) {
   return s && s->magic == kStreamMagic ? s : nullptr;
 }
 
-/// Whether copies to pinned memory land late (DS_STUB_CUDA_LAZY_PINNED).
+/// Whether copies to pinned memory land late (DS_STUB_CUDA_LAZY_PINNED,
+/// on unless it is 0).
 bool lazyPinned() {
-  static const bool on = std::getenv("DS_STUB_CUDA_LAZY_PINNED") != nullptr;
+  static const bool on = [] {
+    const char *v = std::getenv("DS_STUB_CUDA_LAZY_PINNED");
+    return !v || std::strcmp(v, "0") != 0;
+  }();
   return on;
 }
 
