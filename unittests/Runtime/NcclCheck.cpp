@@ -326,6 +326,12 @@ void runGraphs() {
     dsrt_get_comm_stats(&before);
     std::string name = "launch " + std::to_string(k);
     report(dsrt_cuda_graph_launch(graph) == 0, name, lastError());
+    // Read before any wait, the probes count only once the launch's event
+    // says they have landed (at once on the stub, whose copies to pinned
+    // memory land at that query): all of them or none yet.
+    dsrt_comm_stats early{};
+    dsrt_get_comm_stats(&early);
+    double counted = double(early.nonfinite_buckets - before.nonfinite_buckets);
     std::vector<std::vector<float>> out = written();
     dsrt_get_comm_stats(&after);
     report(out == std::vector<std::vector<float>>(4, values),
@@ -335,6 +341,9 @@ void runGraphs() {
     expected[3] = k % 2 ? 2 : 0; // the two starts' probes
     report(delta(before, after) == expected,
            name + " counts what the step counts", show(delta(before, after)));
+    report(counted == 0 || counted == expected[3],
+           name + " counts no probe before it has landed",
+           std::to_string(counted));
   }
   dsrt_cuda_graph_destroy(graph);
   noError("the graph's launches and destruction");

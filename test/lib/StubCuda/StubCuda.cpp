@@ -39,7 +39,8 @@
 // user passes), run on every buffer. Unless DS_STUB_CUDA_LAZY_PINNED=0, a
 // copy to pinned host memory (cuMemHostAlloc) on a stream lands only when
 // the host synchronises with it (that stream, or an event recorded on it
-// after the copy, synchronised or queried complete), as the driver's
+// after the copy, or after the graph launch that replays it, synchronised
+// or queried complete), as the driver's
 // asynchronous copies do; until then the host reads what the memory held
 // (poison with DS_STUB_CUDA_POISON, or the previous copy's values). Copies
 // to pageable memory land at once: the driver returns from those when they
@@ -196,6 +197,9 @@ Stream *stubStream(const void *stream) {
   auto *s = static_cast<Stream *>(const_cast<void *>(stream));
   return s && s->magic == kStreamMagic ? s : nullptr;
 }
+
+/// The stream whose graph launch is replaying its nodes on this thread.
+thread_local Stream *replayStream = nullptr;
 
 /// Whether copies to pinned memory land late (DS_STUB_CUDA_LAZY_PINNED,
 /// on unless it is 0).
@@ -855,12 +859,18 @@ CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
   std::snprintf(line, sizeof(line), "cuMemcpyDtoHAsync bytes=%zu stream=%s%s",
                 ByteCount, STREAM(hStream), pinned ? " pinned" : "");
   Stream *s = stubStream(hStream);
-  if (lazyPinned() && pinned && s && !captureOf(hStream))
+  if (lazyPinned() && pinned)
     return enqueue(hStream, line, [=] {
       // The values as the stream has them now; the host sees them later.
+      // Replayed by a graph's launch, the launching stream's copy.
+      Stream *on = replayStream ? replayStream : s;
       auto *from = reinterpret_cast<const char *>(srcDevice);
+      if (!on) {
+        std::memcpy(dstHost, from, ByteCount);
+        return;
+      }
       std::lock_guard<std::mutex> lock(state().mutex);
-      state().lateCopies.push_back({s, s->work, static_cast<char *>(dstHost),
+      state().lateCopies.push_back({on, on->work, static_cast<char *>(dstHost),
                                     std::vector<char>(from, from + ByteCount)});
     });
   return enqueue(hStream, line, [=] {
@@ -1168,11 +1178,18 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
     return injected("cuGraphLaunch", CUDA_ERROR_LAUNCH_FAILED);
   if (captureOf(hStream))
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // not nested here
+  // The launch is one piece of the stream's work: an event recorded after
+  // it covers the copies it replays.
+  Stream *launching = stubStream(hStream);
+  if (launching)
+    ++launching->work;
+  replayStream = launching;
   for (auto &node : exec->data->nodes)
     node.second();
+  replayStream = nullptr;
   // A collective hung on a forked stream (StubNccl.cpp) hangs the launch:
   // what the launching stream does after it waits for the whole graph.
-  if (Stream *launch = stubStream(hStream))
+  if (Stream *launch = launching)
     for (Stream *fork : exec->data->forks)
       if (hanging(fork->hang))
         launch->hang = fork->hang;
