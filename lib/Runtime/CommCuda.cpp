@@ -474,22 +474,28 @@ void waitHalf(int64_t handle, Memref1<uint16_t> *encoded, bool bf16,
 template <typename T> void send(Memref1<T> *in, int64_t peer, int64_t tag) {
   // Both ends of a link decide together, whatever their views: a view NCCL
   // cannot take is an error there (nullptr), not a staged transfer.
-  inProgramOrder(); // a link is made through MPI at its first transfer
+  // A link is made through MPI at its first transfer; a staged transfer
+  // goes through the communication thread's queue.
+  if (!comm::nccl::transfersDecided(peer, /*sends=*/true))
+    inProgramOrder();
   const T *first = contiguous(in);
   if (comm::nccl::send(first, first ? in->sizes[0] : -1,
                        std::is_same_v<T, double>, peer))
     return;
+  inProgramOrder();
   Staged<T> hostIn;
   if (hostIn.stage(in, true))
     Cpu<T>::send(hostIn.get(), peer, tag); // the send copies its data
 }
 
 template <typename T> void recv(Memref1<T> *out, int64_t peer, int64_t tag) {
-  inProgramOrder();
+  if (!comm::nccl::transfersDecided(peer, /*sends=*/false))
+    inProgramOrder();
   T *first = contiguous(out);
   if (comm::nccl::recv(first, first ? out->sizes[0] : -1,
                        std::is_same_v<T, double>, peer))
     return;
+  inProgramOrder();
   Staged<T> hostOut;
   if (!hostOut.stage(out, false))
     return;
@@ -517,7 +523,9 @@ void allreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
 /// takes part in that decision, whatever its views.
 template <typename T, typename Cpu>
 void stageAllreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
-  inProgramOrder(); // the stage group is made through MPI at its first sum
+  // The stage group is made through MPI at its first sum.
+  if (!comm::nccl::transfersDecided(-1, false))
+    inProgramOrder();
   T *from = contiguous(in), *to = contiguous(out);
   bool fits = from && to && in->sizes[0] == out->sizes[0];
   if (comm::nccl::stageAllreduce(from, to, fits ? in->sizes[0] : -1,

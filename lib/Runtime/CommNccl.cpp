@@ -1369,6 +1369,15 @@ bool dsrt::comm::nccl::decided() {
   return comm::acquire(w).failed() || w.deterministic;
 }
 
+bool dsrt::comm::nccl::transfersDecided(int64_t peer, bool sends) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.mode == Mode::Undecided)
+    return false;
+  return peer < 0 ? s.stageGroupDecided
+                  : s.links.count(std::make_pair(peer, sends)) != 0;
+}
+
 bool dsrt::comm::nccl::owns(int64_t handle) {
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -1433,6 +1442,7 @@ bool dsrt::comm::nccl::start(const void *, int64_t, Element, const double *,
   return false;
 }
 bool dsrt::comm::nccl::decided() { return true; }
+bool dsrt::comm::nccl::transfersDecided(int64_t, bool) { return true; }
 bool dsrt::comm::nccl::owns(int64_t) { return false; }
 void dsrt::comm::nccl::wait(int64_t, void *, int64_t, Element, const char *) {}
 

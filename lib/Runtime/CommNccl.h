@@ -67,6 +67,11 @@ bool start(const void *bucket, int64_t count, Element type, const double *probe,
 /// entry points above may talk to the other ranks through MPI.
 bool decided();
 
+/// Whether the link for transfers to (`sends`) or from stage `peer`, or
+/// the stage group (`peer` -1), is made or known to be staged, on NCCL's
+/// side: send, recv and stageAllreduce then make no MPI call of their own.
+bool transfersDecided(int64_t peer, bool sends);
+
 /// Whether `handle` is one of start's, not yet waited for.
 bool owns(int64_t handle);
 
