@@ -91,8 +91,14 @@ def gpu_env(**extra):
     return env
 
 
-def mpi(args, env=None):
-    p = subprocess.run([MPIRUN, "-np", "2", DS_RUN] + args, env=env,
+def mpi(args, env=None, ranks=2, log=None):
+    """ds-run on `ranks` ranks; with `log`, the stub driver's log of rank r
+    in `log`.r."""
+    cmd = [MPIRUN, "-np", str(ranks)]
+    if log:
+        cmd += ["sh", "-c",
+                'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"', log]
+    p = subprocess.run(cmd + [DS_RUN] + args, env=env,
                        capture_output=True, text=True, timeout=TIMEOUT)
     if p.returncode != 0:
         raise RuntimeError("failed (%d): %s\n%s" % (
@@ -100,9 +106,9 @@ def mpi(args, env=None):
     return p
 
 
-def both(name, model, flags, gpu_env_extra=None):
-    """Runs the job on the CPU and on the emulated GPU; returns the paths
-    (report, checkpoint) of each."""
+def both(name, model, flags, gpu_env_extra=None, ranks=2, log=None):
+    """Runs the job on the CPU and on the emulated GPU (its driver logs in
+    `log`.r); returns the paths (report, checkpoint) of each."""
     out = {}
     for device in ("cpu", "gpu"):
         report = os.path.join(TMP, "%s-%s.json" % (name, device))
@@ -110,9 +116,10 @@ def both(name, model, flags, gpu_env_extra=None):
         args = [model] + flags + ["--report", report, "--checkpoint", ckpt,
                                   "--quiet"]
         if device == "gpu":
-            mpi(args + GPU_FLAGS, gpu_env(**(gpu_env_extra or {})))
+            mpi(args + GPU_FLAGS, gpu_env(**(gpu_env_extra or {})), ranks,
+                log)
         else:
-            mpi(args)
+            mpi(args, ranks=ranks)
         out[device] = (report, ckpt)
     return out
 
@@ -315,13 +322,7 @@ def rank_logs(name, model, flags, ranks=2):
     """Runs the job on the emulated GPU with a driver log per rank; the
     logs' lines."""
     logs = os.path.join(TMP, name + "-log")
-    p = subprocess.run(
-        [MPIRUN, "-np", str(ranks), "sh", "-c",
-         'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"', logs,
-         DS_RUN, model] + flags + GPU_FLAGS + ["--quiet"], env=gpu_env(),
-        capture_output=True, text=True, timeout=TIMEOUT)
-    if p.returncode != 0:
-        raise RuntimeError(p.stdout + p.stderr)
+    mpi([model] + flags + GPU_FLAGS + ["--quiet"], gpu_env(), ranks, logs)
     out = []
     for rank in range(ranks):
         with open("%s.%d" % (logs, rank)) as f:
@@ -506,28 +507,10 @@ def case_pipeline_staged():
 
 def case_pipeline_dp():
     flags = ["--stages", "2", "--micro-batches", "2", "--data-parallel",
-             "--fuse-allreduce", "--clip-gradients", "--steps", "4",
-             "--quiet"]
+             "--fuse-allreduce", "--clip-gradients", "--steps", "4"]
     logs = os.path.join(TMP, "pipe-dp-log")
-    runs = {}
-    for device in ("cpu", "gpu"):
-        report = os.path.join(TMP, "pipe-dp-%s.json" % device)
-        ckpt = os.path.join(TMP, "pipe-dp-%s" % device)
-        cmd = [MPIRUN, "-np", "4"]
-        if device == "gpu":
-            cmd += ["sh", "-c",
-                    'DS_STUB_CUDA_LOG="$0.$OMPI_COMM_WORLD_RANK" exec "$@"',
-                    logs]
-        cmd += [DS_RUN, TWO_VALUES] + flags + ["--report", report,
-                                               "--checkpoint", ckpt]
-        if device == "gpu":
-            cmd += GPU_FLAGS
-        p = subprocess.run(cmd, env=gpu_env(DS_CUDA_COLLECTIVES="auto")
-                           if device == "gpu" else None,
-                           capture_output=True, text=True, timeout=TIMEOUT)
-        if p.returncode != 0:
-            raise RuntimeError(p.stdout + p.stderr)
-        runs[device] = (report, ckpt)
+    runs = both("pipe-dp", TWO_VALUES, flags, {"DS_CUDA_COLLECTIVES": "auto"},
+                ranks=4, log=logs)
     for rank in range(4):
         with open("%s.%d" % (logs, rank)) as f:
             made = [l for l in f.read().splitlines()
@@ -551,20 +534,8 @@ def case_composition():
     flags = ["--sparsity=update-every=2 initial=0.5 final=0.75 regrow",
              "--fake-quant", "--precision", "--loss-scaling",
              "--compress-allreduce", "--fuse-allreduce", "--data-parallel",
-             "--stages", "2", "--micro-batches", "2", "--steps", "6",
-             "--quiet"]
-    piped = {}
-    for device in ("cpu", "gpu"):
-        report = os.path.join(TMP, "all-piped-%s.json" % device)
-        ckpt = os.path.join(TMP, "all-piped-%s" % device)
-        cmd = [MPIRUN, "-np", "4", DS_RUN, SPARSE_MLP] + flags + [
-            "--report", report, "--checkpoint", ckpt]
-        p = subprocess.run(cmd + (GPU_FLAGS if device == "gpu" else []),
-                           env=gpu_env() if device == "gpu" else None,
-                           capture_output=True, text=True, timeout=TIMEOUT)
-        if p.returncode != 0:
-            raise RuntimeError(p.stdout + p.stderr)
-        piped[device] = (report, ckpt)
+             "--stages", "2", "--micro-batches", "2", "--steps", "6"]
+    piped = both("all-piped", SPARSE_MLP, flags, ranks=4)
     return result + "; pipelined on 4 ranks: " + "; ".join(
         "stage %d: %s" % (st, compare(piped, 1e-4, "-", subdir="stage%d" % st))
         for st in (0, 1))
