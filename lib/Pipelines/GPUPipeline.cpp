@@ -59,6 +59,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.rowColumns = rowColumns;
   c.forwardCopies = forwardCopies;
   c.bucketViews = bucketViews;
+  c.deviceEncoders = deviceEncoders;
   c.causalBlock = causalBlock;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
@@ -186,6 +187,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   ConvertDSToRuntimePassOptions collectives;
   collectives.target = "cuda";
   collectives.bucketViews = config.bucketViews;
+  collectives.deviceEncoders = config.deviceEncoders;
   pm.addPass(createConvertDSToRuntimePass(collectives));
   buildStepBufferization(pm);
   // 4. GEMMs on cuBLASLt while they are recognisable linalg ops.

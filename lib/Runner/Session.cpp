@@ -592,6 +592,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.cacheRows = options.gpuCacheRows;
       gpu.rowColumns = options.gpuRowColumns;
       gpu.bucketViews = options.gpuBucketViews;
+      gpu.deviceEncoders = options.gpuDeviceEncoders;
       gpu.causalBlock = options.pipeline.causalBlock;
       gpu.launchReport = options.gpuLaunchReport;
       std::string why;

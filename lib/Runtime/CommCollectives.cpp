@@ -166,6 +166,25 @@ template <typename T> Status exchangeSparse(Bucket<T> &b, const World &w) {
   return Status::success();
 }
 
+/// A started all-reduce's handle, under which its wait finds it.
+template <typename T>
+int64_t pendingStart(std::shared_ptr<Bucket<T>> b, std::shared_ptr<Task> task) {
+  std::lock_guard<std::mutex> lock(pendingMutex);
+  int64_t handle = nextHandle++;
+  Pending &p = pending[handle];
+  p.task = std::move(task);
+  bucketOf<T>(p) = std::move(b);
+  return handle;
+}
+
+/// The exchange of a sparse payload, on the communication thread.
+template <typename T>
+std::shared_ptr<Task> issueSparse(std::shared_ptr<Bucket<T>> b,
+                                  const World &w) {
+  return issue("all-reduce", b->n * static_cast<int64_t>(sizeof(T)),
+               [b, w]() -> Status { return exchangeSparse(*b, w); });
+}
+
 template <typename T, typename Memref>
 int64_t startAllreduce(Memref *grad, Memref *residualIn, Memref *residualOut,
                        int64_t scheme, double p0, double p1, double p2,
@@ -255,12 +274,7 @@ int64_t startAllreduce(Memref *grad, Memref *residualIn, Memref *residualOut,
                                     TypeOf<T>::dtype, DSRT_REDUCE_MEAN,
                                     w.deterministic);
                  });
-  std::lock_guard<std::mutex> lock(pendingMutex);
-  int64_t handle = nextHandle++;
-  Pending &p = pending[handle];
-  p.task = std::move(task);
-  bucketOf<T>(p) = std::move(b);
-  return handle;
+  return pendingStart(std::move(b), std::move(task));
 }
 
 //===----------------------------------------------------------------------===//
@@ -335,12 +349,7 @@ int64_t startPowerSgd(Memref *grad, Memref *stateIn, Memref *stateOut,
                                     TypeOf<T>::dtype, DSRT_REDUCE_MEAN,
                                     w.deterministic);
                  });
-  std::lock_guard<std::mutex> lock(pendingMutex);
-  int64_t handle = nextHandle++;
-  Pending &p = pending[handle];
-  p.task = std::move(task);
-  bucketOf<T>(p) = std::move(b);
-  return handle;
+  return pendingStart(std::move(b), std::move(task));
 }
 
 /// The wait's part of PowerSGD: state_out = the new state once the
@@ -490,6 +499,29 @@ void broadcastSmall(Memref *in, Memref *out, const char *what) {
 }
 
 } // namespace
+
+int64_t dsrt::comm::startThreeTierCodes(const uint16_t *codes, int64_t n,
+                                        float s8, float t16, bool finite) {
+  World w;
+  bool live = !acquire(w).failed();
+  auto b = std::make_shared<Bucket<float>>();
+  b->n = n;
+  b->result.resize(n);
+  std::vector<float> v(n, 0.0f);
+  if (!finite) {
+    countNonFinite();
+    encodeZeros(n, DSRT_COMPRESS_THREE_TIER, b->payload);
+  } else {
+    if (encodeThreeTierCodes(codes, n, s8, t16, v.data(), b->payload).failed())
+      return 0;
+    for (float &x : v)
+      x = x == 0 ? 0.0f : x; // +0 for -0, as startAllreduce
+  }
+  b->local = std::move(v);
+  countDense(double(n) * sizeof(float));
+  std::shared_ptr<Task> task = live ? issueSparse(b, w) : nullptr;
+  return pendingStart(std::move(b), std::move(task));
+}
 
 int64_t _mlir_ciface_dsrt_allreduce_start_f32(dsrt_memref1_f32 *grad,
                                               dsrt_memref1_f32 *residual_in,

@@ -167,6 +167,38 @@ float powerOfTwoAtLeast(float x) {
   return m == 0.5f ? x : std::ldexp(1.0f, e);
 }
 
+/// What a three-tier payload holds: each tier's indices (ascending) and
+/// values, and the two scales.
+struct ThreeTier {
+  std::vector<uint32_t> highIdx, midIdx;
+  std::vector<int8_t> q;
+  std::vector<uint16_t> h;
+  float s8 = 0, t16 = 1;
+
+  /// The payload of a bucket of n elements, and its decoded values.
+  void write(int64_t n, float *decoded, std::vector<uint8_t> &out) const {
+    for (int64_t i = 0; i < n; ++i)
+      decoded[i] = 0;
+    for (size_t k = 0; k < highIdx.size(); ++k)
+      decoded[highIdx[k]] = float(q[k]) * s8;
+    for (size_t k = 0; k < midIdx.size(); ++k)
+      decoded[midIdx[k]] = fromHalf(h[k]) * t16;
+    out.clear();
+    putU8(out, DSRT_COMPRESS_THREE_TIER);
+    putU32(out, static_cast<uint32_t>(n));
+    putU32(out, static_cast<uint32_t>(highIdx.size()));
+    putU32(out, static_cast<uint32_t>(midIdx.size()));
+    putF32(out, s8);
+    putF32(out, t16);
+    putIndices(out, highIdx);
+    for (int8_t x : q)
+      putU8(out, static_cast<uint8_t>(x));
+    putIndices(out, midIdx);
+    for (uint16_t x : h)
+      putU16(out, x);
+  }
+};
+
 void encodeThreeTier(const float *v, int64_t n, double p0, double p1, double p2,
                      float *decoded, std::vector<uint8_t> &out) {
   float low = 0, high = 0;
@@ -180,46 +212,28 @@ void encodeThreeTier(const float *v, int64_t n, double p0, double p1, double p2,
     low = lowerQuantile(a, p1);
     high = lowerQuantile(a, p2);
   }
-  std::vector<uint32_t> highIdx, midIdx;
+  ThreeTier t;
   float maxHigh = 0;
   for (int64_t i = 0; i < n; ++i) {
     float a = std::fabs(v[i]);
     if (a > high) {
-      highIdx.push_back(static_cast<uint32_t>(i));
+      t.highIdx.push_back(static_cast<uint32_t>(i));
       maxHigh = std::max(maxHigh, a);
     } else if (a > low) {
-      midIdx.push_back(static_cast<uint32_t>(i));
+      t.midIdx.push_back(static_cast<uint32_t>(i));
     }
   }
-  float s8 = highIdx.empty() ? 0.0f : maxHigh / 127.0f;
-  float t16 = powerOfTwoAtLeast(high);
-  for (int64_t i = 0; i < n; ++i)
-    decoded[i] = 0;
-  std::vector<int8_t> q(highIdx.size());
-  for (size_t k = 0; k < highIdx.size(); ++k) {
-    float r = std::nearbyint(v[highIdx[k]] / s8);
-    q[k] = static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f));
-    decoded[highIdx[k]] = float(q[k]) * s8;
+  t.s8 = t.highIdx.empty() ? 0.0f : maxHigh / 127.0f;
+  t.t16 = powerOfTwoAtLeast(high);
+  t.q.resize(t.highIdx.size());
+  for (size_t k = 0; k < t.highIdx.size(); ++k) {
+    float r = std::nearbyint(v[t.highIdx[k]] / t.s8);
+    t.q[k] = static_cast<int8_t>(std::clamp(r, -127.0f, 127.0f));
   }
-  std::vector<uint16_t> h(midIdx.size());
-  for (size_t k = 0; k < midIdx.size(); ++k) {
-    h[k] = toHalf(v[midIdx[k]] / t16);
-    decoded[midIdx[k]] = fromHalf(h[k]) * t16;
-  }
-
-  out.clear();
-  putU8(out, DSRT_COMPRESS_THREE_TIER);
-  putU32(out, static_cast<uint32_t>(n));
-  putU32(out, static_cast<uint32_t>(highIdx.size()));
-  putU32(out, static_cast<uint32_t>(midIdx.size()));
-  putF32(out, s8);
-  putF32(out, t16);
-  putIndices(out, highIdx);
-  for (int8_t x : q)
-    putU8(out, static_cast<uint8_t>(x));
-  putIndices(out, midIdx);
-  for (uint16_t x : h)
-    putU16(out, x);
+  t.h.resize(t.midIdx.size());
+  for (size_t k = 0; k < t.midIdx.size(); ++k)
+    t.h[k] = toHalf(v[t.midIdx[k]] / t.t16);
+  t.write(n, decoded, out);
 }
 
 template <typename Acc> Status decodeThreeTier(Reader &r, int64_t n, Acc *acc) {
@@ -442,6 +456,40 @@ Status dsrt::comm::encodeSparse(const float *v, int64_t n, int64_t scheme,
     encodeThreeTier(v, n, p0, p1, p2, decoded, payload);
   else
     encodeTopK(v, n, p0, decoded, payload);
+  return Status::success();
+}
+
+Status dsrt::comm::encodeThreeTierCodes(const uint16_t *codes, int64_t n,
+                                        float s8, float t16, float *decoded,
+                                        std::vector<uint8_t> &payload) {
+  if (n > static_cast<int64_t>(UINT32_MAX))
+    return DS_ERROR("dsrt: a compressed bucket holds at most 2^32 - 1 "
+                    "elements, not %lld",
+                    static_cast<long long>(n));
+  if (!std::isfinite(s8) || !std::isfinite(t16))
+    return DS_ERROR("dsrt: the device's three-tier scales are not finite "
+                    "(s8 = %g, t16 = %g)",
+                    double(s8), double(t16));
+  ThreeTier t;
+  t.s8 = s8;
+  t.t16 = t16;
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t c = codes[i];
+    if (c == DSRT_THREE_TIER_CODE_NONE)
+      continue;
+    if ((c & 0xff00) == DSRT_THREE_TIER_CODE_HIGH) {
+      t.highIdx.push_back(static_cast<uint32_t>(i));
+      t.q.push_back(static_cast<int8_t>(c & 0xff));
+    } else if ((c & 0x7c00) == 0x7c00) {
+      return DS_ERROR("dsrt: the device's three-tier code 0x%04x at element "
+                      "%lld is not finite",
+                      unsigned(c), static_cast<long long>(i));
+    } else {
+      t.midIdx.push_back(static_cast<uint32_t>(i));
+      t.h.push_back(c);
+    }
+  }
+  t.write(n, decoded, payload);
   return Status::success();
 }
 

@@ -277,6 +277,30 @@ template <typename T, typename Start> struct PowerSgdJob final : StagedStart {
   }
 };
 
+/// A three-tier start the step encoded on the device (ThreeTierOnDevice.h
+/// in the compiler): its codes and scalars, and nothing to write back (the
+/// step computed the residual).
+struct ThreeTierCodesJob final : StagedStart {
+  Copied<uint16_t> codes;
+  Copied<float> scalars;
+
+  int64_t run() override {
+    Memref1<uint16_t> *c = codes.gather();
+    Memref1<float> *s = scalars.gather();
+    const char *what = "dsrt_cuda_allreduce_start_three_tier_f32";
+    if (!codes.onDevice || !scalars.onDevice || s->sizes[0] != 3) {
+      (void)DS_ERROR("%s: needs device vectors of codes and of 3 scalars",
+                     what);
+      return 0;
+    }
+    const float *v = s->aligned;
+    // The probe is NaN exactly when the bucket was not finite.
+    return comm::startThreeTierCodes(c->aligned, c->sizes[0], v[0], v[1],
+                                     !std::isnan(v[2]));
+  }
+  void writeBack(bool) override {}
+};
+
 /// A staged start's job once its CPU start has run, `handle` replaced by
 /// that start's; null (handle kept) for a handle not staged here.
 std::shared_ptr<StagedStart> finishStaged(int64_t &handle) {
@@ -593,6 +617,15 @@ void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
 
 DS_CUDA_COLLECTIVES(float, f32, dsrt_memref1_f32)
 DS_CUDA_COLLECTIVES(double, f64, dsrt_memref1_f64)
+
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
+    dsrt_memref1_raw *codes, dsrt_memref1_f32 *scalars) {
+  auto job = std::make_shared<ThreeTierCodesJob>();
+  if (!job->codes.copy(view<uint16_t>(codes)) ||
+      !job->scalars.copy(view<float>(scalars)))
+    return 0;
+  return comm::staging::submit(std::move(job));
+}
 
 #define DS_CUDA_HALF_ALLREDUCE(SUFFIX, BF16)                                   \
   DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_half_##SUFFIX(       \

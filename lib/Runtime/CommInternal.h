@@ -130,6 +130,20 @@ Status encodeSparse(const float *v, int64_t n, int64_t scheme, double p0,
                     double p1, double p2, float *decoded,
                     std::vector<uint8_t> &payload);
 
+/// The three-tier payload of the codes the device's encoder wrote
+/// (DSRT_THREE_TIER_CODE_*, ds_runtime_cuda.h) with its scales s8 and t16,
+/// and the decoded values into decoded[n]: encodeSparse's, for the same v.
+Status encodeThreeTierCodes(const uint16_t *codes, int64_t n, float s8,
+                            float t16, float *decoded,
+                            std::vector<uint8_t> &payload);
+
+/// A three-tier start from the device encoder's codes (CommCollectives.cpp):
+/// its payload exchanged as dsrt_allreduce_start_f32's, its wait
+/// dsrt_allreduce_wait_f32; a bucket that was not `finite` is counted and
+/// sends zeros. 0 with the error recorded for a malformed code.
+int64_t startThreeTierCodes(const uint16_t *codes, int64_t n, float s8,
+                            float t16, bool finite);
+
 /// The payload of a sparse scheme that sends nothing (all zeros).
 void encodeZeros(int64_t n, int64_t scheme, std::vector<uint8_t> &payload);
 

@@ -145,6 +145,13 @@ cl::opt<bool> gpuBucketViews(
              "(ds-gpu-pipeline's bucket-views; default true, =false to "
              "compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<bool> gpuDeviceEncoders(
+    "gpu-device-encoders",
+    cl::desc("With --device cuda: a three-tier compressed bucket is encoded "
+             "on the device and only its 16-bit codes go to the host "
+             "(ds-gpu-pipeline's device-encoders; default true, =false: the "
+             "host encodes it, to compare)"),
+    cl::init(true), cl::cat(runCat));
 cl::opt<std::string> gpuLaunchReport(
     "gpu-launch-report",
     cl::desc("With --device cuda: write what each kernel launch and "
@@ -660,7 +667,7 @@ int main(int argc, char **argv) {
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
              &gpuVectorize, &gpuNativeCasts, &gpuIndex32, &gpuFuseRows,
              &gpuFuseSiblings, &gpuCacheRows, &gpuRowColumns, &gpuBucketViews,
-             &gpuLaunchReport, &cudaGraphs})
+             &gpuDeviceEncoders, &gpuLaunchReport, &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -753,6 +760,7 @@ int main(int argc, char **argv) {
   prepare.gpuCacheRows = gpuCacheRows;
   prepare.gpuRowColumns = gpuRowColumns;
   prepare.gpuBucketViews = gpuBucketViews;
+  prepare.gpuDeviceEncoders = gpuDeviceEncoders;
   prepare.gpuLaunchReport = gpuLaunchReport;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;

@@ -145,12 +145,19 @@ def ConvertDSToRuntimePass
     Option<"bucketViews", "bucket-views", "bool", /*default=*/"true",
            "Build a bucket that concatenates gradients in a buffer of its "
            "own that their GEMMs and elementwise kernels write in place "
-           "(DDP's gradient_as_bucket_view; =false: copied in, to compare)">
+           "(DDP's gradient_as_bucket_view; =false: copied in, to compare)">,
+    Option<"deviceEncoders", "device-encoders", "bool", /*default=*/"true",
+           "With target=cuda: a three-tier bucket whose thresholds the step "
+           "fixes is encoded on the device, and only its 16-bit codes go to "
+           "the host (dsrt_cuda_allreduce_start_three_tier_f32; =false: the "
+           "host encodes the bucket, to compare)">
   ];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 

@@ -93,6 +93,9 @@ struct GPUPipelineConfig {
   /// Gradients computed in their all-reduce bucket
   /// (convert-ds-to-runtime's bucket-views).
   bool bucketViews = true;
+  /// Three-tier buckets encoded on the device (convert-ds-to-runtime's
+  /// device-encoders).
+  bool deviceEncoders = true;
   /// Rows per cuBLASLt GEMM of causal attention's products, over their
   /// lower block triangle (convert-ds-to-linalg's causal-block; 0: off).
   int64_t causalBlock = kDefaultCausalBlock;
@@ -194,6 +197,13 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::desc("Compute the gradients of a data-parallel bucket in "
                      "their slices of it (convert-ds-to-runtime's "
                      "bucket-views; =false: copied in, to compare)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> deviceEncoders{
+      *this, "device-encoders",
+      llvm::cl::desc("Encode a three-tier compressed bucket on the device "
+                     "and send the host only its 16-bit codes "
+                     "(convert-ds-to-runtime's device-encoders; =false: the "
+                     "host encodes the bucket, to compare)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> mergeLaunches{
       *this, "merge-launches",

@@ -94,6 +94,9 @@ struct PrepareOptions {
   /// Gradients computed in their data-parallel buckets (ds-gpu-pipeline's
   /// bucket-views).
   bool gpuBucketViews = true;
+  /// Three-tier buckets encoded on the device (ds-gpu-pipeline's
+  /// device-encoders).
+  bool gpuDeviceEncoders = true;
   /// Where ds-gpu-launch-report writes ("-": standard error); empty: none.
   std::string gpuLaunchReport;
   /// Compile without running here: keep the machine code so that

@@ -404,6 +404,17 @@ enum {
   DSRT_COMPRESS_BF16 = 4
 };
 
+/* A three-tier bucket encoded on a GPU (ds_runtime_cuda.h,
+   dsrt_cuda_allreduce_start_three_tier_f32) reaches the host as one 16-bit
+   code per element:
+     DSRT_THREE_TIER_CODE_NONE (an f16 NaN)   not sent;
+     DSRT_THREE_TIER_CODE_HIGH | (uint8_t)q   the 8-bit tier's q;
+     otherwise the f16 bits of v / t16        the 16-bit tier.
+   |v / t16| <= 2 in the 16-bit tier, so its bits never have 0x78 as their
+   high byte, nor are they non-finite. */
+#define DSRT_THREE_TIER_CODE_NONE 0xffff
+#define DSRT_THREE_TIER_CODE_HIGH 0x7800
+
 /* Starts the MEAN all-reduce of a flat gradient bucket and returns its
    handle. With THREE_TIER or TOPK, `residual_in` (same length) is added
    first and `residual_out` receives the new error-feedback residual before

@@ -307,6 +307,20 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_half_bf16(
 DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_half_bf16(
     int64_t handle, struct dsrt_memref1_raw *encoded);
 
+/* The three-tier encoder on the device (DSRT_COMPRESS_THREE_TIER with
+   thresholds the step fixes, convert-ds-to-runtime's device-encoders):
+   the step computes v = grad + residual, the thresholds, each element's
+   tier and value and the new residual itself, and hands the host one
+   16-bit code per element (DSRT_THREE_TIER_CODE_*, ds_runtime.h) and
+   scalars = [s8, t16, probe] (f32; probe NaN: the bucket was not
+   finite, every code NONE, counted). The host writes the payload of
+   DSRT_COMPRESS_THREE_TIER from them and exchanges it as the CPU's start
+   does; dsrt_cuda_allreduce_wait_f32 completes it. Staged without a host
+   wait (the codes copied to pinned memory): the residual stays on the
+   device. */
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
+    struct dsrt_memref1_raw *codes, dsrt_memref1_f32 *scalars);
+
 /*===------------------------------------------------------------------------===
  * GEMMs on cuBLASLt
  *===------------------------------------------------------------------------===*/

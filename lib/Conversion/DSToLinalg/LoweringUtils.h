@@ -100,6 +100,11 @@ buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> loopShape,
 /// NaN lowest. A radix select over (score, index) keys (TopKMask.cpp).
 Value buildTopKMask(OpBuilder &b, Location loc, Value scores, Value k);
 
+/// The `k`-th largest (a rank-0 i64 tensor, clamped to [1, n]) of the 1-D
+/// float `scores` as a rank-0 tensor (f32, or f64 for wider scores): the
+/// same radix select over the scores' digits alone, -0 as +0, NaN lowest.
+Value buildKthLargest(OpBuilder &b, Location loc, Value scores, Value k);
+
 //===----------------------------------------------------------------------===//
 // Scalar arithmetic on any float or integer element type
 //===----------------------------------------------------------------------===//

@@ -181,17 +181,23 @@ SmallVector<Value> buildGeneric(
   return generic.getResults();
 }
 
-} // namespace
-
-Value lowering::buildTopKMask(OpBuilder &b, Location loc, Value scores,
-                              Value k) {
+/// The keys of `scores` (1-D float).
+Keys keysOf(OpBuilder &b, Value scores) {
   auto type = cast<RankedTensorType>(scores.getType());
-  int64_t n = type.getNumElements();
-  MLIRContext *ctx = b.getContext();
   Type elem = type.getElementType();
   Type scoreType =
       elem.getIntOrFloatBitWidth() > 32 ? b.getF64Type() : b.getF32Type();
-  Keys keys(scoreType, n);
+  return Keys(scoreType, type.getNumElements());
+}
+
+/// The k-th largest key (k a rank-0 i64 tensor clamped to [1, n]) as its
+/// rank-0 (score key, index key); with `scoreOnly` its score key alone (the
+/// index key stays 0): the k-th largest score, ties being equal there.
+std::pair<Value, Value> selectKey(OpBuilder &b, Location loc, Value scores,
+                                  Value k, const Keys &keys, bool scoreOnly) {
+  auto type = cast<RankedTensorType>(scores.getType());
+  int64_t n = type.getNumElements();
+  MLIRContext *ctx = b.getContext();
   Type i64 = b.getI64Type();
   Type scoreInt = b.getIntegerType(keys.scoreBits);
 
@@ -213,6 +219,8 @@ Value lowering::buildTopKMask(OpBuilder &b, Location loc, Value scores,
   Value indexPrefix = createZeros(b, loc, {}, i64);
 
   for (Digit digit : keys.digits()) {
+    if (scoreOnly && !digit.inScore)
+      break;
     // atOrAbove[d]: the keys with the prefix whose digit is d or more
     // (loops d, i): non-increasing in d, atOrAbove[0] >= r.
     Value atOrAbove =
@@ -283,7 +291,19 @@ Value lowering::buildTopKMask(OpBuilder &b, Location loc, Value scores,
     prefix = next[0];
     r = next[1];
   }
+  return {scorePrefix, indexPrefix};
+}
 
+} // namespace
+
+Value lowering::buildTopKMask(OpBuilder &b, Location loc, Value scores,
+                              Value k) {
+  int64_t n = cast<RankedTensorType>(scores.getType()).getNumElements();
+  AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, b.getContext());
+  AffineMap scalar1 = AffineMap::get(1, 0, {}, b.getContext());
+  Keys keys = keysOf(b, scores);
+  auto [scorePrefix, indexPrefix] =
+      selectKey(b, loc, scores, k, keys, /*scoreOnly=*/false);
   // The keys at or above the one found, when k > 0.
   return buildParallel(
       b, loc, RankedTensorType::get({n}, b.getI8Type()),
@@ -301,5 +321,33 @@ Value lowering::buildTopKMask(OpBuilder &b, Location loc, Value scores,
             nb, l, arith::OrIOp::create(nb, l, higher, tieAtOrAbove),
             arith::CmpIOp::create(nb, l, P::sgt, args[3], createI64(nb, l, 0)));
         return arith::ExtUIOp::create(nb, l, nb.getI8Type(), kept);
+      });
+}
+
+Value lowering::buildKthLargest(OpBuilder &b, Location loc, Value scores,
+                                Value k) {
+  Keys keys = keysOf(b, scores);
+  Value key = selectKey(b, loc, scores, k, keys, /*scoreOnly=*/true).first;
+  // The key's score: positive keys have the sign bit set, negative ones
+  // all bits flipped (the NaN key 0 becomes all ones, a NaN).
+  auto floatType = cast<FloatType>(keys.scoreType);
+  return buildParallel(
+      b, loc, RankedTensorType::get({}, floatType), ValueRange{key},
+      {AffineMap::get(0, 0, {}, b.getContext())},
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Type it = args[0].getType();
+        unsigned width = it.getIntOrFloatBitWidth();
+        Value zero = intConstant(nb, l, it, 0);
+        Value positive = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
+                                               args[0], zero);
+        Value bits = arith::SelectOp::create(
+            nb, l, positive,
+            arith::XOrIOp::create(
+                nb, l, args[0],
+                intConstant(nb, l, it, APInt::getSignMask(width))),
+            arith::XOrIOp::create(
+                nb, l, args[0],
+                intConstant(nb, l, it, APInt::getAllOnes(width))));
+        return arith::BitcastOp::create(nb, l, floatType, bits);
       });
 }

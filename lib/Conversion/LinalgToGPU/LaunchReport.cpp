@@ -196,7 +196,8 @@ bool startsInPlace(Operation *op) {
 /// GEMM): "read" is what it copies to the host, "written" what it copies
 /// back. Its output is a start's third buffer (the new residual; a
 /// PowerSGD state comes back at the wait, counted there as the bucket's
-/// size is not), a send has none, and every other call's is its last. An
+/// size is not), a send and a three-tier start the device encoded (its
+/// codes and scales) have none, and every other call's is its last. An
 /// fp16/bf16 start stages its f32 bucket alone (its 16-bit one is NCCL's).
 std::optional<Row> stagedRow(func::CallOp call) {
   StringRef name = call.getCallee();
@@ -209,10 +210,12 @@ std::optional<Row> stagedRow(func::CallOp call) {
       buffers.push_back(castSource(v));
   if (name.starts_with("allreduce_start_half"))
     buffers.resize(1);
-  int output =
-      name.starts_with("send") || name.starts_with("allreduce_start_half") ? -1
-      : name.starts_with("allreduce_start")                                ? 2
-                                            : int(buffers.size()) - 1;
+  bool noOutput = name.starts_with("send") ||
+                  name.starts_with("allreduce_start_half") ||
+                  name.starts_with("allreduce_start_three_tier");
+  int output = noOutput                              ? -1
+               : name.starts_with("allreduce_start") ? 2
+                                                     : int(buffers.size()) - 1;
   for (auto [i, buffer] : llvm::enumerate(buffers)) {
     std::optional<int64_t> bytes = staticBytes(buffer.getType());
     row.complete &= bytes.has_value();

@@ -30,6 +30,7 @@
 
 #include "../DSToLinalg/LoweringUtils.h"
 #include "ConcatenationInBuffer.h"
+#include "ThreeTierOnDevice.h"
 #include "WidenInReaders.h"
 
 #include "ds/Conversion/Passes.h"
@@ -39,6 +40,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
@@ -60,14 +62,19 @@ namespace {
 /// Builds the calls of one module, declaring each runtime function once.
 class RuntimeCallBuilder {
 public:
-  RuntimeCallBuilder(ModuleOp module, bool cuda, bool bucketViews)
-      : module(module), cuda(cuda), views(bucketViews) {}
+  RuntimeCallBuilder(ModuleOp module, bool cuda, bool bucketViews,
+                     bool deviceEncoders)
+      : module(module), cuda(cuda), views(bucketViews),
+        encoders(deviceEncoders) {}
 
   /// Whether the calls are for ds-gpu-pipeline's device buffers.
   bool targetsCuda() const { return cuda; }
 
   /// Whether a bucket's gradients are computed in it (bucket-views).
   bool bucketViews() const { return views; }
+
+  /// Whether a three-tier bucket is encoded on the device (CUDA only).
+  bool deviceEncoders() const { return cuda && encoders; }
 
   /// A start's `params` (f64) as a 1-D buffer, empty when it has none: on
   /// CUDA they are device data, which the host-staged call reads itself.
@@ -197,6 +204,7 @@ private:
   ModuleOp module;
   bool cuda;
   bool views;
+  bool encoders;
 };
 
 void lowerBlockSparseMatMul(RuntimeCallBuilder &rt, BlockSparseMatMulOp op) {
@@ -557,6 +565,33 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   op.erase();
 }
 
+/// A three-tier start on CUDA with thresholds the step fixes, encoded on
+/// the device (ThreeTierOnDevice.h): codes, scalars -> handle, and the new
+/// residual is the step's own, written before the call as on the CPU.
+bool lowerThreeTierOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
+  RankedTensorType type = op.getBucket().getType();
+  if (!rt.deviceEncoders() || op.getScheme() != CompressionScheme::three_tier ||
+      !type.getElementType().isF32() || type.getNumElements() < 1 ||
+      !op.getResidual() || !op.getNewResidual())
+    return false;
+  std::optional<ThreeTierParams> params =
+      constantThreeTierParams(op.getParams());
+  if (!params)
+    return false;
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  DeviceThreeTier encoded =
+      buildThreeTierOnDevice(b, loc, op.getBucket(), op.getResidual(), *params);
+  Value handle = rt.call(
+      b, loc, "dsrt_cuda_allreduce_start_three_tier_f32",
+      {rt.input(b, loc, encoded.codes), rt.input(b, loc, encoded.scalars)},
+      {b.getI64Type()});
+  op.getNewResidual().replaceAllUsesWith(encoded.residual);
+  op.getRequest().replaceAllUsesWith(handle);
+  op.erase();
+  return true;
+}
+
 /// ds.all_reduce_start: (bucket, residual in, residual out, scheme, p0, p1,
 /// p2) -> handle; on CUDA (..., scheme, params), empty without params, and
 /// an uncompressed bucket masked (maskNonFinite). A scheme without a
@@ -579,6 +614,8 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   Value built = buildConcatenationInBuffer(op.getBucket(), rt.bucketViews());
   if (op.getScheme() == CompressionScheme::powersgd)
     return lowerPowerSgdStart(rt, op, *suffix);
+  if (lowerThreeTierOnDevice(rt, op))
+    return success();
   Value bucket = op.getBucket(), params = op.getParams();
   if (rt.targetsCuda() && op.getScheme() == CompressionScheme::none) {
     if (AllReduceWaitOp wait = inPlaceWait(op)) {
@@ -772,7 +809,7 @@ struct ConvertDSToRuntimePass
       return signalPassFailure();
     }
     bool cuda = target == "cuda";
-    RuntimeCallBuilder rt(module, cuda, bucketViews);
+    RuntimeCallBuilder rt(module, cuda, bucketViews, deviceEncoders);
     DenseMap<Operation *, Value> inPlace; // wait -> its start's buffer
     // On CUDA the block-sparse products and the top-k have no runtime
     // kernels (convert-ds-to-linalg lowered them); collectives are staged.

@@ -8,6 +8,7 @@
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=three-tier" --ds-insert-optimizer --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=TIER --implicit-check-not=@_mlir_ciface_dsrt_allreduce
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=powersgd" --ds-insert-optimizer --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=PSGD --implicit-check-not=@_mlir_ciface_dsrt_allreduce
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=three-tier" --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=three-tier" --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=- device-encoders=false" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HOSTTIER
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NCCLREPORT
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=- launch-report-collectives=host" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HOSTREPORT
 // RUN: not ds-opt %s --ds-gpu-launch-report=collectives=mpi -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADREPORT
@@ -17,22 +18,27 @@
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=bf16" --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" 2>&1 | FileCheck %s --check-prefix=HALFREPORT
 // RUN: ds-opt %s --ds-training-pipeline="clip=true pipeline-stages=2 pipeline-micro-batches=2" --ds-gpu-pipeline=format=isa | FileCheck %s --check-prefix=STAGES --implicit-check-not=@_mlir_ciface_dsrt_send --implicit-check-not=@_mlir_ciface_dsrt_recv --implicit-check-not=@_mlir_ciface_dsrt_stage
 
-// TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, !llvm.ptr) -> i64
+// TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32({{.*}}) : (!llvm.ptr, !llvm.ptr) -> i64
 // TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_wait_f32({{.*}}) : (i64, !llvm.ptr) -> ()
 // TIER-DAG: llvm.call @_mlir_ciface_dsrt_cuda_allreduce_f32({{.*}}) : (!llvm.ptr, !llvm.ptr, i64) -> ()
 // TIER-DAG: gpu.binary
 
-// The launch report counts what the staging copies: the one bucket (both
-// weights' gradients, 131584 floats) and its residual to the host at the
-// start, the mean and the new residual back at the wait; at 25 GB/s.
-// The loss's blocking all-reduce is NCCL's (nothing copied), or staged
-// too with collectives=host.
+// The launch report counts what the staging copies: the one bucket's
+// (both weights' gradients, 131584 floats) 16-bit codes and 3 scalars to
+// the host at the start (the step encodes it on the device), the mean back
+// at the wait; at 25 GB/s. The loss's blocking all-reduce is NCCL's
+// (nothing copied), or staged too with collectives=host.
 // REPORT: ds-gpu-launch-report: @step: {{.*}} copies, 2 collectives staged on the host, 1 on NCCL
-// REPORT: staged  allreduce_start_f32    1.053       0.526          -      63.16
-// REPORT: staged  allreduce_wait_f32     0.000       0.526          -      21.05
-// REPORT: nccl    allreduce_f32          0.000       0.000          -       0.00
-// REPORT: collectives: 2, 2.1 MB to and from the host: 84.2 us at 25 GB/s (the network not counted)
+// REPORT: staged  allreduce_start_three_tier_f32       0.263       0.000          -      10.53
+// REPORT: staged  allreduce_wait_f32                   0.000       0.526          -      21.05
+// REPORT: nccl    allreduce_f32                        0.000       0.000          -       0.00
+// REPORT: collectives: 2, 0.8 MB to and from the host: 31.6 us at 25 GB/s (the network not counted)
 // REPORT: NCCL: 1, 0.0 MB copied on the device: 0.0 us (the network not counted)
+// Encoded on the host (device-encoders=false): the bucket and its
+// residual to the host, the mean and the new residual back.
+// HOSTTIER: staged  allreduce_start_f32    1.053       0.526          -      63.16
+// HOSTTIER: staged  allreduce_wait_f32     0.000       0.526          -      21.05
+// HOSTTIER: collectives: 2, 2.1 MB to and from the host: 84.2 us at 25 GB/s (the network not counted)
 
 // Uncompressed, all three are NCCL's, and the bucket is all-reduced where
 // the mask wrote it: nothing copied, not even by bufferization.

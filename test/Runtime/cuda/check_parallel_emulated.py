@@ -29,8 +29,11 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
     steps the CPU's count of non-finite buckets;
   - three-tier, top-k with DGC, PowerSGD: the compressors, whose start
     parameters the step computes on the device, with their residuals and
-    states; a three-tier GPU run split by a checkpoint equals the straight
-    run bit for bit, residuals included;
+    states; three tiers encoded on the device (quantile and fixed
+    thresholds; poisoned steps) give the host encoder's residuals and
+    payloads bit for bit, copying only their 16-bit codes and 3 scalars to
+    the host and nothing back but the mean; a three-tier GPU run split by a
+    checkpoint equals the straight run bit for bit, residuals included;
   - pipeline: 2 stages x 2 micro-batches with clipping (sends, receives
     and the global norm summed over the stages): the transfers on NCCL's
     links (a communicator and a stream per direction) and the sums over
@@ -330,17 +333,37 @@ def rank_logs(name, model, flags, ranks=2):
     return out
 
 
-def staged_without_waits(log):
+def same_tensors(a, b):
+    """Every tensor of checkpoint `a` equals `b`'s, bit for bit; how many."""
+    names = sorted(f for f in os.listdir(a) if f.endswith(".npy"))
+    differ = [n for n in names if not np.array_equal(
+        np.load(os.path.join(a, n)), np.load(os.path.join(b, n)))]
+    if differ or not names:
+        raise RuntimeError("%s and %s differ: %s" % (a, b, differ))
+    return len(names)
+
+
+def copy_bytes(line):
+    return int(line.split("bytes=")[1].split()[0])
+
+
+def staged_without_waits(log, sizes=None):
     """A staged start copies its inputs to pinned memory and records an
     event, with no stream synchronisation: the staging thread waits for
-    the event. The starts and the staging thread's waits."""
+    the event. The starts and the staging thread's waits; each start's
+    copies' sizes appended to `sizes`."""
     copies = starts = 0
+    mine = []
     for line in log:
         if line.startswith("cuMemcpyDtoHAsync") and line.endswith(" pinned"):
             copies += 1
+            mine.append(copy_bytes(line))
         elif line.startswith("cuEventRecord") and copies:
             starts += 1
             copies = 0
+            if sizes is not None:
+                sizes.append(mine)
+            mine = []
         elif line.startswith("cuStreamSynchronize") and copies:
             raise RuntimeError("the host waited for the stream between a "
                                "start's copies and its event")
@@ -351,19 +374,78 @@ def staged_without_waits(log):
     return starts
 
 
+def nonfinite_buckets(report):
+    with open(report) as f:
+        return json.load(f)["summary"]["data_parallel"]["nonfinite_buckets"]
+
+
 def case_three_tier():
     flags = ["--compress-allreduce=scheme=three-tier", "--fuse-allreduce="
              "bucket-bytes=3000 first-bucket-bytes=1000", "--check-replicas",
              "1"]
     runs = both("tier", MLP, flags + ["--steps", "8"])
     result = compare(runs, 1e-5)
+    # Step 3 poisons an activation: its buckets are sent as zeros, their
+    # residuals kept.
+    poisoned = both("tier-nonfinite", MLP, flags + [
+        "--loss-scaling", "--inject-nonfinite", "3", "--steps", "5"])
+    counts = [nonfinite_buckets(poisoned[d][0]) for d in ("cpu", "gpu")]
+    if counts[0] == 0 or counts[0] != counts[1]:
+        raise RuntimeError("non-finite buckets: CPU %d, GPU %d" %
+                           tuple(counts))
+    result += "; poisoned: %s, %d non-finite buckets as on the CPU" % (
+        compare(poisoned, 1e-5).split(";")[0], counts[1])
+    # The step encodes on the device (ThreeTierOnDevice.h): the host
+    # encoder's payloads and residuals bit for bit, with quantiles and
+    # with fixed thresholds.
+    def host_encoded(name, flags, steps):
+        ckpt = os.path.join(TMP, name)
+        mpi([MLP] + flags + ["--steps", str(steps), "--checkpoint", ckpt,
+                             "--quiet", "--gpu-device-encoders=false"] +
+            GPU_FLAGS, gpu_env())
+        return ckpt
+    count = same_tensors(host_encoded("tier-host", flags, 8), runs["gpu"][1])
+    fixed = ["--compress-allreduce=scheme=three-tier fixed-thresholds "
+             "theta-low=0.001 theta-high=0.02"] + flags[1:]
+    device = os.path.join(TMP, "tier-fixed")
+    mpi([MLP] + fixed + ["--steps", "4", "--checkpoint", device, "--quiet"] +
+        GPU_FLAGS, gpu_env())
+    same_tensors(host_encoded("tier-fixed-host", fixed, 4), device)
+    result += "; the host encoder's %d tensors bit for bit" % count
     # The starts stage without a host wait (CommStaging.h): 3 buckets a
-    # step, each waited for by the staging thread alone.
-    starts = [staged_without_waits(log) for log in
-              rank_logs("tier-log", MLP, flags + ["--steps", "4"])]
+    # step, each waited for by the staging thread alone. Each copies its
+    # n 16-bit codes and 3 scalars to the host, where the host encoder
+    # took its 3 parameters, the bucket and the residual (12 bytes an
+    # element with the residual's copy back).
+    step_flags = flags + ["--steps", "4"]
+    sizes, host_sizes = [], []
+    logs = rank_logs("tier-log", MLP, step_flags)
+    host_logs = rank_logs("tier-host-log", MLP, step_flags +
+                          ["--gpu-device-encoders=false"])
+    starts = [staged_without_waits(log, sizes) for log in logs]
+    for log in host_logs:
+        staged_without_waits(log, host_sizes)
     if starts != [12, 12]:
         raise RuntimeError("staged starts per rank: %s" % starts)
-    result += "; 12 starts a rank staged without a host wait"
+    # The residual stays on the device: the copies back are the means'.
+    def to_device(log):
+        return sum(copy_bytes(l) for l in log
+                   if l.startswith("cuMemcpyHtoDAsync"))
+    residuals = sum(h[1] for h in host_sizes)
+    if sum(map(to_device, logs)) != sum(map(to_device, host_logs)) - residuals:
+        raise RuntimeError("copies to the device: %d, host-encoded %d (its "
+                           "residuals %d)" % (sum(map(to_device, logs)),
+                                              sum(map(to_device, host_logs)),
+                                              residuals))
+    wanted = [[h[1] // 2, 12] for h in host_sizes]
+    if len(host_sizes) != 24 or any(len(h) != 3 or h[0] != 24 or
+                                    h[1] != h[2] for h in host_sizes) or \
+            sizes != wanted:
+        raise RuntimeError("copies to the host per start: %s, host-encoded "
+                           "%s" % (sizes, host_sizes))
+    result += ("; 12 starts a rank staged without a host wait, %d bytes "
+               "to the host a step instead of %d" % (
+                   sum(map(sum, sizes[:3])), sum(map(sum, host_sizes[:3]))))
     residuals = rank_tensors(runs["gpu"][1], "comm.residual")
     if len(residuals) < 2:
         raise RuntimeError("no residuals in the checkpoint: %s" % residuals)

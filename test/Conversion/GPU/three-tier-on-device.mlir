@@ -1,0 +1,92 @@
+// On CUDA a three-tier bucket whose thresholds the step fixes (constant
+// params) is encoded by the step on the device (ThreeTierOnDevice.h): v =
+// g + r, its probe, the two quantiles of |v| by radix select, the 8-bit
+// tier's largest magnitude, [s8, t16, probe], then one generic writing
+// each element's 16-bit code and its new residual. Only the codes and the
+// scalars go to the runtime; the new residual is the step's own, before
+// the wait. The emulated 2-rank runs check the numbers against the host
+// encoder bit for bit (ds-run-parallel-emulated.test, three-tier).
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda})' | FileCheck %s
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda device-encoders=false})' | FileCheck %s --check-prefix=HOST
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cpu})' | FileCheck %s --check-prefix=CPU
+
+// CHECK-LABEL: func.func @quantiles
+// CHECK: %[[V:.*]] = linalg.generic
+// CHECK: arith.addf
+// The quantiles: a radix select's histograms over |v|'s digits.
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK: arith.shrui
+// CHECK: tensor<3xf32>
+// CHECK: %[[ENC:.*]]:2 = linalg.generic {{.*}} ins(%[[V]], %arg1,
+// CHECK-SAME: outs({{.*}} : tensor<100xi16>, tensor<100xf32>)
+// CHECK: math.roundeven
+// CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK: linalg.yield {{.*}} : i16, f32
+// CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_three_tier_f32
+// CHECK: call @dsrt_cuda_allreduce_wait_f32(%[[H]]
+// CHECK: return {{.*}}, %[[ENC]]#1
+// HOST-LABEL: func.func @quantiles
+// HOST: call @dsrt_cuda_allreduce_start_f32
+// HOST-NOT: three_tier
+// CPU-LABEL: func.func @quantiles
+// CPU: call @dsrt_allreduce_start_f32
+// CPU-NOT: three_tier
+func.func @quantiles(%g: tensor<100xf32>, %r: tensor<100xf32>)
+    -> (tensor<100xf32>, tensor<100xf32>) {
+  %p = arith.constant dense<[0.0, 0.9, 0.99]> : tensor<3xf64>
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<100xf32>)
+      params(%p : tensor<3xf64>) scheme = three_tier
+      : tensor<100xf32> -> i64, tensor<100xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<100xf32>
+  return %avg, %r1 : tensor<100xf32>, tensor<100xf32>
+}
+
+// -----
+
+// Fixed thresholds need no selection.
+// CHECK-LABEL: func.func @fixed
+// CHECK-NOT: arith.shrui {{.*}} : i32
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<f32>)
+// CHECK: call @dsrt_cuda_allreduce_start_three_tier_f32
+func.func @fixed(%g: tensor<64xf32>, %r: tensor<64xf32>)
+    -> (tensor<64xf32>, tensor<64xf32>) {
+  %p = arith.constant dense<[1.0, 0.001, 0.02]> : tensor<3xf64>
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%p : tensor<3xf64>) scheme = three_tier
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<64xf32>
+  return %avg, %r1 : tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// The host encodes what the step does not fix (and names bad parameters),
+// f64 buckets, and top-k.
+// CHECK-LABEL: func.func @left_to_the_host
+// CHECK-COUNT-4: call @dsrt_cuda_allreduce_start_f
+// CHECK-NOT: three_tier_f32(
+func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
+                            %p: tensor<3xf64>, %g64: tensor<64xf64>,
+                            %r64: tensor<64xf64>)
+    -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf64>) {
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%p : tensor<3xf64>) scheme = three_tier
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<64xf32>
+  %bad = arith.constant dense<[2.0, 0.5, 0.9]> : tensor<3xf64>
+  %req2, %r2 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%bad : tensor<3xf64>) scheme = three_tier
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg2 = ds.all_reduce_wait %req2 : i64 -> tensor<64xf32>
+  %q = arith.constant dense<[0.0, 0.5, 0.9]> : tensor<3xf64>
+  %req3, %r3 = ds.all_reduce_start %g64 residual(%r64 : tensor<64xf64>)
+      params(%q : tensor<3xf64>) scheme = three_tier
+      : tensor<64xf64> -> i64, tensor<64xf64>
+  %avg3 = ds.all_reduce_wait %req3 : i64 -> tensor<64xf64>
+  %k = arith.constant dense<[0.1, 0.0, 0.0]> : tensor<3xf64>
+  %req4, %r4 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%k : tensor<3xf64>) scheme = topk
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg4 = ds.all_reduce_wait %req4 : i64 -> tensor<64xf32>
+  return %avg, %avg2, %avg4, %avg3 : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf64>
+}
