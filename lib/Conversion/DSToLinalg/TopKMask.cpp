@@ -21,6 +21,9 @@
 // compares: the n x n ranking this replaces took 4.3e9 for the 65536
 // blocks of a 4096 x 1024 weight in 8 x 8 blocks.
 //
+// buildKthLargest runs the score's digits alone: the k-th largest value,
+// not which element (a quantile; the three-tier encoder on the device).
+//
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
