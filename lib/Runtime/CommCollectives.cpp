@@ -500,8 +500,9 @@ void broadcastSmall(Memref *in, Memref *out, const char *what) {
 
 } // namespace
 
-int64_t dsrt::comm::startThreeTierCodes(const uint16_t *codes, int64_t n,
-                                        float s8, float t16, bool finite) {
+int64_t dsrt::comm::startDeviceEncoded(
+    int64_t n, int64_t scheme, bool finite,
+    const std::function<Status(float *, std::vector<uint8_t> &)> &encode) {
   World w;
   bool live = !acquire(w).failed();
   auto b = std::make_shared<Bucket<float>>();
@@ -510,9 +511,9 @@ int64_t dsrt::comm::startThreeTierCodes(const uint16_t *codes, int64_t n,
   std::vector<float> v(n, 0.0f);
   if (!finite) {
     countNonFinite();
-    encodeZeros(n, DSRT_COMPRESS_THREE_TIER, b->payload);
+    encodeZeros(n, scheme, b->payload);
   } else {
-    if (encodeThreeTierCodes(codes, n, s8, t16, v.data(), b->payload).failed())
+    if (encode(v.data(), b->payload).failed())
       return 0;
     for (float &x : v)
       x = x == 0 ? 0.0f : x; // +0 for -0, as startAllreduce

@@ -284,11 +284,33 @@ template <typename Acc> Status decodeThreeTier(Reader &r, int64_t n, Acc *acc) {
 // Top-k
 //===----------------------------------------------------------------------===//
 
+/// What a top-k payload holds: the sent indices (ascending) and values.
+struct TopK {
+  std::vector<uint32_t> idx;
+  std::vector<float> values;
+
+  /// The payload of a bucket of n elements, and its decoded values.
+  void write(int64_t n, float *decoded, std::vector<uint8_t> &out) const {
+    for (int64_t i = 0; i < n; ++i)
+      decoded[i] = 0;
+    for (size_t k = 0; k < idx.size(); ++k)
+      decoded[idx[k]] = values[k];
+    out.clear();
+    putU8(out, DSRT_COMPRESS_TOPK);
+    putU32(out, static_cast<uint32_t>(n));
+    putU32(out, static_cast<uint32_t>(idx.size()));
+    putIndices(out, idx);
+    for (float x : values)
+      putF32(out, x);
+  }
+};
+
 void encodeTopK(const float *v, int64_t n, double p0, float *decoded,
                 std::vector<uint8_t> &out) {
   int64_t k = std::clamp<int64_t>(
       static_cast<int64_t>(std::ceil(p0 * double(n))), 0, n);
-  std::vector<uint32_t> idx;
+  TopK t;
+  std::vector<uint32_t> &idx = t.idx;
   if (n > 0) {
     // The threshold from a strided sample, as DGC does.
     int64_t m = std::min<int64_t>(n, std::max<int64_t>(64, (n + 99) / 100));
@@ -310,18 +332,9 @@ void encodeTopK(const float *v, int64_t n, double p0, float *decoded,
       std::sort(idx.begin(), idx.end());
     }
   }
-  for (int64_t i = 0; i < n; ++i)
-    decoded[i] = 0;
   for (uint32_t i : idx)
-    decoded[i] = v[i];
-
-  out.clear();
-  putU8(out, DSRT_COMPRESS_TOPK);
-  putU32(out, static_cast<uint32_t>(n));
-  putU32(out, static_cast<uint32_t>(idx.size()));
-  putIndices(out, idx);
-  for (uint32_t i : idx)
-    putF32(out, v[i]);
+    t.values.push_back(v[i]);
+  t.write(n, decoded, out);
 }
 
 template <typename Acc> Status decodeTopK(Reader &r, int64_t n, Acc *acc) {
@@ -488,6 +501,35 @@ Status dsrt::comm::encodeThreeTierCodes(const uint16_t *codes, int64_t n,
       t.midIdx.push_back(static_cast<uint32_t>(i));
       t.h.push_back(c);
     }
+  }
+  t.write(n, decoded, payload);
+  return Status::success();
+}
+
+Status dsrt::comm::encodeTopKSlots(const uint32_t *indices, const float *values,
+                                   int64_t slots, int64_t n, float *decoded,
+                                   std::vector<uint8_t> &payload) {
+  TopK t;
+  for (int64_t s = 0; s < slots; ++s) {
+    uint32_t i = indices[s];
+    if (i == DSRT_TOPK_SLOT_EMPTY) {
+      for (int64_t rest = s; rest < slots; ++rest)
+        if (indices[rest] != DSRT_TOPK_SLOT_EMPTY)
+          return DS_ERROR("dsrt: the device's top-k slot %lld holds index "
+                          "%u after an empty slot",
+                          static_cast<long long>(rest), indices[rest]);
+      break;
+    }
+    if (static_cast<int64_t>(i) >= n || (!t.idx.empty() && i <= t.idx.back()))
+      return DS_ERROR("dsrt: the device's top-k slot %lld holds index %u (a "
+                      "bucket of %lld, ascending indices)",
+                      static_cast<long long>(s), i, static_cast<long long>(n));
+    if (!std::isfinite(values[s]))
+      return DS_ERROR("dsrt: the device's top-k value at element %u is not "
+                      "finite",
+                      i);
+    t.idx.push_back(i);
+    t.values.push_back(values[s]);
   }
   t.write(n, decoded, payload);
   return Status::success();

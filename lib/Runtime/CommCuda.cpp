@@ -31,6 +31,7 @@
 #include "ds/Runtime/ds_runtime_cuda.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -277,8 +278,8 @@ template <typename T, typename Start> struct PowerSgdJob final : StagedStart {
   }
 };
 
-/// A three-tier start the step encoded on the device (ThreeTierOnDevice.h
-/// in the compiler): its codes and scalars, and nothing to write back (the
+/// A three-tier start the step encoded on the device (DeviceEncoders.h in
+/// the compiler): its codes and scalars, and nothing to write back (the
 /// step computed the residual).
 struct ThreeTierCodesJob final : StagedStart {
   Copied<uint16_t> codes;
@@ -287,16 +288,52 @@ struct ThreeTierCodesJob final : StagedStart {
   int64_t run() override {
     Memref1<uint16_t> *c = codes.gather();
     Memref1<float> *s = scalars.gather();
-    const char *what = "dsrt_cuda_allreduce_start_three_tier_f32";
     if (!codes.onDevice || !scalars.onDevice || s->sizes[0] != 3) {
-      (void)DS_ERROR("%s: needs device vectors of codes and of 3 scalars",
-                     what);
+      (void)DS_ERROR("dsrt_cuda_allreduce_start_three_tier_f32: needs device "
+                     "vectors of codes and of 3 scalars");
       return 0;
     }
     const float *v = s->aligned;
+    const uint16_t *code = c->aligned;
+    int64_t n = c->sizes[0];
     // The probe is NaN exactly when the bucket was not finite.
-    return comm::startThreeTierCodes(c->aligned, c->sizes[0], v[0], v[1],
-                                     !std::isnan(v[2]));
+    return comm::startDeviceEncoded(
+        n, DSRT_COMPRESS_THREE_TIER, !std::isnan(v[2]),
+        [&](float *decoded, std::vector<uint8_t> &payload) {
+          return comm::encodeThreeTierCodes(code, n, v[0], v[1], decoded,
+                                            payload);
+        });
+  }
+  void writeBack(bool) override {}
+};
+
+/// A top-k start the step encoded and compacted on the device: its slots
+/// and probe, the bucket's size, and nothing to write back.
+struct TopKSlotsJob final : StagedStart {
+  Copied<uint32_t> indices;
+  Copied<float> values, scalars;
+  int64_t n = 0;
+
+  int64_t run() override {
+    Memref1<uint32_t> *i = indices.gather();
+    Memref1<float> *v = values.gather();
+    Memref1<float> *s = scalars.gather();
+    int64_t slots = i->sizes[0];
+    if (!indices.onDevice || !values.onDevice || !scalars.onDevice ||
+        v->sizes[0] != slots || s->sizes[0] != 1 || n < 1 ||
+        n > std::numeric_limits<int32_t>::max()) {
+      (void)DS_ERROR("dsrt_cuda_allreduce_start_topk_f32: needs device "
+                     "vectors of indices and values of one length and of 1 "
+                     "scalar, and a bucket of 1 to 2^31 - 1 elements (%lld)",
+                     static_cast<long long>(n));
+      return 0;
+    }
+    return comm::startDeviceEncoded(
+        n, DSRT_COMPRESS_TOPK, !std::isnan(s->aligned[0]),
+        [&](float *decoded, std::vector<uint8_t> &payload) {
+          return comm::encodeTopKSlots(i->aligned, v->aligned, slots, n,
+                                       decoded, payload);
+        });
   }
   void writeBack(bool) override {}
 };
@@ -622,6 +659,18 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
     dsrt_memref1_raw *codes, dsrt_memref1_f32 *scalars) {
   auto job = std::make_shared<ThreeTierCodesJob>();
   if (!job->codes.copy(view<uint16_t>(codes)) ||
+      !job->scalars.copy(view<float>(scalars)))
+    return 0;
+  return comm::staging::submit(std::move(job));
+}
+
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
+    dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
+    dsrt_memref1_f32 *scalars, int64_t n) {
+  auto job = std::make_shared<TopKSlotsJob>();
+  job->n = n;
+  if (!job->indices.copy(view<uint32_t>(indices)) ||
+      !job->values.copy(view<float>(values)) ||
       !job->scalars.copy(view<float>(scalars)))
     return 0;
   return comm::staging::submit(std::move(job));

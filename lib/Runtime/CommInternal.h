@@ -137,12 +137,22 @@ Status encodeThreeTierCodes(const uint16_t *codes, int64_t n, float s8,
                             float t16, float *decoded,
                             std::vector<uint8_t> &payload);
 
-/// A three-tier start from the device encoder's codes (CommCollectives.cpp):
-/// its payload exchanged as dsrt_allreduce_start_f32's, its wait
-/// dsrt_allreduce_wait_f32; a bucket that was not `finite` is counted and
-/// sends zeros. 0 with the error recorded for a malformed code.
-int64_t startThreeTierCodes(const uint16_t *codes, int64_t n, float s8,
-                            float t16, bool finite);
+/// The top-k payload of a bucket of n elements from the device encoder's
+/// slots (indices ascending, then DSRT_TOPK_SLOT_EMPTY; ds_runtime.h), and
+/// the decoded values into decoded[n]: encodeSparse's, for the same v.
+Status encodeTopKSlots(const uint32_t *indices, const float *values,
+                       int64_t slots, int64_t n, float *decoded,
+                       std::vector<uint8_t> &payload);
+
+/// A start whose payload the device's encoder prepared (CommCollectives.cpp):
+/// `encode` writes it and the decoded values (n), the payload is exchanged
+/// as dsrt_allreduce_start_f32's and waited by dsrt_allreduce_wait_f32; a
+/// bucket that was not `finite` is counted and sends zeros. 0 with the
+/// error recorded when `encode` fails (a malformed code or slot).
+int64_t startDeviceEncoded(
+    int64_t n, int64_t scheme, bool finite,
+    const std::function<Status(float *decoded, std::vector<uint8_t> &)>
+        &encode);
 
 /// The payload of a sparse scheme that sends nothing (all zeros).
 void encodeZeros(int64_t n, int64_t scheme, std::vector<uint8_t> &payload);

@@ -415,6 +415,13 @@ enum {
 #define DSRT_THREE_TIER_CODE_NONE 0xffff
 #define DSRT_THREE_TIER_CODE_HIGH 0x7800
 
+/* A top-k bucket encoded on a GPU (ds_runtime_cuda.h,
+   dsrt_cuda_allreduce_start_topk_f32) reaches the host compacted: slots of
+   (index, value), the sent elements in ascending index order, then empty
+   slots, whose index is DSRT_TOPK_SLOT_EMPTY (never an index: a bucket
+   holds at most 2^31 - 1 elements there). */
+#define DSRT_TOPK_SLOT_EMPTY 0xffffffffu
+
 /* Starts the MEAN all-reduce of a flat gradient bucket and returns its
    handle. With THREE_TIER or TOPK, `residual_in` (same length) is added
    first and `residual_out` receives the new error-feedback residual before

@@ -321,6 +321,22 @@ DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_wait_half_bf16(
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
     struct dsrt_memref1_raw *codes, dsrt_memref1_f32 *scalars);
 
+/* The top-k encoder on the device (DSRT_COMPRESS_TOPK with a fraction the
+   step fixes, convert-ds-to-runtime's device-encoders): the step computes
+   v = grad + residual, DGC's sampled threshold, the exact re-selection
+   and the new residual itself, and compacts the sent elements into slots:
+   `indices` (u32, a dsrt_memref1_raw of 4-byte elements) ascending, then
+   DSRT_TOPK_SLOT_EMPTY (ds_runtime.h), `values` (f32) beside them, as
+   many slots as min(n, 2 ceil(p0 n)); scalars = [probe] (NaN: the bucket
+   of `n` elements was not finite, counted, zeros sent). The host writes
+   the payload of DSRT_COMPRESS_TOPK from them (8 bytes a slot cross PCIe,
+   not the bucket) and exchanges it as the CPU's start does;
+   dsrt_cuda_allreduce_wait_f32 completes it. Staged without a host wait;
+   the residual stays on the device. */
+DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
+    struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
+    dsrt_memref1_f32 *scalars, int64_t n);
+
 /*===------------------------------------------------------------------------===
  * GEMMs on cuBLASLt
  *===------------------------------------------------------------------------===*/

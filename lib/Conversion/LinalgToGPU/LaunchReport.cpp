@@ -196,9 +196,10 @@ bool startsInPlace(Operation *op) {
 /// GEMM): "read" is what it copies to the host, "written" what it copies
 /// back. Its output is a start's third buffer (the new residual; a
 /// PowerSGD state comes back at the wait, counted there as the bucket's
-/// size is not), a send and a three-tier start the device encoded (its
-/// codes and scales) have none, and every other call's is its last. An
-/// fp16/bf16 start stages its f32 bucket alone (its 16-bit one is NCCL's).
+/// size is not), a send and a start the device encoded (three tiers'
+/// codes and scales, top-k's slots) have none, and every other call's is
+/// its last. An fp16/bf16 start stages its f32 bucket alone (its 16-bit
+/// one is NCCL's).
 std::optional<Row> stagedRow(func::CallOp call) {
   StringRef name = call.getCallee();
   if (!name.consume_front("dsrt_cuda_") || name.starts_with("matmul"))
@@ -212,7 +213,8 @@ std::optional<Row> stagedRow(func::CallOp call) {
     buffers.resize(1);
   bool noOutput = name.starts_with("send") ||
                   name.starts_with("allreduce_start_half") ||
-                  name.starts_with("allreduce_start_three_tier");
+                  name.starts_with("allreduce_start_three_tier") ||
+                  name.starts_with("allreduce_start_topk");
   int output = noOutput                              ? -1
                : name.starts_with("allreduce_start") ? 2
                                                      : int(buffers.size()) - 1;

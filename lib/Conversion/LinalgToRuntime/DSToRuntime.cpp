@@ -30,7 +30,7 @@
 
 #include "../DSToLinalg/LoweringUtils.h"
 #include "ConcatenationInBuffer.h"
-#include "ThreeTierOnDevice.h"
+#include "DeviceEncoders.h"
 #include "WidenInReaders.h"
 
 #include "ds/Conversion/Passes.h"
@@ -48,6 +48,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <limits>
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_CONVERTDSTORUNTIMEPASS
@@ -565,28 +567,50 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   op.erase();
 }
 
-/// A three-tier start on CUDA with thresholds the step fixes, encoded on
-/// the device (ThreeTierOnDevice.h): codes, scalars -> handle, and the new
-/// residual is the step's own, written before the call as on the CPU.
-bool lowerThreeTierOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
+/// A compressed start on CUDA whose parameters the step fixes, encoded on
+/// the device (DeviceEncoders.h); the new residual is the step's own,
+/// written before the call as on the CPU:
+/// - three tiers: codes, scalars -> handle;
+/// - top-k: indices, values, scalars, n -> handle.
+bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
   RankedTensorType type = op.getBucket().getType();
-  if (!rt.deviceEncoders() || op.getScheme() != CompressionScheme::three_tier ||
-      !type.getElementType().isF32() || type.getNumElements() < 1 ||
+  int64_t n = type.getNumElements();
+  if (!rt.deviceEncoders() || !type.getElementType().isF32() || n < 1 ||
       !op.getResidual() || !op.getNewResidual())
-    return false;
-  std::optional<ThreeTierParams> params =
-      constantThreeTierParams(op.getParams());
-  if (!params)
     return false;
   OpBuilder b(op);
   Location loc = op.getLoc();
-  DeviceThreeTier encoded =
-      buildThreeTierOnDevice(b, loc, op.getBucket(), op.getResidual(), *params);
-  Value handle = rt.call(
-      b, loc, "dsrt_cuda_allreduce_start_three_tier_f32",
-      {rt.input(b, loc, encoded.codes), rt.input(b, loc, encoded.scalars)},
-      {b.getI64Type()});
-  op.getNewResidual().replaceAllUsesWith(encoded.residual);
+  Value handle, residual;
+  if (op.getScheme() == CompressionScheme::three_tier) {
+    std::optional<ThreeTierParams> params =
+        constantThreeTierParams(op.getParams());
+    if (!params)
+      return false;
+    DeviceThreeTier encoded = buildThreeTierOnDevice(b, loc, op.getBucket(),
+                                                     op.getResidual(), *params);
+    handle = rt.call(
+        b, loc, "dsrt_cuda_allreduce_start_three_tier_f32",
+        {rt.input(b, loc, encoded.codes), rt.input(b, loc, encoded.scalars)},
+        {b.getI64Type()});
+    residual = encoded.residual;
+  } else if (op.getScheme() == CompressionScheme::topk) {
+    // The slots' indices are i32.
+    std::optional<double> ratio = constantTopKRatio(op.getParams());
+    if (!ratio || n > std::numeric_limits<int32_t>::max())
+      return false;
+    DeviceTopK encoded =
+        buildTopKOnDevice(b, loc, op.getBucket(), op.getResidual(), *ratio);
+    handle = rt.call(
+        b, loc, "dsrt_cuda_allreduce_start_topk_f32",
+        {rt.input(b, loc, encoded.indices), rt.input(b, loc, encoded.values),
+         rt.input(b, loc, encoded.scalars),
+         arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(n))},
+        {b.getI64Type()});
+    residual = encoded.residual;
+  } else {
+    return false;
+  }
+  op.getNewResidual().replaceAllUsesWith(residual);
   op.getRequest().replaceAllUsesWith(handle);
   op.erase();
   return true;
@@ -614,7 +638,7 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   Value built = buildConcatenationInBuffer(op.getBucket(), rt.bucketViews());
   if (op.getScheme() == CompressionScheme::powersgd)
     return lowerPowerSgdStart(rt, op, *suffix);
-  if (lowerThreeTierOnDevice(rt, op))
+  if (lowerStartOnDevice(rt, op))
     return success();
   Value bucket = op.getBucket(), params = op.getParams();
   if (rt.targetsCuda() && op.getScheme() == CompressionScheme::none) {

@@ -4,11 +4,12 @@
 // linalg on tensors, which ds-gpu-pipeline makes kernels: the same f32
 // operations in the same order, so the codes decode to the host encoder's
 // values and the residual is its residual, bit for bit where the device
-// rounds as the host does (the emulated runs compare them).
+// rounds as the host does (the emulated runs compare them). Also the
+// pieces the top-k encoder shares (DeviceEncoders.h).
 //
 //===----------------------------------------------------------------------===//
 
-#include "ThreeTierOnDevice.h"
+#include "DeviceEncoders.h"
 
 #include "../DSToLinalg/LoweringUtils.h"
 
@@ -59,9 +60,31 @@ Value scalarTensor(OpBuilder &b, Location loc, float value) {
   return createFilled(b, loc, {}, f32Constant(b, loc, value));
 }
 
-/// np.quantile(|v|, q, method="lower") of the n values `a`: the k-th
-/// smallest for k = floor((n - 1) q), the (n - k)-th largest.
-Value lowerQuantile(OpBuilder &b, Location loc, Value a, int64_t n, double q) {
+} // namespace
+
+std::pair<Value, Value> ds::buildFeedbackSum(OpBuilder &b, Location loc,
+                                             Value grad, Value residual) {
+  auto type = cast<RankedTensorType>(grad.getType());
+  AffineMap id = AffineMap::getMultiDimIdentityMap(1, b.getContext());
+  Value v =
+      buildParallel(b, loc, type, {grad, residual}, {id, id},
+                    [](OpBuilder &nb, Location l, ValueRange args) {
+                      return arith::AddFOp::create(nb, l, args[0], args[1]);
+                    });
+  Value probe =
+      buildReduction(
+          b, loc, {type.getNumElements()}, {0}, v, id, f32Constant(b, loc, 0),
+          [](OpBuilder &nb, Location l, ValueRange args) {
+            Value diff = arith::SubFOp::create(nb, l, args[0], args[0]);
+            return SmallVector<Value>{addReassoc(nb, l, args[1], diff)};
+          })
+          .front();
+  return {v, probe};
+}
+
+Value ds::buildLowerQuantile(OpBuilder &b, Location loc, Value a, double q) {
+  int64_t n = cast<RankedTensorType>(a.getType()).getNumElements();
+  // The k-th smallest is the (n - k)-th largest.
   int64_t k = static_cast<int64_t>(std::floor(double(n - 1) * q));
   k = std::clamp<int64_t>(k, 0, n - 1);
   Value rank = arith::ConstantOp::create(
@@ -70,6 +93,8 @@ Value lowerQuantile(OpBuilder &b, Location loc, Value a, int64_t n, double q) {
                              b.getI64IntegerAttr(n - k).getValue()));
   return buildKthLargest(b, loc, a, rank);
 }
+
+namespace {
 
 /// The smallest power of two >= x (x >= 0, finite): 1 for 0, at most
 /// 2^127 (the host's powerOfTwoAtLeast, without frexp: a subnormal is
@@ -128,19 +153,7 @@ DeviceThreeTier ds::buildThreeTierOnDevice(OpBuilder &b, Location loc,
   };
 
   // v = g + r, its probe (NaN exactly when an element is not finite), |v|.
-  Value v =
-      buildParallel(b, loc, type, {grad, residual}, {id, id},
-                    [](OpBuilder &nb, Location l, ValueRange args) {
-                      return arith::AddFOp::create(nb, l, args[0], args[1]);
-                    });
-  Value probe =
-      buildReduction(
-          b, loc, {n}, {0}, v, id, f32Constant(b, loc, 0),
-          [](OpBuilder &nb, Location l, ValueRange args) {
-            Value diff = arith::SubFOp::create(nb, l, args[0], args[0]);
-            return SmallVector<Value>{addReassoc(nb, l, args[1], diff)};
-          })
-          .front();
+  auto [v, probe] = buildFeedbackSum(b, loc, grad, residual);
   Value a = buildParallel(b, loc, type, {v}, {id},
                           [](OpBuilder &nb, Location l, ValueRange args) {
                             return math::AbsFOp::create(nb, l, args[0]);
@@ -153,9 +166,10 @@ DeviceThreeTier ds::buildThreeTierOnDevice(OpBuilder &b, Location loc,
     low = scalarTensor(b, loc, static_cast<float>(params.low));
     high = scalarTensor(b, loc, static_cast<float>(params.high));
   } else {
-    low = lowerQuantile(b, loc, a, n, params.low);
-    high = params.high == params.low ? low
-                                     : lowerQuantile(b, loc, a, n, params.high);
+    low = buildLowerQuantile(b, loc, a, params.low);
+    high = params.high == params.low
+               ? low
+               : buildLowerQuantile(b, loc, a, params.high);
   }
 
   // The 8-bit tier's largest magnitude (0 when the tier is empty).

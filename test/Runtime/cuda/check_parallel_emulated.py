@@ -54,6 +54,7 @@ a scratch directory TMP set.
 """
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -379,6 +380,19 @@ def nonfinite_buckets(report):
         return json.load(f)["summary"]["data_parallel"]["nonfinite_buckets"]
 
 
+def gpu_run(name, flags, steps, extra=()):
+    """The MLP on the emulated GPU for `steps` steps; its checkpoint."""
+    ckpt = os.path.join(TMP, name)
+    mpi([MLP] + flags + ["--steps", str(steps), "--checkpoint", ckpt,
+                         "--quiet"] + list(extra) + GPU_FLAGS, gpu_env())
+    return ckpt
+
+
+def host_encoded(name, flags, steps):
+    """gpu_run with the compressed buckets encoded by the host."""
+    return gpu_run(name, flags, steps, ["--gpu-device-encoders=false"])
+
+
 def case_three_tier():
     flags = ["--compress-allreduce=scheme=three-tier", "--fuse-allreduce="
              "bucket-bytes=3000 first-bucket-bytes=1000", "--check-replicas",
@@ -395,22 +409,14 @@ def case_three_tier():
                            tuple(counts))
     result += "; poisoned: %s, %d non-finite buckets as on the CPU" % (
         compare(poisoned, 1e-5).split(";")[0], counts[1])
-    # The step encodes on the device (ThreeTierOnDevice.h): the host
+    # The step encodes on the device (DeviceEncoders.h): the host
     # encoder's payloads and residuals bit for bit, with quantiles and
     # with fixed thresholds.
-    def host_encoded(name, flags, steps):
-        ckpt = os.path.join(TMP, name)
-        mpi([MLP] + flags + ["--steps", str(steps), "--checkpoint", ckpt,
-                             "--quiet", "--gpu-device-encoders=false"] +
-            GPU_FLAGS, gpu_env())
-        return ckpt
     count = same_tensors(host_encoded("tier-host", flags, 8), runs["gpu"][1])
     fixed = ["--compress-allreduce=scheme=three-tier fixed-thresholds "
              "theta-low=0.001 theta-high=0.02"] + flags[1:]
-    device = os.path.join(TMP, "tier-fixed")
-    mpi([MLP] + fixed + ["--steps", "4", "--checkpoint", device, "--quiet"] +
-        GPU_FLAGS, gpu_env())
-    same_tensors(host_encoded("tier-fixed-host", fixed, 4), device)
+    same_tensors(host_encoded("tier-fixed-host", fixed, 4),
+                 gpu_run("tier-fixed", fixed, 4))
     result += "; the host encoder's %d tensors bit for bit" % count
     # The starts stage without a host wait (CommStaging.h): 3 buckets a
     # step, each waited for by the staging thread alone. Each copies its
@@ -468,11 +474,53 @@ def case_three_tier():
 
 
 def case_topk_dgc():
-    runs = both("dgc", MLP, ["--compress-allreduce=scheme=topk momentum=0.9 "
-                             "local-clip=1", "--optimizer", "sgd",
-                             "--fuse-allreduce", "--steps", "8",
-                             "--check-replicas", "1"])
-    return compare(runs, 1e-5)
+    dgc = ["--compress-allreduce=scheme=topk momentum=0.9 local-clip=1",
+           "--optimizer", "sgd", "--check-replicas", "1"]
+    buckets = ["--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000"]
+    runs = both("dgc", MLP, dgc + buckets + ["--steps", "8"])
+    result = compare(runs, 1e-5)
+    # The step encodes and compacts on the device (DeviceEncoders.h): the
+    # host encoder's payloads and residuals bit for bit. DGC's 0.1 % takes
+    # the exact re-selection (the sampled threshold passes about 3 %, more
+    # than 2k); 30 % keeps what passes the threshold.
+    count = same_tensors(host_encoded("dgc-host", dgc + buckets, 8),
+                         runs["gpu"][1])
+    wide = ["--compress-allreduce=scheme=topk ratio=0.3", "--check-replicas",
+            "1"] + buckets
+    same_tensors(host_encoded("dgc-wide-host", wide, 4),
+                 gpu_run("dgc-wide", wide, 4))
+    result += "; the host encoder's %d tensors bit for bit (0.1 %% and " \
+        "30 %%)" % count
+    # A poisoned step: its buckets are sent as zeros, their residuals kept.
+    poisoned = both("dgc-nonfinite", MLP, wide + [
+        "--loss-scaling", "--inject-nonfinite", "3", "--steps", "5"])
+    counts = [nonfinite_buckets(poisoned[d][0]) for d in ("cpu", "gpu")]
+    if counts[0] == 0 or counts[0] != counts[1]:
+        raise RuntimeError("non-finite buckets: CPU %d, GPU %d" %
+                           tuple(counts))
+    result += "; poisoned: %s, %d non-finite buckets as on the CPU" % (
+        compare(poisoned, 1e-5).split(";")[0], counts[1])
+    # What reaches the host: each start's slots (an index and a value for
+    # each of min(n, 2k)) and its probe, where the host encoder took its
+    # parameters, the bucket and the residual, and gave the residual back.
+    step_flags = dgc + buckets + ["--steps", "2"]
+    sizes, host_sizes = [], []
+    for log in rank_logs("dgc-log", MLP, step_flags):
+        staged_without_waits(log, sizes)
+    host_logs = rank_logs("dgc-host-log", MLP,
+                          step_flags + ["--gpu-device-encoders=false"])
+    for log in host_logs:
+        staged_without_waits(log, host_sizes)
+    def slots(n):
+        return min(n, 2 * int(math.ceil(0.001 * n)))
+    wanted = [[4 * slots(h[1] // 4)] * 2 + [4] for h in host_sizes]
+    if len(host_sizes) != 12 or any(len(h) != 3 or h[0] != 24 or
+                                    h[1] != h[2] for h in host_sizes) or \
+            sizes != wanted:
+        raise RuntimeError("copies to the host per start: %s, host-encoded "
+                           "%s" % (sizes, host_sizes))
+    return result + ("; %d bytes to the host a step instead of %d" % (
+        sum(map(sum, sizes[:3])), sum(map(sum, host_sizes[:3]))))
 
 
 def case_powersgd():
