@@ -11,6 +11,7 @@
 
 #include "ds/Transforms/Passes.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -60,6 +61,25 @@ int64_t laneCount(linalg::LinalgOp op) {
   return std::min<int64_t>(16, kVectorBits / bits);
 }
 
+/// Whether a `tensor.extract` in `op`'s body reads at an index computed
+/// from another one's result: a chain of dependent gathers (the top-k
+/// encoder's descent through its count pyramid). The vectoriser would make
+/// them gathers anyway, and its classification of their indices walks
+/// every path through the chain, which grows exponentially with its length.
+bool hasDependentGathers(linalg::LinalgOp op) {
+  bool found = false;
+  op->walk([&](tensor::ExtractOp extract) {
+    SetVector<Operation *> slice;
+    BackwardSliceOptions options;
+    options.omitBlockArguments = true;
+    for (Value index : extract.getIndices())
+      (void)getBackwardSlice(index, &slice, options);
+    found |= llvm::any_of(slice, llvm::IsaPred<tensor::ExtractOp>);
+    return found ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return found;
+}
+
 /// Tile sizes for `op` (0 = untiled), or nothing if it is not a candidate.
 std::optional<SmallVector<int64_t>> chooseTileSizes(linalg::LinalgOp op) {
   if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op) ||
@@ -77,7 +97,7 @@ std::optional<SmallVector<int64_t>> chooseTileSizes(linalg::LinalgOp op) {
                    [](Type t) { return getElementTypeOrSelf(t).isInteger(1); }))
     return std::nullopt;
   int64_t lanes = laneCount(op);
-  if (lanes == 0)
+  if (lanes == 0 || hasDependentGathers(op))
     return std::nullopt;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (llvm::any_of(ranges, [](int64_t r) { return r <= 0; }))

@@ -1,0 +1,297 @@
+//===- DeviceEncodersTest.cpp - The step's encoders against the runtime's -===//
+//
+// The device encoders (lib/Conversion/LinalgToRuntime/DeviceEncoders.h) are
+// linalg on tensors; here they run on the CPU, built into a function that
+// ds-cpu-pipeline lowers and the JIT runs, on vectors made to reach their
+// corners: ties at the k-th magnitude (zeros included), every element
+// equal, a bucket of one, k = 0, ratio 1, sizes off the pyramid's blocks
+// of 32 and past the radix select's 65536 (4-bit digits). Each result is
+// compared with the runtime's own encoder (dsrt_compress_encode_f32),
+// which the CPU path runs: the same elements sent, the same values and
+// residuals, bit for bit. The emulated GPU runs
+// (ds-run-parallel-emulated.test) check the same kernels on training
+// buckets.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../../lib/Conversion/LinalgToRuntime/DeviceEncoders.h"
+
+#include "ds/InitDS.h"
+#include "ds/Runtime/ds_runtime.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace mlir;
+
+namespace {
+
+/// A rank-1 memref descriptor, as the JIT's C interface takes it.
+template <typename T> struct Memref1 {
+  T *allocated, *aligned;
+  int64_t offset, sizes[1], strides[1];
+
+  explicit Memref1(std::vector<T> &data)
+      : allocated(data.data()), aligned(data.data()),
+        offset(0), sizes{static_cast<int64_t>(data.size())}, strides{1} {}
+};
+
+/// What the runtime's top-k encoder sends: indices and values.
+struct Sent {
+  std::vector<uint32_t> indices;
+  std::vector<float> values;
+};
+
+/// The runtime's top-k payload (DSRT_COMPRESS_TOPK), parsed: u8 scheme,
+/// u32 n, u32 count, count LEB128 gaps, count f32 (little-endian).
+Sent parseTopK(const std::vector<uint8_t> &p, int64_t n) {
+  size_t at = 0;
+  auto u32 = [&]() {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+      v |= uint32_t(p.at(at++)) << (8 * i);
+    return v;
+  };
+  EXPECT_EQ(p.at(at++), DSRT_COMPRESS_TOPK);
+  EXPECT_EQ(u32(), static_cast<uint32_t>(n));
+  uint32_t count = u32();
+  Sent s;
+  uint64_t next = 0;
+  for (uint32_t k = 0; k < count; ++k) {
+    uint64_t gap = 0;
+    for (int shift = 0;; shift += 7) {
+      uint8_t byte = p.at(at++);
+      gap |= uint64_t(byte & 0x7f) << shift;
+      if (!(byte & 0x80))
+        break;
+    }
+    next += gap;
+    s.indices.push_back(static_cast<uint32_t>(next));
+    ++next;
+  }
+  for (uint32_t k = 0; k < count; ++k) {
+    uint32_t bits = u32();
+    float x;
+    std::memcpy(&x, &bits, 4);
+    s.values.push_back(x);
+  }
+  EXPECT_EQ(at, p.size());
+  return s;
+}
+
+/// What the device encoder returns.
+struct Encoded {
+  std::vector<int32_t> indices;
+  std::vector<float> values, scalars, residual;
+};
+
+uint32_t bitsOf(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+
+class DeviceEncoders : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  }
+
+  DeviceEncoders() {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    registerAllExtensions(registry);
+    registerAllToLLVMIRTranslations(registry);
+    ds::registerDSDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  /// `@topk(g, r) -> (indices, values, scalars, residual)` built by
+  /// buildTopKOnDevice for buckets of n, lowered by ds-cpu-pipeline and
+  /// compiled; null (with a test failure) if any of that fails.
+  std::unique_ptr<ExecutionEngine> compileTopK(int64_t n, double ratio) {
+    OpBuilder b(&context);
+    Location loc = b.getUnknownLoc();
+    module = ModuleOp::create(loc);
+    // No training step: an empty contract table.
+    (*module)->setAttr("ds.contract", b.getDictionaryAttr({}));
+    b.setInsertionPointToEnd(module->getBody());
+    auto vector = RankedTensorType::get({n}, b.getF32Type());
+    int64_t slots = ds::topKSlots(n, ratio);
+    auto type = b.getFunctionType(
+        {vector, vector}, {RankedTensorType::get({slots}, b.getI32Type()),
+                           RankedTensorType::get({slots}, b.getF32Type()),
+                           RankedTensorType::get({1}, b.getF32Type()), vector});
+    auto func = func::FuncOp::create(b, loc, "topk", type);
+    func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+    Block *body = func.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    ds::DeviceTopK e = ds::buildTopKOnDevice(b, loc, body->getArgument(0),
+                                             body->getArgument(1), ratio);
+    func::ReturnOp::create(
+        b, loc, ValueRange{e.indices, e.values, e.scalars, e.residual});
+
+    PassManager pm(&context);
+    ds::buildCPUPipeline(pm, /*libraryGemm=*/false);
+    if (failed(pm.run(*module))) {
+      ADD_FAILURE() << "ds-cpu-pipeline failed on the top-k encoder (n = " << n
+                    << ")";
+      return nullptr;
+    }
+    ExecutionEngineOptions options;
+    SmallVector<StringRef, 1> libs = {DS_MLIR_C_RUNNER_UTILS};
+    options.sharedLibPaths = libs;
+    auto engine = ExecutionEngine::create(*module, options);
+    if (!engine) {
+      ADD_FAILURE() << llvm::toString(engine.takeError());
+      return nullptr;
+    }
+    return std::move(*engine);
+  }
+
+  /// Calls the compiled encoder on (g, r); empty results (with a test
+  /// failure) if the call fails.
+  static Encoded run(ExecutionEngine &engine, std::vector<float> g,
+                     std::vector<float> r, int64_t slots) {
+    Encoded e{std::vector<int32_t>(slots), std::vector<float>(slots),
+              std::vector<float>(1), std::vector<float>(g.size())};
+    Memref1<float> gD(g), rD(r), valuesD(e.values), scalarsD(e.scalars),
+        residualD(e.residual);
+    Memref1<int32_t> indicesD(e.indices);
+    void *descriptors[] = {&gD,      &rD,       &indicesD,
+                           &valuesD, &scalarsD, &residualD};
+    SmallVector<void *> args;
+    for (void *&d : descriptors)
+      args.push_back(&d);
+    if (llvm::Error error = engine.invokePacked("_mlir_ciface_topk", args)) {
+      ADD_FAILURE() << llvm::toString(std::move(error));
+      return {};
+    }
+    return e;
+  }
+
+  /// Runs the device encoder and the runtime's on g + r and compares them.
+  void checkTopK(const std::vector<float> &g, const std::vector<float> &r,
+                 double ratio, const std::string &what) {
+    SCOPED_TRACE(what);
+    int64_t n = g.size();
+    std::unique_ptr<ExecutionEngine> engine = compileTopK(n, ratio);
+    ASSERT_TRUE(engine);
+    Encoded e = run(*engine, g, r, ds::topKSlots(n, ratio));
+    ASSERT_FALSE(e.values.empty());
+
+    // The runtime's encoder on the same vectors.
+    std::vector<float> decoded(n);
+    int64_t bytes = 64 + 9 * n;
+    std::vector<uint8_t> payload(bytes);
+    ASSERT_EQ(dsrt_compress_encode_f32(g.data(), r.data(), n,
+                                       DSRT_COMPRESS_TOPK, ratio, 0, 0,
+                                       decoded.data(), payload.data(), &bytes),
+              0);
+    payload.resize(bytes);
+    Sent want = parseTopK(payload, n);
+
+    ASSERT_TRUE(std::isfinite(e.scalars[0]));
+    Sent got;
+    size_t slots = e.indices.size();
+    for (size_t s = 0; s < slots; ++s) {
+      if (static_cast<uint32_t>(e.indices[s]) == DSRT_TOPK_SLOT_EMPTY) {
+        for (size_t t = s; t < slots; ++t)
+          EXPECT_EQ(static_cast<uint32_t>(e.indices[t]), DSRT_TOPK_SLOT_EMPTY);
+        break;
+      }
+      got.indices.push_back(static_cast<uint32_t>(e.indices[s]));
+      got.values.push_back(e.values[s]);
+    }
+    EXPECT_EQ(got.indices, want.indices);
+    ASSERT_EQ(got.values.size(), want.values.size());
+    for (size_t k = 0; k < got.values.size(); ++k)
+      EXPECT_EQ(bitsOf(got.values[k]), bitsOf(want.values[k])) << "slot " << k;
+    // The residual the CPU start keeps: v - decoded.
+    for (int64_t i = 0; i < n; ++i) {
+      float v = g[i] + r[i];
+      EXPECT_EQ(bitsOf(e.residual[i]), bitsOf(v - decoded[i]))
+          << "element " << i;
+    }
+  }
+
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+};
+
+std::vector<float> randomVector(int64_t n, unsigned seed, float scale = 1) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = normal(rng);
+  return v;
+}
+
+TEST_F(DeviceEncoders, TopKExactReselection) {
+  // DGC's 0.1 %: the sample's threshold passes far more than 2k.
+  checkTopK(randomVector(5000, 1), randomVector(5000, 2, 0.1f), 0.001,
+            "0.1 % of 5000");
+  // More than 65536 elements: 4-bit digits, a pyramid of four levels.
+  checkTopK(randomVector(70001, 3), std::vector<float>(70001, 0.0f), 0.001,
+            "0.1 % of 70001");
+}
+
+TEST_F(DeviceEncoders, TopKSampledThresholdAlone) {
+  checkTopK(randomVector(3001, 4), randomVector(3001, 5, 0.1f), 0.3,
+            "30 % of 3001");
+  checkTopK(randomVector(100, 6), std::vector<float>(100, 0.0f), 1.0,
+            "ratio 1");
+}
+
+TEST_F(DeviceEncoders, TopKTiesGoToTheLowerIndex) {
+  // Mostly zeros: the threshold is 0, every element passes, and the k
+  // largest end among the zeros, which go by index. Then magnitudes that
+  // tie across signs and blocks of 32.
+  std::vector<float> g(4000, 0.0f), zero(4000, 0.0f);
+  for (int64_t i = 0; i < 4000; i += 397)
+    g[i] = float(i % 7) - 3.0f;
+  checkTopK(g, zero, 0.01, "zeros");
+  std::vector<float> ties(3000);
+  for (int64_t i = 0; i < 3000; ++i)
+    ties[i] = float((i * 37) % 5 - 2) * 0.25f;
+  checkTopK(ties, std::vector<float>(3000, 0.0f), 0.05, "5 magnitudes");
+  // Every element equal: the first k.
+  checkTopK(std::vector<float>(1000, -0.5f), std::vector<float>(1000, 0.0f),
+            0.01, "all equal");
+}
+
+TEST_F(DeviceEncoders, TopKSmallBuckets) {
+  checkTopK({0.25f}, {0.5f}, 0.001, "one element");
+  checkTopK({1, -2, 3}, {0, 0, 0}, 0.0, "k = 0");
+  checkTopK(randomVector(33, 7), randomVector(33, 8), 0.2, "33 elements");
+}
+
+TEST_F(DeviceEncoders, TopKNonFiniteKeepsTheResidual) {
+  std::vector<float> g = randomVector(500, 9), r = randomVector(500, 10);
+  g[123] = std::numeric_limits<float>::infinity();
+  std::unique_ptr<ExecutionEngine> engine = compileTopK(500, 0.01);
+  ASSERT_TRUE(engine);
+  Encoded e = run(*engine, g, r, ds::topKSlots(500, 0.01));
+  ASSERT_FALSE(e.scalars.empty());
+  EXPECT_TRUE(std::isnan(e.scalars[0]));
+  for (int64_t i = 0; i < 500; ++i)
+    EXPECT_EQ(bitsOf(e.residual[i]), bitsOf(r[i])) << "element " << i;
+}
+
+} // namespace
