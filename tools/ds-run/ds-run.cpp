@@ -889,14 +889,16 @@ int main(int argc, char **argv) {
                                                    error)))
         return badOption("--compress-allreduce: " + error);
       prepare.compressSpelling = compressAllReduce;
-      // DDP's fp16/bf16 hooks run on NCCL; the other schemes encode on
-      // the host.
+      // DDP's fp16/bf16 hooks run on NCCL; the other schemes' payloads
+      // (of sizes that vary) are exchanged by the host, wherever they are
+      // encoded.
       mlir::ds::CompressionScheme scheme = pipeline.compressAllReduce->scheme;
       if (cudaGraphs && scheme != mlir::ds::CompressionScheme::fp16 &&
           scheme != mlir::ds::CompressionScheme::bf16)
         return badOption("--cuda-graphs can capture only NCCL's collectives, "
-                         "and --compress-allreduce's scheme encodes on the "
-                         "host (fp16 and bf16 run on NCCL)");
+                         "and --compress-allreduce's scheme exchanges its "
+                         "payloads through the host (fp16 and bf16 run on "
+                         "NCCL)");
       // DGC's momentum correction moves the momentum into the compressor.
       if (pipeline.compressAllReduce->momentum > 0 &&
           opt.kind != mlir::ds::OptimizerKind::Sgd)

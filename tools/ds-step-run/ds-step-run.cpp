@@ -346,8 +346,9 @@ int main(int argc, char **argv) {
                     : "--comm-timeout and --deterministic go with a "
                       "data-parallel step (ds-run --data-parallel "
                       "--emit-step)");
-  // Only NCCL's collectives can be captured (a compressing scheme that
-  // encodes on the host fails the capture by name, at the third step).
+  // Only NCCL's collectives can be captured (a compressing scheme whose
+  // payloads go through the host fails the capture by name, at the third
+  // step).
   if (manifest.dataParallel && options.cudaGraphs)
     if (const char *why = ds::runtime::collectivesRefuseGraphs(
             deterministic, launched, /*pipeline=*/false))

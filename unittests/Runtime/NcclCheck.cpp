@@ -348,7 +348,7 @@ void runGraphs() {
   dsrt_cuda_graph_destroy(graph);
   noError("the graph's launches and destruction");
 
-  // Three-tier compression encodes on the host: no graph.
+  // A three-tier start the host encodes: no graph.
   F32 residual({0, 0, 0, 0}), residualOut({0, 0, 0, 0});
   report(dsrt_cuda_graph_begin() == 0, "a second capture begins", lastError());
   int64_t h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(

@@ -1,0 +1,159 @@
+// On CUDA a compressed bucket whose parameters the step fixes (constant
+// params) is encoded by the step on the device (DeviceEncoders.h), and the
+// new residual is the step's own, before the wait. The emulated 2-rank
+// runs check the numbers against the host encoder bit for bit
+// (ds-run-parallel-emulated.test, three-tier and topk-dgc), and
+// DeviceEncodersTest runs the top-k encoder on made-up vectors (ties).
+//
+// Three tiers: v = g + r, its probe, the two quantiles of |v| by radix
+// select, the 8-bit tier's largest magnitude, [s8, t16, probe], then one
+// generic writing each element's 16-bit code and its new residual. Only
+// the codes and the scalars go to the runtime.
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda})' | FileCheck %s
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda device-encoders=false})' | FileCheck %s --check-prefix=HOST
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cpu})' | FileCheck %s --check-prefix=CPU
+
+// CHECK-LABEL: func.func @quantiles
+// CHECK: %[[V:.*]] = linalg.generic
+// CHECK: arith.addf
+// The quantiles: a radix select's histograms over |v|'s digits.
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK: arith.shrui
+// CHECK: tensor<3xf32>
+// CHECK: %[[ENC:.*]]:2 = linalg.generic {{.*}} ins(%[[V]], %arg1,
+// CHECK-SAME: outs({{.*}} : tensor<100xi16>, tensor<100xf32>)
+// CHECK: math.roundeven
+// CHECK: arith.truncf {{.*}} : f32 to f16
+// CHECK: linalg.yield {{.*}} : i16, f32
+// CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_three_tier_f32
+// CHECK: call @dsrt_cuda_allreduce_wait_f32(%[[H]]
+// CHECK: return {{.*}}, %[[ENC]]#1
+// HOST-LABEL: func.func @quantiles
+// HOST: call @dsrt_cuda_allreduce_start_f32
+// HOST-NOT: three_tier
+// CPU-LABEL: func.func @quantiles
+// CPU: call @dsrt_allreduce_start_f32
+// CPU-NOT: three_tier
+func.func @quantiles(%g: tensor<100xf32>, %r: tensor<100xf32>)
+    -> (tensor<100xf32>, tensor<100xf32>) {
+  %p = arith.constant dense<[0.0, 0.9, 0.99]> : tensor<3xf64>
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<100xf32>)
+      params(%p : tensor<3xf64>) scheme = three_tier
+      : tensor<100xf32> -> i64, tensor<100xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<100xf32>
+  return %avg, %r1 : tensor<100xf32>, tensor<100xf32>
+}
+
+// -----
+
+// Fixed thresholds need no selection.
+// CHECK-LABEL: func.func @fixed
+// CHECK-NOT: arith.shrui {{.*}} : i32
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<f32>)
+// CHECK: call @dsrt_cuda_allreduce_start_three_tier_f32
+func.func @fixed(%g: tensor<64xf32>, %r: tensor<64xf32>)
+    -> (tensor<64xf32>, tensor<64xf32>) {
+  %p = arith.constant dense<[1.0, 0.001, 0.02]> : tensor<3xf64>
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%p : tensor<3xf64>) scheme = three_tier
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<64xf32>
+  return %avg, %r1 : tensor<64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// The host encodes what the step does not fix (DGC's warm-up computes its
+// fraction) and names bad parameters, and f64 buckets.
+// CHECK-LABEL: func.func @left_to_the_host
+// CHECK-COUNT-4: call @dsrt_cuda_allreduce_start_f
+// CHECK-NOT: call @dsrt_cuda_allreduce_start_three_tier_f32
+// CHECK-NOT: call @dsrt_cuda_allreduce_start_topk_f32
+func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
+                            %p: tensor<3xf64>, %g64: tensor<64xf64>,
+                            %r64: tensor<64xf64>)
+    -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf64>) {
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%p : tensor<3xf64>) scheme = three_tier
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<64xf32>
+  %bad = arith.constant dense<[2.0, 0.5, 0.9]> : tensor<3xf64>
+  %req2, %r2 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%bad : tensor<3xf64>) scheme = three_tier
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg2 = ds.all_reduce_wait %req2 : i64 -> tensor<64xf32>
+  %q = arith.constant dense<[0.0, 0.5, 0.9]> : tensor<3xf64>
+  %req3, %r3 = ds.all_reduce_start %g64 residual(%r64 : tensor<64xf64>)
+      params(%q : tensor<3xf64>) scheme = three_tier
+      : tensor<64xf64> -> i64, tensor<64xf64>
+  %avg3 = ds.all_reduce_wait %req3 : i64 -> tensor<64xf64>
+  %req4, %r4 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%p : tensor<3xf64>) scheme = topk
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg4 = ds.all_reduce_wait %req4 : i64 -> tensor<64xf32>
+  return %avg, %avg2, %avg4, %avg3 : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf64>
+}
+
+// -----
+
+// Top-k: DGC's threshold from a strided sample of 64 (the radix select's
+// byte digits), the exact re-selection (0.1 % of 5000: k = 5, and more
+// than 2k pass the sampled threshold): the k-th largest, the ties' count
+// pyramid and the index that ends them. Then the sent elements' mask and
+// the new residual in one generic, their count pyramid (blocks of 32:
+// 5000 -> 157 -> 5 -> 1), and min(n, 2k) = 10 slots found by descending
+// it. The slots, the probe and n go to the runtime.
+// CHECK-LABEL: func.func @dgc
+// CHECK: %[[V:.*]] = linalg.generic
+// CHECK: arith.addf
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<64xf32>)
+// CHECK: tensor.extract
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]{{.*}}tensor<64xf32>
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]{{.*}}tensor<5000xf32>
+// CHECK: tensor.expand_shape {{.*}} output_shape [157, 32] : tensor<5024xi8>
+// CHECK: %[[SENT:.*]]:2 = linalg.generic {{.*}} ins(%[[V]], %arg1,
+// CHECK-SAME: outs({{.*}} : tensor<5000xi8>, tensor<5000xf32>)
+// CHECK: tensor.insert_slice %[[SENT]]#0 {{.*}} into tensor<5024xi8>
+// CHECK: output_shape [5, 32]
+// CHECK: output_shape [1, 32]
+// CHECK: %[[SLOTS:.*]]:2 = linalg.generic
+// CHECK-SAME: outs({{.*}} : tensor<10xi32>, tensor<10xf32>)
+// CHECK-COUNT-96: tensor.extract
+// CHECK: } -> (tensor<10xi32>, tensor<10xf32>)
+// CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c5000_i64)
+// CHECK: call @dsrt_cuda_allreduce_wait_f32(%[[H]]
+// CHECK: return {{.*}}, %[[SENT]]#1
+// HOST-LABEL: func.func @dgc
+// HOST: call @dsrt_cuda_allreduce_start_f32
+// HOST-NOT: topk_f32
+// CPU-LABEL: func.func @dgc
+// CPU: call @dsrt_allreduce_start_f32
+// CPU-NOT: topk_f32
+func.func @dgc(%g: tensor<5000xf32>, %r: tensor<5000xf32>)
+    -> (tensor<5000xf32>, tensor<5000xf32>) {
+  %p = arith.constant dense<[0.001, 0.0, 0.0]> : tensor<3xf64>
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<5000xf32>)
+      params(%p : tensor<3xf64>) scheme = topk
+      : tensor<5000xf32> -> i64, tensor<5000xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<5000xf32>
+  return %avg, %r1 : tensor<5000xf32>, tensor<5000xf32>
+}
+
+// -----
+
+// Half of 100: 2k = n, so the threshold's selection is never re-selected;
+// one pyramid, 100 slots (padded to 128: 4 blocks, then 1).
+// CHECK-LABEL: func.func @half
+// CHECK-COUNT-1: tensor.expand_shape {{.*}} output_shape [4, 32]
+// CHECK-NOT: output_shape [4, 32]
+// CHECK: outs({{.*}} : tensor<100xi32>, tensor<100xf32>)
+// CHECK: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c100_i64)
+func.func @half(%g: tensor<100xf32>, %r: tensor<100xf32>)
+    -> (tensor<100xf32>, tensor<100xf32>) {
+  %p = arith.constant dense<[0.5, 0.0, 0.0]> : tensor<3xf64>
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<100xf32>)
+      params(%p : tensor<3xf64>) scheme = topk
+      : tensor<100xf32> -> i64, tensor<100xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<100xf32>
+  return %avg, %r1 : tensor<100xf32>, tensor<100xf32>
+}
