@@ -147,10 +147,10 @@ cl::opt<bool> gpuBucketViews(
     cl::init(true), cl::cat(runCat));
 cl::opt<bool> gpuDeviceEncoders(
     "gpu-device-encoders",
-    cl::desc("With --device cuda: a three-tier compressed bucket is encoded "
-             "on the device and only its 16-bit codes go to the host "
-             "(ds-gpu-pipeline's device-encoders; default true, =false: the "
-             "host encodes it, to compare)"),
+    cl::desc("With --device cuda: a three-tier or top-k compressed bucket "
+             "is encoded on the device and only what its payload needs goes "
+             "to the host (ds-gpu-pipeline's device-encoders; default true, "
+             "=false: the host encodes it, to compare)"),
     cl::init(true), cl::cat(runCat));
 cl::opt<std::string> gpuLaunchReport(
     "gpu-launch-report",

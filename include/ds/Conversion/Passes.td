@@ -147,10 +147,12 @@ def ConvertDSToRuntimePass
            "own that their GEMMs and elementwise kernels write in place "
            "(DDP's gradient_as_bucket_view; =false: copied in, to compare)">,
     Option<"deviceEncoders", "device-encoders", "bool", /*default=*/"true",
-           "With target=cuda: a three-tier bucket whose thresholds the step "
-           "fixes is encoded on the device, and only its 16-bit codes go to "
-           "the host (dsrt_cuda_allreduce_start_three_tier_f32; =false: the "
-           "host encodes the bucket, to compare)">
+           "With target=cuda: a three-tier or top-k bucket whose parameters "
+           "the step fixes is encoded on the device, and only what its "
+           "payload needs goes to the host: three tiers' 16-bit codes "
+           "(dsrt_cuda_allreduce_start_three_tier_f32), top-k's sent "
+           "elements, compacted (dsrt_cuda_allreduce_start_topk_f32); "
+           "=false: the host encodes the bucket, to compare">
   ];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
                            "::mlir::func::FuncDialect",

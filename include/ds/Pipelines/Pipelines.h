@@ -93,8 +93,8 @@ struct GPUPipelineConfig {
   /// Gradients computed in their all-reduce bucket
   /// (convert-ds-to-runtime's bucket-views).
   bool bucketViews = true;
-  /// Three-tier buckets encoded on the device (convert-ds-to-runtime's
-  /// device-encoders).
+  /// Three-tier and top-k buckets encoded on the device
+  /// (convert-ds-to-runtime's device-encoders).
   bool deviceEncoders = true;
   /// Rows per cuBLASLt GEMM of causal attention's products, over their
   /// lower block triangle (convert-ds-to-linalg's causal-block; 0: off).
@@ -200,8 +200,8 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<bool> deviceEncoders{
       *this, "device-encoders",
-      llvm::cl::desc("Encode a three-tier compressed bucket on the device "
-                     "and send the host only its 16-bit codes "
+      llvm::cl::desc("Encode a three-tier or top-k compressed bucket on the "
+                     "device and send the host only what its payload needs "
                      "(convert-ds-to-runtime's device-encoders; =false: the "
                      "host encodes the bucket, to compare)"),
       llvm::cl::init(true)};
