@@ -15,7 +15,9 @@
 #     clipping (and the MLP sparse and fake-quantized; data-parallel, one
 #     rank's step: the GPT block's gradients averaged in buckets on NCCL,
 #     the MLP's rounded to bf16 on the device and summed on NCCL, and
-#     compressed in three tiers through the host); writes each step's data and the CPU path's losses on it (the
+#     compressed in three tiers or by DGC's top-k, encoded on the device,
+#     through the host); writes each step's data and the CPU path's
+#     losses on it (the
 #     reference); compiles the lowering execution cases of
 #     test/Integration/Lowering/check_ops.py, one step per group, with
 #     their inputs and NumPy/PyTorch references (export_cases.py); compiles
@@ -134,10 +136,12 @@ prepare() {
   # its gradients computed in 64 KiB buckets that NCCL averages (a world
   # of one on the GPU machine: the collectives, the probes and the GEMMs
   # writing bucket views run; the sum is the rank's own). `bf16-hook` and
-  # `compressed` (the MLP only): f32, its buckets rounded to bf16 by the
-  # step and summed by NCCL in place (DDP's bf16 hook), or compressed in
-  # three tiers with error feedback and staged through the host (the
-  # staging thread on the driver's asynchronous copies to pinned memory).
+  # `compressed` and `dgc` (the MLP only): f32, its buckets rounded to
+  # bf16 by the step and summed by NCCL in place (DDP's bf16 hook), or
+  # compressed in three tiers or by DGC's top-k (0.1 %) with error
+  # feedback, both encoded by the step on the device (the radix selects;
+  # top-k's count pyramids) and staged through the host (the staging
+  # thread on the driver's asynchronous copies to pinned memory).
   local flags=()
   case_flags() {
     case $1 in
@@ -151,10 +155,12 @@ prepare() {
                         --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
       compressed) flags=(--data-parallel --compress-allreduce
                          --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
+      dgc) flags=(--data-parallel --compress-allreduce=scheme=topk
+                  --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
     esac
   }
   local -A tolerance=([f32]=1e-4 [policy]=1e-2 [techniques]=1e-2 [dp]=1e-2
-                        [bf16-hook]=1e-3 [compressed]=1e-3)
+                        [bf16-hook]=1e-3 [compressed]=1e-3 [dgc]=1e-3)
   local start=$SECONDS emu=() emu_py=()
   # Emulated, with at most 3 blocks per launch: the kernels' grid-stride
   # loops take several trips, as they do at the benchmark's sizes.
@@ -166,7 +172,7 @@ prepare() {
   for example in $examples; do
     [[ -f "$root/examples/$example.mlir" ]] || die "no example '$example'"
     local example_configs=(f32 policy)
-    [[ $example == mlp ]] && example_configs+=(techniques bf16-hook compressed)
+    [[ $example == mlp ]] && example_configs+=(techniques bf16-hook compressed dgc)
     [[ $example == gpt_block ]] && example_configs+=(dp)
     for config in "${example_configs[@]}"; do
       case="$example-$config" dir="$out/cases/$example-$config"
