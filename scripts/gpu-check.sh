@@ -142,8 +142,12 @@ prepare() {
   # feedback, both encoded by the step on the device (the radix selects;
   # top-k's count pyramids) and staged through the host (the staging
   # thread on the driver's asynchronous copies to pinned memory).
-  local flags=()
+  # `gpu_flags`: those of the GPU's step alone (its buckets of 750
+  # elements are encoded on the device, where by default only those of
+  # 65536 or more are).
+  local flags=() gpu_flags=()
   case_flags() {
+    gpu_flags=()
     case $1 in
       f32) flags=() ;;
       policy) flags=(--precision="$policy" --loss-scaling --clip-gradients) ;;
@@ -154,9 +158,11 @@ prepare() {
       bf16-hook) flags=(--data-parallel --compress-allreduce=scheme=bf16
                         --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
       compressed) flags=(--data-parallel --compress-allreduce
-                         --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
+                         --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000")
+                  gpu_flags=(--gpu-device-encoders-min 1) ;;
       dgc) flags=(--data-parallel --compress-allreduce=scheme=topk
-                  --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000") ;;
+                  --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000")
+           gpu_flags=(--gpu-device-encoders-min 1) ;;
     esac
   }
   local -A tolerance=([f32]=1e-4 [policy]=1e-2 [techniques]=1e-2 [dp]=1e-2
@@ -178,7 +184,7 @@ prepare() {
       case="$example-$config" dir="$out/cases/$example-$config"
       case_flags "$config"
       echo "gpu-check: $case: compiling for $chip, CPU reference of $steps steps"
-      "$bin/ds-run" "$root/examples/$example.mlir" "${flags[@]}" \
+      "$bin/ds-run" "$root/examples/$example.mlir" "${flags[@]}" "${gpu_flags[@]}" \
         --device cuda --gpu-chip "$chip" --steps "$steps" "${emu[@]}" \
         --emit-step "$dir" --quiet || die "$case: ds-run --emit-step failed"
       rm -f "$dir/step.o" # step.so holds the same code

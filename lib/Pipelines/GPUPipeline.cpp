@@ -60,6 +60,7 @@ GPUPipelineConfig GPUPipelineOptions::getConfig() const {
   c.forwardCopies = forwardCopies;
   c.bucketViews = bucketViews;
   c.deviceEncoders = deviceEncoders;
+  c.deviceEncodersMin = deviceEncodersMin;
   c.causalBlock = causalBlock;
   c.mergeLaunches = mergeLaunches;
   c.launchReport = launchReport;
@@ -116,6 +117,12 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
             "1024] and max-blocks at least 1 (got " +
             std::to_string(config.blockSize) + " and " +
             std::to_string(config.maxBlocks) + ")";
+    return failure();
+  }
+  if (config.deviceEncodersMin < 0) {
+    error = "ds-gpu-pipeline: device-encoders-min is a number of elements, "
+            "not " +
+            std::to_string(config.deviceEncodersMin);
     return failure();
   }
   if (config.unroll < 0 || config.unroll > 16) { // the pass's kMaxUnroll
@@ -188,6 +195,7 @@ LogicalResult mlir::ds::buildGPUPipeline(OpPassManager &pm,
   collectives.target = "cuda";
   collectives.bucketViews = config.bucketViews;
   collectives.deviceEncoders = config.deviceEncoders;
+  collectives.deviceEncodersMin = config.deviceEncodersMin;
   pm.addPass(createConvertDSToRuntimePass(collectives));
   buildStepBufferization(pm);
   // 4. GEMMs on cuBLASLt while they are recognisable linalg ops.

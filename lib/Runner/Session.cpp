@@ -593,6 +593,7 @@ StepProgram::compile(ModuleOp module, const PrepareOptions &options,
       gpu.rowColumns = options.gpuRowColumns;
       gpu.bucketViews = options.gpuBucketViews;
       gpu.deviceEncoders = options.gpuDeviceEncoders;
+      gpu.deviceEncodersMin = options.gpuDeviceEncodersMin;
       gpu.causalBlock = options.pipeline.causalBlock;
       gpu.launchReport = options.gpuLaunchReport;
       std::string why;

@@ -152,6 +152,13 @@ cl::opt<bool> gpuDeviceEncoders(
              "to the host (ds-gpu-pipeline's device-encoders; default true, "
              "=false: the host encodes it, to compare)"),
     cl::init(true), cl::cat(runCat));
+cl::opt<int64_t> gpuDeviceEncodersMin(
+    "gpu-device-encoders-min",
+    cl::desc("With --device cuda: encode on the device only compressed "
+             "buckets of at least this many elements (default 65536); "
+             "smaller ones go to the host encoder (ds-gpu-pipeline's "
+             "device-encoders-min)"),
+    cl::init(65536), cl::cat(runCat));
 cl::opt<std::string> gpuLaunchReport(
     "gpu-launch-report",
     cl::desc("With --device cuda: write what each kernel launch and "
@@ -667,7 +674,8 @@ int main(int argc, char **argv) {
              &gpuChip, &gpuEmulateKernels, &gpuMaxBlocks, &gpuUnroll,
              &gpuVectorize, &gpuNativeCasts, &gpuIndex32, &gpuFuseRows,
              &gpuFuseSiblings, &gpuCacheRows, &gpuRowColumns, &gpuBucketViews,
-             &gpuDeviceEncoders, &gpuLaunchReport, &cudaGraphs})
+             &gpuDeviceEncoders, &gpuDeviceEncodersMin, &gpuLaunchReport,
+             &cudaGraphs})
       if (flag->getNumOccurrences())
         return badOption("--" + flag->ArgStr.str() +
                          " goes with --device cuda");
@@ -761,6 +769,7 @@ int main(int argc, char **argv) {
   prepare.gpuRowColumns = gpuRowColumns;
   prepare.gpuBucketViews = gpuBucketViews;
   prepare.gpuDeviceEncoders = gpuDeviceEncoders;
+  prepare.gpuDeviceEncodersMin = gpuDeviceEncodersMin;
   prepare.gpuLaunchReport = gpuLaunchReport;
   prepare.compileOnly = !emitStep.empty();
   prepare.entry = entry;

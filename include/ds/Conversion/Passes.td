@@ -152,7 +152,12 @@ def ConvertDSToRuntimePass
            "payload needs goes to the host: three tiers' 16-bit codes "
            "(dsrt_cuda_allreduce_start_three_tier_f32), top-k's sent "
            "elements, compacted (dsrt_cuda_allreduce_start_topk_f32); "
-           "=false: the host encodes the bucket, to compare">
+           "=false: the host encodes the bucket, to compare">,
+    Option<"deviceEncodersMin", "device-encoders-min", "int64_t",
+           /*default=*/"65536",
+           "With device-encoders: encode on the device only buckets of at "
+           "least this many elements; smaller ones, whose copies cost less "
+           "than the encoder's launches, go to the host encoder">
   ];
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
                            "::mlir::func::FuncDialect",

@@ -93,9 +93,11 @@ struct GPUPipelineConfig {
   /// Gradients computed in their all-reduce bucket
   /// (convert-ds-to-runtime's bucket-views).
   bool bucketViews = true;
-  /// Three-tier and top-k buckets encoded on the device
-  /// (convert-ds-to-runtime's device-encoders).
+  /// Three-tier and top-k buckets encoded on the device, those of at
+  /// least deviceEncodersMin elements (convert-ds-to-runtime's
+  /// device-encoders and device-encoders-min).
   bool deviceEncoders = true;
+  int64_t deviceEncodersMin = 65536;
   /// Rows per cuBLASLt GEMM of causal attention's products, over their
   /// lower block triangle (convert-ds-to-linalg's causal-block; 0: off).
   int64_t causalBlock = kDefaultCausalBlock;
@@ -205,6 +207,13 @@ struct GPUPipelineOptions : public PassPipelineOptions<GPUPipelineOptions> {
                      "(convert-ds-to-runtime's device-encoders; =false: the "
                      "host encodes the bucket, to compare)"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> deviceEncodersMin{
+      *this, "device-encoders-min",
+      llvm::cl::desc("With device-encoders: encode on the device only "
+                     "buckets of at least this many elements; smaller ones "
+                     "go to the host encoder (convert-ds-to-runtime's "
+                     "device-encoders-min)"),
+      llvm::cl::init(65536)};
   PassOptions::Option<bool> mergeLaunches{
       *this, "merge-launches",
       llvm::cl::desc("Merge each launch that may share a kernel with the "

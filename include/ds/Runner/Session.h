@@ -94,9 +94,11 @@ struct PrepareOptions {
   /// Gradients computed in their data-parallel buckets (ds-gpu-pipeline's
   /// bucket-views).
   bool gpuBucketViews = true;
-  /// Three-tier buckets encoded on the device (ds-gpu-pipeline's
-  /// device-encoders).
+  /// Three-tier and top-k buckets encoded on the device, those of at least
+  /// gpuDeviceEncodersMin elements (ds-gpu-pipeline's device-encoders and
+  /// device-encoders-min).
   bool gpuDeviceEncoders = true;
+  int64_t gpuDeviceEncodersMin = 65536;
   /// Where ds-gpu-launch-report writes ("-": standard error); empty: none.
   std::string gpuLaunchReport;
   /// Compile without running here: keep the machine code so that

@@ -65,9 +65,9 @@ namespace {
 class RuntimeCallBuilder {
 public:
   RuntimeCallBuilder(ModuleOp module, bool cuda, bool bucketViews,
-                     bool deviceEncoders)
+                     bool deviceEncoders, int64_t deviceEncodersMin)
       : module(module), cuda(cuda), views(bucketViews),
-        encoders(deviceEncoders) {}
+        encoders(deviceEncoders), encodersMin(deviceEncodersMin) {}
 
   /// Whether the calls are for ds-gpu-pipeline's device buffers.
   bool targetsCuda() const { return cuda; }
@@ -75,8 +75,11 @@ public:
   /// Whether a bucket's gradients are computed in it (bucket-views).
   bool bucketViews() const { return views; }
 
-  /// Whether a three-tier bucket is encoded on the device (CUDA only).
-  bool deviceEncoders() const { return cuda && encoders; }
+  /// Whether a compressed bucket of n elements is encoded on the device
+  /// (CUDA only).
+  bool encodesOnDevice(int64_t n) const {
+    return cuda && encoders && n >= std::max<int64_t>(1, encodersMin);
+  }
 
   /// A start's `params` (f64) as a 1-D buffer, empty when it has none: on
   /// CUDA they are device data, which the host-staged call reads itself.
@@ -207,6 +210,7 @@ private:
   bool cuda;
   bool views;
   bool encoders;
+  int64_t encodersMin;
 };
 
 void lowerBlockSparseMatMul(RuntimeCallBuilder &rt, BlockSparseMatMulOp op) {
@@ -567,15 +571,16 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   op.erase();
 }
 
-/// A compressed start on CUDA whose parameters the step fixes, encoded on
-/// the device (DeviceEncoders.h); the new residual is the step's own,
-/// written before the call as on the CPU:
+/// A compressed start on CUDA whose parameters the step fixes, of a bucket
+/// of at least device-encoders-min elements, encoded on the device
+/// (DeviceEncoders.h); the new residual is the step's own, written before
+/// the call as on the CPU:
 /// - three tiers: codes, scalars -> handle;
 /// - top-k: indices, values, scalars, n -> handle.
 bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
   RankedTensorType type = op.getBucket().getType();
   int64_t n = type.getNumElements();
-  if (!rt.deviceEncoders() || !type.getElementType().isF32() || n < 1 ||
+  if (!rt.encodesOnDevice(n) || !type.getElementType().isF32() ||
       !op.getResidual() || !op.getNewResidual())
     return false;
   OpBuilder b(op);
@@ -832,8 +837,15 @@ struct ConvertDSToRuntimePass
                          << "' (expected cpu or cuda)";
       return signalPassFailure();
     }
+    if (deviceEncodersMin < 0) {
+      module.emitError() << "convert-ds-to-runtime: device-encoders-min is a "
+                            "number of elements, not "
+                         << static_cast<int64_t>(deviceEncodersMin);
+      return signalPassFailure();
+    }
     bool cuda = target == "cuda";
-    RuntimeCallBuilder rt(module, cuda, bucketViews, deviceEncoders);
+    RuntimeCallBuilder rt(module, cuda, bucketViews, deviceEncoders,
+                          deviceEncodersMin);
     DenseMap<Operation *, Value> inPlace; // wait -> its start's buffer
     // On CUDA the block-sparse products and the top-k have no runtime
     // kernels (convert-ds-to-linalg lowered them); collectives are staged.

@@ -9,9 +9,14 @@
 // select, the 8-bit tier's largest magnitude, [s8, t16, probe], then one
 // generic writing each element's 16-bit code and its new residual. Only
 // the codes and the scalars go to the runtime.
-// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda})' | FileCheck %s
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda device-encoders-min=1})' | FileCheck %s
 // RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda device-encoders=false})' | FileCheck %s --check-prefix=HOST
 // RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cpu})' | FileCheck %s --check-prefix=CPU
+// By default only buckets of 65536 elements or more: smaller ones cost
+// less to copy than the encoder's launches.
+// RUN: ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda})' | FileCheck %s --check-prefix=MIN
+// RUN: not ds-opt %s --split-input-file --pass-pipeline='builtin.module(convert-ds-to-runtime{target=cuda device-encoders-min=-1})' 2>&1 | FileCheck %s --check-prefix=BADMIN
+// BADMIN: error: convert-ds-to-runtime: device-encoders-min is a number of elements, not -1
 
 // CHECK-LABEL: func.func @quantiles
 // CHECK: %[[V:.*]] = linalg.generic
@@ -28,6 +33,9 @@
 // CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_three_tier_f32
 // CHECK: call @dsrt_cuda_allreduce_wait_f32(%[[H]]
 // CHECK: return {{.*}}, %[[ENC]]#1
+// MIN-LABEL: func.func @quantiles
+// MIN: call @dsrt_cuda_allreduce_start_f32
+// MIN-NOT: call @dsrt_cuda_allreduce_start_three_tier_f32
 // HOST-LABEL: func.func @quantiles
 // HOST: call @dsrt_cuda_allreduce_start_f32
 // HOST-NOT: three_tier
@@ -156,4 +164,25 @@ func.func @half(%g: tensor<100xf32>, %r: tensor<100xf32>)
       : tensor<100xf32> -> i64, tensor<100xf32>
   %avg = ds.all_reduce_wait %req : i64 -> tensor<100xf32>
   return %avg, %r1 : tensor<100xf32>, tensor<100xf32>
+}
+
+// -----
+
+// MIN-LABEL: func.func @at_the_minimum
+// MIN: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c65536_i64)
+// MIN: call @dsrt_cuda_allreduce_start_f32
+// MIN-NOT: call @dsrt_cuda_allreduce_start_topk_f32
+func.func @at_the_minimum(%g: tensor<65536xf32>, %r: tensor<65536xf32>,
+                          %h: tensor<65535xf32>, %s: tensor<65535xf32>)
+    -> (tensor<65536xf32>, tensor<65535xf32>) {
+  %p = arith.constant dense<[0.001, 0.0, 0.0]> : tensor<3xf64>
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<65536xf32>)
+      params(%p : tensor<3xf64>) scheme = topk
+      : tensor<65536xf32> -> i64, tensor<65536xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<65536xf32>
+  %req2, %s1 = ds.all_reduce_start %h residual(%s : tensor<65535xf32>)
+      params(%p : tensor<3xf64>) scheme = topk
+      : tensor<65535xf32> -> i64, tensor<65535xf32>
+  %avg2 = ds.all_reduce_wait %req2 : i64 -> tensor<65535xf32>
+  return %avg, %avg2 : tensor<65536xf32>, tensor<65535xf32>
 }

@@ -74,8 +74,10 @@ TWO_VALUES = os.path.join(SRC, "test", "Transforms",
                           "partition-pipeline-order.mlir")
 SPARSE_MLP = os.path.join(SRC, "test", "Transforms", "Inputs",
                           "sparse-mlp.mlir")
+# Buckets of any size are encoded on the device (by default only those of
+# 65536 elements or more, larger than these models').
 GPU_FLAGS = ["--device", "cuda", "--gpu-emulate-kernels", "--gpu-max-blocks",
-             "3"]
+             "3", "--gpu-device-encoders-min", "1"]
 
 
 STUB_NCCL = os.path.join(STUB, "libnccl.so.2")
