@@ -3,14 +3,16 @@
 // The device encoders (lib/Conversion/LinalgToRuntime/DeviceEncoders.h) are
 // linalg on tensors; here they run on the CPU, built into a function that
 // ds-cpu-pipeline lowers and the JIT runs, on vectors made to reach their
-// corners: ties at the k-th magnitude (zeros included), every element
-// equal, a bucket of one, k = 0, ratio 1, sizes off the pyramid's blocks
-// of 32 and past the radix select's 65536 (4-bit digits). Each result is
-// compared with the runtime's own encoder (dsrt_compress_encode_f32),
-// which the CPU path runs: the same elements sent, the same values and
-// residuals, bit for bit. The emulated GPU runs
-// (ds-run-parallel-emulated.test) check the same kernels on training
-// buckets.
+// corners. Top-k: ties at the k-th magnitude (zeros included), every
+// element equal, a bucket of one, k = 0, ratio 1, sizes off the pyramid's
+// blocks of 32 and past the radix select's 65536 (4-bit digits). Three
+// tiers: ties at both quantiles, all zeros, subnormal and near-maximal
+// thresholds (t16 from a subnormal's bits, t16 clamped to 2^127), fixed
+// thresholds. Each result is compared with the runtime's own encoder
+// (dsrt_compress_encode_f32), which the CPU path runs: the same elements
+// sent, the same values, scales and residuals, bit for bit. The emulated
+// GPU runs (ds-run-parallel-emulated.test) check the same kernels on
+// training buckets.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,40 +57,84 @@ struct Sent {
   std::vector<float> values;
 };
 
+/// What the runtime's three-tier encoder sends: each tier's indices and
+/// values, and the two scales.
+struct Tiers {
+  std::vector<uint32_t> high, mid;
+  std::vector<int8_t> q;
+  std::vector<uint16_t> h;
+  uint32_t s8 = 0, t16 = 0; // bits
+};
+
+/// A payload's little-endian fields and LEB128 index gaps.
+struct Cursor {
+  const std::vector<uint8_t> &p;
+  size_t at = 0;
+
+  uint8_t u8() { return p.at(at++); }
+  uint32_t u32() {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+      v |= uint32_t(u8()) << (8 * i);
+    return v;
+  }
+  std::vector<uint32_t> indices(uint32_t count) {
+    std::vector<uint32_t> out;
+    uint64_t next = 0;
+    for (uint32_t k = 0; k < count; ++k) {
+      uint64_t gap = 0;
+      for (int shift = 0;; shift += 7) {
+        uint8_t byte = u8();
+        gap |= uint64_t(byte & 0x7f) << shift;
+        if (!(byte & 0x80))
+          break;
+      }
+      next += gap;
+      out.push_back(static_cast<uint32_t>(next++));
+    }
+    return out;
+  }
+};
+
+/// The runtime's three-tier payload (DSRT_COMPRESS_THREE_TIER), parsed: u8
+/// scheme, u32 n, u32 #high, u32 #mid, f32 s8, f32 t16, the high indices,
+/// their int8 values, the middle indices, their f16 values.
+Tiers parseThreeTier(const std::vector<uint8_t> &p, int64_t n) {
+  Cursor c{p};
+  EXPECT_EQ(c.u8(), DSRT_COMPRESS_THREE_TIER);
+  EXPECT_EQ(c.u32(), static_cast<uint32_t>(n));
+  uint32_t nHigh = c.u32(), nMid = c.u32();
+  Tiers t;
+  t.s8 = c.u32();
+  t.t16 = c.u32();
+  t.high = c.indices(nHigh);
+  for (uint32_t k = 0; k < nHigh; ++k)
+    t.q.push_back(static_cast<int8_t>(c.u8()));
+  t.mid = c.indices(nMid);
+  for (uint32_t k = 0; k < nMid; ++k) {
+    uint16_t low = c.u8();
+    t.h.push_back(static_cast<uint16_t>(low | (c.u8() << 8)));
+  }
+  EXPECT_EQ(c.at, p.size());
+  return t;
+}
+
 /// The runtime's top-k payload (DSRT_COMPRESS_TOPK), parsed: u8 scheme,
 /// u32 n, u32 count, count LEB128 gaps, count f32 (little-endian).
 Sent parseTopK(const std::vector<uint8_t> &p, int64_t n) {
-  size_t at = 0;
-  auto u32 = [&]() {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i)
-      v |= uint32_t(p.at(at++)) << (8 * i);
-    return v;
-  };
-  EXPECT_EQ(p.at(at++), DSRT_COMPRESS_TOPK);
-  EXPECT_EQ(u32(), static_cast<uint32_t>(n));
-  uint32_t count = u32();
+  Cursor c{p};
+  EXPECT_EQ(c.u8(), DSRT_COMPRESS_TOPK);
+  EXPECT_EQ(c.u32(), static_cast<uint32_t>(n));
+  uint32_t count = c.u32();
   Sent s;
-  uint64_t next = 0;
+  s.indices = c.indices(count);
   for (uint32_t k = 0; k < count; ++k) {
-    uint64_t gap = 0;
-    for (int shift = 0;; shift += 7) {
-      uint8_t byte = p.at(at++);
-      gap |= uint64_t(byte & 0x7f) << shift;
-      if (!(byte & 0x80))
-        break;
-    }
-    next += gap;
-    s.indices.push_back(static_cast<uint32_t>(next));
-    ++next;
-  }
-  for (uint32_t k = 0; k < count; ++k) {
-    uint32_t bits = u32();
+    uint32_t bits = c.u32();
     float x;
     std::memcpy(&x, &bits, 4);
     s.values.push_back(x);
   }
-  EXPECT_EQ(at, p.size());
+  EXPECT_EQ(c.at, p.size());
   return s;
 }
 
@@ -121,10 +167,13 @@ protected:
     context.loadAllAvailableDialects();
   }
 
-  /// `@topk(g, r) -> (indices, values, scalars, residual)` built by
-  /// buildTopKOnDevice for buckets of n, lowered by ds-cpu-pipeline and
-  /// compiled; null (with a test failure) if any of that fails.
-  std::unique_ptr<ExecutionEngine> compileTopK(int64_t n, double ratio) {
+  /// `@NAME(g, r) -> results` whose body `build` writes, for buckets of
+  /// n, lowered by ds-cpu-pipeline and compiled; null (with a test
+  /// failure) if any of that fails.
+  std::unique_ptr<ExecutionEngine>
+  compile(StringRef name, int64_t n, ArrayRef<Type> results,
+          function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value)>
+              build) {
     OpBuilder b(&context);
     Location loc = b.getUnknownLoc();
     module = ModuleOp::create(loc);
@@ -132,25 +181,19 @@ protected:
     (*module)->setAttr("ds.contract", b.getDictionaryAttr({}));
     b.setInsertionPointToEnd(module->getBody());
     auto vector = RankedTensorType::get({n}, b.getF32Type());
-    int64_t slots = ds::topKSlots(n, ratio);
-    auto type = b.getFunctionType(
-        {vector, vector}, {RankedTensorType::get({slots}, b.getI32Type()),
-                           RankedTensorType::get({slots}, b.getF32Type()),
-                           RankedTensorType::get({1}, b.getF32Type()), vector});
-    auto func = func::FuncOp::create(b, loc, "topk", type);
+    auto func = func::FuncOp::create(
+        b, loc, name, b.getFunctionType({vector, vector}, results));
     func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
     Block *body = func.addEntryBlock();
     b.setInsertionPointToStart(body);
-    ds::DeviceTopK e = ds::buildTopKOnDevice(b, loc, body->getArgument(0),
-                                             body->getArgument(1), ratio);
     func::ReturnOp::create(
-        b, loc, ValueRange{e.indices, e.values, e.scalars, e.residual});
+        b, loc, build(b, loc, body->getArgument(0), body->getArgument(1)));
 
     PassManager pm(&context);
     ds::buildCPUPipeline(pm, /*libraryGemm=*/false);
     if (failed(pm.run(*module))) {
-      ADD_FAILURE() << "ds-cpu-pipeline failed on the top-k encoder (n = " << n
-                    << ")";
+      ADD_FAILURE() << "ds-cpu-pipeline failed on @" << name.str()
+                    << " (n = " << n << ")";
       return nullptr;
     }
     ExecutionEngineOptions options;
@@ -164,8 +207,56 @@ protected:
     return std::move(*engine);
   }
 
-  /// Calls the compiled encoder on (g, r); empty results (with a test
+  /// `@topk(g, r) -> (indices, values, scalars, residual)` by
+  /// buildTopKOnDevice.
+  std::unique_ptr<ExecutionEngine> compileTopK(int64_t n, double ratio) {
+    Builder b(&context);
+    int64_t slots = ds::topKSlots(n, ratio);
+    return compile(
+        "topk", n,
+        {RankedTensorType::get({slots}, b.getI32Type()),
+         RankedTensorType::get({slots}, b.getF32Type()),
+         RankedTensorType::get({1}, b.getF32Type()),
+         RankedTensorType::get({n}, b.getF32Type())},
+        [&](OpBuilder &nb, Location loc, Value g, Value r) {
+          ds::DeviceTopK e = ds::buildTopKOnDevice(nb, loc, g, r, ratio);
+          return SmallVector<Value>{e.indices, e.values, e.scalars, e.residual};
+        });
+  }
+
+  /// `@tiers(g, r) -> (codes, scalars, residual)` by
+  /// buildThreeTierOnDevice.
+  std::unique_ptr<ExecutionEngine>
+  compileThreeTier(int64_t n, const ds::ThreeTierParams &params) {
+    Builder b(&context);
+    return compile("tiers", n,
+                   {RankedTensorType::get({n}, b.getIntegerType(16)),
+                    RankedTensorType::get({3}, b.getF32Type()),
+                    RankedTensorType::get({n}, b.getF32Type())},
+                   [&](OpBuilder &nb, Location loc, Value g, Value r) {
+                     ds::DeviceThreeTier e =
+                         ds::buildThreeTierOnDevice(nb, loc, g, r, params);
+                     return SmallVector<Value>{e.codes, e.scalars, e.residual};
+                   });
+  }
+
+  /// Calls @name with the memref descriptors `d`; false (with a test
   /// failure) if the call fails.
+  static bool call(ExecutionEngine &engine, StringRef name,
+                   ArrayRef<void *> d) {
+    SmallVector<void *> descriptors(d), args;
+    for (void *&x : descriptors)
+      args.push_back(&x);
+    if (llvm::Error error =
+            engine.invokePacked(("_mlir_ciface_" + name).str(), args)) {
+      ADD_FAILURE() << llvm::toString(std::move(error));
+      return false;
+    }
+    return true;
+  }
+
+  /// Calls the compiled top-k encoder on (g, r); empty results if the
+  /// call fails.
   static Encoded run(ExecutionEngine &engine, std::vector<float> g,
                      std::vector<float> r, int64_t slots) {
     Encoded e{std::vector<int32_t>(slots), std::vector<float>(slots),
@@ -173,15 +264,9 @@ protected:
     Memref1<float> gD(g), rD(r), valuesD(e.values), scalarsD(e.scalars),
         residualD(e.residual);
     Memref1<int32_t> indicesD(e.indices);
-    void *descriptors[] = {&gD,      &rD,       &indicesD,
-                           &valuesD, &scalarsD, &residualD};
-    SmallVector<void *> args;
-    for (void *&d : descriptors)
-      args.push_back(&d);
-    if (llvm::Error error = engine.invokePacked("_mlir_ciface_topk", args)) {
-      ADD_FAILURE() << llvm::toString(std::move(error));
+    if (!call(engine, "topk",
+              {&gD, &rD, &indicesD, &valuesD, &scalarsD, &residualD}))
       return {};
-    }
     return e;
   }
 
@@ -227,6 +312,62 @@ protected:
       float v = g[i] + r[i];
       EXPECT_EQ(bitsOf(e.residual[i]), bitsOf(v - decoded[i]))
           << "element " << i;
+    }
+  }
+
+  /// Runs the three-tier device encoder and the runtime's on g + r and
+  /// compares them: the tiers and scales of the payload written from the
+  /// codes, and the residual.
+  void checkThreeTier(const std::vector<float> &g, const std::vector<float> &r,
+                      const ds::ThreeTierParams &params,
+                      const std::string &what) {
+    SCOPED_TRACE(what);
+    int64_t n = g.size();
+    std::unique_ptr<ExecutionEngine> engine = compileThreeTier(n, params);
+    ASSERT_TRUE(engine);
+    std::vector<float> gIn(g), rIn(r), scalars(3), residual(n);
+    std::vector<uint16_t> codes(n);
+    Memref1<float> gD(gIn), rD(rIn), scalarsD(scalars), residualD(residual);
+    Memref1<uint16_t> codesD(codes);
+    ASSERT_TRUE(
+        call(*engine, "tiers", {&gD, &rD, &codesD, &scalarsD, &residualD}));
+
+    std::vector<float> decoded(n);
+    int64_t bytes = 64 + 7 * n;
+    std::vector<uint8_t> payload(bytes);
+    ASSERT_EQ(dsrt_compress_encode_f32(
+                  g.data(), r.data(), n, DSRT_COMPRESS_THREE_TIER,
+                  params.fixed ? 1 : 0, params.low, params.high, decoded.data(),
+                  payload.data(), &bytes),
+              0);
+    payload.resize(bytes);
+    Tiers want = parseThreeTier(payload, n);
+
+    ASSERT_TRUE(std::isfinite(scalars[2]));
+    Tiers got;
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t c = codes[i];
+      if (c == DSRT_THREE_TIER_CODE_NONE)
+        continue;
+      if ((c & 0xff00) == DSRT_THREE_TIER_CODE_HIGH) {
+        got.high.push_back(static_cast<uint32_t>(i));
+        got.q.push_back(static_cast<int8_t>(c & 0xff));
+      } else {
+        got.mid.push_back(static_cast<uint32_t>(i));
+        got.h.push_back(c);
+      }
+    }
+    EXPECT_EQ(got.high, want.high);
+    EXPECT_EQ(got.q, want.q);
+    EXPECT_EQ(got.mid, want.mid);
+    EXPECT_EQ(got.h, want.h);
+    // s8 is only written when the 8-bit tier has elements.
+    if (!want.high.empty())
+      EXPECT_EQ(bitsOf(scalars[0]), want.s8);
+    EXPECT_EQ(bitsOf(scalars[1]), want.t16);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = g[i] + r[i];
+      EXPECT_EQ(bitsOf(residual[i]), bitsOf(v - decoded[i])) << "element " << i;
     }
   }
 
@@ -295,3 +436,34 @@ TEST_F(DeviceEncoders, TopKNonFiniteKeepsTheResidual) {
 }
 
 } // namespace
+
+TEST_F(DeviceEncoders, ThreeTierQuantiles) {
+  ds::ThreeTierParams seeds{false, 0.5, 0.9};
+  checkThreeTier(randomVector(5000, 11), randomVector(5000, 12, 0.1f), seeds,
+                 "5000, quantiles 0.5 and 0.9");
+  checkThreeTier(randomVector(70001, 13), std::vector<float>(70001, 0.0f),
+                 seeds, "70001 (4-bit digits)");
+  checkThreeTier({0.75f}, {-0.25f}, seeds, "one element");
+}
+
+TEST_F(DeviceEncoders, ThreeTierTiesAndEdges) {
+  ds::ThreeTierParams seeds{false, 0.5, 0.9};
+  // Magnitudes that tie at both quantiles, across signs.
+  std::vector<float> ties(3000), zero(3000, 0.0f);
+  for (int64_t i = 0; i < 3000; ++i)
+    ties[i] = float((i * 37) % 9 - 4) * 0.125f;
+  checkThreeTier(ties, zero, seeds, "9 magnitudes");
+  // Nothing but zeros: both thresholds 0, nothing sent, t16 = 1.
+  checkThreeTier(zero, zero, seeds, "zeros");
+  // Subnormal magnitudes: t16 from the bits of a subnormal threshold.
+  std::vector<float> tiny = randomVector(1000, 14, 1e-39f);
+  checkThreeTier(tiny, std::vector<float>(1000, 0.0f), seeds, "subnormals");
+  // Near the largest floats: t16 clamped to 2^127.
+  std::vector<float> huge(1000);
+  for (int64_t i = 0; i < 1000; ++i)
+    huge[i] = (i % 2 ? -1.0f : 1.0f) * (1.8e38f + float(i % 97) * 1e36f);
+  checkThreeTier(huge, std::vector<float>(1000, 0.0f), seeds, "huge");
+  // The thresholds from the parameters.
+  checkThreeTier(randomVector(2000, 16, 0.01f), randomVector(2000, 17, 0.001f),
+                 ds::ThreeTierParams{true, 0.001, 0.02}, "fixed thresholds");
+}
