@@ -173,6 +173,27 @@ Value findSetElement(OpBuilder &b, Location loc, const CountPyramid &p,
   return node;
 }
 
+/// #{i : a[i] `predicate` x} of the 1-D f32 `a` and the rank-0 `x`, as a
+/// rank-0 i32 tensor.
+Value countWhere(OpBuilder &b, Location loc, Value a,
+                 arith::CmpFPredicate predicate, Value x) {
+  MLIRContext *ctx = b.getContext();
+  int64_t n = cast<RankedTensorType>(a.getType()).getNumElements();
+  return buildReduction(
+             b, loc, {n}, {0}, ValueRange{a, x},
+             {AffineMap::getMultiDimIdentityMap(1, ctx),
+              AffineMap::get(1, 0, {}, ctx)},
+             i32Constant(b, loc, 0),
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value in =
+                   arith::CmpFOp::create(nb, l, predicate, args[0], args[1]);
+               return SmallVector<Value>{arith::AddIOp::create(
+                   nb, l, args[2],
+                   arith::ExtUIOp::create(nb, l, nb.getI32Type(), in))};
+             })
+      .front();
+}
+
 /// A rank-0 i32 tensor of `value`.
 Value scalarI32(OpBuilder &b, Location loc, int32_t value) {
   return createFilled(b, loc, {}, i32Constant(b, loc, value));
@@ -197,9 +218,6 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
   auto index = [](OpBuilder &nb, Location l) -> Value {
     return arith::IndexCastUIOp::create(nb, l, nb.getI32Type(),
                                         linalg::IndexOp::create(nb, l, 0));
-  };
-  auto ext = [&](OpBuilder &nb, Location l, Value flag) -> Value {
-    return arith::ExtUIOp::create(nb, l, i32, flag);
   };
 
   Value v, probe;
@@ -227,16 +245,7 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
                 arith::IndexCastUIOp::create(nb, l, nb.getIndexType(), at)});
       });
   Value threshold = buildLowerQuantile(b, loc, sample, 1.0 - ratio);
-  Value count =
-      buildReduction(
-          b, loc, {n}, {0}, ValueRange{a, threshold}, {id, scalar},
-          i32Constant(b, loc, 0),
-          [&](OpBuilder &nb, Location l, ValueRange args) {
-            Value in = arith::CmpFOp::create(nb, l, F::OGE, args[0], args[1]);
-            return SmallVector<Value>{
-                arith::AddIOp::create(nb, l, args[2], ext(nb, l, in))};
-          })
-          .front();
+  Value count = countWhere(b, loc, a, F::OGE, threshold);
 
   // The exact re-selection, where more than 2k can pass the threshold: the
   // k-th largest T, the #{a > T} above it, and the first index past the
@@ -252,16 +261,7 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
         DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
                                b.getI64IntegerAttr(k).getValue()));
     kth = buildKthLargest(b, loc, a, rank);
-    Value above =
-        buildReduction(
-            b, loc, {n}, {0}, ValueRange{a, kth}, {id, scalar},
-            i32Constant(b, loc, 0),
-            [&](OpBuilder &nb, Location l, ValueRange args) {
-              Value in = arith::CmpFOp::create(nb, l, F::OGT, args[0], args[1]);
-              return SmallVector<Value>{
-                  arith::AddIOp::create(nb, l, args[2], ext(nb, l, in))};
-            })
-            .front();
+    Value above = countWhere(b, loc, a, F::OGT, kth);
     Value ties = buildParallel(
         b, loc, RankedTensorType::get({n}, i8), ValueRange{a, kth},
         {id, scalar}, [&](OpBuilder &nb, Location l, ValueRange args) -> Value {

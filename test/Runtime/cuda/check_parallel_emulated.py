@@ -382,6 +382,19 @@ def nonfinite_buckets(report):
         return json.load(f)["summary"]["data_parallel"]["nonfinite_buckets"]
 
 
+def poisoned_run(name, flags):
+    """Step 3 poisons an activation: its buckets are sent as zeros, their
+    residuals kept, and counted as on the CPU. The result's summary."""
+    poisoned = both(name, MLP, flags + [
+        "--loss-scaling", "--inject-nonfinite", "3", "--steps", "5"])
+    counts = [nonfinite_buckets(poisoned[d][0]) for d in ("cpu", "gpu")]
+    if counts[0] == 0 or counts[0] != counts[1]:
+        raise RuntimeError("non-finite buckets: CPU %d, GPU %d" %
+                           tuple(counts))
+    return "; poisoned: %s, %d non-finite buckets as on the CPU" % (
+        compare(poisoned, 1e-5).split(";")[0], counts[1])
+
+
 def gpu_run(name, flags, steps, extra=()):
     """The MLP on the emulated GPU for `steps` steps; its checkpoint."""
     ckpt = os.path.join(TMP, name)
@@ -401,16 +414,7 @@ def case_three_tier():
              "1"]
     runs = both("tier", MLP, flags + ["--steps", "8"])
     result = compare(runs, 1e-5)
-    # Step 3 poisons an activation: its buckets are sent as zeros, their
-    # residuals kept.
-    poisoned = both("tier-nonfinite", MLP, flags + [
-        "--loss-scaling", "--inject-nonfinite", "3", "--steps", "5"])
-    counts = [nonfinite_buckets(poisoned[d][0]) for d in ("cpu", "gpu")]
-    if counts[0] == 0 or counts[0] != counts[1]:
-        raise RuntimeError("non-finite buckets: CPU %d, GPU %d" %
-                           tuple(counts))
-    result += "; poisoned: %s, %d non-finite buckets as on the CPU" % (
-        compare(poisoned, 1e-5).split(";")[0], counts[1])
+    result += poisoned_run("tier-nonfinite", flags)
     # The step encodes on the device (DeviceEncoders.h): the host
     # encoder's payloads and residuals bit for bit, with quantiles and
     # with fixed thresholds.
@@ -493,15 +497,7 @@ def case_topk_dgc():
                  gpu_run("dgc-wide", wide, 4))
     result += "; the host encoder's %d tensors bit for bit (0.1 %% and " \
         "30 %%)" % count
-    # A poisoned step: its buckets are sent as zeros, their residuals kept.
-    poisoned = both("dgc-nonfinite", MLP, wide + [
-        "--loss-scaling", "--inject-nonfinite", "3", "--steps", "5"])
-    counts = [nonfinite_buckets(poisoned[d][0]) for d in ("cpu", "gpu")]
-    if counts[0] == 0 or counts[0] != counts[1]:
-        raise RuntimeError("non-finite buckets: CPU %d, GPU %d" %
-                           tuple(counts))
-    result += "; poisoned: %s, %d non-finite buckets as on the CPU" % (
-        compare(poisoned, 1e-5).split(";")[0], counts[1])
+    result += poisoned_run("dgc-nonfinite", wide)
     # What reaches the host: each start's slots (an index and a value for
     # each of min(n, 2k)) and its probe, where the host encoder took its
     # parameters, the bucket and the residual, and gave the residual back.
