@@ -99,6 +99,8 @@ Value padToBlocks(OpBuilder &b, Location loc, Value x) {
       ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
 }
 
+/// The pyramid of `mask` (1-D i8, 0 or 1): a reduction over [blocks, 32]
+/// per level, each level's padding a copy into zeros.
 CountPyramid buildCountPyramid(OpBuilder &b, Location loc, Value mask) {
   MLIRContext *ctx = b.getContext();
   Type i32 = b.getI32Type();
