@@ -579,10 +579,11 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// - top-k: indices, values, scalars, n -> handle.
 bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
   RankedTensorType type = op.getBucket().getType();
-  int64_t n = type.getNumElements();
-  if (!rt.encodesOnDevice(n) || !type.getElementType().isF32() ||
-      !op.getResidual() || !op.getNewResidual())
+  if (!type.hasStaticShape() || !rt.encodesOnDevice(type.getNumElements()) ||
+      !type.getElementType().isF32() || !op.getResidual() ||
+      !op.getNewResidual())
     return false;
+  int64_t n = type.getNumElements();
   OpBuilder b(op);
   Location loc = op.getLoc();
   Value handle, residual;
