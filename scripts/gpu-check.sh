@@ -138,10 +138,12 @@ prepare() {
   # writing bucket views run; the sum is the rank's own). `bf16-hook` and
   # `compressed` and `dgc` (the MLP only): f32, its buckets rounded to
   # bf16 by the step and summed by NCCL in place (DDP's bf16 hook), or
-  # compressed in three tiers or by DGC's top-k (0.1 %) with error
-  # feedback, both encoded by the step on the device (the radix selects;
-  # top-k's count pyramids) and staged through the host (the staging
-  # thread on the driver's asynchronous copies to pinned memory).
+  # compressed in three tiers or by DGC's top-k with error feedback (its
+  # warm-up of a step per fraction, 25 % down to 0.4 %, then 0.1 %), both
+  # encoded by the step on the device (the radix selects; top-k's count
+  # pyramids, its k computed from p0 by the step) and staged through the
+  # host (the staging thread on the driver's asynchronous copies to
+  # pinned memory).
   # `gpu_flags`: those of the GPU's step alone (its buckets of 750
   # elements are encoded on the device, where by default only those of
   # 65536 or more are).
@@ -160,7 +162,7 @@ prepare() {
       compressed) flags=(--data-parallel --compress-allreduce
                          --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000")
                   gpu_flags=(--gpu-device-encoders-min 1) ;;
-      dgc) flags=(--data-parallel --compress-allreduce=scheme=topk
+      dgc) flags=(--data-parallel --compress-allreduce="scheme=topk warmup-iterations=1"
                   --fuse-allreduce="bucket-bytes=3000 first-bucket-bytes=1000")
            gpu_flags=(--gpu-device-encoders-min 1) ;;
     esac

@@ -5,7 +5,8 @@
 // ds-cpu-pipeline lowers and the JIT runs, on vectors made to reach their
 // corners. Top-k: ties at the k-th magnitude (zeros included), every
 // element equal, a bucket of one, k = 0, ratio 1, sizes off the pyramid's
-// blocks of 32 and past the radix select's 65536 (4-bit digits). Three
+// blocks of 32 and past the radix select's 65536 (4-bit digits), and a
+// ratio the step computes (DGC's warm-up). Three
 // tiers: ties at both quantiles, all zeros, subnormal and near-maximal
 // thresholds (t16 from a subnormal's bits, t16 clamped to 2^127), fixed
 // thresholds. Each result is compared with the runtime's own encoder
@@ -167,12 +168,13 @@ protected:
     context.loadAllAvailableDialects();
   }
 
-  /// `@NAME(g, r) -> results` whose body `build` writes, for buckets of
-  /// n, lowered by ds-cpu-pipeline and compiled; null (with a test
-  /// failure) if any of that fails.
+  /// `@NAME(g, r, params) -> results` whose body `build` writes, for
+  /// buckets of n (params: tensor<3xf64>), lowered by ds-cpu-pipeline and
+  /// compiled; null (with a test failure) if any of that fails.
   std::unique_ptr<ExecutionEngine>
   compile(StringRef name, int64_t n, ArrayRef<Type> results,
-          function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value)>
+          function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value,
+                                          Value)>
               build) {
     OpBuilder b(&context);
     Location loc = b.getUnknownLoc();
@@ -181,13 +183,15 @@ protected:
     (*module)->setAttr("ds.contract", b.getDictionaryAttr({}));
     b.setInsertionPointToEnd(module->getBody());
     auto vector = RankedTensorType::get({n}, b.getF32Type());
+    auto params = RankedTensorType::get({3}, b.getF64Type());
     auto func = func::FuncOp::create(
-        b, loc, name, b.getFunctionType({vector, vector}, results));
+        b, loc, name, b.getFunctionType({vector, vector, params}, results));
     func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
     Block *body = func.addEntryBlock();
     b.setInsertionPointToStart(body);
-    func::ReturnOp::create(
-        b, loc, build(b, loc, body->getArgument(0), body->getArgument(1)));
+    func::ReturnOp::create(b, loc,
+                           build(b, loc, body->getArgument(0),
+                                 body->getArgument(1), body->getArgument(2)));
 
     PassManager pm(&context);
     ds::buildCPUPipeline(pm, /*libraryGemm=*/false);
@@ -207,18 +211,21 @@ protected:
     return std::move(*engine);
   }
 
-  /// `@topk(g, r) -> (indices, values, scalars, residual)` by
-  /// buildTopKOnDevice.
-  std::unique_ptr<ExecutionEngine> compileTopK(int64_t n, double ratio) {
+  /// `@topk(g, r, params) -> (indices, values, scalars, residual)` by
+  /// buildTopKOnDevice: p0 = `low` when `high` is not given, else p0 from
+  /// the params, which the encoder knows to lie in [low, high].
+  std::unique_ptr<ExecutionEngine>
+  compileTopK(int64_t n, double low, std::optional<double> high = {}) {
     Builder b(&context);
-    int64_t slots = ds::topKSlots(n, ratio);
+    int64_t slots = ds::topKSlots(n, high.value_or(low));
     return compile(
         "topk", n,
         {RankedTensorType::get({slots}, b.getI32Type()),
          RankedTensorType::get({slots}, b.getF32Type()),
          RankedTensorType::get({1}, b.getF32Type()),
          RankedTensorType::get({n}, b.getF32Type())},
-        [&](OpBuilder &nb, Location loc, Value g, Value r) {
+        [&](OpBuilder &nb, Location loc, Value g, Value r, Value params) {
+          ds::TopKRatio ratio{high ? params : Value(), low, high.value_or(low)};
           ds::DeviceTopK e = ds::buildTopKOnDevice(nb, loc, g, r, ratio);
           return SmallVector<Value>{e.indices, e.values, e.scalars, e.residual};
         });
@@ -233,7 +240,7 @@ protected:
                    {RankedTensorType::get({n}, b.getIntegerType(16)),
                     RankedTensorType::get({3}, b.getF32Type()),
                     RankedTensorType::get({n}, b.getF32Type())},
-                   [&](OpBuilder &nb, Location loc, Value g, Value r) {
+                   [&](OpBuilder &nb, Location loc, Value g, Value r, Value) {
                      ds::DeviceThreeTier e =
                          ds::buildThreeTierOnDevice(nb, loc, g, r, params);
                      return SmallVector<Value>{e.codes, e.scalars, e.residual};
@@ -255,17 +262,19 @@ protected:
     return true;
   }
 
-  /// Calls the compiled top-k encoder on (g, r); empty results if the
-  /// call fails.
+  /// Calls the compiled top-k encoder on (g, r, [p0, 0, 0]); empty
+  /// results if the call fails.
   static Encoded run(ExecutionEngine &engine, std::vector<float> g,
-                     std::vector<float> r, int64_t slots) {
+                     std::vector<float> r, int64_t slots, double p0 = 0) {
     Encoded e{std::vector<int32_t>(slots), std::vector<float>(slots),
               std::vector<float>(1), std::vector<float>(g.size())};
+    std::vector<double> params{p0, 0, 0};
     Memref1<float> gD(g), rD(r), valuesD(e.values), scalarsD(e.scalars),
         residualD(e.residual);
+    Memref1<double> paramsD(params);
     Memref1<int32_t> indicesD(e.indices);
     if (!call(engine, "topk",
-              {&gD, &rD, &indicesD, &valuesD, &scalarsD, &residualD}))
+              {&gD, &rD, &paramsD, &indicesD, &valuesD, &scalarsD, &residualD}))
       return {};
     return e;
   }
@@ -277,7 +286,14 @@ protected:
     int64_t n = g.size();
     std::unique_ptr<ExecutionEngine> engine = compileTopK(n, ratio);
     ASSERT_TRUE(engine);
-    Encoded e = run(*engine, g, r, ds::topKSlots(n, ratio));
+    compareTopK(run(*engine, g, r, ds::topKSlots(n, ratio)), g, r, ratio);
+  }
+
+  /// Compares the device encoder's `e` with the runtime's encoder on g + r
+  /// at p0 = ratio.
+  void compareTopK(const Encoded &e, const std::vector<float> &g,
+                   const std::vector<float> &r, double ratio) {
+    int64_t n = g.size();
     ASSERT_FALSE(e.values.empty());
 
     // The runtime's encoder on the same vectors.
@@ -327,10 +343,12 @@ protected:
     ASSERT_TRUE(engine);
     std::vector<float> gIn(g), rIn(r), scalars(3), residual(n);
     std::vector<uint16_t> codes(n);
+    std::vector<double> unused(3);
     Memref1<float> gD(gIn), rD(rIn), scalarsD(scalars), residualD(residual);
+    Memref1<double> paramsD(unused);
     Memref1<uint16_t> codesD(codes);
-    ASSERT_TRUE(
-        call(*engine, "tiers", {&gD, &rD, &codesD, &scalarsD, &residualD}));
+    ASSERT_TRUE(call(*engine, "tiers",
+                     {&gD, &rD, &paramsD, &codesD, &scalarsD, &residualD}));
 
     std::vector<float> decoded(n);
     int64_t bytes = 64 + 7 * n;
@@ -421,6 +439,31 @@ TEST_F(DeviceEncoders, TopKSmallBuckets) {
   checkTopK({0.25f}, {0.5f}, 0.001, "one element");
   checkTopK({1, -2, 3}, {0, 0, 0}, 0.0, "k = 0");
   checkTopK(randomVector(33, 7), randomVector(33, 8), 0.2, "33 elements");
+}
+
+TEST_F(DeviceEncoders, TopKComputedRatio) {
+  // DGC's warm-up: p0 is computed by the step (25 %, 6.25 %, 1.5625 %,
+  // 0.4 %, then the final 0.1 %); one compiled encoder with slots for
+  // 25 % takes each. 25 % keeps the sample's threshold, 0.1 % re-selects.
+  int64_t n = 5000;
+  std::vector<float> g = randomVector(n, 18), r = randomVector(n, 19, 0.1f);
+  std::unique_ptr<ExecutionEngine> engine = compileTopK(n, 0.001, 0.25);
+  ASSERT_TRUE(engine);
+  for (double p0 : {0.25, 0.0625, 0.015625, 0.004, 0.001}) {
+    SCOPED_TRACE("p0 " + std::to_string(p0));
+    compareTopK(run(*engine, g, r, ds::topKSlots(n, 0.25), p0), g, r, p0);
+  }
+  // Ties across the range's ends, k = 0 and p0 = 1.
+  std::vector<float> ties(3000), zero(3000, 0.0f);
+  for (int64_t i = 0; i < 3000; ++i)
+    ties[i] = float((i * 37) % 5 - 2) * 0.25f;
+  engine = compileTopK(3000, 0.0, 1.0);
+  ASSERT_TRUE(engine);
+  for (double p0 : {0.0, 0.05, 0.3, 1.0}) {
+    SCOPED_TRACE("ties, p0 " + std::to_string(p0));
+    compareTopK(run(*engine, ties, zero, ds::topKSlots(3000, 1.0), p0), ties,
+                zero, p0);
+  }
 }
 
 TEST_F(DeviceEncoders, TopKNonFiniteKeepsTheResidual) {

@@ -148,7 +148,8 @@ def ConvertDSToRuntimePass
            "(DDP's gradient_as_bucket_view; =false: copied in, to compare)">,
     Option<"deviceEncoders", "device-encoders", "bool", /*default=*/"true",
            "With target=cuda: a three-tier or top-k bucket whose parameters "
-           "the step fixes is encoded on the device, and only what its "
+           "the step fixes (top-k's fraction may be chosen among constants, "
+           "DGC's warm-up) is encoded on the device, and only what its "
            "payload needs goes to the host: three tiers' 16-bit codes "
            "(dsrt_cuda_allreduce_start_three_tier_f32), top-k's sent "
            "elements, compacted (dsrt_cuda_allreduce_start_topk_f32); "

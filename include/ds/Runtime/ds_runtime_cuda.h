@@ -322,13 +322,15 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
     struct dsrt_memref1_raw *codes, dsrt_memref1_f32 *scalars);
 
 /* The top-k encoder on the device (DSRT_COMPRESS_TOPK with a fraction the
-   step fixes, convert-ds-to-runtime's device-encoders): the step computes
+   step fixes or chooses among constants, DGC's warm-up;
+   convert-ds-to-runtime's device-encoders): the step computes
    v = grad + residual, DGC's sampled threshold, the exact re-selection
    and the new residual itself, and compacts the sent elements into slots:
    `indices` (u32, a dsrt_memref1_raw of 4-byte elements) ascending, then
    DSRT_TOPK_SLOT_EMPTY (ds_runtime.h), `values` (f32) beside them (the
-   compiler makes max(1, min(n, 2 ceil(p0 n))) slots, enough for any
-   selection; the runtime takes any number); scalars = [probe] (NaN: the
+   compiler makes max(1, min(n, 2 ceil(p0 n))) slots for the largest p0
+   the step can choose, enough for any selection; the runtime takes any
+   number); scalars = [probe] (NaN: the
    bucket of `n` elements was not finite, counted, zeros sent). The host
    writes the payload of DSRT_COMPRESS_TOPK from them (8 bytes a slot
    cross PCIe, not the bucket) and exchanges it as the CPU's start does;

@@ -571,8 +571,9 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   op.erase();
 }
 
-/// A compressed start on CUDA whose parameters the step fixes, of a bucket
-/// of at least device-encoders-min elements, encoded on the device
+/// A compressed start on CUDA whose parameters the step fixes (top-k's p0
+/// may be one of several constants, DGC's warm-up), of a bucket of at
+/// least device-encoders-min elements, encoded on the device
 /// (DeviceEncoders.h); the new residual is the step's own, written before
 /// the call as on the CPU:
 /// - three tiers: codes, scalars -> handle;
@@ -601,7 +602,7 @@ bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
     residual = encoded.residual;
   } else if (op.getScheme() == CompressionScheme::topk) {
     // The slots' indices are i32.
-    std::optional<double> ratio = constantTopKRatio(op.getParams());
+    std::optional<TopKRatio> ratio = topKRatio(op.getParams());
     if (!ratio || n > std::numeric_limits<int32_t>::max())
       return false;
     DeviceTopK encoded =

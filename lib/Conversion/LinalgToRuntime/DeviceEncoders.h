@@ -82,9 +82,19 @@ DeviceThreeTier buildThreeTierOnDevice(OpBuilder &b, Location loc, Value grad,
 // Top-k
 //===----------------------------------------------------------------------===//
 
-/// The fraction sent, when `params` ([p0, 0, 0]) is a constant the runtime
-/// accepts (p0 in [0, 1]); nothing otherwise (DGC's warm-up computes it).
-std::optional<double> constantTopKRatio(Value params);
+/// The fraction of a top-k bucket sent (p0): a constant, or (DGC's
+/// warm-up) a value the step computes, one of several constants.
+struct TopKRatio {
+  Value params;    // tensor<3xf64>: p0 first; read when min < max
+  double min, max; // the values p0 can take lie in [min, max]
+  bool fixed() const { return min == max; }
+};
+
+/// `params` ([p0, 0, 0]) when each p0 it can hold is one the runtime
+/// accepts (in [0, 1]): a constant, or tensor.from_elements of a value
+/// that arith.select chooses among constants (DGC's warm-up); nothing
+/// otherwise (the host then encodes, and names what is wrong).
+std::optional<TopKRatio> topKRatio(Value params);
 
 /// How many elements a top-k payload of a bucket of n sends at most: k =
 /// ceil(ratio n) after the exact re-selection, else up to 2k (the
@@ -102,9 +112,9 @@ struct DeviceTopK {
 
 /// Encodes the f32 bucket `grad` plus `residual` (both [n], 1 <= n <
 /// 2^31) as the runtime's top-k encoder does (DSRT_COMPRESS_TOPK with
-/// p0 = ratio), in linalg on tensors.
+/// p0 = ratio), in linalg on tensors, into topKSlots(n, ratio.max) slots.
 DeviceTopK buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
-                             Value residual, double ratio);
+                             Value residual, const TopKRatio &ratio);
 
 } // namespace mlir::ds
 

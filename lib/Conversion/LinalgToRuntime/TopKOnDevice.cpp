@@ -44,16 +44,53 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::lowering;
 
-std::optional<double> ds::constantTopKRatio(Value params) {
+namespace {
+
+/// The least and the greatest value `v` can take when it is a constant in
+/// [0, 1] or an arith.select among such values (DGC's warm-up); nothing
+/// otherwise, or past `budget` operations (a select's operands can be
+/// shared).
+std::optional<std::pair<double, double>> fractionRange(Value v, int &budget) {
+  if (--budget < 0)
+    return std::nullopt;
+  FloatAttr attr;
+  if (matchPattern(v, m_Constant(&attr))) {
+    double x = attr.getValueAsDouble();
+    // What dsrt::comm::checkScheme accepts.
+    if (!(x >= 0 && x <= 1))
+      return std::nullopt;
+    return std::make_pair(x, x);
+  }
+  auto select = v.getDefiningOp<arith::SelectOp>();
+  if (!select)
+    return std::nullopt;
+  auto a = fractionRange(select.getTrueValue(), budget);
+  auto c = a ? fractionRange(select.getFalseValue(), budget) : std::nullopt;
+  if (!c)
+    return std::nullopt;
+  return std::make_pair(std::min(a->first, c->first),
+                        std::max(a->second, c->second));
+}
+
+} // namespace
+
+std::optional<TopKRatio> ds::topKRatio(Value params) {
+  auto type = params ? dyn_cast<RankedTensorType>(params.getType()) : nullptr;
+  if (!type || type.getNumElements() != 3 || !type.getElementType().isF64())
+    return std::nullopt;
+  std::optional<std::pair<double, double>> range;
   DenseElementsAttr attr;
-  if (!params || !matchPattern(params, m_Constant(&attr)) ||
-      attr.getNumElements() != 3 || !attr.getElementType().isF64())
+  int budget = 64;
+  if (matchPattern(params, m_Constant(&attr))) {
+    double p0 = (*attr.getValues<APFloat>().begin()).convertToDouble();
+    if (p0 >= 0 && p0 <= 1)
+      range = std::make_pair(p0, p0);
+  } else if (auto elements = params.getDefiningOp<tensor::FromElementsOp>()) {
+    range = fractionRange(elements.getElements().front(), budget);
+  }
+  if (!range)
     return std::nullopt;
-  double p0 = (*attr.getValues<APFloat>().begin()).convertToDouble();
-  // What dsrt::comm::checkScheme accepts.
-  if (!(p0 >= 0 && p0 <= 1))
-    return std::nullopt;
-  return p0;
+  return TopKRatio{params, range->first, range->second};
 }
 
 namespace {
@@ -201,6 +238,67 @@ Value scalarI32(OpBuilder &b, Location loc, int32_t value) {
   return createFilled(b, loc, {}, i32Constant(b, loc, value));
 }
 
+/// What the runtime derives from a p0 the step computes (DGC's warm-up),
+/// as rank-0 tensors, in its f64 operations: k = ceil(p0 n) clamped to
+/// [0, n] (i32, and i64 as the exact re-selection's rank), min(2k, n)
+/// (i32), and the sample's threshold as the (m - floor((m - 1)(1 - p0)))-th
+/// largest of its m values (i64).
+struct ComputedCounts {
+  Value k, twoK, kRank, sampleRank;
+};
+
+ComputedCounts buildComputedCounts(OpBuilder &b, Location loc, Value params,
+                                   int64_t n, int64_t m) {
+  MLIRContext *ctx = b.getContext();
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  AffineMap none = AffineMap::get(0, 0, {}, ctx);
+  auto generic = linalg::GenericOp::create(
+      b, loc,
+      TypeRange{RankedTensorType::get({}, i32), RankedTensorType::get({}, i32),
+                RankedTensorType::get({}, i64), RankedTensorType::get({}, i64)},
+      ValueRange{params},
+      ValueRange{createEmpty(b, loc, {}, i32), createEmpty(b, loc, {}, i32),
+                 createEmpty(b, loc, {}, i64), createEmpty(b, loc, {}, i64)},
+      ArrayRef<AffineMap>{elementMap(ctx, 0, 0), none, none, none, none},
+      ArrayRef<utils::IteratorType>{},
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value p0 = args[0];
+        auto f64 = [&](double x) -> Value {
+          return arith::ConstantOp::create(nb, l, nb.getF64FloatAttr(x));
+        };
+        auto clamp = [&](Value x, int64_t low, int64_t high) -> Value {
+          return arith::MinSIOp::create(
+              nb, l, arith::MaxSIOp::create(nb, l, x, createI64(nb, l, low)),
+              createI64(nb, l, high));
+        };
+        Value k = clamp(
+            arith::FPToSIOp::create(
+                nb, l, nb.getI64Type(),
+                math::CeilOp::create(
+                    nb, l, arith::MulFOp::create(nb, l, p0, f64(double(n))))),
+            0, n);
+        Value q = arith::SubFOp::create(nb, l, f64(1.0), p0);
+        Value below =
+            clamp(arith::FPToSIOp::create(
+                      nb, l, nb.getI64Type(),
+                      math::FloorOp::create(
+                          nb, l,
+                          arith::MulFOp::create(nb, l, f64(double(m - 1)), q))),
+                  0, m - 1);
+        Value twoK = arith::MinSIOp::create(
+            nb, l, arith::AddIOp::create(nb, l, k, k), createI64(nb, l, n));
+        Type i32 = nb.getI32Type();
+        linalg::YieldOp::create(
+            nb, l,
+            ValueRange{
+                arith::TruncIOp::create(nb, l, i32, k),
+                arith::TruncIOp::create(nb, l, i32, twoK), k,
+                arith::SubIOp::create(nb, l, createI64(nb, l, m), below)});
+      });
+  return {generic.getResult(0), generic.getResult(1), generic.getResult(2),
+          generic.getResult(3)};
+}
+
 } // namespace
 
 int64_t ds::topKSlots(int64_t n, double ratio) {
@@ -208,7 +306,7 @@ int64_t ds::topKSlots(int64_t n, double ratio) {
 }
 
 DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
-                                 Value residual, double ratio) {
+                                 Value residual, const TopKRatio &ratio) {
   using F = arith::CmpFPredicate;
   using P = arith::CmpIPredicate;
   auto type = cast<RankedTensorType>(grad.getType());
@@ -246,22 +344,33 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
             ValueRange{
                 arith::IndexCastUIOp::create(nb, l, nb.getIndexType(), at)});
       });
-  Value threshold = buildLowerQuantile(b, loc, sample, 1.0 - ratio);
+  // k, and what depends on it: constants when the step fixes p0, else
+  // computed from it (DGC's warm-up).
+  bool fixed = ratio.fixed();
+  int64_t kLeast = topKCount(n, ratio.min), kMost = topKCount(n, ratio.max);
+  std::optional<ComputedCounts> computed;
+  if (!fixed)
+    computed = buildComputedCounts(b, loc, ratio.params, n, m);
+  Value threshold = fixed
+                        ? buildLowerQuantile(b, loc, sample, 1.0 - ratio.max)
+                        : buildKthLargest(b, loc, sample, computed->sampleRank);
   Value count = countWhere(b, loc, a, F::OGE, threshold);
 
   // The exact re-selection, where more than 2k can pass the threshold: the
   // k-th largest T, the #{a > T} above it, and the first index past the
   // k - above ties that complete k. Unused (k = 0: nothing) otherwise.
-  int64_t k = topKCount(n, ratio);
-  bool exact = k > 0 && 2 * k < n;
+  bool exact = kMost > 0 && 2 * kLeast < n;
   Value kth = createFilled(
       b, loc, {}, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0)));
   Value cutoff = scalarI32(b, loc, 0);
   if (exact) {
-    Value rank = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
-                               b.getI64IntegerAttr(k).getValue()));
+    Value rank = fixed ? arith::ConstantOp::create(
+                             b, loc,
+                             DenseElementsAttr::get(
+                                 RankedTensorType::get({}, b.getI64Type()),
+                                 b.getI64IntegerAttr(kMost).getValue()))
+                             .getResult()
+                       : computed->kRank;
     kth = buildKthLargest(b, loc, a, rank);
     Value above = countWhere(b, loc, a, F::OGT, kth);
     Value ties = buildParallel(
@@ -273,12 +382,17 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
         });
     CountPyramid tied = buildCountPyramid(b, loc, ties);
     AffineMap none = AffineMap::get(0, 0, {}, ctx);
+    SmallVector<Value> inputs{above, tied.total};
+    SmallVector<AffineMap> maps{none, elementMap(ctx, 0, 0)};
+    if (!fixed) {
+      inputs.push_back(computed->k);
+      maps.push_back(none);
+    }
     cutoff = buildParallel(
-        b, loc, RankedTensorType::get({}, i32), ValueRange{above, tied.total},
-        {none, elementMap(ctx, 0, 0)},
+        b, loc, RankedTensorType::get({}, i32), inputs, maps,
         [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-          Value wanted = arith::SubIOp::create(
-              nb, l, i32Constant(nb, l, int32_t(k)), args[0]);
+          Value k = fixed ? i32Constant(nb, l, int32_t(kMost)) : args[2];
+          Value wanted = arith::SubIOp::create(nb, l, k, args[0]);
           Value at = findSetElement(nb, l, tied, wanted);
           Value exists = arith::CmpIOp::create(nb, l, P::slt, wanted, args[1]);
           return arith::SelectOp::create(nb, l, exists, at,
@@ -288,13 +402,17 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
 
   // Each element: sent or not, and its new residual: 0 where sent (v - v),
   // v where not, the old residual when the bucket is not finite.
+  SmallVector<Value> inputs{v, residual, threshold, count, kth, cutoff, probe};
+  SmallVector<AffineMap> maps{id, id, scalar, scalar, scalar, scalar, scalar};
+  if (exact && !fixed) {
+    inputs.push_back(computed->twoK);
+    maps.push_back(scalar);
+  }
+  maps.append({id, id});
   auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{RankedTensorType::get({n}, i8), type},
-      ValueRange{v, residual, threshold, count, kth, cutoff, probe},
+      b, loc, TypeRange{RankedTensorType::get({n}, i8), type}, inputs,
       ValueRange{createEmpty(b, loc, {n}, i8), createEmpty(b, loc, {n}, f32)},
-      ArrayRef<AffineMap>{id, id, scalar, scalar, scalar, scalar, scalar, id,
-                          id},
-      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+      maps, ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
       [&](OpBuilder &nb, Location l, ValueRange args) {
         Value x = args[0], r = args[1];
         Value mag = math::AbsFOp::create(nb, l, x);
@@ -306,10 +424,11 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
               nb, l, arith::CmpFOp::create(nb, l, F::OEQ, mag, args[4]),
               arith::CmpIOp::create(nb, l, P::slt, index(nb, l), args[5]));
           Value top = arith::OrIOp::create(nb, l, higher, tieBefore);
-          Value many = arith::CmpIOp::create(
-              nb, l, P::sgt, args[3], i32Constant(nb, l, int32_t(2 * k)));
+          // More than 2k pass: count > min(2k, n) (count <= n).
+          Value twoK = fixed ? i32Constant(nb, l, int32_t(2 * kMost)) : args[7];
+          Value many = arith::CmpIOp::create(nb, l, P::sgt, args[3], twoK);
           sent = arith::SelectOp::create(nb, l, many, top, sent);
-        } else if (k == 0) {
+        } else if (kMost == 0) {
           sent = arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
         }
         Value finite = arith::CmpFOp::create(nb, l, F::ORD, args[6], args[6]);
@@ -324,7 +443,7 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
   Value sent = generic.getResult(0);
 
   // The compaction: slot p holds the p-th sent element, or -1 and 0.
-  int64_t slots = topKSlots(n, ratio);
+  int64_t slots = topKSlots(n, ratio.max);
   CountPyramid pyramid = buildCountPyramid(b, loc, sent);
   auto compact = linalg::GenericOp::create(
       b, loc,

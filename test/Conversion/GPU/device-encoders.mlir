@@ -1,5 +1,6 @@
 // On CUDA a compressed bucket whose parameters the step fixes (constant
-// params) is encoded by the step on the device (DeviceEncoders.h), and the
+// params; top-k's fraction may also be chosen among constants, DGC's
+// warm-up) is encoded by the step on the device (DeviceEncoders.h), and the
 // new residual is the step's own, before the wait. The emulated 2-rank
 // runs check the numbers against the host encoder bit for bit
 // (ds-run-parallel-emulated.test, three-tier and topk-dgc), and
@@ -71,15 +72,16 @@ func.func @fixed(%g: tensor<64xf32>, %r: tensor<64xf32>)
 
 // -----
 
-// The host encodes what the step does not fix (DGC's warm-up computes its
-// fraction) and names bad parameters, and f64 buckets.
+// The host encodes what the step does not fix (parameters from an
+// argument, a fraction chosen among constants one of which is out of
+// range) and names bad parameters, and f64 buckets.
 // CHECK-LABEL: func.func @left_to_the_host
-// CHECK-COUNT-4: call @dsrt_cuda_allreduce_start_f
+// CHECK-COUNT-5: call @dsrt_cuda_allreduce_start_f
 // CHECK-NOT: call @dsrt_cuda_allreduce_start_three_tier_f32
 // CHECK-NOT: call @dsrt_cuda_allreduce_start_topk_f32
 func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
                             %p: tensor<3xf64>, %g64: tensor<64xf64>,
-                            %r64: tensor<64xf64>)
+                            %r64: tensor<64xf64>, %i0: index)
     -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf64>) {
   %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
       params(%p : tensor<3xf64>) scheme = three_tier
@@ -99,7 +101,18 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
       params(%p : tensor<3xf64>) scheme = topk
       : tensor<64xf32> -> i64, tensor<64xf32>
   %avg4 = ds.all_reduce_wait %req4 : i64 -> tensor<64xf32>
-  return %avg, %avg2, %avg4, %avg3 : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf64>
+  %c = arith.cmpf olt, %avg4, %avg4 : tensor<64xf32>
+  %flag = tensor.extract %c[%i0] : tensor<64xi1>
+  %low = arith.constant 0.001 : f64
+  %over = arith.constant 1.5 : f64
+  %zero = arith.constant 0.0 : f64
+  %p0 = arith.select %flag, %over, %low : f64
+  %chosen = tensor.from_elements %p0, %zero, %zero : tensor<3xf64>
+  %req5, %r5 = ds.all_reduce_start %g residual(%r : tensor<64xf32>)
+      params(%chosen : tensor<3xf64>) scheme = topk
+      : tensor<64xf32> -> i64, tensor<64xf32>
+  %avg5 = ds.all_reduce_wait %req5 : i64 -> tensor<64xf32>
+  return %avg, %avg2, %avg5, %avg3 : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf64>
 }
 
 // -----
@@ -140,6 +153,40 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 func.func @dgc(%g: tensor<5000xf32>, %r: tensor<5000xf32>)
     -> (tensor<5000xf32>, tensor<5000xf32>) {
   %p = arith.constant dense<[0.001, 0.0, 0.0]> : tensor<3xf64>
+  %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<5000xf32>)
+      params(%p : tensor<3xf64>) scheme = topk
+      : tensor<5000xf32> -> i64, tensor<5000xf32>
+  %avg = ds.all_reduce_wait %req : i64 -> tensor<5000xf32>
+  return %avg, %r1 : tensor<5000xf32>, tensor<5000xf32>
+}
+
+// -----
+
+// DGC's warm-up: p0 is chosen by the iteration among constants (25 %,
+// 6.25 %, then 0.1 %), so the step computes k, min(2k, n) and the
+// sample's rank from it, in f64 as the runtime does, and the slots are
+// those of the largest fraction: min(5000, 2 * 1250) = 2500.
+// CHECK-LABEL: func.func @dgc_warm_up
+// CHECK: %[[COUNTS:.*]]:4 = linalg.generic {{.*}} iterator_types = []} ins(%[[PARAMS:.*]] : tensor<3xf64>) outs({{.*}} : tensor<i32>, tensor<i32>, tensor<i64>, tensor<i64>)
+// CHECK: math.ceil
+// CHECK: math.floor
+// CHECK: linalg.generic {{.*}} outs({{.*}} : tensor<2500xi32>, tensor<2500xf32>)
+// CHECK: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c5000_i64)
+func.func @dgc_warm_up(%g: tensor<5000xf32>, %r: tensor<5000xf32>,
+                       %it: tensor<i64>)
+    -> (tensor<5000xf32>, tensor<5000xf32>) {
+  %i = tensor.extract %it[] : tensor<i64>
+  %c0 = arith.constant 0 : i64
+  %c1 = arith.constant 1 : i64
+  %quarter = arith.constant 0.25 : f64
+  %sixteenth = arith.constant 0.0625 : f64
+  %final = arith.constant 0.001 : f64
+  %zero = arith.constant 0.0 : f64
+  %at1 = arith.cmpi eq, %i, %c1 : i64
+  %s1 = arith.select %at1, %sixteenth, %final : f64
+  %at0 = arith.cmpi eq, %i, %c0 : i64
+  %p0 = arith.select %at0, %quarter, %s1 : f64
+  %p = tensor.from_elements %p0, %zero, %zero : tensor<3xf64>
   %req, %r1 = ds.all_reduce_start %g residual(%r : tensor<5000xf32>)
       params(%p : tensor<3xf64>) scheme = topk
       : tensor<5000xf32> -> i64, tensor<5000xf32>

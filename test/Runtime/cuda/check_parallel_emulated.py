@@ -329,6 +329,11 @@ def rank_logs(name, model, flags, ranks=2):
     logs' lines."""
     logs = os.path.join(TMP, name + "-log")
     mpi([model] + flags + GPU_FLAGS + ["--quiet"], gpu_env(), ranks, logs)
+    return read_logs(logs, ranks)
+
+
+def read_logs(logs, ranks=2):
+    """The lines of the driver logs `logs`.r."""
     out = []
     for rank in range(ranks):
         with open("%s.%d" % (logs, rank)) as f:
@@ -395,11 +400,13 @@ def poisoned_run(name, flags):
         compare(poisoned, 1e-5).split(";")[0], counts[1])
 
 
-def gpu_run(name, flags, steps, extra=()):
-    """The MLP on the emulated GPU for `steps` steps; its checkpoint."""
+def gpu_run(name, flags, steps, extra=(), log=None):
+    """The MLP on the emulated GPU for `steps` steps (its driver logs in
+    `log`.r); its checkpoint."""
     ckpt = os.path.join(TMP, name)
     mpi([MLP] + flags + ["--steps", str(steps), "--checkpoint", ckpt,
-                         "--quiet"] + list(extra) + GPU_FLAGS, gpu_env())
+                         "--quiet"] + list(extra) + GPU_FLAGS, gpu_env(),
+        log=log)
     return ckpt
 
 
@@ -488,16 +495,19 @@ def case_topk_dgc():
     # The step encodes and compacts on the device (DeviceEncoders.h): the
     # host encoder's payloads and residuals bit for bit. DGC's 0.1 % takes
     # the exact re-selection (the sampled threshold passes about 3 %, more
-    # than 2k); 30 % keeps what passes the threshold.
+    # than 2k). With DGC's warm-up the step computes p0 (25 %, 6.25 %,
+    # 1.5625 %, 0.4 %, then 0.1 %, a step each): 25 % keeps what passes
+    # the threshold, the smaller fractions re-select.
     count = same_tensors(host_encoded("dgc-host", dgc + buckets, 8),
                          runs["gpu"][1])
-    wide = ["--compress-allreduce=scheme=topk ratio=0.3", "--check-replicas",
-            "1"] + buckets
-    same_tensors(host_encoded("dgc-wide-host", wide, 4),
-                 gpu_run("dgc-wide", wide, 4))
-    result += "; the host encoder's %d tensors bit for bit (0.1 %% and " \
-        "30 %%)" % count
-    result += poisoned_run("dgc-nonfinite", wide)
+    warm = ["--compress-allreduce=scheme=topk warmup-iterations=1",
+            "--check-replicas", "1"] + buckets
+    warm_logs = os.path.join(TMP, "dgc-warm-log")
+    same_tensors(host_encoded("dgc-warm-host", warm, 5),
+                 gpu_run("dgc-warm", warm, 5, log=warm_logs))
+    result += "; the host encoder's %d tensors bit for bit (0.1 %%, and " \
+        "DGC's warm-up)" % count
+    result += poisoned_run("dgc-nonfinite", warm)
     # What reaches the host: each start's slots (an index and a value for
     # each of min(n, 2k)) and its probe, where the host encoder took its
     # parameters, the bucket and the residual, and gave the residual back.
@@ -509,14 +519,22 @@ def case_topk_dgc():
                           step_flags + ["--gpu-device-encoders=false"])
     for log in host_logs:
         staged_without_waits(log, host_sizes)
-    def slots(n):
-        return min(n, 2 * int(math.ceil(0.001 * n)))
+    def slots(n, ratio=0.001):
+        return min(n, 2 * int(math.ceil(ratio * n)))
     wanted = [[4 * slots(h[1] // 4)] * 2 + [4] for h in host_sizes]
     if len(host_sizes) != 12 or any(len(h) != 3 or h[0] != 24 or
                                     h[1] != h[2] for h in host_sizes) or \
             sizes != wanted:
         raise RuntimeError("copies to the host per start: %s, host-encoded "
                            "%s" % (sizes, host_sizes))
+    # Through the warm-up too (the slots of its largest fraction, 25 %).
+    warm_sizes = []
+    for log in read_logs(warm_logs):
+        staged_without_waits(log, warm_sizes)
+    if warm_sizes != [[4 * slots(h[1] // 4, 0.25)] * 2 + [4]
+                      for h in host_sizes[:3]] * 10:
+        raise RuntimeError("copies to the host per warm-up start: %s" %
+                           warm_sizes)
     return result + ("; %d bytes to the host a step instead of %d" % (
         sum(map(sum, sizes[:3])), sum(map(sum, host_sizes[:3]))))
 
