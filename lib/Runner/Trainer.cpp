@@ -554,11 +554,17 @@ Error Trainer::run() {
       return e;
   if (program.isDataParallel() && !options.quiet) {
     llvm::json::Object dp = dataParallelSummary();
+    double buckets = *dp.getNumber("bucket_bytes_sent_per_step") / 1024;
+    double others = *dp.getNumber("bytes_sent_per_step") / 1024 - buckets;
     out << llvm::format("ds-run: data parallel: %d rank(s), %.1f KiB/step "
-                        "sent (dense %.1f KiB), waits %.2f ms/step",
-                        options.worldSize,
-                        *dp.getNumber("bytes_sent_per_step") / 1024,
-                        *dp.getNumber("dense_bytes_per_step") / 1024,
+                        "sent (dense %.1f KiB)",
+                        options.worldSize, buckets,
+                        *dp.getNumber("dense_bytes_per_step") / 1024);
+    if (others >= 0.05)
+      out << llvm::format(" and %.1f KiB/step of other transfers "
+                          "(pipeline stages, checks)",
+                          others);
+    out << llvm::format(", waits %.2f ms/step",
                         *dp.getNumber("wait_ms_per_step"));
     if (std::optional<llvm::StringRef> on = dp.getString("device_collectives"))
       out << ", device collectives: "
@@ -796,6 +802,7 @@ llvm::json::Object Trainer::dataParallelSummary() const {
       {"global_batch_factor", options.worldSize},
       {"collectives", static_cast<int64_t>(comm.collectives)},
       {"bytes_sent_per_step", comm.bytes_sent / steps},
+      {"bucket_bytes_sent_per_step", comm.bytes_sent_buckets / steps},
       {"dense_bytes_per_step", comm.bytes_dense / steps},
       {"wait_ms_per_step", comm.wait_seconds * 1e3 / steps},
       {"comm_thread_ms_per_step", comm.comm_seconds * 1e3 / steps},
@@ -805,8 +812,10 @@ llvm::json::Object Trainer::dataParallelSummary() const {
   };
   if (*dsrt_comm_device_backend())
     dp["device_collectives"] = dsrt_comm_device_backend();
-  if (comm.bytes_sent > 0)
-    dp["compression_ratio"] = comm.bytes_dense / comm.bytes_sent;
+  // The buckets' bytes against their dense size: a pipeline's transfers
+  // and the runner's own collectives are not the gradients'.
+  if (comm.bytes_sent_buckets > 0)
+    dp["compression_ratio"] = comm.bytes_dense / comm.bytes_sent_buckets;
   return dp;
 }
 

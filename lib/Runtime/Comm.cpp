@@ -697,6 +697,12 @@ void dsrt::comm::countSent(double bytes) {
   totals.bytes_sent += bytes;
 }
 
+void dsrt::comm::countBucketSent(double bytes) {
+  std::lock_guard<std::mutex> lock(statsMutex);
+  totals.bytes_sent += bytes;
+  totals.bytes_sent_buckets += bytes;
+}
+
 void dsrt::comm::countDense(double bytes) {
   std::lock_guard<std::mutex> lock(statsMutex);
   totals.bytes_dense += bytes;

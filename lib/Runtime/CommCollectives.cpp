@@ -120,7 +120,7 @@ Status exchangeHalf(Bucket<T> &b, const World &w, bool bf16) {
   std::vector<uint16_t> all(static_cast<size_t>(chunk) * w.size);
   for (int64_t at = 0; at < b.n; at += chunk) {
     int64_t len = std::min(chunk, b.n - at);
-    countSent(double(len) * 2);
+    countBucketSent(double(len) * 2);
     DS_RETURN_IF_ERROR(allgather(b.half.data() + at, len * 2, all.data()));
     for (int64_t i = 0; i < len; ++i) {
       float acc = widen(all[i]);
@@ -146,11 +146,11 @@ template <typename T> Status exchangeSparse(Bucket<T> &b, const World &w) {
   double ring = 2.0 * (w.size - 1) / w.size * double(b.n) * 4;
   if (w.size > 1 && double(total) > ring) {
     countDenseFallback();
-    countSent(double(b.n) * sizeof(T));
+    countBucketSent(double(b.n) * sizeof(T));
     return allreduce(b.local.data(), b.result.data(), b.n, TypeOf<T>::dtype,
                      DSRT_REDUCE_MEAN, w.deterministic);
   }
-  countSent(double(mine));
+  countBucketSent(double(mine));
   std::vector<uint8_t> all(static_cast<size_t>(total));
   DS_RETURN_IF_ERROR(allgatherv(b.payload.data(), sizes.data(), all.data()));
   std::fill(b.result.begin(), b.result.end(), T(0));
@@ -269,7 +269,7 @@ int64_t startAllreduce(Memref *grad, Memref *residualIn, Memref *residualOut,
                      return exchangeSparse(*b, w);
                    if (half)
                      return exchangeHalf(*b, w, scheme == DSRT_COMPRESS_BF16);
-                   countSent(double(b->n) * sizeof(T));
+                   countBucketSent(double(b->n) * sizeof(T));
                    return allreduce(b->local.data(), b->result.data(), b->n,
                                     TypeOf<T>::dtype, DSRT_REDUCE_MEAN,
                                     w.deterministic);
@@ -344,7 +344,7 @@ int64_t startPowerSgd(Memref *grad, Memref *stateIn, Memref *stateOut,
                    b->result.resize(b->n);
                    if (b->active)
                      return exchangePowerSgd(*b->powerSgd, w, b->result);
-                   countSent(double(b->n) * sizeof(T));
+                   countBucketSent(double(b->n) * sizeof(T));
                    return allreduce(b->local.data(), b->result.data(), b->n,
                                     TypeOf<T>::dtype, DSRT_REDUCE_MEAN,
                                     w.deterministic);

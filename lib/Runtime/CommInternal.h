@@ -93,8 +93,10 @@ Status recvFrom(void *data, int64_t bytes, int peer, int tag);
 /// Size in bytes of an element of a DSRT_* type, 0 for an unknown type.
 int64_t elementSize(int dtype);
 
-/// Counters of dsrt_comm_stats.
+/// Counters of dsrt_comm_stats. countBucketSent counts a gradient
+/// bucket's exchange (what bytes_dense compares), in bytes_sent too.
 void countSent(double bytes);
+void countBucketSent(double bytes);
 void countDense(double bytes);
 void countDenseFallback();
 void countNonFinite();

@@ -232,7 +232,7 @@ State &state() {
 class Replay final : public cuda::LaunchHook {
 public:
   int collectives = 0;
-  double sent = 0, dense = 0;
+  double sent = 0, bucketSent = 0, dense = 0;
   int64_t bytes = 0;
   /// Where the graph copies its probes (the state's slots).
   std::vector<double *> probes;
@@ -861,15 +861,19 @@ double *graphProbeSlot(State &s) {
 /// Counts a collective enqueued now, or, while capturing, adds it to the
 /// graph's Replay, which counts it at each launch.
 void countEnqueued(Replay *replay, double sent, double dense, int64_t bytes) {
+  // A gradient bucket's all-reduce is the one with a dense size.
   if (!replay) {
     comm::countCollective();
-    comm::countSent(sent);
-    if (dense > 0)
+    if (dense > 0) {
+      comm::countBucketSent(sent);
       comm::countDense(dense);
+    } else {
+      comm::countSent(sent);
+    }
     return;
   }
   ++replay->collectives;
-  replay->sent += sent;
+  (dense > 0 ? replay->bucketSent : replay->sent) += sent;
   replay->dense += dense;
   replay->bytes += bytes;
 }
@@ -939,6 +943,7 @@ void Replay::afterLaunch() {
   for (int i = 0; i < collectives; ++i)
     comm::countCollective();
   comm::countSent(sent);
+  comm::countBucketSent(bucketSent);
   if (dense > 0)
     comm::countDense(dense);
   CUstream step = stepStream();

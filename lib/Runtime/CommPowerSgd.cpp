@@ -166,7 +166,7 @@ void dropContribution(PowerSgdWork<T> &work, std::vector<T> &send) {
 template <typename T> Status sumOverRanks(std::vector<T> &v, const World &w) {
   if (v.empty())
     return Status::success();
-  countSent(double(v.size()) * sizeof(T));
+  countBucketSent(double(v.size()) * sizeof(T));
   return allreduce(v.data(), v.data(), static_cast<int64_t>(v.size()),
                    sizeof(T) == 4 ? DSRT_F32 : DSRT_F64, DSRT_REDUCE_SUM,
                    w.deterministic);

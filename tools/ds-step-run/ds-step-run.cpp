@@ -496,22 +496,34 @@ int main(int argc, char **argv) {
     dsrt_get_comm_stats(&comm);
     double steps = std::max<double>(1.0, double(options.steps));
     const char *backend = dsrt_comm_device_backend();
-    dataParallel = {{"ranks", options.worldSize},
-                    {"collectives", comm.collectives},
-                    {"bytes_sent_per_step", comm.bytes_sent / steps},
-                    {"dense_bytes_per_step", comm.bytes_dense / steps},
-                    {"nonfinite_buckets", comm.nonfinite_buckets},
-                    {"device_collectives", backend}};
-    double ratio = comm.bytes_sent > 0 ? comm.bytes_dense / comm.bytes_sent : 0;
+    dataParallel = {
+        {"ranks", options.worldSize},
+        {"collectives", comm.collectives},
+        {"bytes_sent_per_step", comm.bytes_sent / steps},
+        {"bucket_bytes_sent_per_step", comm.bytes_sent_buckets / steps},
+        {"dense_bytes_per_step", comm.bytes_dense / steps},
+        {"nonfinite_buckets", comm.nonfinite_buckets},
+        {"device_collectives", backend}};
+    // The buckets' bytes against their dense size, whatever else is sent.
+    double ratio = comm.bytes_sent_buckets > 0
+                       ? comm.bytes_dense / comm.bytes_sent_buckets
+                       : 0;
     if (ratio > 0)
       dataParallel["compression_ratio"] = ratio;
+    // The buckets' bytes (what the compression ratio divides), then the
+    // other transfers, if any.
+    double others = (comm.bytes_sent - comm.bytes_sent_buckets) / steps;
     if (!options.quiet)
       std::printf("ds-step-run: data parallel: %d rank(s), %llu collectives, "
                   "%.0f bytes sent a step (%.0f dense), %llu non-finite "
-                  "buckets%s%s\n",
+                  "buckets%s%s%s\n",
                   options.worldSize, (unsigned long long)comm.collectives,
-                  comm.bytes_sent / steps, comm.bytes_dense / steps,
+                  comm.bytes_sent_buckets / steps, comm.bytes_dense / steps,
                   (unsigned long long)comm.nonfinite_buckets,
+                  others > 0 ? ("; " + std::to_string(int64_t(others)) +
+                                " bytes a step of other transfers")
+                                   .c_str()
+                             : "",
                   *backend ? "; device collectives: " : "", backend);
   }
 #endif

@@ -396,6 +396,7 @@ template <typename T> void checkPowerSgd(bool deterministic, int64_t lowRank) {
            stepName + ": non-finite buckets counted");
     double sent = after.bytes_sent - before.bytes_sent;
     report(sent == double(ref.sentElements) * sizeof(T) &&
+               after.bytes_sent_buckets - before.bytes_sent_buckets == sent &&
                after.bytes_dense - before.bytes_dense == double(n) * sizeof(T),
            stepName + ": bytes_sent and bytes_dense",
            std::to_string(sent) + " bytes sent");

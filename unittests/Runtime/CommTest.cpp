@@ -199,6 +199,8 @@ TEST_F(CommTest, HostCollectivesAreIdentities) {
   EXPECT_EQ(stats.collectives, 9u);
   EXPECT_EQ(stats.bytes_sent, 4 * 12.0 + 16 + 16 + 2 + 6 + 6);
   EXPECT_EQ(stats.bytes_dense, 0.0);
+  // None of them exchanges a gradient bucket.
+  EXPECT_EQ(stats.bytes_sent_buckets, 0.0);
 }
 
 TEST_F(CommTest, HostCollectivesRejectBadArguments) {
@@ -239,6 +241,7 @@ TEST_F(CommTest, StartWaitIsTheIdentity) {
   dsrt_get_comm_stats(&stats);
   EXPECT_EQ(stats.collectives, 2u);
   EXPECT_EQ(stats.bytes_sent, 12.0 + 16.0);
+  EXPECT_EQ(stats.bytes_sent_buckets, 12.0 + 16.0);
   EXPECT_EQ(stats.bytes_dense, 12.0 + 16.0);
   EXPECT_GE(stats.wait_seconds, 0.0);
 
@@ -345,6 +348,7 @@ TEST_F(CommTest, ThreeTierAllReduceWritesResiduals) {
   dsrt_comm_stats stats;
   dsrt_get_comm_stats(&stats);
   EXPECT_EQ(stats.bytes_sent, double(kTierPayload.size()));
+  EXPECT_EQ(stats.bytes_sent_buckets, double(kTierPayload.size()));
   EXPECT_EQ(stats.bytes_dense, 32.0);
   EXPECT_EQ(stats.dense_fallbacks, 0u);
   EXPECT_EQ(dsrt_last_error(), nullptr) << lastError();
@@ -520,6 +524,7 @@ TEST_F(CommTest, Fp16RoundsToNearestEven) {
   dsrt_comm_stats stats;
   dsrt_get_comm_stats(&stats);
   EXPECT_EQ(stats.bytes_sent, 16.0);
+  EXPECT_EQ(stats.bytes_sent_buckets, 16.0);
   EXPECT_EQ(stats.bytes_dense, 32.0);
 }
 
@@ -617,6 +622,7 @@ TEST_F(CommTest, PowerSgdMatchesTheReference) {
       // 23 uncompressed elements, P's of 12 r + 16 r, Q's of 10 r + 9 r.
       EXPECT_EQ(ref.sentElements, 23 + 47 * rank);
       EXPECT_EQ(stats.bytes_sent, 4.0 * (23 + 47 * rank));
+      EXPECT_EQ(stats.bytes_sent_buckets, stats.bytes_sent);
       EXPECT_EQ(stats.bytes_dense, 4.0 * 287);
       EXPECT_EQ(stats.nonfinite_buckets, 0u);
       state = stateOut;

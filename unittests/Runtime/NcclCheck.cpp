@@ -207,7 +207,8 @@ void run() {
            "the " + name + " sum of one rank, in place on NCCL",
            show(halves.read()));
     report(after.bytes_dense - before.bytes_dense == 8 &&
-               after.bytes_sent - before.bytes_sent == 4,
+               after.bytes_sent - before.bytes_sent == 4 &&
+               after.bytes_sent_buckets - before.bytes_sent_buckets == 4,
            "counted as half the f32 bucket's bytes",
            std::to_string(after.bytes_sent - before.bytes_sent));
   }
@@ -291,7 +292,8 @@ void runGraphs() {
     return std::vector<double>{
         double(b.collectives - a.collectives), b.bytes_sent - a.bytes_sent,
         b.bytes_dense - a.bytes_dense,
-        double(b.nonfinite_buckets - a.nonfinite_buckets)};
+        double(b.nonfinite_buckets - a.nonfinite_buckets),
+        b.bytes_sent_buckets - a.bytes_sent_buckets};
   };
 
   // The first collective also decides the backend (collectives of the
@@ -306,6 +308,10 @@ void runGraphs() {
   std::vector<double> direct = delta(before, after);
   report(direct[0] == 4 && direct[3] == 0, "a direct step: 4 collectives",
          show(direct));
+  // The two starts' buckets, uncompressed, and the all-reduce and the
+  // broadcast besides.
+  report(direct[4] == direct[2] && direct[1] > direct[4],
+         "a direct step: its buckets' bytes apart", show(direct));
 
   dsrt_get_comm_stats(&before);
   report(dsrt_cuda_graph_begin() == 0, "a capture begins", lastError());
@@ -314,7 +320,7 @@ void runGraphs() {
   noError("the step, captured");
   report(graph != nullptr, "the step on NCCL is a graph");
   dsrt_get_comm_stats(&after);
-  report(delta(before, after) == std::vector<double>(4, 0.0),
+  report(delta(before, after) == std::vector<double>(5, 0.0),
          "a capture counts nothing (it ran nothing)",
          show(delta(before, after)));
 

@@ -608,9 +608,13 @@ DSRT_API int dsrt_compress_decode_add_f32(const uint8_t *payload,
    elements for a dense all-reduce; a broadcast counts at its root only; the
    8-byte size exchange of sparse payloads is not counted), bytes the
    uncompressed dense all-reduce would have sent for the same gradient
-   buckets (n times the element size; their ratio is the compression
-   ratio), seconds the caller spent blocked in waits and blocking
-   collectives, and seconds the communication thread spent inside MPI.
+   buckets (n times the element size), seconds the caller spent blocked
+   in waits and blocking collectives, and seconds the communication thread
+   spent inside MPI. bytes_sent_buckets is the part of bytes_sent that
+   exchanged those buckets (bytes_dense / bytes_sent_buckets is the
+   compression ratio); the rest is the pipeline's transfers between
+   stages, its reductions across them, broadcasts and the runner's own
+   collectives.
    Outside mpirun the local copies count as if they were MPI calls. */
 typedef struct dsrt_comm_stats {
   uint64_t collectives;
@@ -620,6 +624,7 @@ typedef struct dsrt_comm_stats {
   double comm_seconds;
   uint64_t dense_fallbacks;   /* sparse payloads sent dense (SparCML switch) */
   uint64_t nonfinite_buckets; /* buckets sent as zeros */
+  double bytes_sent_buckets;  /* of bytes_sent, the gradient buckets' */
 } dsrt_comm_stats;
 
 DSRT_API void dsrt_get_comm_stats(dsrt_comm_stats *out);

@@ -173,9 +173,18 @@ def main():
                 args.append("--data-parallel")
             p = run([MPIRUN, "-np", str(stages * replicas)] + args)
             with open(r) as f:
-                plan = json.load(f)["summary"]["pipeline"]
+                summary = json.load(f)["summary"]
+            plan = summary["pipeline"]
             if plan["stages"] != stages:
                 raise AssertionError("report says %s stages" % plan["stages"])
+            if replicas > 1 and stages > 1:
+                # The gradients' all-reduces apart from the transfers
+                # between stages: uncompressed, a ratio of 1.
+                dp = summary["data_parallel"]
+                if dp["compression_ratio"] != 1 or \
+                        dp["bytes_sent_per_step"] <= \
+                        dp["bucket_bytes_sent_per_step"]:
+                    raise AssertionError("data-parallel bytes: %s" % dp)
             return compare(tag, ref_dir, ref_report, d, r) + (
                 "; plan %s" % " | ".join("%s..%s" % tuple(s["layers"])
                                          for s in plan["plan"]))
