@@ -138,12 +138,18 @@ std::string formatLocation(Location loc) {
 /// Collects MLIR diagnostics so that a failure can report them.
 class DiagnosticCollector {
 public:
-  explicit DiagnosticCollector(MLIRContext *ctx)
-      : handler(ctx, [this](Diagnostic &d) {
-          // Warnings are shown as they come (the compile goes on).
+  DiagnosticCollector(MLIRContext *ctx, bool showWarnings)
+      : handler(ctx, [this, showWarnings](Diagnostic &d) {
+          // Warnings are shown as they come (the compile goes on), each in
+          // one write: other ranks may be writing theirs.
           if (d.getSeverity() == DiagnosticSeverity::Warning) {
-            llvm::errs() << formatLocation(d.getLocation())
-                         << ": warning: " << d << "\n";
+            if (showWarnings) {
+              std::string line;
+              llvm::raw_string_ostream(line) << formatLocation(d.getLocation())
+                                             << ": warning: " << d << "\n";
+              llvm::errs() << line;
+              llvm::errs().flush();
+            }
             return success();
           }
           llvm::raw_string_ostream os(text);
@@ -277,7 +283,7 @@ Expected<std::unique_ptr<StepProgram>>
 StepProgram::compile(ModuleOp module, const PrepareOptions &options,
                      const std::function<void(const std::string &)> &log) {
   MLIRContext *ctx = module.getContext();
-  DiagnosticCollector diags(ctx);
+  DiagnosticCollector diags(ctx, options.showWarnings);
   std::unique_ptr<StepProgram> program(new StepProgram());
 
   // The device first: without one there is nothing to compile for (unless

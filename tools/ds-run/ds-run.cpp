@@ -772,6 +772,7 @@ int main(int argc, char **argv) {
   prepare.gpuDeviceEncodersMin = gpuDeviceEncodersMin;
   prepare.gpuLaunchReport = gpuLaunchReport;
   prepare.compileOnly = !emitStep.empty();
+  prepare.showWarnings = rank == 0;
   prepare.entry = entry;
   prepare.pipelineStage = stage;
   prepare.forwardForEval = evalEvery > 0;

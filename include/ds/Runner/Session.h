@@ -105,6 +105,9 @@ struct PrepareOptions {
   /// writeObject can save it (ds-run --emit-step). With device "cuda" no
   /// device is needed (the kernels are compiled for `gpuChip`).
   bool compileOnly = false;
+  /// Print the compiler's warnings (ds-run: replica 0 of each stage alone,
+  /// as every replica compiles the same step).
+  bool showWarnings = true;
   /// For forward + loss modules: also compile the forward alone, so that
   /// held-out evaluation does not run the backward and the update.
   bool forwardForEval = false;

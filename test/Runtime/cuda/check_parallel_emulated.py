@@ -56,6 +56,7 @@ a scratch directory TMP set.
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -112,9 +113,11 @@ def mpi(args, env=None, ranks=2, log=None):
     return p
 
 
-def both(name, model, flags, gpu_env_extra=None, ranks=2, log=None):
+def both(name, model, flags, gpu_env_extra=None, ranks=2, log=None,
+         gpu_stderr=None):
     """Runs the job on the CPU and on the emulated GPU (its driver logs in
-    `log`.r); returns the paths (report, checkpoint) of each."""
+    `log`.r, its standard error's lines appended to `gpu_stderr`); returns
+    the paths (report, checkpoint) of each."""
     out = {}
     for device in ("cpu", "gpu"):
         report = os.path.join(TMP, "%s-%s.json" % (name, device))
@@ -122,8 +125,10 @@ def both(name, model, flags, gpu_env_extra=None, ranks=2, log=None):
         args = [model] + flags + ["--report", report, "--checkpoint", ckpt,
                                   "--quiet"]
         if device == "gpu":
-            mpi(args + GPU_FLAGS, gpu_env(**(gpu_env_extra or {})), ranks,
-                log)
+            p = mpi(args + GPU_FLAGS, gpu_env(**(gpu_env_extra or {})), ranks,
+                    log)
+            if gpu_stderr is not None:
+                gpu_stderr += p.stderr.splitlines()
         else:
             mpi(args, ranks=ranks)
         out[device] = (report, ckpt)
@@ -681,10 +686,18 @@ def case_composition():
              "--fake-quant", "--precision", "--loss-scaling",
              "--compress-allreduce", "--fuse-allreduce", "--data-parallel",
              "--stages", "2", "--micro-batches", "2", "--steps", "6"]
-    piped = both("all-piped", SPARSE_MLP, flags, ranks=4)
+    stderr = []
+    piped = both("all-piped", SPARSE_MLP, flags, ranks=4, gpu_stderr=stderr)
+    # The compiler's warnings (the block-sparse products as dense GEMMs):
+    # from one replica of each stage, whole lines.
+    warnings = [l for l in stderr if "warning:" in l]
+    if not warnings or len(set(warnings)) != len(warnings) or any(
+            not re.match(r"^\S+:\d+:\d+: warning: .*yet$", l)
+            for l in warnings):
+        raise RuntimeError("compiler warnings: %s" % warnings)
     return result + "; pipelined on 4 ranks: " + "; ".join(
         "stage %d: %s" % (st, compare(piped, 1e-4, "-", subdir="stage%d" % st))
-        for st in (0, 1))
+        for st in (0, 1)) + "; %d warnings, once each" % len(warnings)
 
 
 def case_exported():
