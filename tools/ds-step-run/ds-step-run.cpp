@@ -513,6 +513,10 @@ int main(int argc, char **argv) {
     // The buckets' bytes (what the compression ratio divides), then the
     // other transfers, if any.
     double others = (comm.bytes_sent - comm.bytes_sent_buckets) / steps;
+    std::string otherTransfers = others > 0
+                                     ? "; " + std::to_string(int64_t(others)) +
+                                           " bytes a step of other transfers"
+                                     : "";
     if (!options.quiet)
       std::printf("ds-step-run: data parallel: %d rank(s), %llu collectives, "
                   "%.0f bytes sent a step (%.0f dense), %llu non-finite "
@@ -520,10 +524,7 @@ int main(int argc, char **argv) {
                   options.worldSize, (unsigned long long)comm.collectives,
                   comm.bytes_sent_buckets / steps, comm.bytes_dense / steps,
                   (unsigned long long)comm.nonfinite_buckets,
-                  others > 0 ? ("; " + std::to_string(int64_t(others)) +
-                                " bytes a step of other transfers")
-                                   .c_str()
-                             : "",
+                  otherTransfers.c_str(),
                   *backend ? "; device collectives: " : "", backend);
   }
 #endif
