@@ -534,8 +534,9 @@ nccl_check() {
   local scenario name summary
   # The entry points, then a step in miniature captured into a CUDA graph
   # with its NCCL collectives (the communication stream's fork and join
-  # under the real driver's rules) and launched with new inputs.
-  for scenario in "" graphs; do
+  # under the real driver's rules) and launched with new inputs, then a
+  # top-k start of device slots (the staging thread's own copies).
+  for scenario in "" graphs topk-slots; do
     name="runtime nccl${scenario:+ $scenario} (1 rank)"
     t=$(allow 60)
     ((t > 0)) || { over_budget "$name"; continue; }

@@ -308,31 +308,90 @@ struct ThreeTierCodesJob final : StagedStart {
 };
 
 /// A top-k start the step encoded and compacted on the device: its slots
-/// and probe, the bucket's size, and nothing to write back.
+/// parked on the device, the count of those used and the probe copied to
+/// the host, the bucket's size, and nothing to write back. Only the used
+/// slots cross PCIe: with a fraction chosen by the iteration (DGC's
+/// warm-up) the slots are those of the largest, 25 %, and a bucket past
+/// the warm-up uses fewer than 1 % of them.
 struct TopKSlotsJob final : StagedStart {
-  Copied<uint32_t> indices;
-  Copied<float> values, scalars;
-  int64_t n = 0;
+  comm::staging::ParkedBuffer indices, values;
+  Copied<uint32_t> count;
+  Copied<float> scalars;
+  int64_t slots = 0, n = 0;
+
+  static constexpr const char *kName = "dsrt_cuda_allreduce_start_topk_f32";
+
+  bool park(Memref1<uint32_t> *i, Memref1<float> *v) {
+    uint32_t *firstIndex = contiguous(i);
+    float *firstValue = contiguous(v);
+    if (!firstIndex || !firstValue || i->sizes[0] != v->sizes[0] ||
+        i->sizes[0] < 1) {
+      (void)DS_ERROR("%s: needs contiguous device vectors of indices and "
+                     "values of one length (at least 1)",
+                     kName);
+      return false;
+    }
+    slots = i->sizes[0];
+    return !refusedInCapture() &&
+           indices.park(firstIndex, size_t(slots) * sizeof(uint32_t)) &&
+           values.park(firstValue, size_t(slots) * sizeof(float));
+  }
 
   int64_t run() override {
-    Memref1<uint32_t> *i = indices.gather();
-    Memref1<float> *v = values.gather();
+    int64_t handle = encode();
+    indices.release();
+    values.release();
+    return handle;
+  }
+
+  int64_t encode() {
+    Memref1<uint32_t> *c = count.gather();
     Memref1<float> *s = scalars.gather();
-    int64_t slots = i->sizes[0];
-    if (!indices.onDevice || !values.onDevice || !scalars.onDevice ||
-        v->sizes[0] != slots || s->sizes[0] != 1 || n < 1 ||
-        n > std::numeric_limits<int32_t>::max()) {
-      (void)DS_ERROR("dsrt_cuda_allreduce_start_topk_f32: needs device "
-                     "vectors of indices and values of one length and of 1 "
-                     "scalar, and a bucket of 1 to 2^31 - 1 elements (%lld)",
-                     static_cast<long long>(n));
+    if (!count.onDevice || !scalars.onDevice || c->sizes[0] != 1 ||
+        s->sizes[0] != 1 || n < 1 || n > std::numeric_limits<int32_t>::max()) {
+      (void)DS_ERROR("%s: needs device vectors of 1 count and of 1 scalar, "
+                     "and a bucket of 1 to 2^31 - 1 elements (%lld)",
+                     kName, static_cast<long long>(n));
+      return 0;
+    }
+    // The probe is NaN exactly when the bucket was not finite: zeros are
+    // sent, and the slots are not read.
+    bool finite = !std::isnan(s->aligned[0]);
+    int64_t used = finite ? int64_t(c->aligned[0]) : 0;
+    if (used > slots) {
+      (void)DS_ERROR("dsrt: the device's top-k count (%lld) exceeds its %lld "
+                     "slots",
+                     static_cast<long long>(used),
+                     static_cast<long long>(slots));
+      return 0;
+    }
+    // The slot after the used ones, when there is one, comes too: it must
+    // be empty, which checks the count against the slots.
+    int64_t fetched = finite ? std::min(used + 1, slots) : 0;
+    if (fetched > 0 && (!indices.fetch(size_t(fetched) * sizeof(uint32_t)) ||
+                        !values.fetch(size_t(fetched) * sizeof(float)) ||
+                        !comm::staging::awaitFetches()))
+      return 0;
+    auto *i = static_cast<const uint32_t *>(indices.fetched());
+    auto *v = static_cast<const float *>(values.fetched());
+    if (used > 0 && i[used - 1] == DSRT_TOPK_SLOT_EMPTY) {
+      (void)DS_ERROR("dsrt: the device's top-k count (%lld) does not match "
+                     "its slots: slot %lld is empty",
+                     static_cast<long long>(used),
+                     static_cast<long long>(used - 1));
+      return 0;
+    }
+    if (used < fetched && i[used] != DSRT_TOPK_SLOT_EMPTY) {
+      (void)DS_ERROR("dsrt: the device's top-k count (%lld) does not match "
+                     "its slots: slot %lld holds index %u",
+                     static_cast<long long>(used), static_cast<long long>(used),
+                     i[used]);
       return 0;
     }
     return comm::startDeviceEncoded(
-        n, DSRT_COMPRESS_TOPK, !std::isnan(s->aligned[0]),
+        n, DSRT_COMPRESS_TOPK, finite,
         [&](float *decoded, std::vector<uint8_t> &payload) {
-          return comm::encodeTopKSlots(i->aligned, v->aligned, slots, n,
-                                       decoded, payload);
+          return comm::encodeTopKSlots(i, v, used, n, decoded, payload);
         });
   }
   void writeBack(bool) override {}
@@ -666,11 +725,12 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
 
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
     dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
-    dsrt_memref1_f32 *scalars, int64_t n) {
+    dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n) {
   auto job = std::make_shared<TopKSlotsJob>();
   job->n = n;
-  if (!job->indices.copy(view<uint32_t>(indices)) ||
-      !job->values.copy(view<float>(values)) ||
+  if (cuda::ensureReady().failed() ||
+      !job->park(view<uint32_t>(indices), view<float>(values)) ||
+      !job->count.copy(view<uint32_t>(count)) ||
       !job->scalars.copy(view<float>(scalars)))
     return 0;
   return comm::staging::submit(std::move(job));

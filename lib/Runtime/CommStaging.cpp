@@ -24,6 +24,10 @@ using namespace dsrt::comm;
 
 namespace {
 
+CUdeviceptr devicePointer(const void *p) {
+  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
+}
+
 /// Far from the CPU collectives' handles (from 1) and NCCL's (from 2^48).
 constexpr int64_t kFirstHandle = int64_t(1) << 56;
 
@@ -47,6 +51,10 @@ struct State {
   std::set<int64_t> owned;
   std::map<int64_t, Finished> finished;
   std::vector<CUevent> spareEvents;
+  /// The staging thread's stream for the copies jobs make themselves
+  /// (ParkedBuffer::fetch), beside the step stream; of the session
+  /// `generation`.
+  CUstream copies = nullptr;
   /// Free pinned buffers by size, of the CUDA session `generation`.
   std::map<size_t, std::vector<void *>> pinned;
   uint64_t generation = 0;
@@ -66,6 +74,8 @@ void serve() {
   State &s = state();
   bool ready = !cuda::ensureReady().failed(); // the context, on this thread
   std::unique_lock<std::mutex> lock(s.mutex);
+  if (ready && !s.copies)
+    ready = !DS_CU(cuStreamCreate, &s.copies, CU_STREAM_NON_BLOCKING).failed();
   for (;;) {
     s.wake.wait(lock, [&] { return s.stop || !s.queue.empty(); });
     if (s.queue.empty())
@@ -103,6 +113,9 @@ void shutdown() {
   for (CUevent event : s.spareEvents)
     (void)DS_CU(cuEventDestroy, event);
   s.spareEvents.clear();
+  if (s.copies)
+    (void)DS_CU(cuStreamDestroy, s.copies);
+  s.copies = nullptr;
   for (auto &[bytes, buffers] : s.pinned)
     for (void *p : buffers)
       (void)DS_CU(cuMemFreeHost, p);
@@ -151,6 +164,70 @@ staging::PinnedBuffer::~PinnedBuffer() {
   // Memory of an ended session went with its context.
   if (session == s.generation)
     s.pinned[bytes].push_back(ptr);
+}
+
+//===----------------------------------------------------------------------===//
+// Parked buffers
+//===----------------------------------------------------------------------===//
+
+bool staging::ParkedBuffer::park(const void *from, size_t wanted) {
+  if (wanted == 0)
+    return true;
+  CUstream step = cuda::stepStream();
+  if (cuda::ensureReady().failed() ||
+      cuda::allocateOnStream(int64_t(wanted), step, false, device).failed()) {
+    device = nullptr;
+    return false;
+  }
+  bytes = wanted;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    session = state().generation;
+  }
+  return !DS_CU(cuMemcpyAsync, devicePointer(device), devicePointer(from),
+                wanted, step)
+              .failed();
+}
+
+bool staging::ParkedBuffer::fetch(size_t prefix) {
+  State &s = state();
+  if (prefix == 0)
+    return true;
+  if (!device || prefix > bytes || !s.copies) {
+    (void)DS_ERROR("dsrt: fetching %zu bytes of a parked buffer of %zu", prefix,
+                   bytes);
+    return false;
+  }
+  return pinned.take(prefix) && !DS_CU(cuMemcpyDtoHAsync, pinned.data(),
+                                       devicePointer(device), prefix, s.copies)
+                                     .failed();
+}
+
+bool staging::awaitFetches() {
+  CUstream copies = state().copies;
+  return copies && !DS_CU(cuStreamSynchronize, copies).failed();
+}
+
+void staging::ParkedBuffer::release() {
+  if (!device)
+    return;
+  // On the staging thread, after the step stream's copy: ordered after
+  // fetch's copy on the thread's stream.
+  (void)cuda::freeOnStream(device, state().copies);
+  device = nullptr;
+}
+
+staging::ParkedBuffer::~ParkedBuffer() {
+  if (!device)
+    return;
+  // Never fetched (the job did not run): ordered after the step stream's
+  // copy instead. Memory of an ended session went with its context.
+  State &s = state();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  bool live = session == s.generation;
+  lock.unlock();
+  if (live)
+    (void)cuda::freeOnStream(device, cuda::stepStream());
 }
 
 //===----------------------------------------------------------------------===//

@@ -47,6 +47,47 @@ private:
   uint64_t session = 0; // the CUDA session it was allocated in
 };
 
+/// A device buffer copied on the step stream into device memory of the
+/// runtime's, so that the staging thread can copy to the host only the
+/// part the step's values say is used (top-k's slots: the count is known
+/// only once the step has run). The step may free its own buffer as soon
+/// as the start returns; a copy on the device costs far less than the
+/// unused part's crossing of PCIe, and the copy to the host runs on a
+/// stream of the staging thread's, beside the step stream's kernels.
+class ParkedBuffer {
+public:
+  ParkedBuffer() = default;
+  ParkedBuffer(const ParkedBuffer &) = delete;
+  ParkedBuffer &operator=(const ParkedBuffer &) = delete;
+  ~ParkedBuffer();
+
+  /// Copies bytes at `device` on the step stream (none for 0); false, with
+  /// the error recorded, when it cannot.
+  bool park(const void *device, size_t bytes);
+  size_t size() const { return bytes; }
+  /// On the staging thread (Job::run), once the step stream has done the
+  /// copy: enqueues the copy of the first `prefix` bytes (at most size())
+  /// to pinned memory on the thread's stream; false, with the error
+  /// recorded, when it cannot. awaitFetches() waits for them.
+  bool fetch(size_t prefix);
+  /// The fetched bytes, once awaitFetches() has returned true.
+  const void *fetched() const { return pinned.data(); }
+  /// On the staging thread (Job::run): frees the device copy, ordered
+  /// after fetch's copy. The destructor frees what is left on the step
+  /// stream (a job that never ran).
+  void release();
+
+private:
+  void *device = nullptr;
+  size_t bytes = 0;
+  uint64_t session = 0;
+  PinnedBuffer pinned;
+};
+
+/// On the staging thread: waits for the fetches enqueued so far; false,
+/// with the error recorded, when that fails.
+bool awaitFetches();
+
 /// What a staged start does on the staging thread once the step stream has
 /// done everything enqueued before it (its copies to the host).
 class Job {

@@ -143,6 +143,7 @@ Sent parseTopK(const std::vector<uint8_t> &p, int64_t n) {
 struct Encoded {
   std::vector<int32_t> indices;
   std::vector<float> values, scalars, residual;
+  std::vector<int32_t> count; // [1]: the slots used
 };
 
 uint32_t bitsOf(float x) {
@@ -211,7 +212,7 @@ protected:
     return std::move(*engine);
   }
 
-  /// `@topk(g, r, params) -> (indices, values, scalars, residual)` by
+  /// `@topk(g, r, params) -> (indices, values, count, scalars, residual)` by
   /// buildTopKOnDevice: p0 = `low` when `high` is not given, else p0 from
   /// the params, which the encoder knows to lie in [low, high].
   std::unique_ptr<ExecutionEngine>
@@ -222,12 +223,14 @@ protected:
         "topk", n,
         {RankedTensorType::get({slots}, b.getI32Type()),
          RankedTensorType::get({slots}, b.getF32Type()),
+         RankedTensorType::get({1}, b.getI32Type()),
          RankedTensorType::get({1}, b.getF32Type()),
          RankedTensorType::get({n}, b.getF32Type())},
         [&](OpBuilder &nb, Location loc, Value g, Value r, Value params) {
           ds::TopKRatio ratio{high ? params : Value(), low, high.value_or(low)};
           ds::DeviceTopK e = ds::buildTopKOnDevice(nb, loc, g, r, ratio);
-          return SmallVector<Value>{e.indices, e.values, e.scalars, e.residual};
+          return SmallVector<Value>{e.indices, e.values, e.count, e.scalars,
+                                    e.residual};
         });
   }
 
@@ -267,14 +270,16 @@ protected:
   static Encoded run(ExecutionEngine &engine, std::vector<float> g,
                      std::vector<float> r, int64_t slots, double p0 = 0) {
     Encoded e{std::vector<int32_t>(slots), std::vector<float>(slots),
-              std::vector<float>(1), std::vector<float>(g.size())};
+              std::vector<float>(1), std::vector<float>(g.size()),
+              std::vector<int32_t>(1)};
     std::vector<double> params{p0, 0, 0};
     Memref1<float> gD(g), rD(r), valuesD(e.values), scalarsD(e.scalars),
         residualD(e.residual);
     Memref1<double> paramsD(params);
-    Memref1<int32_t> indicesD(e.indices);
+    Memref1<int32_t> indicesD(e.indices), countD(e.count);
     if (!call(engine, "topk",
-              {&gD, &rD, &paramsD, &indicesD, &valuesD, &scalarsD, &residualD}))
+              {&gD, &rD, &paramsD, &indicesD, &valuesD, &countD, &scalarsD,
+               &residualD}))
       return {};
     return e;
   }
@@ -320,6 +325,8 @@ protected:
       got.values.push_back(e.values[s]);
     }
     EXPECT_EQ(got.indices, want.indices);
+    // The count, by which the runtime copies only the used slots.
+    EXPECT_EQ(size_t(e.count[0]), got.indices.size());
     ASSERT_EQ(got.values.size(), want.values.size());
     for (size_t k = 0; k < got.values.size(); ++k)
       EXPECT_EQ(bitsOf(got.values[k]), bitsOf(want.values[k])) << "slot " << k;

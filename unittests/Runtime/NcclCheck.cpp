@@ -14,13 +14,15 @@
 // communicator fails, and the finalisation returns. With `graphs`: a
 // data-parallel step in miniature captured into a CUDA graph and launched
 // with new inputs each time writes and counts what the direct step does,
-// and a staged collective refuses the capture.
+// and a staged collective refuses the capture. With `topk-slots`: a top-k
+// start of slots the step encoded on the device, staged through the host.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ds/Runtime/ds_runtime.h"
 #include "ds/Runtime/ds_runtime_cuda.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -89,6 +91,8 @@ using F32 = DeviceVector<float, dsrt_memref1_f32>;
 using F64 = DeviceVector<double, dsrt_memref1_f64>;
 /// 16-bit values (f16 or bf16 bits), as a step's fp16/bf16 start takes them.
 using Bits16 = DeviceVector<uint16_t, dsrt_memref1_raw>;
+/// Top-k slots' indices and counts, as a step's device encoder writes them.
+using U32 = DeviceVector<uint32_t, dsrt_memref1_raw>;
 
 template <typename T> std::string show(const std::vector<T> &v) {
   std::string s = "[";
@@ -370,6 +374,79 @@ void runGraphs() {
   noError("the finalisation");
 }
 
+/// A top-k start the step encoded on the device (slots, their count, the
+/// probe), staged through the host: only the used slots and the one after
+/// them reach the host, on the staging thread's stream; the mean of one
+/// rank is the sent elements, zeros elsewhere; a count the slots
+/// contradict is refused.
+void runTopKSlots() {
+  constexpr uint32_t kEmpty = DSRT_TOPK_SLOT_EMPTY;
+  constexpr int64_t n = 1000;
+  U32 indices({3, 17, 400, 999, kEmpty, kEmpty, kEmpty, kEmpty});
+  F32 values({0.5f, -2.0f, 3.25f, 1e-3f, 0, 0, 0, 0});
+  F32 probe({0.0f});
+  auto start = [&](const U32 &i, const F32 &v, uint32_t used,
+                   const F32 &p) -> int64_t {
+    U32 count({used});
+    return _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
+        const_cast<dsrt_memref1_raw *>(&i.desc),
+        const_cast<dsrt_memref1_f32 *>(&v.desc), &count.desc,
+        const_cast<dsrt_memref1_f32 *>(&p.desc), n);
+  };
+  std::vector<float> want(n, 0.0f);
+  want[3] = 0.5f;
+  want[17] = -2.0f;
+  want[400] = 3.25f;
+  want[999] = 1e-3f;
+  F32 out(std::vector<float>(n, 7.0f));
+  dsrt_comm_stats before{}, after{};
+  dsrt_get_comm_stats(&before);
+  int64_t h = start(indices, values, 4, probe);
+  report(h != 0, "a top-k start of device slots is staged");
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+  noError("its wait");
+  report(out.read() == want, "the mean of one rank is the sent elements");
+  dsrt_get_comm_stats(&after);
+  report(after.bytes_dense == before.bytes_dense + 4.0 * n &&
+             after.bytes_sent_buckets > before.bytes_sent_buckets,
+         "counted as a bucket of 1000 f32",
+         std::to_string(after.bytes_dense - before.bytes_dense));
+
+  // Every slot used: none after them to fetch.
+  U32 full({5, 6});
+  F32 fullValues({1.0f, 2.0f});
+  std::fill(want.begin(), want.end(), 0.0f);
+  want[5] = 1.0f;
+  want[6] = 2.0f;
+  h = start(full, fullValues, 2, probe);
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+  noError("every slot used");
+  report(out.read() == want, "which are all sent");
+
+  // Counts the slots contradict, and one above them. The wait then
+  // writes zeros, as the CPU's wait of a failed start.
+  for (uint32_t used : {5u, 3u, 9u}) {
+    h = start(indices, values, used, probe);
+    _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+    expectError("a count of " + std::to_string(used) + " for 4 used slots",
+                used > 8 ? "exceeds its 8 slots" : "does not match its slots");
+  }
+
+  // A non-finite bucket: zeros sent and counted, the slots not read (the
+  // count may be anything).
+  F32 nan({std::numeric_limits<float>::quiet_NaN()});
+  dsrt_get_comm_stats(&before);
+  h = start(indices, values, 9, nan);
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+  noError("a non-finite top-k bucket");
+  dsrt_get_comm_stats(&after);
+  report(out.read() == std::vector<float>(n, 0.0f) &&
+             after.nonfinite_buckets == before.nonfinite_buckets + 1,
+         "sends zeros and is counted");
+  dsrt_comm_finalize();
+  noError("the finalisation");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -381,6 +458,8 @@ int main(int argc, char **argv) {
     runAsyncError();
   else if (argc > 1 && std::strcmp(argv[1], "graphs") == 0)
     runGraphs();
+  else if (argc > 1 && std::strcmp(argv[1], "topk-slots") == 0)
+    runTopKSlots();
   else
     run();
   dsrt_cuda_shutdown();

@@ -330,15 +330,21 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
    DSRT_TOPK_SLOT_EMPTY (ds_runtime.h), `values` (f32) beside them (the
    compiler makes max(1, min(n, 2 ceil(p0 n))) slots for the largest p0
    the step can choose, enough for any selection; the runtime takes any
-   number); scalars = [probe] (NaN: the
-   bucket of `n` elements was not finite, counted, zeros sent). The host
-   writes the payload of DSRT_COMPRESS_TOPK from them (8 bytes a slot
-   cross PCIe, not the bucket) and exchanges it as the CPU's start does;
-   dsrt_cuda_allreduce_wait_f32 completes it. Staged without a host wait;
-   the residual stays on the device. */
+   number, contiguous); `count` = [the slots used] (u32, 4-byte
+   elements); scalars = [probe] (NaN: the bucket of `n` elements was not
+   finite, counted, zeros sent). The slots are copied on the device into
+   the runtime's memory on the step stream; once the step stream has got
+   there, the staging thread copies the count, and then only the used
+   slots and the one after them (which must be empty) to the host, on a
+   stream of its own (8 bytes a used slot cross PCIe, not the bucket nor
+   the unused slots), writes the payload of DSRT_COMPRESS_TOPK and
+   exchanges it as the CPU's start does; dsrt_cuda_allreduce_wait_f32
+   completes it. Staged without a host wait; the residual stays on the
+   device. A count above the slots, or one the slots contradict, is an
+   error. */
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
     struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
-    dsrt_memref1_f32 *scalars, int64_t n);
+    struct dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n);
 
 /*===------------------------------------------------------------------------===
  * GEMMs on cuBLASLt

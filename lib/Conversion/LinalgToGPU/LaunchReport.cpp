@@ -199,7 +199,7 @@ bool startsInPlace(Operation *op) {
 /// size is not), a send and a start the device encoded (three tiers'
 /// codes and scales, top-k's slots) have none, and every other call's is
 /// its last. An fp16/bf16 start stages its f32 bucket alone (its 16-bit
-/// one is NCCL's).
+/// one is NCCL's); a top-k start its count and probe (topKParkingRow).
 std::optional<Row> stagedRow(func::CallOp call) {
   StringRef name = call.getCallee();
   if (!name.consume_front("dsrt_cuda_") || name.starts_with("matmul"))
@@ -211,6 +211,8 @@ std::optional<Row> stagedRow(func::CallOp call) {
       buffers.push_back(castSource(v));
   if (name.starts_with("allreduce_start_half"))
     buffers.resize(1);
+  if (name.starts_with("allreduce_start_topk"))
+    buffers.erase(buffers.begin(), buffers.begin() + 2);
   bool noOutput = name.starts_with("send") ||
                   name.starts_with("allreduce_start_half") ||
                   name.starts_with("allreduce_start_three_tier") ||
@@ -223,6 +225,25 @@ std::optional<Row> stagedRow(func::CallOp call) {
     row.complete &= bytes.has_value();
     (int(i) == output ? row.written : row.read) += bytes.value_or(0);
   }
+  return row;
+}
+
+/// A top-k start's slots (indices and values), which the runtime copies on
+/// the device into its own memory on the step stream: the used ones reach
+/// the host later, on the staging thread's stream, beside the step's
+/// kernels (dsrt_cuda_allreduce_start_topk_f32), so the step stream pays
+/// for the device copy only.
+std::optional<Row> topKParkingRow(func::CallOp call) {
+  if (!call.getCallee().starts_with("dsrt_cuda_allreduce_start_topk") ||
+      call.getNumOperands() < 2)
+    return std::nullopt;
+  Row row{Row::Copy, "", 0, 0, 0, 0, true, call.getLoc(), ""};
+  for (Value v : call.getOperands().take_front(2)) {
+    std::optional<int64_t> bytes = staticBytes(castSource(v).getType());
+    row.complete &= bytes.has_value();
+    row.read += bytes.value_or(0);
+  }
+  row.written = row.read;
   return row;
 }
 
@@ -333,6 +354,8 @@ struct GPULaunchReportPass
           rows.push_back(collectives == "nccl" && servedByNccl(call)
                              ? ncclRow(call, *r)
                              : *r);
+          if (std::optional<Row> parked = topKParkingRow(call))
+            rows.push_back(*parked);
         }
       }
       if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {

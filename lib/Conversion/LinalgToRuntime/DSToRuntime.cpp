@@ -577,7 +577,7 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// (DeviceEncoders.h); the new residual is the step's own, written before
 /// the call as on the CPU:
 /// - three tiers: codes, scalars -> handle;
-/// - top-k: indices, values, scalars, n -> handle.
+/// - top-k: indices, values, count, scalars, n -> handle.
 bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
   RankedTensorType type = op.getBucket().getType();
   if (!type.hasStaticShape() || !rt.encodesOnDevice(type.getNumElements()) ||
@@ -610,7 +610,7 @@ bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
     handle = rt.call(
         b, loc, "dsrt_cuda_allreduce_start_topk_f32",
         {rt.input(b, loc, encoded.indices), rt.input(b, loc, encoded.values),
-         rt.input(b, loc, encoded.scalars),
+         rt.input(b, loc, encoded.count), rt.input(b, loc, encoded.scalars),
          arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(n))},
         {b.getI64Type()});
     residual = encoded.residual;

@@ -106,6 +106,7 @@ struct DeviceTopK {
   Value indices;  // [slots] i32: the sent elements' indices, ascending,
                   // then -1 (DSRT_TOPK_SLOT_EMPTY)
   Value values;   // [slots] f32: their values, then 0
+  Value count;    // [1] i32: the slots used (the runtime copies only them)
   Value scalars;  // [1] f32: the probe (NaN: a non-finite bucket)
   Value residual; // [n] f32: the new residual (the old one when not finite)
 };

@@ -477,6 +477,6 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
   Value scalars =
       tensor::ExpandShapeOp::create(b, loc, RankedTensorType::get({1}, f32),
                                     probe, ArrayRef<ReassociationIndices>{});
-  return {compact.getResult(0), compact.getResult(1), scalars,
+  return {compact.getResult(0), compact.getResult(1), pyramid.total, scalars,
           generic.getResult(1)};
 }

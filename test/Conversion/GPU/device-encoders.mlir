@@ -123,7 +123,8 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // pyramid and the index that ends them. Then the sent elements' mask and
 // the new residual in one generic, their count pyramid (blocks of 32:
 // 5000 -> 157 -> 5 -> 1), and min(n, 2k) = 10 slots found by descending
-// it. The slots, the probe and n go to the runtime.
+// it. The slots, their count (the pyramid's top), the probe and n go to
+// the runtime, which copies only the used slots to the host.
 // CHECK-LABEL: func.func @dgc
 // CHECK: %[[V:.*]] = linalg.generic
 // CHECK: arith.addf
@@ -137,11 +138,16 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // CHECK: tensor.insert_slice %[[SENT]]#0 {{.*}} into tensor<5024xi8>
 // CHECK: output_shape [5, 32]
 // CHECK: output_shape [1, 32]
-// CHECK: %[[SLOTS:.*]]:2 = linalg.generic
+// CHECK: %[[TOTAL:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x32xi32>) outs(%{{.*}} : tensor<1xi32>)
+// CHECK: %[[SLOTS:.*]]:2 = linalg.generic {{.*}} ins(%[[TOTAL]] : tensor<1xi32>)
 // CHECK-SAME: outs({{.*}} : tensor<10xi32>, tensor<10xf32>)
 // CHECK-COUNT-96: tensor.extract
 // CHECK: } -> (tensor<10xi32>, tensor<10xf32>)
-// CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c5000_i64)
+// CHECK: %[[I:.*]] = bufferization.to_buffer %[[SLOTS]]#0
+// CHECK: %[[VAL:.*]] = bufferization.to_buffer %[[SLOTS]]#1
+// CHECK: %[[COUNT:.*]] = bufferization.to_buffer %[[TOTAL]] read_only : tensor<1xi32>
+// CHECK: %[[COUNTCAST:.*]] = memref.cast %[[COUNT]]
+// CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, {{.*}}, %[[COUNTCAST]], {{.*}}, %c5000_i64)
 // CHECK: call @dsrt_cuda_allreduce_wait_f32(%[[H]]
 // CHECK: return {{.*}}, %[[SENT]]#1
 // HOST-LABEL: func.func @dgc

@@ -11,6 +11,7 @@
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=three-tier" --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=- device-encoders=false" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HOSTTIER
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NCCLREPORT
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=- launch-report-collectives=host" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HOSTREPORT
+// RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-compress-allreduce="scheme=topk ratio=0.01" --ds-insert-optimizer --ds-gpu-pipeline="format=isa launch-report=-" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TOPKREPORT
 // RUN: not ds-opt %s --ds-gpu-launch-report=collectives=mpi -o /dev/null 2>&1 | FileCheck %s --check-prefix=BADREPORT
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer | ds-opt --pass-pipeline='builtin.module(func.func(convert-ds-to-linalg),convert-ds-to-runtime{target=cuda})' | FileCheck %s --check-prefix=DENSE
 // RUN: ds-opt %s --ds-autodiff --ds-data-parallel --ds-fuse-allreduce --ds-insert-optimizer --ds-gpu-pipeline=format=isa --mlir-print-ir-after=convert-linalg-to-ds-gpu -o /dev/null 2>&1 | FileCheck %s --check-prefix=GUARD
@@ -34,6 +35,14 @@
 // REPORT: nccl    allreduce_f32                        0.000       0.000          -       0.00
 // REPORT: collectives: 2, 0.8 MB to and from the host: 31.6 us at 25 GB/s (the network not counted)
 // REPORT: NCCL: 1, 0.0 MB copied on the device: 0.0 us (the network not counted)
+// Top-k at 1 %: the step's slots (2632 of them, 8 bytes each) are copied
+// on the device into the runtime's memory, and only the count and the
+// probe cross PCIe on the step stream (8 bytes); the used slots follow on
+// the staging thread's stream, beside the step's kernels.
+// TOPKREPORT: staged  allreduce_start_topk_f32             0.000       0.000          -       0.00
+// TOPKREPORT-NEXT: copy                                         0.021       0.021          -       0.01
+// TOPKREPORT-NEXT: staged  allreduce_wait_f32                   0.000       0.526          -      21.05
+// TOPKREPORT: collectives: 2, 0.5 MB to and from the host: 21.1 us at 25 GB/s (the network not counted)
 // Encoded on the host (device-encoders=false): the bucket and its
 // residual to the host, the mean and the new residual back.
 // HOSTTIER: staged  allreduce_start_f32    1.053       0.526          -      63.16

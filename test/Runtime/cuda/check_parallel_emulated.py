@@ -360,14 +360,29 @@ def copy_bytes(line):
     return int(line.split("bytes=")[1].split()[0])
 
 
+def step_stream(log):
+    """The step stream: the first the runtime creates."""
+    for line in log:
+        if line.startswith("cuStreamCreate"):
+            return line.split("stream=")[1].split()[0]
+    raise RuntimeError("no stream created")
+
+
+def on_stream(line, stream):
+    return (" stream=%s " % stream) in line + " "
+
+
 def staged_without_waits(log, sizes=None):
     """A staged start copies its inputs to pinned memory and records an
     event, with no stream synchronisation: the staging thread waits for
     the event. The starts and the staging thread's waits; each start's
-    copies' sizes appended to `sizes`."""
+    copies' sizes on the step stream appended to `sizes`."""
+    step = step_stream(log)
     copies = starts = 0
     mine = []
     for line in log:
+        if not on_stream(line, step):
+            continue
         if line.startswith("cuMemcpyDtoHAsync") and line.endswith(" pinned"):
             copies += 1
             mine.append(copy_bytes(line))
@@ -385,6 +400,18 @@ def staged_without_waits(log, sizes=None):
         raise RuntimeError("%d staged starts, %d waits on their events" % (
             starts, waited))
     return starts
+
+
+def fetched_slots(log):
+    """The staging thread's copies of top-k slots to the host (on a stream
+    of its own, each start's indices then values, of one size), in start
+    order: the bytes of each start's indices."""
+    step = step_stream(log)
+    sizes = [copy_bytes(l) for l in log
+             if l.startswith("cuMemcpyDtoHAsync") and not on_stream(l, step)]
+    if len(sizes) % 2 or sizes[0::2] != sizes[1::2]:
+        raise RuntimeError("the staging thread's copies: %s" % sizes)
+    return sizes[0::2]
 
 
 def nonfinite_buckets(report):
@@ -518,7 +545,8 @@ def case_topk_dgc():
     # parameters, the bucket and the residual, and gave the residual back.
     step_flags = dgc + buckets + ["--steps", "2"]
     sizes, host_sizes = [], []
-    for log in rank_logs("dgc-log", MLP, step_flags):
+    dgc_logs = rank_logs("dgc-log", MLP, step_flags)
+    for log in dgc_logs:
         staged_without_waits(log, sizes)
     host_logs = rank_logs("dgc-host-log", MLP,
                           step_flags + ["--gpu-device-encoders=false"])
@@ -526,22 +554,50 @@ def case_topk_dgc():
         staged_without_waits(log, host_sizes)
     def slots(n, ratio=0.001):
         return min(n, 2 * int(math.ceil(ratio * n)))
-    wanted = [[4 * slots(h[1] // 4)] * 2 + [4] for h in host_sizes]
     if len(host_sizes) != 12 or any(len(h) != 3 or h[0] != 24 or
                                     h[1] != h[2] for h in host_sizes) or \
-            sizes != wanted:
+            sizes != [[4, 4]] * 12:
         raise RuntimeError("copies to the host per start: %s, host-encoded "
                            "%s" % (sizes, host_sizes))
-    # Through the warm-up too (the slots of its largest fraction, 25 %).
-    warm_sizes = []
-    for log in read_logs(warm_logs):
+    # On the step stream each start copies its count and probe to the
+    # host, and its slots on the device; the staging thread then copies
+    # the used slots and the one after them (8 bytes each), at most 2k
+    # for the step's fraction. Through the warm-up the slots are those of
+    # its largest fraction (25 %), and the later steps fetch fewer.
+    buckets = [h[1] // 4 for h in host_sizes[:3]]
+    warm_logs = read_logs(warm_logs)
+    fractions = [0.25, 0.0625, 0.015625, 0.004, 0.001]
+    fetched = []
+    for log in warm_logs:
+        warm_sizes = []
         staged_without_waits(log, warm_sizes)
-    if warm_sizes != [[4 * slots(h[1] // 4, 0.25)] * 2 + [4]
-                      for h in host_sizes[:3]] * 10:
-        raise RuntimeError("copies to the host per warm-up start: %s" %
-                           warm_sizes)
-    return result + ("; %d bytes to the host a step instead of %d" % (
-        sum(map(sum, sizes[:3])), sum(map(sum, host_sizes[:3]))))
+        parked = [copy_bytes(l) for l in log
+                  if l.startswith("cuMemcpyAsync") and
+                  copy_bytes(l) in [4 * slots(n, 0.25) for n in buckets]]
+        mine = fetched_slots(log)
+        if warm_sizes != [[4, 4]] * 15 or len(mine) != 15 or \
+                parked[:30] != [4 * slots(n, 0.25) for n in buckets
+                                for _ in range(2)] * 5:
+            raise RuntimeError("a warm-up run's copies: to the host %s, on "
+                               "the device %s, fetched %s" % (
+                                   warm_sizes, parked, mine))
+        for step, p0 in enumerate(fractions):
+            for n, got in zip(buckets, mine[3 * step:3 * step + 3]):
+                if got > 4 * min(slots(n, 0.25), slots(n, p0) + 1):
+                    raise RuntimeError(
+                        "step %d (p0 %g) fetched %d bytes of slots of a "
+                        "bucket of %d: %s" % (step, p0, got, n, mine))
+        fetched.append(mine)
+    # A step at 0.1 %: the count, the probe and the fetched slots.
+    step_bytes = sum(map(sum, sizes[:3])) + 2 * sum(
+        fetched_slots(dgc_logs[0])[:3])
+    first, last = (2 * sum(fetched[0][s:s + 3]) for s in (0, 12))
+    return result + ("; %d bytes to the host a step instead of %d; through "
+                     "the warm-up, slots of %d bytes of which %d fetched at "
+                     "25 %% and %d at 0.1 %%" % (
+                         step_bytes, sum(map(sum, host_sizes[:3])),
+                         8 * sum(slots(n, 0.25) for n in buckets), first,
+                         last))
 
 
 def case_powersgd():
