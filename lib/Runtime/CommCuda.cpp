@@ -31,6 +31,7 @@
 #include "ds/Runtime/ds_runtime_cuda.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -654,6 +655,83 @@ void stageAllreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
   staged<T>(in, out, cpu, op);
 }
 
+/// The means of top-k waits (waitTopK) until their take: the elements that
+/// are not +0, in index order.
+struct SparseMean {
+  std::vector<uint32_t> indices;
+  std::vector<float> values;
+};
+std::mutex sparseMeansMutex;
+std::map<int64_t, SparseMean> sparseMeans;
+
+/// dsrt_cuda_allreduce_wait_topk_f32: the CPU wait into host memory, the
+/// mean kept sparse under `handle`; its number of elements.
+int64_t waitTopK(int64_t handle) {
+  const char *what = "dsrt_cuda_allreduce_wait_topk_f32";
+  int64_t key = handle;
+  std::shared_ptr<StagedStart> job = finishStaged(handle);
+  auto *topk = dynamic_cast<TopKSlotsJob *>(job.get());
+  if (!topk) {
+    (void)DS_ERROR("%s: handle %lld is not a started top-k all-reduce of "
+                   "device slots",
+                   what, static_cast<long long>(key));
+    return 0;
+  }
+  // The CPU wait writes the mean (zeros after a failure), every element
+  // +0 but the sent ones' sums.
+  std::vector<float> mean(topk->n);
+  Memref1<float> out{mean.data(), mean.data(), 0, {topk->n}, {1}};
+  Cpu<float>::wait(handle, &out);
+  SparseMean sparse;
+  for (int64_t i = 0; i < topk->n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &mean[i], sizeof(bits));
+    if (bits != 0) {
+      sparse.indices.push_back(static_cast<uint32_t>(i));
+      sparse.values.push_back(mean[i]);
+    }
+  }
+  auto count = static_cast<int64_t>(sparse.indices.size());
+  std::lock_guard<std::mutex> lock(sparseMeansMutex);
+  sparseMeans[key] = std::move(sparse);
+  return count;
+}
+
+/// dsrt_cuda_allreduce_take_topk_f32: the sparse mean of `handle` into
+/// device vectors of its length, on the step stream.
+void takeTopK(int64_t handle, Memref1<uint32_t> *indices,
+              Memref1<float> *values) {
+  const char *what = "dsrt_cuda_allreduce_take_topk_f32";
+  SparseMean sparse;
+  {
+    std::lock_guard<std::mutex> lock(sparseMeansMutex);
+    auto it = sparseMeans.find(handle);
+    if (it == sparseMeans.end()) {
+      (void)DS_ERROR("%s: handle %lld has no top-k mean waiting (its "
+                     "dsrt_cuda_allreduce_wait_topk_f32 comes first, once)",
+                     what, static_cast<long long>(handle));
+      return;
+    }
+    sparse = std::move(it->second);
+    sparseMeans.erase(it);
+  }
+  auto count = static_cast<int64_t>(sparse.indices.size());
+  // Empty vectors may have no memory at all.
+  uint32_t *i = count ? contiguous(indices) : nullptr;
+  float *v = count ? contiguous(values) : nullptr;
+  if (!indices || !values || indices->sizes[0] != count ||
+      values->sizes[0] != count || (count && (!i || !v))) {
+    (void)DS_ERROR("%s: needs contiguous device vectors of %lld indices and "
+                   "values",
+                   what, static_cast<long long>(count));
+    return;
+  }
+  if (count == 0)
+    return;
+  dsrt_cuda_copy_to_device(i, sparse.indices.data(), count * sizeof(uint32_t));
+  dsrt_cuda_copy_to_device(v, sparse.values.data(), count * sizeof(float));
+}
+
 /// A broadcast from rank 0, likewise.
 template <typename T, typename Cpu>
 void broadcast(Memref1<T> *in, Memref1<T> *out, Cpu cpu) {
@@ -734,6 +812,15 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
       !job->scalars.copy(view<float>(scalars)))
     return 0;
   return comm::staging::submit(std::move(job));
+}
+
+DSRT_API int64_t dsrt_cuda_allreduce_wait_topk_f32(int64_t handle) {
+  return waitTopK(handle);
+}
+
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(
+    int64_t handle, dsrt_memref1_raw *indices, dsrt_memref1_f32 *values) {
+  takeTopK(handle, view<uint32_t>(indices), view<float>(values));
 }
 
 #define DS_CUDA_HALF_ALLREDUCE(SUFFIX, BF16)                                   \

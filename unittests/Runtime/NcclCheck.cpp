@@ -412,6 +412,42 @@ void runTopKSlots() {
          "counted as a bucket of 1000 f32",
          std::to_string(after.bytes_dense - before.bytes_dense));
 
+  // The sparse wait of the compiled step: the 4 elements that are not
+  // zero, then their indices and values copied into vectors of 4.
+  h = start(indices, values, 4, probe);
+  int64_t u = dsrt_cuda_allreduce_wait_topk_f32(h);
+  report(u == 4, "the sparse wait counts the mean's 4 elements",
+         std::to_string(u));
+  U32 gotIndices(std::vector<uint32_t>(4, 0));
+  F32 gotValues(std::vector<float>(4, 0.0f));
+  _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &gotIndices.desc,
+                                                 &gotValues.desc);
+  noError("its take");
+  report(gotIndices.read() == std::vector<uint32_t>{3, 17, 400, 999} &&
+             gotValues.read() == std::vector<float>{0.5f, -2.0f, 3.25f, 1e-3f},
+         "which copies their indices and values");
+  _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &gotIndices.desc,
+                                                 &gotValues.desc);
+  expectError("a take without its wait", "has no top-k mean waiting");
+  h = start(indices, values, 4, probe);
+  (void)dsrt_cuda_allreduce_wait_topk_f32(h);
+  U32 three({0, 0, 0});
+  _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &three.desc,
+                                                 &gotValues.desc);
+  expectError("a take into vectors of another length",
+              "needs contiguous device vectors of 4 indices and values");
+  F32 bucket({1.0f, 2.0f});
+  F32 none({});
+  F64 zero({0.0});
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+      &bucket.desc, &none.desc, &none.desc, DSRT_COMPRESS_NONE, &zero.desc);
+  report(dsrt_cuda_allreduce_wait_topk_f32(h) == 0,
+         "the sparse wait of another start is 0");
+  expectError("and an error", "is not a started top-k all-reduce");
+  F32 two({0, 0});
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &two.desc);
+  noError("which its own wait still takes");
+
   // Every slot used: none after them to fetch.
   U32 full({5, 6});
   F32 fullValues({1.0f, 2.0f});

@@ -338,13 +338,30 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
    slots and the one after them (which must be empty) to the host, on a
    stream of its own (8 bytes a used slot cross PCIe, not the bucket nor
    the unused slots), writes the payload of DSRT_COMPRESS_TOPK and
-   exchanges it as the CPU's start does; dsrt_cuda_allreduce_wait_f32
-   completes it. Staged without a host wait; the residual stays on the
+   exchanges it as the CPU's start does; dsrt_cuda_allreduce_wait_f32,
+   or dsrt_cuda_allreduce_wait_topk_f32 and _take_topk_f32 (below),
+   complete it. Staged without a host wait; the residual stays on the
    device. A count above the slots, or one the slots contradict, is an
    error. */
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
     struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
     struct dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n);
+
+/* The wait of such a start, in two calls, so that the mean crosses PCIe
+   as sparse as it is (at most the ranks' slots of its n elements are not
+   zero): wait_topk waits for the exchange as dsrt_cuda_allreduce_wait_f32
+   does, keeps the mean on the host and returns how many of its elements
+   are not +0 (U; every other one is +0); take_topk copies their indices
+   (u32, ascending) and values into device vectors of U elements on the
+   step stream, and the step zero-fills its output and scatters them
+   itself (convert-ds-to-runtime): 8 U bytes instead of 4 n. The mean is
+   the one dsrt_cuda_allreduce_wait_f32 would write, bit for bit. Each
+   handle's take follows its wait once; a handle that is not such a
+   start's, a take without its wait, or vectors of another length are
+   errors (the wait then returns 0). */
+DSRT_API int64_t dsrt_cuda_allreduce_wait_topk_f32(int64_t handle);
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(
+    int64_t handle, struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values);
 
 /*===------------------------------------------------------------------------===
  * GEMMs on cuBLASLt

@@ -42,6 +42,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "mlir/IR/Builders.h"
@@ -577,8 +578,10 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// (DeviceEncoders.h); the new residual is the step's own, written before
 /// the call as on the CPU:
 /// - three tiers: codes, scalars -> handle;
-/// - top-k: indices, values, count, scalars, n -> handle.
-bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
+/// - top-k: indices, values, count, scalars, n -> handle; its waits, added
+///   to `topKWaits`, take the mean sparse (lowerTopKWait).
+bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op,
+                        DenseSet<Operation *> &topKWaits) {
   RankedTensorType type = op.getBucket().getType();
   if (!type.hasStaticShape() || !rt.encodesOnDevice(type.getNumElements()) ||
       !type.getElementType().isF32() || !op.getResidual() ||
@@ -607,6 +610,9 @@ bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
       return false;
     DeviceTopK encoded =
         buildTopKOnDevice(b, loc, op.getBucket(), op.getResidual(), *ratio);
+    for (Operation *user : op.getRequest().getUsers())
+      if (isa<AllReduceWaitOp>(user))
+        topKWaits.insert(user);
     handle = rt.call(
         b, loc, "dsrt_cuda_allreduce_start_topk_f32",
         {rt.input(b, loc, encoded.indices), rt.input(b, loc, encoded.values),
@@ -632,7 +638,8 @@ bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op) {
 /// dsrt_cuda_allreduce_start_in_place_*(bucket, params): NCCL then
 /// all-reduces the bucket where it lies, with no copy in or out.
 LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
-                                  DenseMap<Operation *, Value> &inPlace) {
+                                  DenseMap<Operation *, Value> &inPlace,
+                                  DenseSet<Operation *> &topKWaits) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   RankedTensorType type = op.getBucket().getType();
@@ -645,7 +652,7 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   Value built = buildConcatenationInBuffer(op.getBucket(), rt.bucketViews());
   if (op.getScheme() == CompressionScheme::powersgd)
     return lowerPowerSgdStart(rt, op, *suffix);
-  if (lowerStartOnDevice(rt, op))
+  if (lowerStartOnDevice(rt, op, topKWaits))
     return success();
   Value bucket = op.getBucket(), params = op.getParams();
   if (rt.targetsCuda() && op.getScheme() == CompressionScheme::none) {
@@ -729,8 +736,72 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 }
 
 /// ds.all_reduce_wait: (handle, out).
+/// The wait of a top-k start the step encoded on the device: at most the
+/// ranks' slots of the mean are not zero, so it comes back sparse.
+/// dsrt_cuda_allreduce_wait_topk_f32 returns how many elements are not +0
+/// (U), dsrt_cuda_allreduce_take_topk_f32 copies their indices and values
+/// into buffers of U, and the step zero-fills the output and scatters them
+/// (one kernel each): 8 U bytes cross PCIe instead of the bucket's 4 n,
+/// and the output is the dense wait's bit for bit.
+void lowerTopKWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  RankedTensorType type = op.getType();
+  Value count = rt.call(b, loc, "dsrt_cuda_allreduce_wait_topk_f32",
+                        {op.getRequest()}, {b.getI64Type()});
+  Value size = arith::IndexCastOp::create(b, loc, b.getIndexType(), count);
+  auto vector = [&](Type elementType) -> Value {
+    return memref::AllocOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, elementType),
+        ValueRange{size});
+  };
+  Value indices = vector(b.getI32Type()), values = vector(b.getF32Type());
+  rt.call(b, loc, "dsrt_cuda_allreduce_take_topk_f32",
+          {op.getRequest(), RuntimeCallBuilder::dynamicView(b, loc, indices),
+           RuntimeCallBuilder::dynamicView(b, loc, values)});
+  Value out = memref::AllocOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()));
+  Value zero = arith::ConstantOp::create(
+      b, loc, b.getFloatAttr(type.getElementType(), 0.0));
+  linalg::FillOp::create(b, loc, zero, out);
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  // Kernels take static shapes (bare pointers): the U elements seen as the
+  // first of n (U <= n), of which the loop reads only those.
+  int64_t n = type.getNumElements();
+  auto asBucket = [&](Value buffer) -> Value {
+    auto t = cast<MemRefType>(buffer.getType());
+    return memref::ReinterpretCastOp::create(
+        b, loc, MemRefType::get({n}, t.getElementType()), buffer,
+        /*offset=*/0, /*sizes=*/ArrayRef<int64_t>{n},
+        /*strides=*/ArrayRef<int64_t>{1});
+  };
+  indices = asBucket(indices);
+  values = asBucket(values);
+  // One grid-stride kernel (convert-linalg-to-ds-gpu): the indices are
+  // distinct, so no two threads store to one element.
+  scf::ParallelOp::create(
+      b, loc, ValueRange{c0}, ValueRange{size}, ValueRange{c1},
+      [&](OpBuilder &nb, Location nl, ValueRange ivs) {
+        Value index = memref::LoadOp::create(nb, nl, indices, ivs);
+        Value at =
+            arith::IndexCastUIOp::create(nb, nl, nb.getIndexType(), index);
+        Value value = memref::LoadOp::create(nb, nl, values, ivs);
+        memref::StoreOp::create(nb, nl, value, out, ValueRange{at});
+      });
+  Value result = bufferization::ToTensorOp::create(
+      b, loc, type, out, /*restrict=*/true, /*writable=*/true);
+  op.getResult().replaceAllUsesWith(result);
+  op.erase();
+}
+
 LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op,
-                                 const DenseMap<Operation *, Value> &inPlace) {
+                                 const DenseMap<Operation *, Value> &inPlace,
+                                 const DenseSet<Operation *> &topKWaits) {
+  if (topKWaits.contains(op)) {
+    lowerTopKWait(rt, op);
+    return success();
+  }
   OpBuilder b(op);
   Location loc = op.getLoc();
   RankedTensorType type = op.getType();
@@ -849,6 +920,7 @@ struct ConvertDSToRuntimePass
     RuntimeCallBuilder rt(module, cuda, bucketViews, deviceEncoders,
                           deviceEncodersMin);
     DenseMap<Operation *, Value> inPlace; // wait -> its start's buffer
+    DenseSet<Operation *> topKWaits;      // waits of device top-k starts
     // On CUDA the block-sparse products and the top-k have no runtime
     // kernels (convert-ds-to-linalg lowered them); collectives are staged.
     SmallVector<Operation *> ops;
@@ -861,9 +933,9 @@ struct ConvertDSToRuntimePass
       if (isa<AllReduceOp, CommBroadcastOp>(op))
         result = lowerBlockingCollective(rt, op);
       else if (auto start = dyn_cast<AllReduceStartOp>(op))
-        result = lowerAllReduceStart(rt, start, inPlace);
+        result = lowerAllReduceStart(rt, start, inPlace, topKWaits);
       else if (auto wait = dyn_cast<AllReduceWaitOp>(op))
-        result = lowerAllReduceWait(rt, wait, inPlace);
+        result = lowerAllReduceWait(rt, wait, inPlace, topKWaits);
       else if (auto comm = dyn_cast<CommRankOp>(op))
         lowerCommRank(rt, comm);
       else if (isa<SendOp, RecvOp>(op))

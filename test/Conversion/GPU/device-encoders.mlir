@@ -148,8 +148,25 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // CHECK: %[[COUNT:.*]] = bufferization.to_buffer %[[TOTAL]] read_only : tensor<1xi32>
 // CHECK: %[[COUNTCAST:.*]] = memref.cast %[[COUNT]]
 // CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, {{.*}}, %[[COUNTCAST]], {{.*}}, %c5000_i64)
-// CHECK: call @dsrt_cuda_allreduce_wait_f32(%[[H]]
-// CHECK: return {{.*}}, %[[SENT]]#1
+// The mean comes back sparse: U = how many of its elements are not zero,
+// their indices and values into buffers of U, then a zero fill and a
+// scatter, whose loop reads the first U of views of n.
+// CHECK: %[[U:.*]] = call @dsrt_cuda_allreduce_wait_topk_f32(%[[H]]) : (i64) -> i64
+// CHECK: %[[USIZE:.*]] = arith.index_cast %[[U]] : i64 to index
+// CHECK: %[[IDX:.*]] = memref.alloc(%[[USIZE]]) : memref<?xi32>
+// CHECK: %[[VALS:.*]] = memref.alloc(%[[USIZE]]) : memref<?xf32>
+// CHECK: call @dsrt_cuda_allreduce_take_topk_f32(%[[H]],
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<5000xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT]] : memref<5000xf32>)
+// CHECK: %[[IDXN:.*]] = memref.reinterpret_cast %[[IDX]] to offset: [0], sizes: [5000], strides: [1]
+// CHECK: %[[VALSN:.*]] = memref.reinterpret_cast %[[VALS]] to offset: [0], sizes: [5000], strides: [1]
+// CHECK: scf.parallel (%[[J:.*]]) = (%{{.*}}) to (%[[USIZE]])
+// CHECK: %[[I:.*]] = memref.load %[[IDXN]][%[[J]]]
+// CHECK: %[[AT:.*]] = arith.index_castui %[[I]] : i32 to index
+// CHECK: %[[V:.*]] = memref.load %[[VALSN]][%[[J]]]
+// CHECK: memref.store %[[V]], %[[OUT]][%[[AT]]]
+// CHECK: %[[MEAN:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
+// CHECK: return %[[MEAN]], %[[SENT]]#1
 // HOST-LABEL: func.func @dgc
 // HOST: call @dsrt_cuda_allreduce_start_f32
 // HOST-NOT: topk_f32

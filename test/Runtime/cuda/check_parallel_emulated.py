@@ -559,6 +559,20 @@ def case_topk_dgc():
             sizes != [[4, 4]] * 12:
         raise RuntimeError("copies to the host per start: %s, host-encoded "
                            "%s" % (sizes, host_sizes))
+    # The mean comes back sparse: the U elements that are not zero, 8
+    # bytes each (U at most the 2 ranks' slots), where the host encoder's
+    # wait copied the bucket, and its start the residual. The rest of the
+    # runs' copies to the device (data, parameters) are alike.
+    def to_device(logs):
+        return sum(copy_bytes(l) for log in logs for l in log
+                   if l.startswith("cuMemcpyHtoDAsync"))
+    dense = sum(8 * (h[1] // 4) for h in host_sizes)  # 2 ranks, 2 steps
+    sparse = to_device(dgc_logs) - to_device(host_logs) + dense
+    most = sum(8 * 2 * slots(h[1] // 4) for h in host_sizes)
+    if not 0 < sparse <= most:
+        raise RuntimeError("the means' copies to the device: %d bytes in 2 "
+                           "steps on 2 ranks (at most %d), host-encoded %d" % (
+                               sparse, most, dense))
     # On the step stream each start copies its count and probe to the
     # host, and its slots on the device; the staging thread then copies
     # the used slots and the one after them (8 bytes each), at most 2k
@@ -592,10 +606,11 @@ def case_topk_dgc():
     step_bytes = sum(map(sum, sizes[:3])) + 2 * sum(
         fetched_slots(dgc_logs[0])[:3])
     first, last = (2 * sum(fetched[0][s:s + 3]) for s in (0, 12))
-    return result + ("; %d bytes to the host a step instead of %d; through "
-                     "the warm-up, slots of %d bytes of which %d fetched at "
-                     "25 %% and %d at 0.1 %%" % (
+    return result + ("; %d bytes to the host a step instead of %d, %d back "
+                     "instead of %d; through the warm-up, slots of %d bytes "
+                     "of which %d fetched at 25 %% and %d at 0.1 %%" % (
                          step_bytes, sum(map(sum, host_sizes[:3])),
+                         sparse // 4, dense // 4,
                          8 * sum(slots(n, 0.25) for n in buckets), first,
                          last))
 
