@@ -224,6 +224,9 @@ struct StagedStart : comm::staging::Job {
   /// memory (a residual; PowerSGD's state, which its CPU wait completes,
   /// when the wait's type `f64` is the start's).
   virtual void writeBack(bool f64) = 0;
+  /// The bucket's elements when this is an f32 top-k start, whose mean
+  /// may come back sparse (dsrt_cuda_allreduce_wait_topk_f32); else -1.
+  virtual int64_t topKElements() const { return -1; }
 };
 
 /// A bucket's start: the bucket, the residual and the parameters as the
@@ -252,6 +255,12 @@ template <typename T, typename Start> struct StartJob final : StagedStart {
                p[0], p[1], p[2]);
   }
   void writeBack(bool) override { residualOut.writeBack(); }
+  int64_t topKElements() const override {
+    return std::is_same_v<T, float> && scheme == DSRT_COMPRESS_TOPK &&
+                   grad.onDevice
+               ? grad.device.sizes[0]
+               : -1;
+  }
 };
 
 template <typename T, typename Start> struct PowerSgdJob final : StagedStart {
@@ -396,6 +405,7 @@ struct TopKSlotsJob final : StagedStart {
         });
   }
   void writeBack(bool) override {}
+  int64_t topKElements() const override { return n; }
 };
 
 /// A staged start's job once its CPU start has run, `handle` replaced by
@@ -670,20 +680,21 @@ int64_t waitTopK(int64_t handle) {
   const char *what = "dsrt_cuda_allreduce_wait_topk_f32";
   int64_t key = handle;
   std::shared_ptr<StagedStart> job = finishStaged(handle);
-  auto *topk = dynamic_cast<TopKSlotsJob *>(job.get());
-  if (!topk) {
-    (void)DS_ERROR("%s: handle %lld is not a started top-k all-reduce of "
-                   "device slots",
+  int64_t n = job ? job->topKElements() : -1;
+  if (n < 0) {
+    (void)DS_ERROR("%s: handle %lld is not a started f32 top-k all-reduce",
                    what, static_cast<long long>(key));
     return 0;
   }
   // The CPU wait writes the mean (zeros after a failure), every element
-  // +0 but the sent ones' sums.
-  std::vector<float> mean(topk->n);
-  Memref1<float> out{mean.data(), mean.data(), 0, {topk->n}, {1}};
+  // +0 but the sent ones' sums; a host-encoded start's residual goes back
+  // to the device as at the dense wait.
+  std::vector<float> mean(n);
+  Memref1<float> out{mean.data(), mean.data(), 0, {n}, {1}};
   Cpu<float>::wait(handle, &out);
+  job->writeBack(/*f64=*/false);
   SparseMean sparse;
-  for (int64_t i = 0; i < topk->n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, &mean[i], sizeof(bits));
     if (bits != 0) {

@@ -244,7 +244,14 @@ void runAsyncError() {
   F32 out({0, 0});
   _mlir_ciface_dsrt_cuda_allreduce_f32(&in.desc, &out.desc, DSRT_REDUCE_SUM);
   noError("a collective before the error");
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // The stub reports the error once the communicator has been idle 0.5 s,
+  // and the watchdog asks every 0.5 s: about a second, but a loaded
+  // machine may starve the watchdog's thread, so wait up to 30 s.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  while ((!dsrt_last_error() || !dsrt_comm_failed()) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   expectError("the watchdog aborts on NCCL's asynchronous error",
               "NCCL reports an asynchronous error");
   report(dsrt_comm_failed() != 0, "the MPI layer's communicator failed too");
@@ -443,10 +450,36 @@ void runTopKSlots() {
       &bucket.desc, &none.desc, &none.desc, DSRT_COMPRESS_NONE, &zero.desc);
   report(dsrt_cuda_allreduce_wait_topk_f32(h) == 0,
          "the sparse wait of another start is 0");
-  expectError("and an error", "is not a started top-k all-reduce");
+  expectError("and an error", "is not a started f32 top-k all-reduce");
   F32 two({0, 0});
   _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &two.desc);
   noError("which its own wait still takes");
+
+  // A start the host encodes takes the sparse wait too, which writes its
+  // residual back as the dense one. p0 = 0.25 of 8 (k = 2): DGC's
+  // threshold is the sample's 6th smallest magnitude, 1, which 3 pass
+  // (no more than 2k).
+  {
+    F32 grad({0.1f, -5.0f, 0.2f, 3.0f, 0.0f, 0.5f, -0.25f, 1.0f});
+    F32 residualIn(std::vector<float>(8, 0.0f));
+    F32 residualOut(std::vector<float>(8, 9.0f));
+    F64 params({0.25, 0.0, 0.0});
+    h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+        &grad.desc, &residualIn.desc, &residualOut.desc, DSRT_COMPRESS_TOPK,
+        &params.desc);
+    u = dsrt_cuda_allreduce_wait_topk_f32(h);
+    U32 sentIndices({0, 0, 0});
+    F32 sentValues({0, 0, 0});
+    _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &sentIndices.desc,
+                                                   &sentValues.desc);
+    noError("a host-encoded top-k start's sparse wait");
+    report(u == 3 && sentIndices.read() == std::vector<uint32_t>{1, 3, 7} &&
+               sentValues.read() == std::vector<float>{-5.0f, 3.0f, 1.0f},
+           "gives the three at the threshold or above", std::to_string(u));
+    report(residualOut.read() == std::vector<float>{0.1f, 0.0f, 0.2f, 0.0f,
+                                                    0.0f, 0.5f, -0.25f, 0.0f},
+           "and the residual of the others", show(residualOut.read()));
+  }
 
   // Every slot used: none after them to fetch.
   U32 full({5, 6});

@@ -347,7 +347,10 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
     struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
     struct dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n);
 
-/* The wait of such a start, in two calls, so that the mean crosses PCIe
+/* The wait of such a start, or of an f32 top-k start the host encodes
+   (dsrt_cuda_allreduce_start_f32 with DSRT_COMPRESS_TOPK, whose residual
+   it writes back as the dense wait does), in two calls, so that the mean
+   crosses PCIe
    as sparse as it is (at most the ranks' slots of its n elements are not
    zero): wait_topk waits for the exchange as dsrt_cuda_allreduce_wait_f32
    does, keeps the mean on the host and returns how many of its elements

@@ -578,8 +578,9 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// (DeviceEncoders.h); the new residual is the step's own, written before
 /// the call as on the CPU:
 /// - three tiers: codes, scalars -> handle;
-/// - top-k: indices, values, count, scalars, n -> handle; its waits, added
-///   to `topKWaits`, take the mean sparse (lowerTopKWait).
+/// - top-k: indices, values, count, scalars, n -> handle.
+/// A top-k start's waits join `topKWaits`: they take the mean sparse
+/// (lowerTopKWait).
 bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op,
                         DenseSet<Operation *> &topKWaits) {
   RankedTensorType type = op.getBucket().getType();
@@ -720,6 +721,12 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   Value handle =
       rt.call(b, loc, rt.collective(("dsrt_allreduce_start_" + *suffix).str()),
               operands, {b.getI64Type()});
+  // A top-k mean is sparse, whoever encoded the payloads.
+  if (rt.targetsCuda() && op.getScheme() == CompressionScheme::topk &&
+      type.getElementType().isF32())
+    for (Operation *user : op.getRequest().getUsers())
+      if (isa<AllReduceWaitOp>(user))
+        topKWaits.insert(user);
   if (Value next = op.getNewResidual()) {
     if (rt.targetsCuda()) {
       if (failed(takeAfterWait(op, next, residualOut)))
@@ -735,9 +742,9 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
   return success();
 }
 
-/// ds.all_reduce_wait: (handle, out).
-/// The wait of a top-k start the step encoded on the device: at most the
-/// ranks' slots of the mean are not zero, so it comes back sparse.
+/// The wait of a top-k start on CUDA (encoded on the device or by the
+/// host): at most the ranks' selections of the mean are not zero, so it
+/// comes back sparse.
 /// dsrt_cuda_allreduce_wait_topk_f32 returns how many elements are not +0
 /// (U), dsrt_cuda_allreduce_take_topk_f32 copies their indices and values
 /// into buffers of U, and the step zero-fills the output and scatters them
@@ -795,6 +802,7 @@ void lowerTopKWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
   op.erase();
 }
 
+/// ds.all_reduce_wait: (handle, out).
 LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op,
                                  const DenseMap<Operation *, Value> &inPlace,
                                  const DenseSet<Operation *> &topKWaits) {

@@ -17,7 +17,8 @@
 //   re-selection, and the selected elements compacted on the device into
 //   at most 2k slots, with their count: the runtime copies only the used
 //   slots to the host, 8 bytes each (DGC's 0.1 %: about 0.008 bytes an
-//   element).
+//   element). Its mean comes back sparse too (DSToRuntime.cpp,
+//   lowerTopKWait).
 //
 // Each computes the runtime's encoder's f32 operations in its order, so
 // the payload and the residual are the host encoder's bit for bit where

@@ -559,26 +559,42 @@ def case_topk_dgc():
             sizes != [[4, 4]] * 12:
         raise RuntimeError("copies to the host per start: %s, host-encoded "
                            "%s" % (sizes, host_sizes))
-    # The mean comes back sparse: the U elements that are not zero, 8
-    # bytes each (U at most the 2 ranks' slots), where the host encoder's
-    # wait copied the bucket, and its start the residual. The rest of the
-    # runs' copies to the device (data, parameters) are alike.
+    # The mean comes back sparse: the step allocates U indices and U
+    # values (the elements that are not zero, at most the 2 ranks' slots)
+    # and the runtime copies them, where a dense wait copied the bucket.
+    # Both runs take them so; the host-encoded one also copies each
+    # residual back, and nothing else differs.
+    def takes(log):
+        found = []
+        kinds = ["cuMemAllocAsync"] * 2 + ["cuMemcpyHtoDAsync"] * 2
+        for lines in zip(log, log[1:], log[2:], log[3:]):
+            if all(l.startswith(k) for l, k in zip(lines, kinds)):
+                sizes = set(map(copy_bytes, lines))
+                if len(sizes) == 1:
+                    found.append(sizes.pop() // 4)
+        return found
     def to_device(logs):
         return sum(copy_bytes(l) for log in logs for l in log
                    if l.startswith("cuMemcpyHtoDAsync"))
-    dense = sum(8 * (h[1] // 4) for h in host_sizes)  # 2 ranks, 2 steps
-    sparse = to_device(dgc_logs) - to_device(host_logs) + dense
-    most = sum(8 * 2 * slots(h[1] // 4) for h in host_sizes)
-    if not 0 < sparse <= most:
-        raise RuntimeError("the means' copies to the device: %d bytes in 2 "
-                           "steps on 2 ranks (at most %d), host-encoded %d" % (
-                               sparse, most, dense))
+    buckets = [h[1] // 4 for h in host_sizes[:3]]
+    for log in dgc_logs + host_logs:
+        got = takes(log)
+        if len(got) != 6 or any(u > 2 * slots(n) for u, n in
+                                zip(got, buckets * 2)):
+            raise RuntimeError("sparse means per start: %s (buckets %s)" % (
+                got, buckets))
+    residuals = sum(h[1] for h in host_sizes)
+    if to_device(host_logs) - to_device(dgc_logs) != residuals:
+        raise RuntimeError("copies to the device: %d, host-encoded %d (its "
+                           "residuals %d)" % (to_device(dgc_logs),
+                                              to_device(host_logs),
+                                              residuals))
+    sparse = 8 * sum(takes(dgc_logs[0])[:3])
     # On the step stream each start copies its count and probe to the
     # host, and its slots on the device; the staging thread then copies
     # the used slots and the one after them (8 bytes each), at most 2k
     # for the step's fraction. Through the warm-up the slots are those of
     # its largest fraction (25 %), and the later steps fetch fewer.
-    buckets = [h[1] // 4 for h in host_sizes[:3]]
     warm_logs = read_logs(warm_logs)
     fractions = [0.25, 0.0625, 0.015625, 0.004, 0.001]
     fetched = []
@@ -610,7 +626,7 @@ def case_topk_dgc():
                      "instead of %d; through the warm-up, slots of %d bytes "
                      "of which %d fetched at 25 %% and %d at 0.1 %%" % (
                          step_bytes, sum(map(sum, host_sizes[:3])),
-                         sparse // 4, dense // 4,
+                         sparse, 8 * sum(buckets),
                          8 * sum(slots(n, 0.25) for n in buckets), first,
                          last))
 
