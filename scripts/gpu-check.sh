@@ -422,6 +422,11 @@ run() {
           awk '{ sub(/\(/, "", $6); if ($1 > 0) printf "%.2fx", $6 / $1 }')
       [[ -n $ratio ]] && collectives="; compression $ratio"
       collectives+="; $(grep -o 'device collectives: .*' <<< "$out")"
+      # What the runtime copied over PCIe a step (the inputs included).
+      local pcie
+      pcie=$(grep -o "the runtime's copies: [0-9]* bytes to the host, [0-9]* to the device" <<< "$out" |
+        awk '{ printf "PCIe %s B/step to the host, %s back", $4, $9 }')
+      [[ -n $pcie ]] && collectives+="; $pcie"
     fi
     if [[ $rc -eq 0 ]]; then
       row "$case ($steps steps vs CPU)" PASS "max rel. loss diff ${diff} (tol $tol), ${ms} ms/step$collectives"

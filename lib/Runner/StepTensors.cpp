@@ -32,7 +32,9 @@ static std::vector<double> deviceCounts() {
           double(s.stream_allocations),
           double(s.waits),
           double(s.graph_launches),
-          double(s.kernel_launches - s.graph_kernels)};
+          double(s.kernel_launches - s.graph_kernels),
+          s.bytes_to_host,
+          s.bytes_to_device};
 }
 #endif
 
@@ -253,9 +255,10 @@ llvm::json::Object StepTensors::workPerStep(int64_t steps) const {
   if (!device || steps <= 0)
     return work;
   std::vector<double> now = deviceCounts();
-  const char *names[] = {"kernel_launches",     "gemms", "gemm_gflop",
-                         "stream_allocations",  "waits", "graph_launches",
-                         "host_kernel_launches"};
+  const char *names[] = {
+      "kernel_launches",      "gemms",         "gemm_gflop",
+      "stream_allocations",   "waits",         "graph_launches",
+      "host_kernel_launches", "bytes_to_host", "bytes_to_device"};
   for (size_t i = 0; i < now.size(); ++i)
     work[names[i]] = (now[i] - startCounts[i]) / double(steps);
 #else

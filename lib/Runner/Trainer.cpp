@@ -537,10 +537,13 @@ Error Trainer::run() {
     out << llvm::format(
         "ds-run: device work per step: %.0f kernel launches, "
         "%.0f cuBLASLt GEMMs (%.4g GFLOP), %.0f stream-ordered "
-        "allocations, %.2f waits (--report-every %lld)\n",
+        "allocations, %.2f waits (--report-every %lld); the runtime's "
+        "copies: %.1f KiB to the host, %.1f KiB to the device\n",
         *work.getNumber("kernel_launches"), *work.getNumber("gemms"),
         *work.getNumber("gemm_gflop"), *work.getNumber("stream_allocations"),
-        *work.getNumber("waits"), static_cast<long long>(reportEvery));
+        *work.getNumber("waits"), static_cast<long long>(reportEvery),
+        *work.getNumber("bytes_to_host") / 1024,
+        *work.getNumber("bytes_to_device") / 1024);
   if (llvm::json::Object work = tensors->workPerStep(int64_t(stepMs.size()));
       options.cudaGraphs && !work.empty() && !options.quiet)
     out << llvm::format("ds-run: CUDA graphs: %lld captured; per step %.2f "

@@ -186,12 +186,15 @@ template <typename T> struct Copied {
     size_t bytes = static_cast<size_t>(span) * sizeof(T);
     if (bytes == 0)
       return true;
-    return pinned.take(bytes) &&
-           !DS_CU(cuMemcpyDtoHAsync, pinned.data(),
-                  static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(
-                      view->aligned + view->offset)),
-                  bytes, cuda::stepStream())
-                .failed();
+    if (!pinned.take(bytes) ||
+        DS_CU(cuMemcpyDtoHAsync, pinned.data(),
+              static_cast<CUdeviceptr>(
+                  reinterpret_cast<uintptr_t>(view->aligned + view->offset)),
+              bytes, cuda::stepStream())
+            .failed())
+      return false;
+    cuda::countToHost(bytes);
+    return true;
   }
 
   /// On the staging thread, once the copy has happened: the view's

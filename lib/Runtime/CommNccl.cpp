@@ -1340,9 +1340,10 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
     double *slot = probe ? graphProbeSlot(s) : nullptr;
     if (slot &&
         !DS_CU(cuMemcpyDtoHAsync, slot, ptr(probe), sizeof(double), step)
-             .failed())
+             .failed()) {
       replay->probes.push_back(slot);
-    else if (slot)
+      countToHost(sizeof(double)); // in the graph's tally: every launch
+    } else if (slot)
       s.freeGraphProbes.push_back(slot);
   } else {
     watchCollective(s, s.stream, "ncclAllReduce", seq, bytes);
@@ -1355,6 +1356,7 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
                sizeof(double), step)
              .failed()) {
       ++s.probesUsed;
+      countToHost(sizeof(double));
       (void)DS_CU(cuEventRecord, s.probesCopied, step);
     }
   }

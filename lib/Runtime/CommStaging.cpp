@@ -198,9 +198,12 @@ bool staging::ParkedBuffer::fetch(size_t prefix) {
                    bytes);
     return false;
   }
-  return pinned.take(prefix) && !DS_CU(cuMemcpyDtoHAsync, pinned.data(),
-                                       devicePointer(device), prefix, s.copies)
-                                     .failed();
+  if (!pinned.take(prefix) || DS_CU(cuMemcpyDtoHAsync, pinned.data(),
+                                    devicePointer(device), prefix, s.copies)
+                                  .failed())
+    return false;
+  cuda::countToHost(prefix);
+  return true;
 }
 
 bool staging::awaitFetches() {

@@ -399,6 +399,10 @@ bool ds::steprun::runSteps(const StepManifest &m, const StepLibrary &library,
       result.hostKernelLaunchesPerStep =
           result.launchesPerStep -
           double(last.graph_kernels - firstStats.graph_kernels) / n;
+      result.bytesToHostPerStep =
+          (last.bytes_to_host - firstStats.bytes_to_host) / n;
+      result.bytesToDevicePerStep =
+          (last.bytes_to_device - firstStats.bytes_to_device) / n;
     }
 #endif
   } else {

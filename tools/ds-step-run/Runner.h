@@ -69,6 +69,9 @@ struct RunResult {
   /// the kernels the host still launched itself, and graphs captured.
   double graphLaunchesPerStep = 0, hostKernelLaunchesPerStep = 0;
   size_t graphsCaptured = 0;
+  /// The runtime's copies between host and device per timed step
+  /// (dsrt_cuda_stats' bytes_to_host, bytes_to_device).
+  double bytesToHostPerStep = 0, bytesToDevicePerStep = 0;
   /// With RunOptions::profile: the device time of each kernel and GEMM over
   /// the timed steps, longest first.
   std::vector<ProfileEntry> profile;

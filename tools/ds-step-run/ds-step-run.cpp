@@ -530,9 +530,12 @@ int main(int argc, char **argv) {
 #endif
   if (!options.quiet && result.hasDeviceCounts)
     std::printf("ds-step-run: per step: %.0f kernel launches, %.0f cuBLASLt "
-                "GEMMs (%.4g GFLOP), %.0f stream-ordered allocations\n",
+                "GEMMs (%.4g GFLOP), %.0f stream-ordered allocations; the "
+                "runtime's copies: %.0f bytes to the host, %.0f to the "
+                "device\n",
                 result.launchesPerStep, result.gemmsPerStep,
-                result.gemmGflopPerStep, result.allocationsPerStep);
+                result.gemmGflopPerStep, result.allocationsPerStep,
+                result.bytesToHostPerStep, result.bytesToDevicePerStep);
   if (!result.profile.empty())
     printProfile(result, profileTop, options.steps);
   if (!options.quiet && options.cudaGraphs) {
@@ -568,7 +571,9 @@ int main(int argc, char **argv) {
                     {"graph_launches", result.graphLaunchesPerStep},
                     {"gemms", result.gemmsPerStep},
                     {"gemm_gflop", result.gemmGflopPerStep},
-                    {"stream_allocations", result.allocationsPerStep}}
+                    {"stream_allocations", result.allocationsPerStep},
+                    {"bytes_to_host", result.bytesToHostPerStep},
+                    {"bytes_to_device", result.bytesToDevicePerStep}}
              : json()},
         {"steps", steps}};
     if (!dataParallel.is_null())

@@ -408,10 +408,25 @@ void runTopKSlots() {
   F32 out(std::vector<float>(n, 7.0f));
   dsrt_comm_stats before{}, after{};
   dsrt_get_comm_stats(&before);
+  dsrt_cuda_stats copiesBefore{}, copiesAfter{};
+  dsrt_cuda_get_stats(&copiesBefore);
   int64_t h = start(indices, values, 4, probe);
   report(h != 0, "a top-k start of device slots is staged");
   _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
   noError("its wait");
+  // To the host: the count and the probe, then 5 indices and 5 values; to
+  // the device: the count (the test's upload) and the dense mean.
+  dsrt_cuda_get_stats(&copiesAfter);
+  report(
+      copiesAfter.bytes_to_host - copiesBefore.bytes_to_host == 48 &&
+          copiesAfter.bytes_to_device - copiesBefore.bytes_to_device ==
+              4 + 4.0 * n,
+      "the runtime counts its copies",
+      std::to_string(copiesAfter.bytes_to_host - copiesBefore.bytes_to_host) +
+          " bytes to the host, " +
+          std::to_string(copiesAfter.bytes_to_device -
+                         copiesBefore.bytes_to_device) +
+          " to the device");
   report(out.read() == want, "the mean of one rank is the sent elements");
   dsrt_get_comm_stats(&after);
   report(after.bytes_dense == before.bytes_dense + 4.0 * n &&

@@ -106,6 +106,14 @@ typedef struct dsrt_cuda_stats {
   uint64_t graph_kernels;      /* of kernel_launches, those graphs ran; the host
                                   launched kernel_launches - graph_kernels
                                   kernels and graph_launches graphs itself */
+  double bytes_to_host;        /* what the runtime copied from device to host
+                                  memory (PCIe): dsrt_cuda_copy_to_host, the
+                                  staged collectives' copies, the top-k slots
+                                  fetched, NCCL's probes; not the compiled
+                                  step's own copies (gpu.memcpy) */
+  double bytes_to_device;      /* likewise back: dsrt_cuda_copy_to_device (the
+                                  runner's inputs, the staged collectives'
+                                  results and residuals, top-k means) */
 } dsrt_cuda_stats;
 DSRT_API void dsrt_cuda_get_stats(dsrt_cuda_stats *out);
 DSRT_API void dsrt_cuda_reset_stats(void);

@@ -331,6 +331,9 @@ void dsrt_cuda_get_stats(dsrt_cuda_stats *out) {
   out->waits = c.waits.load(std::memory_order_relaxed);
   out->graph_launches = c.graphLaunches.load(std::memory_order_relaxed);
   out->graph_kernels = c.graphKernels.load(std::memory_order_relaxed);
+  out->bytes_to_host = double(c.bytesToHost.load(std::memory_order_relaxed));
+  out->bytes_to_device =
+      double(c.bytesToDevice.load(std::memory_order_relaxed));
 }
 
 void dsrt_cuda_reset_stats(void) {
@@ -342,6 +345,8 @@ void dsrt_cuda_reset_stats(void) {
   c.waits = 0;
   c.graphLaunches = 0;
   c.graphKernels = 0;
+  c.bytesToHost = 0;
+  c.bytesToDevice = 0;
 }
 
 int dsrt_cuda_synchronize(void) {

@@ -41,7 +41,8 @@ inline CUstream resolveStream(void *stream) {
 /// may enqueue from several threads).
 struct Counters {
   std::atomic<uint64_t> kernelLaunches{0}, gemms{0}, gemmFlops{0},
-      streamAllocations{0}, waits{0}, graphLaunches{0}, graphKernels{0};
+      streamAllocations{0}, waits{0}, graphLaunches{0}, graphKernels{0},
+      bytesToHost{0}, bytesToDevice{0};
 };
 /// Where work enqueued now is counted: the process's counters, or while a
 /// CUDA graph is being captured (Graph.cpp) that graph's tally, which each
@@ -49,6 +50,14 @@ struct Counters {
 Counters &counters();
 /// The process's counters (dsrt_cuda_get_stats).
 Counters &processCounters();
+/// Counts a copy the runtime makes from device to host memory, or back
+/// (dsrt_cuda_stats' bytes_to_host and bytes_to_device).
+inline void countToHost(size_t bytes) {
+  counters().bytesToHost.fetch_add(bytes, std::memory_order_relaxed);
+}
+inline void countToDevice(size_t bytes) {
+  counters().bytesToDevice.fetch_add(bytes, std::memory_order_relaxed);
+}
 
 /// True while the step stream is being captured into a CUDA graph.
 bool capturing();

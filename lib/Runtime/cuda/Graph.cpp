@@ -27,7 +27,8 @@ namespace {
 
 /// What one capture enqueued, as plain numbers.
 struct Tally {
-  uint64_t kernelLaunches = 0, gemms = 0, gemmFlops = 0, streamAllocations = 0;
+  uint64_t kernelLaunches = 0, gemms = 0, gemmFlops = 0, streamAllocations = 0,
+           bytesToHost = 0, bytesToDevice = 0;
 };
 
 using Hooks = std::vector<std::pair<const void *, std::unique_ptr<LaunchHook>>>;
@@ -54,6 +55,8 @@ Tally snapshot(const Counters &c) {
   t.gemms = c.gemms.load(std::memory_order_relaxed);
   t.gemmFlops = c.gemmFlops.load(std::memory_order_relaxed);
   t.streamAllocations = c.streamAllocations.load(std::memory_order_relaxed);
+  t.bytesToHost = c.bytesToHost.load(std::memory_order_relaxed);
+  t.bytesToDevice = c.bytesToDevice.load(std::memory_order_relaxed);
   return t;
 }
 
@@ -166,6 +169,8 @@ int dsrt_cuda_graph_launch(void *handle) {
   c.streamAllocations.fetch_add(t.streamAllocations, std::memory_order_relaxed);
   c.graphLaunches.fetch_add(1, std::memory_order_relaxed);
   c.graphKernels.fetch_add(t.kernelLaunches, std::memory_order_relaxed);
+  c.bytesToHost.fetch_add(t.bytesToHost, std::memory_order_relaxed);
+  c.bytesToDevice.fetch_add(t.bytesToDevice, std::memory_order_relaxed);
   return 0;
 }
 

@@ -105,6 +105,7 @@ int dsrt_cuda_copy_to_device(void *dst, const void *src, int64_t bytes) {
             static_cast<size_t>(bytes), stepStream())
           .failed())
     return -1;
+  countToDevice(static_cast<size_t>(bytes));
   return 0;
 }
 
@@ -123,6 +124,7 @@ int dsrt_cuda_copy_to_host(void *dst, const void *src, int64_t bytes) {
           .failed() ||
       DS_CU(cuStreamSynchronize, stepStream()).failed())
     return -1;
+  countToHost(static_cast<size_t>(bytes));
   return 0;
 }
 
