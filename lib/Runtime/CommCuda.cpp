@@ -381,10 +381,14 @@ struct TopKSlotsJob final : StagedStart {
     // The slot after the used ones, when there is one, comes too: it must
     // be empty, which checks the count against the slots.
     int64_t fetched = finite ? std::min(used + 1, slots) : 0;
-    if (fetched > 0 && (!indices.fetch(size_t(fetched) * sizeof(uint32_t)) ||
-                        !values.fetch(size_t(fetched) * sizeof(float)) ||
-                        !comm::staging::awaitFetches()))
-      return 0;
+    if (fetched > 0) {
+      bool enqueued = indices.fetch(size_t(fetched) * sizeof(uint32_t)) &&
+                      values.fetch(size_t(fetched) * sizeof(float));
+      // Waited for even after a failure: the pinned buffers go back to
+      // their pool with the job.
+      if (!comm::staging::awaitFetches() || !enqueued)
+        return 0;
+    }
     auto *i = static_cast<const uint32_t *>(indices.fetched());
     auto *v = static_cast<const float *>(values.fetched());
     if (used > 0 && i[used - 1] == DSRT_TOPK_SLOT_EMPTY) {

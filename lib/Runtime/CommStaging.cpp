@@ -173,9 +173,10 @@ staging::PinnedBuffer::~PinnedBuffer() {
 bool staging::ParkedBuffer::park(const void *from, size_t wanted) {
   if (wanted == 0)
     return true;
+  if (cuda::ensureReady().failed())
+    return false;
   CUstream step = cuda::stepStream();
-  if (cuda::ensureReady().failed() ||
-      cuda::allocateOnStream(int64_t(wanted), step, false, device).failed()) {
+  if (cuda::allocateOnStream(int64_t(wanted), step, false, device).failed()) {
     device = nullptr;
     return false;
   }

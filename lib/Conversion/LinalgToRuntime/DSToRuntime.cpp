@@ -806,7 +806,8 @@ void lowerTopKWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
 LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op,
                                  const DenseMap<Operation *, Value> &inPlace,
                                  const DenseSet<Operation *> &topKWaits) {
-  if (topKWaits.contains(op)) {
+  // Buckets are flat (ds-data-parallel); another shape takes the dense wait.
+  if (topKWaits.contains(op) && op.getType().getRank() == 1) {
     lowerTopKWait(rt, op);
     return success();
   }
