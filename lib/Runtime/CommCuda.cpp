@@ -673,16 +673,19 @@ void stageAllreduce(Memref1<T> *in, Memref1<T> *out, int64_t op, Cpu cpu) {
 }
 
 /// The means of top-k waits (waitTopK) until their take: the elements that
-/// are not +0, in index order.
+/// are not +0, in index order, or the whole mean when those are more than
+/// half of it (8 bytes an element sparse, 4 dense).
 struct SparseMean {
   std::vector<uint32_t> indices;
   std::vector<float> values;
+  std::vector<float> dense;
 };
 std::mutex sparseMeansMutex;
 std::map<int64_t, SparseMean> sparseMeans;
 
 /// dsrt_cuda_allreduce_wait_topk_f32: the CPU wait into host memory, the
-/// mean kept sparse under `handle`; its number of elements.
+/// mean kept under `handle`: sparse, and its number of elements returned,
+/// or dense (-1).
 int64_t waitTopK(int64_t handle) {
   const char *what = "dsrt_cuda_allreduce_wait_topk_f32";
   int64_t key = handle;
@@ -710,17 +713,22 @@ int64_t waitTopK(int64_t handle) {
     }
   }
   auto count = static_cast<int64_t>(sparse.indices.size());
+  if (2 * count > n) {
+    sparse = SparseMean{};
+    sparse.dense = std::move(mean);
+    count = -1;
+  }
   std::lock_guard<std::mutex> lock(sparseMeansMutex);
   sparseMeans[key] = std::move(sparse);
   return count;
 }
 
-/// dsrt_cuda_allreduce_take_topk_f32: the sparse mean of `handle` into
-/// device vectors of its length, on the step stream.
+/// dsrt_cuda_allreduce_take_topk_f32: the mean of `handle` on the step
+/// stream: sparse into device vectors of its length, or dense into `out`.
 void takeTopK(int64_t handle, Memref1<uint32_t> *indices,
-              Memref1<float> *values) {
+              Memref1<float> *values, Memref1<float> *out) {
   const char *what = "dsrt_cuda_allreduce_take_topk_f32";
-  SparseMean sparse;
+  SparseMean mean;
   {
     std::lock_guard<std::mutex> lock(sparseMeansMutex);
     auto it = sparseMeans.find(handle);
@@ -730,24 +738,33 @@ void takeTopK(int64_t handle, Memref1<uint32_t> *indices,
                      what, static_cast<long long>(handle));
       return;
     }
-    sparse = std::move(it->second);
+    mean = std::move(it->second);
     sparseMeans.erase(it);
   }
-  auto count = static_cast<int64_t>(sparse.indices.size());
+  bool dense = !mean.dense.empty();
+  auto count = static_cast<int64_t>(dense ? 0 : mean.indices.size());
   // Empty vectors may have no memory at all.
   uint32_t *i = count ? contiguous(indices) : nullptr;
   float *v = count ? contiguous(values) : nullptr;
+  float *o = dense ? contiguous(out) : nullptr;
   if (!indices || !values || indices->sizes[0] != count ||
-      values->sizes[0] != count || (count && (!i || !v))) {
+      values->sizes[0] != count || (count && (!i || !v)) ||
+      (dense && (!o || out->sizes[0] != int64_t(mean.dense.size())))) {
     (void)DS_ERROR("%s: needs contiguous device vectors of %lld indices and "
-                   "values",
-                   what, static_cast<long long>(count));
+                   "values%s",
+                   what, static_cast<long long>(count),
+                   dense ? " and of the bucket's mean" : "");
+    return;
+  }
+  if (dense) {
+    dsrt_cuda_copy_to_device(o, mean.dense.data(),
+                             int64_t(mean.dense.size() * sizeof(float)));
     return;
   }
   if (count == 0)
     return;
-  dsrt_cuda_copy_to_device(i, sparse.indices.data(), count * sizeof(uint32_t));
-  dsrt_cuda_copy_to_device(v, sparse.values.data(), count * sizeof(float));
+  dsrt_cuda_copy_to_device(i, mean.indices.data(), count * sizeof(uint32_t));
+  dsrt_cuda_copy_to_device(v, mean.values.data(), count * sizeof(float));
 }
 
 /// A broadcast from rank 0, likewise.
@@ -837,8 +854,10 @@ DSRT_API int64_t dsrt_cuda_allreduce_wait_topk_f32(int64_t handle) {
 }
 
 DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(
-    int64_t handle, dsrt_memref1_raw *indices, dsrt_memref1_f32 *values) {
-  takeTopK(handle, view<uint32_t>(indices), view<float>(values));
+    int64_t handle, dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
+    dsrt_memref1_f32 *out) {
+  takeTopK(handle, view<uint32_t>(indices), view<float>(values),
+           view<float>(out));
 }
 
 #define DS_CUDA_HALF_ALLREDUCE(SUFFIX, BF16)                                   \

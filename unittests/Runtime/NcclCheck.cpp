@@ -443,19 +443,19 @@ void runTopKSlots() {
   U32 gotIndices(std::vector<uint32_t>(4, 0));
   F32 gotValues(std::vector<float>(4, 0.0f));
   _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &gotIndices.desc,
-                                                 &gotValues.desc);
+                                                 &gotValues.desc, &out.desc);
   noError("its take");
   report(gotIndices.read() == std::vector<uint32_t>{3, 17, 400, 999} &&
              gotValues.read() == std::vector<float>{0.5f, -2.0f, 3.25f, 1e-3f},
          "which copies their indices and values");
   _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &gotIndices.desc,
-                                                 &gotValues.desc);
+                                                 &gotValues.desc, &out.desc);
   expectError("a take without its wait", "has no top-k mean waiting");
   h = start(indices, values, 4, probe);
   (void)dsrt_cuda_allreduce_wait_topk_f32(h);
   U32 three({0, 0, 0});
   _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &three.desc,
-                                                 &gotValues.desc);
+                                                 &gotValues.desc, &out.desc);
   expectError("a take into vectors of another length",
               "needs contiguous device vectors of 4 indices and values");
   F32 bucket({1.0f, 2.0f});
@@ -485,15 +485,34 @@ void runTopKSlots() {
     u = dsrt_cuda_allreduce_wait_topk_f32(h);
     U32 sentIndices({0, 0, 0});
     F32 sentValues({0, 0, 0});
-    _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &sentIndices.desc,
-                                                   &sentValues.desc);
+    F32 mean(std::vector<float>(8, 7.0f));
+    _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(
+        h, &sentIndices.desc, &sentValues.desc, &mean.desc);
     noError("a host-encoded top-k start's sparse wait");
     report(u == 3 && sentIndices.read() == std::vector<uint32_t>{1, 3, 7} &&
                sentValues.read() == std::vector<float>{-5.0f, 3.0f, 1.0f},
            "gives the three at the threshold or above", std::to_string(u));
+    report(mean.read() == std::vector<float>(8, 7.0f),
+           "and leaves the output to the step's scatter");
     report(residualOut.read() == std::vector<float>{0.1f, 0.0f, 0.2f, 0.0f,
                                                     0.0f, 0.5f, -0.25f, 0.0f},
            "and the residual of the others", show(residualOut.read()));
+
+    // p0 = 1: 7 of the 8 are not zero, more than half, so the whole mean
+    // comes back dense, into the output.
+    F64 all({1.0, 0.0, 0.0});
+    h = _mlir_ciface_dsrt_cuda_allreduce_start_f32(
+        &grad.desc, &residualIn.desc, &residualOut.desc, DSRT_COMPRESS_TOPK,
+        &all.desc);
+    u = dsrt_cuda_allreduce_wait_topk_f32(h);
+    U32 noIndices({});
+    F32 noValues({});
+    _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &noIndices.desc,
+                                                   &noValues.desc, &mean.desc);
+    noError("a mean more than half dense");
+    report(u == -1 && mean.read() == grad.read(),
+           "comes back whole (the wait says -1)",
+           std::to_string(u) + ": " + show(mean.read()));
   }
 
   // Every slot used: none after them to fetch.

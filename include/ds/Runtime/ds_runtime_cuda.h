@@ -358,21 +358,24 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
 /* The wait of such a start, or of an f32 top-k start the host encodes
    (dsrt_cuda_allreduce_start_f32 with DSRT_COMPRESS_TOPK, whose residual
    it writes back as the dense wait does), in two calls, so that the mean
-   crosses PCIe
-   as sparse as it is (at most the ranks' slots of its n elements are not
-   zero): wait_topk waits for the exchange as dsrt_cuda_allreduce_wait_f32
-   does, keeps the mean on the host and returns how many of its elements
-   are not +0 (U; every other one is +0); take_topk copies their indices
-   (u32, ascending) and values into device vectors of U elements on the
-   step stream, and the step zero-fills its output and scatters them
-   itself (convert-ds-to-runtime): 8 U bytes instead of 4 n. The mean is
+   crosses PCIe as sparse as it is (at most the ranks' selections of its
+   n elements are not zero). wait_topk waits for the exchange as
+   dsrt_cuda_allreduce_wait_f32 does, keeps the mean on the host and
+   returns how many of its elements are not +0 (U; every other one is
+   +0), or -1 when U > n / 2 (8 U bytes sparse would outweigh the 4 n of
+   the whole mean). take_topk then copies, on the step stream, their
+   indices (u32, ascending) and values into `indices` and `values`, of U
+   elements, or (after -1) the whole mean into `out` (n elements, the
+   other two empty). The step zero-fills `out` before the take and
+   scatters the U elements after it (convert-ds-to-runtime). The mean is
    the one dsrt_cuda_allreduce_wait_f32 would write, bit for bit. Each
    handle's take follows its wait once; a handle that is not such a
-   start's, a take without its wait, or vectors of another length are
-   errors (the wait then returns 0). */
+   start's (the wait then returns 0), a take without its wait, or vectors
+   of other lengths are errors. */
 DSRT_API int64_t dsrt_cuda_allreduce_wait_topk_f32(int64_t handle);
 DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(
-    int64_t handle, struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values);
+    int64_t handle, struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
+    dsrt_memref1_f32 *out);
 
 /*===------------------------------------------------------------------------===
  * GEMMs on cuBLASLt

@@ -199,7 +199,8 @@ bool startsInPlace(Operation *op) {
 /// size is not), a send and a start the device encoded (three tiers'
 /// codes and scales, top-k's slots) have none, and every other call's is
 /// its last. An fp16/bf16 start stages its f32 bucket alone (its 16-bit
-/// one is NCCL's); a top-k start its count and probe (topKParkingRow).
+/// one is NCCL's); a top-k start its count and probe (topKParkingRow), and
+/// a top-k take its sparse mean, whose size is known at run time only.
 std::optional<Row> stagedRow(func::CallOp call) {
   StringRef name = call.getCallee();
   if (!name.consume_front("dsrt_cuda_") || name.starts_with("matmul"))
@@ -213,7 +214,12 @@ std::optional<Row> stagedRow(func::CallOp call) {
     buffers.resize(1);
   if (name.starts_with("allreduce_start_topk"))
     buffers.erase(buffers.begin(), buffers.begin() + 2);
+  // A top-k take copies its U elements (a size known at run time), or the
+  // whole mean into its last buffer when more than half are not zero.
+  if (name.starts_with("allreduce_take_topk"))
+    buffers.resize(std::min<size_t>(buffers.size(), 2));
   bool noOutput = name.starts_with("send") ||
+                  name.starts_with("allreduce_take_topk") ||
                   name.starts_with("allreduce_start_half") ||
                   name.starts_with("allreduce_start_three_tier") ||
                   name.starts_with("allreduce_start_topk");

@@ -746,31 +746,36 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// host): at most the ranks' selections of the mean are not zero, so it
 /// comes back sparse.
 /// dsrt_cuda_allreduce_wait_topk_f32 returns how many elements are not +0
-/// (U), dsrt_cuda_allreduce_take_topk_f32 copies their indices and values
-/// into buffers of U, and the step zero-fills the output and scatters them
-/// (one kernel each): 8 U bytes cross PCIe instead of the bucket's 4 n,
-/// and the output is the dense wait's bit for bit.
+/// (U), or -1 when more than half are; the step zero-fills the output,
+/// dsrt_cuda_allreduce_take_topk_f32 copies the U indices and values into
+/// buffers of U (or the whole mean into the output), and the step
+/// scatters them (one kernel each): 8 U bytes cross PCIe instead of the
+/// bucket's 4 n, never more, and the output is the dense wait's bit for
+/// bit.
 void lowerTopKWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   RankedTensorType type = op.getType();
   Value count = rt.call(b, loc, "dsrt_cuda_allreduce_wait_topk_f32",
                         {op.getRequest()}, {b.getI64Type()});
-  Value size = arith::IndexCastOp::create(b, loc, b.getIndexType(), count);
+  Value sparse = arith::MaxSIOp::create(
+      b, loc, count, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+  Value size = arith::IndexCastOp::create(b, loc, b.getIndexType(), sparse);
   auto vector = [&](Type elementType) -> Value {
     return memref::AllocOp::create(
         b, loc, MemRefType::get({ShapedType::kDynamic}, elementType),
         ValueRange{size});
   };
   Value indices = vector(b.getI32Type()), values = vector(b.getF32Type());
-  rt.call(b, loc, "dsrt_cuda_allreduce_take_topk_f32",
-          {op.getRequest(), RuntimeCallBuilder::dynamicView(b, loc, indices),
-           RuntimeCallBuilder::dynamicView(b, loc, values)});
   Value out = memref::AllocOp::create(
       b, loc, MemRefType::get(type.getShape(), type.getElementType()));
   Value zero = arith::ConstantOp::create(
       b, loc, b.getFloatAttr(type.getElementType(), 0.0));
   linalg::FillOp::create(b, loc, zero, out);
+  rt.call(b, loc, "dsrt_cuda_allreduce_take_topk_f32",
+          {op.getRequest(), RuntimeCallBuilder::dynamicView(b, loc, indices),
+           RuntimeCallBuilder::dynamicView(b, loc, values),
+           RuntimeCallBuilder::dynamicView(b, loc, out)});
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
   Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
   // Kernels take static shapes (bare pointers): the U elements seen as the

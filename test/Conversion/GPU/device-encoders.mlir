@@ -148,16 +148,19 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // CHECK: %[[COUNT:.*]] = bufferization.to_buffer %[[TOTAL]] read_only : tensor<1xi32>
 // CHECK: %[[COUNTCAST:.*]] = memref.cast %[[COUNT]]
 // CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, {{.*}}, %[[COUNTCAST]], {{.*}}, %c5000_i64)
-// The mean comes back sparse: U = how many of its elements are not zero,
-// their indices and values into buffers of U, then a zero fill and a
+// The mean comes back sparse: U = how many of its elements are not zero
+// (-1: more than half, the whole mean instead), a zero fill, their indices
+// and values into buffers of U (or the mean into the output), then a
 // scatter, whose loop reads the first U of views of n.
 // CHECK: %[[U:.*]] = call @dsrt_cuda_allreduce_wait_topk_f32(%[[H]]) : (i64) -> i64
-// CHECK: %[[USIZE:.*]] = arith.index_cast %[[U]] : i64 to index
+// CHECK: %[[UPOS:.*]] = arith.maxsi %[[U]], %{{.*}} : i64
+// CHECK: %[[USIZE:.*]] = arith.index_cast %[[UPOS]] : i64 to index
 // CHECK: %[[IDX:.*]] = memref.alloc(%[[USIZE]]) : memref<?xi32>
 // CHECK: %[[VALS:.*]] = memref.alloc(%[[USIZE]]) : memref<?xf32>
-// CHECK: call @dsrt_cuda_allreduce_take_topk_f32(%[[H]],
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<5000xf32>
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT]] : memref<5000xf32>)
+// CHECK: %[[OUTVIEW:.*]] = memref.cast %[[OUT]]
+// CHECK: call @dsrt_cuda_allreduce_take_topk_f32(%[[H]], %{{.*}}, %{{.*}}, %[[OUTVIEW]])
 // CHECK: %[[IDXN:.*]] = memref.reinterpret_cast %[[IDX]] to offset: [0], sizes: [5000], strides: [1]
 // CHECK: %[[VALSN:.*]] = memref.reinterpret_cast %[[VALS]] to offset: [0], sizes: [5000], strides: [1]
 // CHECK: scf.parallel (%[[J:.*]]) = (%{{.*}}) to (%[[USIZE]])

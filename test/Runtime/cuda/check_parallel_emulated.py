@@ -561,21 +561,21 @@ def case_topk_dgc():
                            "%s" % (sizes, host_sizes))
     # The mean comes back sparse: the step allocates U indices and U
     # values (the elements that are not zero, at most the 2 ranks' slots)
-    # and the runtime copies them, where a dense wait copied the bucket.
-    # Both runs take them so; the host-encoded one also copies each
-    # residual back, and nothing else differs.
+    # and its output, and the runtime copies the U, where a dense wait
+    # copied the bucket. Both runs take them so; the host-encoded one
+    # also copies each residual back, and nothing else differs.
     def takes(log):
         # The step stream's lines only: other threads (the staging
         # thread's fetches, NCCL's watchdog) log between them.
         step = step_stream(log)
         log = [l for l in log if on_stream(l, step)]
         found = []
-        kinds = ["cuMemAllocAsync"] * 2 + ["cuMemcpyHtoDAsync"] * 2
-        for lines in zip(log, log[1:], log[2:], log[3:]):
+        kinds = ["cuMemAllocAsync"] * 3 + ["cuMemcpyHtoDAsync"] * 2
+        for lines in zip(*(log[k:] for k in range(5))):
             if all(l.startswith(k) for l, k in zip(lines, kinds)):
-                sizes = set(map(copy_bytes, lines))
-                if len(sizes) == 1:
-                    found.append(sizes.pop() // 4)
+                sizes = [copy_bytes(l) for l in lines]
+                if len(set(sizes[:2] + sizes[3:])) == 1:
+                    found.append(sizes[0] // 4)
         return found
     def to_device(logs):
         return sum(copy_bytes(l) for log in logs for l in log
@@ -615,6 +615,19 @@ def case_topk_dgc():
             raise RuntimeError("a warm-up run's copies: to the host %s, on "
                                "the device %s, fetched %s" % (
                                    warm_sizes, parked, mine))
+        # Each wait takes its mean sparse, or whole when more than half
+        # of it is not zero (the 10-element bucket at 25 %: the two
+        # ranks' 6 slots each).
+        stream = step_stream(log)
+        lines = [l for l in log if on_stream(l, stream)]
+        whole = [copy_bytes(a) // 4 for a, b in zip(lines, lines[1:])
+                 if a.startswith("cuMemAllocAsync") and
+                 b.startswith("cuMemcpyHtoDAsync") and
+                 copy_bytes(a) == copy_bytes(b) and
+                 copy_bytes(a) // 4 in buckets]
+        if len(takes(log)) + len(whole) != 15 or not whole:
+            raise RuntimeError("a warm-up run's means: %d sparse, whole %s" %
+                               (len(takes(log)), whole))
         for step, p0 in enumerate(fractions):
             for n, got in zip(buckets, mine[3 * step:3 * step + 3]):
                 if got > 4 * min(slots(n, 0.25), slots(n, p0) + 1):
