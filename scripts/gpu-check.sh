@@ -540,8 +540,9 @@ nccl_check() {
   # The entry points, then a step in miniature captured into a CUDA graph
   # with its NCCL collectives (the communication stream's fork and join
   # under the real driver's rules) and launched with new inputs, then a
-  # top-k start of device slots (the staging thread's own copies).
-  for scenario in "" graphs topk-slots; do
+  # top-k start of device slots (the staging thread's own copies), then
+  # such slots all-gathered on NCCL.
+  for scenario in "" graphs topk-slots topk-gather; do
     name="runtime nccl${scenario:+ $scenario} (1 rank)"
     t=$(allow 60)
     ((t > 0)) || { over_budget "$name"; continue; }

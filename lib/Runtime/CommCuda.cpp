@@ -92,9 +92,10 @@ bool refusedInCapture() {
       "to the host for MPI, which waits for the stream) cannot be "
       "captured into a CUDA graph; only NCCL's collectives can (with "
       "NCCL serving the process, outside deterministic mode: the "
-      "uncompressed, fp16 and bf16 all-reduces, the broadcasts, a "
-      "pipeline's transfers and sums over stages); this step cannot run "
-      "as a graph");
+      "uncompressed, fp16 and bf16 all-reduces, top-k slots encoded on "
+      "the device that do not outweigh their bucket (slots x ranks <= "
+      "elements), the broadcasts, a pipeline's transfers and sums over "
+      "stages); this step cannot run as a graph");
   return true;
 }
 
@@ -688,6 +689,13 @@ std::map<int64_t, SparseMean> sparseMeans;
 /// or dense (-1).
 int64_t waitTopK(int64_t handle) {
   const char *what = "dsrt_cuda_allreduce_wait_topk_f32";
+  if (comm::nccl::topKRanks(handle) > 0) {
+    // Gathered on NCCL: the step decodes the slots; nothing to take.
+    comm::nccl::waitTopK(handle, what);
+    std::lock_guard<std::mutex> lock(sparseMeansMutex);
+    sparseMeans[handle] = SparseMean{};
+    return 0;
+  }
   int64_t key = handle;
   std::shared_ptr<StagedStart> job = finishStaged(handle);
   int64_t n = job ? job->topKElements() : -1;
@@ -728,6 +736,9 @@ int64_t waitTopK(int64_t handle) {
 void takeTopK(int64_t handle, Memref1<uint32_t> *indices,
               Memref1<float> *values, Memref1<float> *out) {
   const char *what = "dsrt_cuda_allreduce_take_topk_f32";
+  // A start gathered on NCCL ends here: its buffer is freed on the step
+  // stream, after the step's copies of its slots.
+  comm::nccl::endTopK(handle);
   SparseMean mean;
   {
     std::lock_guard<std::mutex> lock(sparseMeansMutex);
@@ -765,6 +776,26 @@ void takeTopK(int64_t handle, Memref1<uint32_t> *indices,
     return;
   dsrt_cuda_copy_to_device(i, mean.indices.data(), count * sizeof(uint32_t));
   dsrt_cuda_copy_to_device(v, mean.values.data(), count * sizeof(float));
+}
+
+/// A top-k start on NCCL (comm::nccl::startTopK): its handle, -1 after a
+/// failure there (the error recorded), or 0 when NCCL does not take it.
+int64_t startTopKOnNccl(Memref1<uint32_t> *indices, Memref1<float> *values,
+                        Memref1<float> *scalars, int64_t n) {
+  uint32_t *firstIndex = contiguous(indices);
+  float *firstValue = contiguous(values);
+  float *probe = contiguous(scalars);
+  if (!firstIndex || !firstValue || !probe || scalars->sizes[0] != 1 ||
+      indices->sizes[0] != values->sizes[0] || indices->sizes[0] < 1 || n < 1 ||
+      n > std::numeric_limits<int32_t>::max())
+    return 0; // the staged start names what is wrong
+  if (!comm::nccl::decided())
+    inProgramOrder(); // NCCL's first call votes through MPI
+  int64_t handle = 0;
+  if (!comm::nccl::startTopK(firstIndex, firstValue, indices->sizes[0], n,
+                             probe, handle))
+    return 0;
+  return handle ? handle : -1;
 }
 
 /// A broadcast from rank 0, likewise.
@@ -839,6 +870,10 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
     dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
     dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n) {
+  if (int64_t handle =
+          startTopKOnNccl(view<uint32_t>(indices), view<float>(values),
+                          view<float>(scalars), n))
+    return handle > 0 ? handle : 0;
   auto job = std::make_shared<TopKSlotsJob>();
   job->n = n;
   if (cuda::ensureReady().failed() ||
@@ -849,8 +884,26 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
   return comm::staging::submit(std::move(job));
 }
 
+DSRT_API int64_t dsrt_cuda_allreduce_ranks_topk_f32(int64_t handle) {
+  return comm::nccl::topKRanks(handle);
+}
+
 DSRT_API int64_t dsrt_cuda_allreduce_wait_topk_f32(int64_t handle) {
   return waitTopK(handle);
+}
+
+DSRT_API void
+_mlir_ciface_dsrt_cuda_allreduce_slots_topk_f32(int64_t handle, int64_t rank,
+                                                dsrt_memref1_raw *indices,
+                                                dsrt_memref1_f32 *values) {
+  auto *i = view<uint32_t>(indices);
+  auto *v = view<float>(values);
+  uint32_t *firstIndex = contiguous(i);
+  float *firstValue = contiguous(v);
+  bool fits = firstIndex && firstValue && i->sizes[0] == v->sizes[0];
+  comm::nccl::copyTopKSlots(
+      handle, rank, fits ? firstIndex : nullptr, fits ? firstValue : nullptr,
+      fits ? i->sizes[0] : -1, "dsrt_cuda_allreduce_slots_topk_f32");
 }
 
 DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(

@@ -106,7 +106,8 @@ namespace {
   X(ncclAllReduce)                                                             \
   X(ncclBroadcast)                                                             \
   X(ncclSend)                                                                  \
-  X(ncclRecv)
+  X(ncclRecv)                                                                  \
+  X(ncclAllGather)
 
 /// The loaded library: one pointer per function, typed by nccl.h's own
 /// prototypes (so a signature cannot drift).
@@ -142,6 +143,26 @@ struct Started {
   void *inPlace = nullptr; // or the step's bucket, reduced where it lies
   int64_t count = 0;
   comm::nccl::Element type = comm::nccl::Element::F32;
+  /// A top-k start's (startTopK): its slots per rank and the ranks, whose
+  /// slots `owned` holds in rank order (each rank's indices, then its
+  /// values); whether the step stream waits for them yet.
+  int64_t slots = 0;
+  int64_t ranks = 0;
+  bool waited = false;
+};
+
+/// A probe copied to pinned memory: an f64, or an f32 in its first bytes.
+struct ProbeSlot {
+  double *at = nullptr;
+  bool f32 = false;
+
+  bool nan() const {
+    if (!f32)
+      return std::isnan(*at);
+    float f;
+    std::memcpy(&f, at, sizeof(f));
+    return std::isnan(f);
+  }
 };
 
 /// A collective enqueued and not yet seen complete: the watchdog's.
@@ -178,8 +199,9 @@ struct State {
   CUstream stream = nullptr; // the communication stream
   std::map<int64_t, Started> started;
   int64_t nextHandle = kFirstHandle;
-  uint64_t nextSeq = 1;     // the collectives' numbers, for messages
-  double *probes = nullptr; // pinned, kProbeSlots
+  uint64_t nextSeq = 1;            // the collectives' numbers, for messages
+  double *probes = nullptr;        // pinned, kProbeSlots
+  bool probeF32[kProbeSlots] = {}; // whether each holds an f32
   int probesUsed = 0;
   /// Recorded on the step stream after each probe's copy.
   CUevent probesCopied = nullptr;
@@ -235,7 +257,7 @@ public:
   double sent = 0, bucketSent = 0, dense = 0;
   int64_t bytes = 0;
   /// Where the graph copies its probes (the state's slots).
-  std::vector<double *> probes;
+  std::vector<ProbeSlot> probes;
 
   static std::unique_ptr<cuda::LaunchHook> make() {
     return std::make_unique<Replay>();
@@ -502,7 +524,7 @@ void countProbes(State &s, bool block) {
     return; // not yet (or failed: the stream's next wait says so)
   }
   for (int i = 0; i < s.probesUsed; ++i)
-    if (std::isnan(s.probes[i]))
+    if (ProbeSlot{&s.probes[i], s.probeF32[i]}.nan())
       comm::countNonFinite();
   s.probesUsed = 0;
 }
@@ -858,6 +880,35 @@ double *graphProbeSlot(State &s) {
   return slot;
 }
 
+/// Copies a started collective's probe (one f64, or one f32 with `f32`, on
+/// the device) to pinned memory on the step stream, where countProbes
+/// finds it: a slot of the ring, or while capturing one of the graph's,
+/// which every launch fills.
+void copyProbe(State &s, Replay *replay, const void *probe, bool f32) {
+  CUstream step = stepStream();
+  size_t bytes = f32 ? sizeof(float) : sizeof(double);
+  if (replay) {
+    double *slot = graphProbeSlot(s);
+    if (slot &&
+        !DS_CU(cuMemcpyDtoHAsync, slot, ptr(probe), bytes, step).failed()) {
+      replay->probes.push_back({slot, f32});
+      countToHost(bytes); // in the graph's tally: every launch
+    } else if (slot)
+      s.freeGraphProbes.push_back(slot);
+    return;
+  }
+  if (s.probesUsed == kProbeSlots)
+    countProbes(s, /*block=*/true);
+  if (s.probesUsed < kProbeSlots &&
+      !DS_CU(cuMemcpyDtoHAsync, &s.probes[s.probesUsed], ptr(probe), bytes,
+             step)
+           .failed()) {
+    s.probeF32[s.probesUsed++] = f32;
+    countToHost(bytes);
+    (void)DS_CU(cuEventRecord, s.probesCopied, step);
+  }
+}
+
 /// Counts a collective enqueued now, or, while capturing, adds it to the
 /// graph's Replay, which counts it at each launch.
 void countEnqueued(Replay *replay, double sent, double dense, int64_t bytes) {
@@ -887,8 +938,8 @@ Replay::~Replay() {
   s.replays.erase(std::remove(s.replays.begin(), s.replays.end(), this),
                   s.replays.end());
   // Released with the session otherwise (the driver may be gone now).
-  s.freeGraphProbes.insert(s.freeGraphProbes.end(), probes.begin(),
-                           probes.end());
+  for (const ProbeSlot &probe : probes)
+    s.freeGraphProbes.push_back(probe.at);
   if (launched)
     (void)DS_CU(cuEventDestroy, launched);
 }
@@ -921,8 +972,8 @@ void Replay::countProbes(bool block) {
     if (DS_CU(cuEventSynchronize, launched).failed())
       return;
   }
-  for (const double *probe : probes)
-    if (std::isnan(*probe))
+  for (const ProbeSlot &probe : probes)
+    if (probe.nan())
       comm::countNonFinite();
   uncounted = false;
 }
@@ -1335,31 +1386,10 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
       (void)freeOnStream(started.owned, step);
     return true;
   }
-  if (replay) {
-    // The graph copies the probe to a slot of its own at each launch.
-    double *slot = probe ? graphProbeSlot(s) : nullptr;
-    if (slot &&
-        !DS_CU(cuMemcpyDtoHAsync, slot, ptr(probe), sizeof(double), step)
-             .failed()) {
-      replay->probes.push_back(slot);
-      countToHost(sizeof(double)); // in the graph's tally: every launch
-    } else if (slot)
-      s.freeGraphProbes.push_back(slot);
-  } else {
+  if (!replay)
     watchCollective(s, s.stream, "ncclAllReduce", seq, bytes);
-  }
-  if (probe && !replay) {
-    if (s.probesUsed == kProbeSlots)
-      countProbes(s, /*block=*/true);
-    if (s.probesUsed < kProbeSlots &&
-        !DS_CU(cuMemcpyDtoHAsync, &s.probes[s.probesUsed], ptr(probe),
-               sizeof(double), step)
-             .failed()) {
-      ++s.probesUsed;
-      countToHost(sizeof(double));
-      (void)DS_CU(cuEventRecord, s.probesCopied, step);
-    }
-  }
+  if (probe)
+    copyProbe(s, replay, probe, /*f32=*/false);
   handle = s.nextHandle++;
   s.started.emplace(handle, started);
   return true;
@@ -1406,7 +1436,16 @@ void dsrt::comm::nccl::wait(int64_t handle, void *out, int64_t count,
   bool waited = !DS_CU(cuStreamWaitEvent, step, started.done, 0u).failed();
   if (!waited)
     (void)DS_CU(cuStreamSynchronize, s.stream);
-  if (started.type != type) {
+  if (started.slots > 0) {
+    (void)DS_ERROR("%s: handle %lld is a started top-k all-gather (its wait "
+                   "is dsrt_cuda_allreduce_wait_topk_f32)",
+                   what, static_cast<long long>(handle));
+    if (out && count > 0 && elementBytes(type) == 2)
+      (void)DS_CU(cuMemsetD16Async, ptr(out), 0u, size_t(count), step);
+    else if (out && count > 0)
+      (void)DS_CU(cuMemsetD32Async, ptr(out), 0u,
+                  size_t(count * elementBytes(type) / 4), step);
+  } else if (started.type != type) {
     (void)DS_ERROR("%s: handle %lld is a started %s all-reduce", what,
                    static_cast<long long>(handle), elementName(started.type));
     // Finite values all the same, as the CPU's wait writes.
@@ -1426,6 +1465,178 @@ void dsrt::comm::nccl::wait(int64_t handle, void *out, int64_t count,
   (void)DS_CU(cuEventDestroy, started.done);
   if (started.owned)
     (void)freeOnStream(started.owned, step);
+}
+
+namespace {
+
+/// DS_CUDA_TOPK_EXCHANGE, read once: auto (the default), nccl or host.
+enum class TopKExchange { Auto, Nccl, Host, Bad };
+TopKExchange topKExchange() {
+  static const TopKExchange choice = [] {
+    const char *v = std::getenv("DS_CUDA_TOPK_EXCHANGE");
+    if (!v || !*v || !std::strcmp(v, "auto"))
+      return TopKExchange::Auto;
+    if (!std::strcmp(v, "nccl"))
+      return TopKExchange::Nccl;
+    return std::strcmp(v, "host") ? TopKExchange::Bad : TopKExchange::Host;
+  }();
+  return choice;
+}
+
+/// The started top-k all-gather `handle`, or null with an error naming
+/// `what` (mutex held).
+Started *topKStart(State &s, int64_t handle, const char *what) {
+  auto it = s.started.find(handle);
+  if (it != s.started.end() && it->second.slots > 0)
+    return &it->second;
+  (void)DS_ERROR("%s: handle %lld is not a started top-k all-gather on NCCL",
+                 what, static_cast<long long>(handle));
+  return nullptr;
+}
+
+} // namespace
+
+bool dsrt::comm::nccl::startTopK(const uint32_t *indices, const float *values,
+                                 int64_t slots, int64_t n, const float *probe,
+                                 int64_t &handle) {
+  TopKExchange choice = topKExchange();
+  if (choice == TopKExchange::Host)
+    return false;
+  handle = 0;
+  if (choice == TopKExchange::Bad) {
+    (void)DS_ERROR("DS_CUDA_TOPK_EXCHANGE='%s': expected auto, nccl or host",
+                   std::getenv("DS_CUDA_TOPK_EXCHANGE"));
+    return true;
+  }
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  World w;
+  // Auto: the fixed-size all-gather (each rank receives the others'
+  // slots, 8 bytes each) against a ring all-reduce of the bucket (each
+  // rank sends and receives 2 (N - 1) / N of its 4 n bytes).
+  if (!serves(s, w) || slots < 1 ||
+      (choice == TopKExchange::Auto && slots * w.size > n))
+    return false;
+  if (s.aborted)
+    return true;
+  int64_t part = slots * 8, bytes = part * w.size;
+  Replay *replay = capturedBy(s);
+  countEnqueued(replay, double(part), double(n * 4), part);
+  CUstream step = stepStream();
+  Started started;
+  started.count = n;
+  started.slots = slots;
+  started.ranks = w.size;
+  // This rank's part of the buffer, filled on the step stream (the step
+  // may free its slots once this returns): gathered in place.
+  bool copied =
+      !allocateOnStream(bytes, step, false, started.owned).failed() &&
+      !DS_CU(cuMemcpyAsync, ptr(started.owned) + w.rank * part, ptr(indices),
+             size_t(slots * 4), step)
+           .failed() &&
+      !DS_CU(cuMemcpyAsync, ptr(started.owned) + w.rank * part + slots * 4,
+             ptr(values), size_t(slots * 4), step)
+           .failed();
+  char *mine = static_cast<char *>(started.owned) + w.rank * part;
+  uint64_t seq = s.nextSeq++;
+  CUevent ready = nullptr;
+  bool enqueued = false;
+  bool ok =
+      copied &&
+      !DS_CU(cuEventCreate, &ready, CU_EVENT_DISABLE_TIMING).failed() &&
+      !DS_CU(cuEventCreate, &started.done, CU_EVENT_DISABLE_TIMING).failed() &&
+      !DS_CU(cuEventRecord, ready, step).failed() &&
+      !DS_CU(cuStreamWaitEvent, s.stream, ready, 0u).failed() &&
+      (enqueued = callNccl(s, "ncclAllGather", seq, bytes,
+                           [&](ncclComm_t comm) {
+                             return s.api.ncclAllGather(
+                                 mine, started.owned, size_t(slots * 2),
+                                 ncclUint32, comm, s.stream);
+                           })) &&
+      !DS_CU(cuEventRecord, started.done, s.stream).failed();
+  if (ready)
+    (void)DS_CU(cuEventDestroy, ready);
+  if (!ok) {
+    // As start's: the peers enqueued theirs; handle 0, the error recorded.
+    abortCommunicator(s, nullptr);
+    if (enqueued)
+      (void)DS_CU(cuStreamSynchronize, s.stream);
+    if (started.done)
+      (void)DS_CU(cuEventDestroy, started.done);
+    if (started.owned)
+      (void)freeOnStream(started.owned, step);
+    return true;
+  }
+  if (!replay)
+    watchCollective(s, s.stream, "ncclAllGather", seq, bytes);
+  if (probe)
+    copyProbe(s, replay, probe, /*f32=*/true);
+  handle = s.nextHandle++;
+  s.started.emplace(handle, started);
+  return true;
+}
+
+int64_t dsrt::comm::nccl::topKRanks(int64_t handle) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.started.find(handle);
+  return it != s.started.end() ? it->second.ranks : 0;
+}
+
+void dsrt::comm::nccl::waitTopK(int64_t handle, const char *what) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Started *started = topKStart(s, handle, what);
+  if (!started || started->waited || ensureReady().failed())
+    return;
+  started->waited = true;
+  if (DS_CU(cuStreamWaitEvent, stepStream(), started->done, 0u).failed())
+    (void)DS_CU(cuStreamSynchronize, s.stream);
+}
+
+void dsrt::comm::nccl::copyTopKSlots(int64_t handle, int64_t rank,
+                                     uint32_t *indices, float *values,
+                                     int64_t slots, const char *what) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  Started *started = topKStart(s, handle, what);
+  if (!started || ensureReady().failed())
+    return;
+  if (!started->waited || rank < 0 || rank >= started->ranks ||
+      slots != started->slots || !indices || !values) {
+    (void)DS_ERROR(
+        "%s: rank %lld's %lld slots of handle %lld, which "
+        "gathered %lld slots of %lld ranks%s",
+        what, static_cast<long long>(rank), static_cast<long long>(slots),
+        static_cast<long long>(handle), static_cast<long long>(started->slots),
+        static_cast<long long>(started->ranks),
+        started->waited ? "" : " and is not waited for yet");
+    return;
+  }
+  CUstream step = stepStream();
+  CUdeviceptr from = ptr(started->owned) + rank * slots * 8;
+  (void)(!DS_CU(cuMemcpyAsync, ptr(indices), from, size_t(slots * 4), step)
+              .failed() &&
+         !DS_CU(cuMemcpyAsync, ptr(values), from + slots * 4, size_t(slots * 4),
+                step)
+              .failed());
+}
+
+void dsrt::comm::nccl::endTopK(int64_t handle) {
+  State &s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.started.find(handle);
+  if (it == s.started.end() || it->second.slots == 0 || ensureReady().failed())
+    return;
+  Started started = it->second;
+  s.started.erase(it);
+  CUstream step = stepStream();
+  // The free must come after the all-gather, waited for or not.
+  if (!started.waited &&
+      DS_CU(cuStreamWaitEvent, step, started.done, 0u).failed())
+    (void)DS_CU(cuStreamSynchronize, s.stream);
+  (void)DS_CU(cuEventDestroy, started.done);
+  (void)freeOnStream(started.owned, step);
 }
 
 #else // no nccl.h: every collective is staged through the host.
@@ -1452,5 +1663,14 @@ bool dsrt::comm::nccl::decided() { return true; }
 bool dsrt::comm::nccl::transfersDecided(int64_t, bool) { return true; }
 bool dsrt::comm::nccl::owns(int64_t) { return false; }
 void dsrt::comm::nccl::wait(int64_t, void *, int64_t, Element, const char *) {}
+bool dsrt::comm::nccl::startTopK(const uint32_t *, const float *, int64_t,
+                                 int64_t, const float *, int64_t &) {
+  return false;
+}
+int64_t dsrt::comm::nccl::topKRanks(int64_t) { return 0; }
+void dsrt::comm::nccl::waitTopK(int64_t, const char *) {}
+void dsrt::comm::nccl::copyTopKSlots(int64_t, int64_t, uint32_t *, float *,
+                                     int64_t, const char *) {}
+void dsrt::comm::nccl::endTopK(int64_t) {}
 
 #endif

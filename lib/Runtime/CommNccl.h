@@ -82,6 +82,36 @@ bool owns(int64_t handle);
 void wait(int64_t handle, void *out, int64_t count, Element type,
           const char *what);
 
+/// DGC's top-k on NCCL: this rank's slots (`slots` indices, ascending then
+/// DSRT_TOPK_SLOT_EMPTY, and their values; all empty when the step found
+/// the bucket non-finite) copied on the step stream into a buffer of the
+/// runtime's, and all-gathered there in rank order on the communication
+/// stream, for the step to decode. Served when NCCL serves the process and
+/// the all-gather sends at most what a ring all-reduce of the bucket of n
+/// would (slots x ranks <= n), or always with DS_CUDA_TOPK_EXCHANGE=nccl;
+/// never with =host. `probe` (one f32 on the device, NaN for a non-finite
+/// bucket) is counted in nonfinite_buckets. Sets `handle` as start does.
+bool startTopK(const uint32_t *indices, const float *values, int64_t slots,
+               int64_t n, const float *probe, int64_t &handle);
+
+/// The ranks whose slots startTopK gathered under `handle`; 0 for a handle
+/// that is not a top-k start of this file's.
+int64_t topKRanks(int64_t handle);
+
+/// Makes the step stream wait for the all-gather of `handle` (a top-k
+/// start); the gathered slots are then the step's to copy, until endTopK.
+void waitTopK(int64_t handle, const char *what);
+
+/// Copies rank `rank`'s gathered slots into indices[slots] and
+/// values[slots] (contiguous device buffers) on the step stream; records
+/// an error naming `what` for a rank, a size or an order (before waitTopK)
+/// the start does not allow.
+void copyTopKSlots(int64_t handle, int64_t rank, uint32_t *indices,
+                   float *values, int64_t slots, const char *what);
+
+/// Ends the top-k start `handle`: its buffer freed on the step stream.
+void endTopK(int64_t handle);
+
 } // namespace dsrt::comm::nccl
 
 #endif // DS_LIB_RUNTIME_COMMNCCL_H

@@ -899,16 +899,24 @@ int main(int argc, char **argv) {
                                                    error)))
         return badOption("--compress-allreduce: " + error);
       prepare.compressSpelling = compressAllReduce;
-      // DDP's fp16/bf16 hooks run on NCCL; the other schemes' payloads
-      // (of sizes that vary) are exchanged by the host, wherever they are
-      // encoded.
+      // DDP's fp16/bf16 hooks run on NCCL, and so may top-k slots the
+      // step encodes (the runtime gathers them when they do not outweigh
+      // the bucket; a staged one fails the capture by name). The other
+      // schemes' payloads (of sizes that vary) are exchanged by the host.
       mlir::ds::CompressionScheme scheme = pipeline.compressAllReduce->scheme;
+      if (cudaGraphs && scheme == mlir::ds::CompressionScheme::topk &&
+          !gpuDeviceEncoders)
+        return badOption("--cuda-graphs can capture only NCCL's collectives, "
+                         "and top-k encoded by the host "
+                         "(--gpu-device-encoders=false) exchanges its "
+                         "payloads through the host");
       if (cudaGraphs && scheme != mlir::ds::CompressionScheme::fp16 &&
-          scheme != mlir::ds::CompressionScheme::bf16)
+          scheme != mlir::ds::CompressionScheme::bf16 &&
+          scheme != mlir::ds::CompressionScheme::topk)
         return badOption("--cuda-graphs can capture only NCCL's collectives, "
                          "and --compress-allreduce's scheme exchanges its "
                          "payloads through the host (fp16 and bf16 run on "
-                         "NCCL)");
+                         "NCCL, and top-k's slots encoded on the device)");
       // DGC's momentum correction moves the momentum into the compressor.
       if (pipeline.compressAllReduce->momentum > 0 &&
           opt.kind != mlir::ds::OptimizerKind::Sgd)

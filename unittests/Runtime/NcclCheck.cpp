@@ -15,7 +15,10 @@
 // data-parallel step in miniature captured into a CUDA graph and launched
 // with new inputs each time writes and counts what the direct step does,
 // and a staged collective refuses the capture. With `topk-slots`: a top-k
-// start of slots the step encoded on the device, staged through the host.
+// start of slots the step encoded on the device, staged through the host
+// (DS_CUDA_TOPK_EXCHANGE=host). With `topk-gather`: such slots gathered on
+// NCCL for the step to decode, the calls' misuse, and the rule that stages
+// slots outweighing their bucket.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +30,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -387,6 +391,9 @@ void runGraphs() {
 /// rank is the sent elements, zeros elsewhere; a count the slots
 /// contradict is refused.
 void runTopKSlots() {
+  // NCCL would gather these slots (8 of a bucket of 1000); this checks the
+  // staged path.
+  setenv("DS_CUDA_TOPK_EXCHANGE", "host", 1);
   constexpr uint32_t kEmpty = DSRT_TOPK_SLOT_EMPTY;
   constexpr int64_t n = 1000;
   U32 indices({3, 17, 400, 999, kEmpty, kEmpty, kEmpty, kEmpty});
@@ -550,6 +557,121 @@ void runTopKSlots() {
   noError("the finalisation");
 }
 
+/// Top-k slots gathered on NCCL: the start copies them into the runtime's
+/// buffer and all-gathers it (one rank here), the wait hands each rank's
+/// slots to the step, which decodes them (convert-ds-to-runtime), and the
+/// take frees the buffer. Only the probe crosses PCIe.
+void runTopKGather() {
+  constexpr uint32_t kEmpty = DSRT_TOPK_SLOT_EMPTY;
+  constexpr int64_t n = 1000;
+  std::vector<uint32_t> sentIndices{3,      17,     400,    999,
+                                    kEmpty, kEmpty, kEmpty, kEmpty};
+  std::vector<float> sentValues{0.5f, -2.0f, 3.25f, 1e-3f, 0, 0, 0, 0};
+  U32 indices(sentIndices);
+  F32 values(sentValues);
+  F32 probe({0.0f});
+  auto start = [&](const F32 &p) -> int64_t {
+    U32 count({4});
+    return _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
+        &indices.desc, &values.desc, &count.desc,
+        const_cast<dsrt_memref1_f32 *>(&p.desc), n);
+  };
+  dsrt_comm_stats before{}, after{};
+  dsrt_get_comm_stats(&before);
+  int64_t h = start(probe);
+  report(h != 0 && dsrt_cuda_allreduce_ranks_topk_f32(h) == 1,
+         "a top-k start of device slots is gathered on NCCL (1 rank)");
+  U32 gotIndices(std::vector<uint32_t>(8, 0));
+  F32 gotValues(std::vector<float>(8, 0.0f));
+  _mlir_ciface_dsrt_cuda_allreduce_slots_topk_f32(h, 0, &gotIndices.desc,
+                                                  &gotValues.desc);
+  expectError("the slots before the wait", "is not waited for yet");
+  report(dsrt_cuda_allreduce_wait_topk_f32(h) == 0,
+         "its wait leaves nothing to take");
+  _mlir_ciface_dsrt_cuda_allreduce_slots_topk_f32(h, 0, &gotIndices.desc,
+                                                  &gotValues.desc);
+  noError("rank 0's slots");
+  report(gotIndices.read() == sentIndices && gotValues.read() == sentValues,
+         "are the ones sent");
+  _mlir_ciface_dsrt_cuda_allreduce_slots_topk_f32(h, 1, &gotIndices.desc,
+                                                  &gotValues.desc);
+  expectError("a rank past the group", "rank 1's 8 slots");
+  U32 fewer(std::vector<uint32_t>(4, 0));
+  F32 fewerValues(std::vector<float>(4, 0.0f));
+  _mlir_ciface_dsrt_cuda_allreduce_slots_topk_f32(h, 0, &fewer.desc,
+                                                  &fewerValues.desc);
+  expectError("slots of another number", "rank 0's 4 slots");
+  U32 noIndices({});
+  F32 noValues({});
+  F32 out(std::vector<float>(n, 7.0f));
+  _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &noIndices.desc,
+                                                 &noValues.desc, &out.desc);
+  noError("its take");
+  report(out.read() == std::vector<float>(n, 7.0f) &&
+             dsrt_cuda_allreduce_ranks_topk_f32(h) == 0,
+         "leaves the output to the step's decoder and ends the start");
+  dsrt_get_comm_stats(&after);
+  report(after.bytes_dense == before.bytes_dense + 4.0 * n &&
+             after.bytes_sent_buckets == before.bytes_sent_buckets + 64,
+         "counted as a bucket of 1000 f32 that sent 8 slots",
+         std::to_string(after.bytes_sent_buckets - before.bytes_sent_buckets));
+  // A compiled step's sequence: to the host only the probe; to the device
+  // only the test's upload of the count.
+  dsrt_cuda_stats copiesBefore{}, copiesAfter{};
+  dsrt_cuda_get_stats(&copiesBefore);
+  h = start(probe);
+  (void)dsrt_cuda_allreduce_wait_topk_f32(h);
+  _mlir_ciface_dsrt_cuda_allreduce_slots_topk_f32(h, 0, &gotIndices.desc,
+                                                  &gotValues.desc);
+  _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &noIndices.desc,
+                                                 &noValues.desc, &out.desc);
+  dsrt_cuda_synchronize();
+  dsrt_cuda_get_stats(&copiesAfter);
+  report(
+      copiesAfter.bytes_to_host - copiesBefore.bytes_to_host == 4 &&
+          copiesAfter.bytes_to_device - copiesBefore.bytes_to_device == 4,
+      "only the probe crosses PCIe",
+      std::to_string(copiesAfter.bytes_to_host - copiesBefore.bytes_to_host) +
+          " bytes to the host, " +
+          std::to_string(copiesAfter.bytes_to_device -
+                         copiesBefore.bytes_to_device) +
+          " to the device");
+
+  // The dense wait of a gathered start is an error (zeros written).
+  h = start(probe);
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+  expectError("the dense wait of a gathered start",
+              "is a started top-k all-gather");
+  report(out.read() == std::vector<float>(n, 0.0f), "which writes zeros");
+  // A non-finite bucket's probe is counted (its slots are empty: the
+  // step's encoder writes them so).
+  F32 nan({std::numeric_limits<float>::quiet_NaN()});
+  dsrt_get_comm_stats(&before);
+  h = start(nan);
+  (void)dsrt_cuda_allreduce_wait_topk_f32(h);
+  _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(h, &noIndices.desc,
+                                                 &noValues.desc, &out.desc);
+  dsrt_cuda_synchronize();
+  dsrt_get_comm_stats(&after);
+  noError("a non-finite gathered bucket");
+  report(after.nonfinite_buckets == before.nonfinite_buckets + 1, "is counted");
+  // Slots that outweigh their bucket (8 for 6 elements, one rank) are
+  // staged: a ring all-reduce would send less.
+  U32 small({1, 4, kEmpty, kEmpty, kEmpty, kEmpty, kEmpty, kEmpty});
+  U32 two({2});
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
+      &small.desc, &values.desc, &two.desc, &probe.desc, 6);
+  report(h != 0 && dsrt_cuda_allreduce_ranks_topk_f32(h) == 0,
+         "slots outweighing their bucket are staged");
+  F32 six(std::vector<float>(6, 0.0f));
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &six.desc);
+  noError("and waited for");
+  report(six.read() == std::vector<float>{0, 0.5f, 0, 0, -2.0f, 0}, "as before",
+         show(six.read()));
+  dsrt_comm_finalize();
+  noError("the finalisation");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -563,6 +685,8 @@ int main(int argc, char **argv) {
     runGraphs();
   else if (argc > 1 && std::strcmp(argv[1], "topk-slots") == 0)
     runTopKSlots();
+  else if (argc > 1 && std::strcmp(argv[1], "topk-gather") == 0)
+    runTopKGather();
   else
     run();
   dsrt_cuda_shutdown();

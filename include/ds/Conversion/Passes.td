@@ -367,8 +367,11 @@ def GPUStreamOrderPass : Pass<"ds-gpu-stream-order", "::mlir::func::FuncOp"> {
     ds_runtime_cuda.h) and enqueues its GEMMs on it too, so those waits
     only stall the host: this pass removes the blocking waits of the
     function's body and continues the first chain where a new one would
-    start. A step then enqueues all its work without synchronising once;
-    the runner synchronises when it reads results.
+    start. Host loops and branches around device work (a top-k wait's loop
+    over the ranks whose slots NCCL gathered) lose their blocking waits
+    too; their chains start anew on the same stream. A step then enqueues
+    all its work without synchronising once; the runner synchronises when
+    it reads results.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }

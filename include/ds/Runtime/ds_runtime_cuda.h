@@ -371,8 +371,31 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
    the one dsrt_cuda_allreduce_wait_f32 would write, bit for bit. Each
    handle's take follows its wait once; a handle that is not such a
    start's (the wait then returns 0), a take without its wait, or vectors
-   of other lengths are errors. */
+   of other lengths are errors.
+
+   Gathered on NCCL: a device-encoded start (start_topk_f32) is not staged
+   when NCCL serves the process and its S slots, all-gathered, send no
+   more than a ring all-reduce of its n elements would (S x ranks <= n;
+   DS_CUDA_TOPK_EXCHANGE=nccl gathers whatever S, =host never). The start
+   copies the slots on the device into a buffer of the runtime's and
+   all-gathers it in rank order on the communication stream (no host
+   wait, no PCIe but the probe; a CUDA graph may capture it). ranks_topk
+   then returns the number of ranks whose slots were gathered (0 for a
+   staged start: the calls above complete it), wait_topk makes the step
+   stream wait for the all-gather and returns 0, slots_topk copies rank
+   `rank`'s S slots (its indices, ascending then DSRT_TOPK_SLOT_EMPTY, all
+   empty for a non-finite bucket, and its values) into the step's device
+   vectors on the step stream, for each rank in order, and take_topk
+   (with empty vectors) frees the buffer. The step zero-fills the output,
+   adds each rank's slots into it in rank order and divides by the ranks
+   (convert-ds-to-runtime): the host decoder's sum, bit for bit. Slots
+   before the wait, of a rank past the group or of another S, and the
+   dense wait of such a start, are errors. */
+DSRT_API int64_t dsrt_cuda_allreduce_ranks_topk_f32(int64_t handle);
 DSRT_API int64_t dsrt_cuda_allreduce_wait_topk_f32(int64_t handle);
+DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_slots_topk_f32(
+    int64_t handle, int64_t rank, struct dsrt_memref1_raw *indices,
+    dsrt_memref1_f32 *values);
 DSRT_API void _mlir_ciface_dsrt_cuda_allreduce_take_topk_f32(
     int64_t handle, struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
     dsrt_memref1_f32 *out);

@@ -26,8 +26,21 @@ struct GPUStreamOrderPass
     func::FuncOp f = getOperation();
     if (f.isExternal())
       return;
-    // Only the body's top level: a wait nested in host control flow keeps
-    // its meaning (the chain cannot be continued across regions).
+    // Host control flow around device work (a top-k wait's loop over the
+    // ranks, a branch on a runtime call's result): its blocks' chains end
+    // in blocking waits too, as needless on the one in-order stream (the
+    // host reads no buffer itself: ds-convert-linalg-to-gpu moved such
+    // reads into kernels). Their chains start anew (the top level's cannot
+    // be continued across regions), on the same stream.
+    Block &body = f.getBody().front();
+    SmallVector<gpu::WaitOp> nested;
+    f.walk([&](gpu::WaitOp wait) {
+      if (wait->getBlock() != &body && !wait.getAsyncToken())
+        nested.push_back(wait);
+    });
+    for (gpu::WaitOp wait : nested)
+      wait.erase();
+    // The body's top level: each chain continues the last one.
     Value chain;
     for (Operation &op : llvm::make_early_inc_range(f.getBody().front())) {
       auto wait = dyn_cast<gpu::WaitOp>(op);

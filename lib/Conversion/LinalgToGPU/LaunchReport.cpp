@@ -10,9 +10,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -78,6 +80,10 @@ struct Row {
   double flops = 0;
   double peakTflops = 0; // of the GEMM's operand width
   bool complete = true;  // every buffer it touches has a static size
+  /// Inside host control flow (a top-k wait's loop over the ranks whose
+  /// slots the runtime gathered, a branch on it): run as many times as the
+  /// runtime decides, so not counted.
+  bool conditional = false;
   Location loc;
   std::string kernel; // a launch's kernel name (ds-name-gpu-kernels), if any
 };
@@ -89,7 +95,7 @@ struct Row {
 /// counts as written only: a row group's later members read what an earlier
 /// one wrote of their row, from the cache.
 Row launchRow(gpu::LaunchOp launch) {
-  Row row{Row::Kernel, "", 0, 0, 0, 0, true, launch.getLoc(), ""};
+  Row row{Row::Kernel, "", 0, 0, 0, 0, true, false, launch.getLoc(), ""};
   auto extent = [](Value v) {
     std::optional<int64_t> c = getConstantIntValue(v);
     return c ? std::to_string(*c) : std::string("?");
@@ -160,7 +166,7 @@ std::optional<Row> gemmRow(func::CallOp call) {
   if (!call.getCallee().starts_with("dsrt_cuda_matmul") ||
       call.getNumOperands() < 3)
     return std::nullopt;
-  Row row{Row::Gemm, "", 0, 0, 0, 0, true, call.getLoc(), ""};
+  Row row{Row::Gemm, "", 0, 0, 0, 0, true, false, call.getLoc(), ""};
   auto typeOf = [&](unsigned i) {
     return dyn_cast<MemRefType>(castSource(call.getOperand(i)).getType());
   };
@@ -203,13 +209,27 @@ bool startsInPlace(Operation *op) {
 /// a top-k take its sparse mean, whose size is known at run time only.
 std::optional<Row> stagedRow(func::CallOp call) {
   StringRef name = call.getCallee();
-  if (!name.consume_front("dsrt_cuda_") || name.starts_with("matmul"))
+  // A query: how many ranks' top-k slots NCCL gathered.
+  if (!name.consume_front("dsrt_cuda_") || name.starts_with("matmul") ||
+      name.starts_with("allreduce_ranks_topk"))
     return std::nullopt;
-  Row row{Row::Staged, name.str(), 0, 0, 0, 0, true, call.getLoc(), ""};
+  Row row{Row::Staged, name.str(), 0, 0, 0, 0, true, false, call.getLoc(), ""};
   SmallVector<Value> buffers;
   for (Value v : call.getOperands())
     if (isa<MemRefType>(v.getType()))
       buffers.push_back(castSource(v));
+  // A rank's gathered top-k slots, copied on the device into the step's.
+  if (name.starts_with("allreduce_slots_topk")) {
+    row.kind = Row::Copy;
+    row.shape.clear();
+    for (Value buffer : buffers) {
+      std::optional<int64_t> bytes = staticBytes(buffer.getType());
+      row.complete &= bytes.has_value();
+      row.read += bytes.value_or(0);
+    }
+    row.written = row.read;
+    return row;
+  }
   if (name.starts_with("allreduce_start_half"))
     buffers.resize(1);
   if (name.starts_with("allreduce_start_topk"))
@@ -243,7 +263,7 @@ std::optional<Row> topKParkingRow(func::CallOp call) {
   if (!call.getCallee().starts_with("dsrt_cuda_allreduce_start_topk") ||
       call.getNumOperands() < 2)
     return std::nullopt;
-  Row row{Row::Copy, "", 0, 0, 0, 0, true, call.getLoc(), ""};
+  Row row{Row::Copy, "", 0, 0, 0, 0, true, false, call.getLoc(), ""};
   for (Value v : call.getOperands().take_front(2)) {
     std::optional<int64_t> bytes = staticBytes(castSource(v).getType());
     row.complete &= bytes.has_value();
@@ -343,6 +363,14 @@ struct GPULaunchReportPass
   void report(func::FuncOp f, llvm::raw_ostream &os) {
     SmallVector<Row> rows;
     f.walk([&](Operation *op) {
+      // What the walk adds for `op` below, under host control flow or not.
+      size_t first = rows.size();
+      auto mark = llvm::make_scope_exit([&] {
+        bool conditional = op->getParentOfType<scf::ForOp>() ||
+                           op->getParentOfType<scf::IfOp>();
+        for (size_t i = first; i < rows.size(); ++i)
+          rows[i].conditional = conditional;
+      });
       if (auto launch = dyn_cast<gpu::LaunchOp>(op)) {
         rows.push_back(launchRow(launch));
         return WalkResult::skip();
@@ -365,7 +393,7 @@ struct GPULaunchReportPass
         }
       }
       if (auto copy = dyn_cast<gpu::MemcpyOp>(op)) {
-        Row r{Row::Copy, "", 0, 0, 0, 0, true, copy.getLoc(), ""};
+        Row r{Row::Copy, "", 0, 0, 0, 0, true, false, copy.getLoc(), ""};
         std::optional<int64_t> src = staticBytes(copy.getSrc().getType());
         std::optional<int64_t> dst = staticBytes(copy.getDst().getType());
         r.complete = src && dst;
@@ -391,6 +419,10 @@ struct GPULaunchReportPass
     bool complete = true;
     for (const Row &r : rows) {
       counts[r.kind] += 1;
+      if (r.conditional) {
+        complete = false;
+        continue;
+      }
       bytes[r.kind] += r.read + r.written;
       bound[r.kind] += boundUs(r);
       flops += r.flops;
@@ -417,7 +449,9 @@ struct GPULaunchReportPass
           kinds[r.kind], r.shape.c_str(), r.read / 1e6, r.written / 1e6,
           gflop.c_str(), boundUs(r), where(r.loc).c_str(),
           r.kernel.empty() ? "" : ("  " + r.kernel).c_str(),
-          r.complete ? "" : " (a dynamic size: not counted)");
+          r.conditional ? " (as the runtime decides: not counted)"
+          : r.complete  ? ""
+                        : " (a dynamic size: not counted)");
     }
     os << llvm::format("  kernels: %d, %.1f MB moved: %.1f us at %g GB/s\n",
                        counts[0], bytes[0] / 1e6, bound[0],

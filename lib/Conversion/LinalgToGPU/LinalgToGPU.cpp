@@ -519,12 +519,34 @@ void sinkReadOnlyScalarsIntoKernels(func::FuncOp f) {
 
 /// Host operations that may stay on the host: they enqueue device work,
 /// manage buffers, or only compute addresses and scalars.
+bool staysOnHost(Operation *op);
+
+/// Host control flow around device work (a top-k wait's loop over the
+/// ranks whose slots it decodes, a branch on a runtime call's result): a
+/// loop or branch whose body, kernels aside, only enqueues device work,
+/// manages buffers or computes host scalars stays on the host whole.
+bool isHostControlFlow(Operation *op) {
+  if (!isa<scf::ForOp, scf::IfOp>(op))
+    return false;
+  WalkResult r = op->walk<WalkOrder::PreOrder>([&](Operation *inner) {
+    if (inner == op)
+      return WalkResult::advance();
+    if (isa<gpu::LaunchOp>(inner))
+      return WalkResult::skip();
+    if (isa<memref::LoadOp, memref::StoreOp>(inner) || !staysOnHost(inner))
+      return WalkResult::interrupt();
+    // A nested loop or branch was checked whole by staysOnHost.
+    return inner->getNumRegions() ? WalkResult::skip() : WalkResult::advance();
+  });
+  return !r.wasInterrupted();
+}
+
 bool staysOnHost(Operation *op) {
   if (isa<gpu::LaunchOp, gpu::MemcpyOp, gpu::MemsetOp, func::CallOp,
           func::ReturnOp, memref::AllocOp, memref::AllocaOp, memref::DeallocOp,
           memref::GetGlobalOp>(op))
     return true;
-  return isMemoryEffectFree(op);
+  return isMemoryEffectFree(op) || isHostControlFlow(op);
 }
 
 /// Whether moving `op` into a kernel is legal: it must not itself enqueue

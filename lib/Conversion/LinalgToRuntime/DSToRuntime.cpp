@@ -582,7 +582,7 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// A top-k start's waits join `topKWaits`: they take the mean sparse
 /// (lowerTopKWait).
 bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op,
-                        DenseSet<Operation *> &topKWaits) {
+                        DenseMap<Operation *, int64_t> &topKWaits) {
   RankedTensorType type = op.getBucket().getType();
   if (!type.hasStaticShape() || !rt.encodesOnDevice(type.getNumElements()) ||
       !type.getElementType().isF32() || !op.getResidual() ||
@@ -611,9 +611,11 @@ bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op,
       return false;
     DeviceTopK encoded =
         buildTopKOnDevice(b, loc, op.getBucket(), op.getResidual(), *ratio);
+    int64_t slots =
+        cast<RankedTensorType>(encoded.indices.getType()).getDimSize(0);
     for (Operation *user : op.getRequest().getUsers())
       if (isa<AllReduceWaitOp>(user))
-        topKWaits.insert(user);
+        topKWaits[user] = slots;
     handle = rt.call(
         b, loc, "dsrt_cuda_allreduce_start_topk_f32",
         {rt.input(b, loc, encoded.indices), rt.input(b, loc, encoded.values),
@@ -640,7 +642,7 @@ bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// all-reduces the bucket where it lies, with no copy in or out.
 LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
                                   DenseMap<Operation *, Value> &inPlace,
-                                  DenseSet<Operation *> &topKWaits) {
+                                  DenseMap<Operation *, int64_t> &topKWaits) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   RankedTensorType type = op.getBucket().getType();
@@ -726,7 +728,7 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
       type.getElementType().isF32())
     for (Operation *user : op.getRequest().getUsers())
       if (isa<AllReduceWaitOp>(user))
-        topKWaits.insert(user);
+        topKWaits[user] = 0;
   if (Value next = op.getNewResidual()) {
     if (rt.targetsCuda()) {
       if (failed(takeAfterWait(op, next, residualOut)))
@@ -744,20 +746,41 @@ LogicalResult lowerAllReduceStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 
 /// The wait of a top-k start on CUDA (encoded on the device or by the
 /// host): at most the ranks' selections of the mean are not zero, so it
-/// comes back sparse.
-/// dsrt_cuda_allreduce_wait_topk_f32 returns how many elements are not +0
-/// (U), or -1 when more than half are; the step zero-fills the output,
-/// dsrt_cuda_allreduce_take_topk_f32 copies the U indices and values into
-/// buffers of U (or the whole mean into the output), and the step
-/// scatters them (one kernel each): 8 U bytes cross PCIe instead of the
-/// bucket's 4 n, never more, and the output is the dense wait's bit for
-/// bit.
-void lowerTopKWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
+/// comes back sparse, or as the ranks' slots.
+/// - Staged: dsrt_cuda_allreduce_wait_topk_f32 returns how many elements
+///   are not +0 (U), or -1 when more than half are; the step zero-fills
+///   the output, dsrt_cuda_allreduce_take_topk_f32 copies the U indices
+///   and values into buffers of U (or the whole mean into the output), and
+///   the step scatters them (one kernel each): 8 U bytes cross PCIe
+///   instead of the bucket's 4 n, never more, and the output is the dense
+///   wait's bit for bit.
+/// - Gathered on NCCL (a start encoded on the device into `slots` slots;
+///   dsrt_cuda_allreduce_ranks_topk_f32 says how many ranks' slots, 0 when
+///   staged): the wait returns 0, and the step decodes: for each rank in
+///   order, its slots copied into buffers of the step's and added into the
+///   output (one kernel: a rank's indices are distinct), then the sums
+///   divided by the ranks, the host decoder's operations in its order.
+/// Buckets of other shapes are decoded flat and reshaped.
+void lowerTopKWait(RuntimeCallBuilder &rt, AllReduceWaitOp op, int64_t slots) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   RankedTensorType type = op.getType();
-  Value count = rt.call(b, loc, "dsrt_cuda_allreduce_wait_topk_f32",
-                        {op.getRequest()}, {b.getI64Type()});
+  int64_t n = type.getNumElements();
+  Type f32 = b.getF32Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
+  Value request = op.getRequest();
+  Value ranks = slots > 0
+                    ? rt.call(b, loc, "dsrt_cuda_allreduce_ranks_topk_f32",
+                              {request}, {i64})
+                    : Value();
+  // Where each gathered rank's slots are copied (unused when staged).
+  Value slotIndices, slotValues;
+  if (slots > 0) {
+    slotIndices =
+        memref::AllocOp::create(b, loc, MemRefType::get({slots}, i32));
+    slotValues = memref::AllocOp::create(b, loc, MemRefType::get({slots}, f32));
+  }
+  Value count =
+      rt.call(b, loc, "dsrt_cuda_allreduce_wait_topk_f32", {request}, {i64});
   Value sparse = arith::MaxSIOp::create(
       b, loc, count, arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
   Value size = arith::IndexCastOp::create(b, loc, b.getIndexType(), sparse);
@@ -766,21 +789,53 @@ void lowerTopKWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
         b, loc, MemRefType::get({ShapedType::kDynamic}, elementType),
         ValueRange{size});
   };
-  Value indices = vector(b.getI32Type()), values = vector(b.getF32Type());
-  Value out = memref::AllocOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType()));
-  Value zero = arith::ConstantOp::create(
-      b, loc, b.getFloatAttr(type.getElementType(), 0.0));
+  Value indices = vector(i32), values = vector(f32);
+  Value out = memref::AllocOp::create(b, loc, MemRefType::get({n}, f32));
+  Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(f32, 0.0));
   linalg::FillOp::create(b, loc, zero, out);
-  rt.call(b, loc, "dsrt_cuda_allreduce_take_topk_f32",
-          {op.getRequest(), RuntimeCallBuilder::dynamicView(b, loc, indices),
-           RuntimeCallBuilder::dynamicView(b, loc, values),
-           RuntimeCallBuilder::dynamicView(b, loc, out)});
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
   Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  if (slots > 0) {
+    // Each rank's slots, in rank order: empty ones (the unused, or all of
+    // a non-finite bucket's) are skipped.
+    Value rankCount =
+        arith::IndexCastOp::create(b, loc, b.getIndexType(), ranks);
+    scf::ForOp::create(
+        b, loc, c0, rankCount, c1, ValueRange{},
+        [&](OpBuilder &fb, Location fl, Value rank, ValueRange) {
+          rt.call(fb, fl, "dsrt_cuda_allreduce_slots_topk_f32",
+                  {request, arith::IndexCastOp::create(fb, fl, i64, rank),
+                   RuntimeCallBuilder::dynamicView(fb, fl, slotIndices),
+                   RuntimeCallBuilder::dynamicView(fb, fl, slotValues)});
+          Value count = arith::ConstantIndexOp::create(fb, fl, slots);
+          scf::ParallelOp::create(
+              fb, fl, ValueRange{c0}, ValueRange{count}, ValueRange{c1},
+              [&](OpBuilder &nb, Location nl, ValueRange ivs) {
+                Value index = memref::LoadOp::create(nb, nl, slotIndices, ivs);
+                Value used = arith::CmpIOp::create(
+                    nb, nl, arith::CmpIPredicate::ne, index,
+                    arith::ConstantOp::create(
+                        nb, nl, nb.getI32IntegerAttr(int32_t(-1))));
+                scf::IfOp::create(
+                    nb, nl, used, [&](OpBuilder &ib, Location il) {
+                      Value at = arith::IndexCastUIOp::create(
+                          ib, il, ib.getIndexType(), index);
+                      Value sum = arith::AddFOp::create(
+                          ib, il, memref::LoadOp::create(ib, il, out, at),
+                          memref::LoadOp::create(ib, il, slotValues, ivs));
+                      memref::StoreOp::create(ib, il, sum, out, ValueRange{at});
+                      scf::YieldOp::create(ib, il);
+                    });
+              });
+          scf::YieldOp::create(fb, fl);
+        });
+  }
+  rt.call(b, loc, "dsrt_cuda_allreduce_take_topk_f32",
+          {request, RuntimeCallBuilder::dynamicView(b, loc, indices),
+           RuntimeCallBuilder::dynamicView(b, loc, values),
+           RuntimeCallBuilder::dynamicView(b, loc, out)});
   // Kernels take static shapes (bare pointers): the U elements seen as the
   // first of n (U <= n), of which the loop reads only those.
-  int64_t n = type.getNumElements();
   auto asBucket = [&](Value buffer) -> Value {
     auto t = cast<MemRefType>(buffer.getType());
     return memref::ReinterpretCastOp::create(
@@ -801,19 +856,42 @@ void lowerTopKWait(RuntimeCallBuilder &rt, AllReduceWaitOp op) {
         Value value = memref::LoadOp::create(nb, nl, values, ivs);
         memref::StoreOp::create(nb, nl, value, out, ValueRange{at});
       });
+  if (slots > 0) {
+    // The gathered sums become the mean, as the host's decoder divides.
+    Value gathered = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::sgt, ranks,
+        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+    scf::IfOp::create(b, loc, gathered, [&](OpBuilder &ib, Location il) {
+      Value divisor = arith::SIToFPOp::create(ib, il, f32, ranks);
+      Value all = arith::ConstantIndexOp::create(ib, il, n);
+      scf::ParallelOp::create(
+          ib, il, ValueRange{c0}, ValueRange{all}, ValueRange{c1},
+          [&](OpBuilder &nb, Location nl, ValueRange ivs) {
+            Value sum = memref::LoadOp::create(nb, nl, out, ivs);
+            memref::StoreOp::create(
+                nb, nl, arith::DivFOp::create(nb, nl, sum, divisor), out, ivs);
+          });
+      scf::YieldOp::create(ib, il);
+    });
+  }
   Value result = bufferization::ToTensorOp::create(
-      b, loc, type, out, /*restrict=*/true, /*writable=*/true);
+      b, loc, RankedTensorType::get({n}, f32), out, /*restrict=*/true,
+      /*writable=*/true);
+  if (type.getRank() != 1)
+    result = RuntimeCallBuilder::reshape(b, loc, result, type.getShape());
   op.getResult().replaceAllUsesWith(result);
   op.erase();
 }
 
 /// ds.all_reduce_wait: (handle, out).
-LogicalResult lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op,
-                                 const DenseMap<Operation *, Value> &inPlace,
-                                 const DenseSet<Operation *> &topKWaits) {
+LogicalResult
+lowerAllReduceWait(RuntimeCallBuilder &rt, AllReduceWaitOp op,
+                   const DenseMap<Operation *, Value> &inPlace,
+                   const DenseMap<Operation *, int64_t> &topKWaits) {
   // Buckets are flat (ds-data-parallel); another shape takes the dense wait.
-  if (topKWaits.contains(op) && op.getType().getRank() == 1) {
-    lowerTopKWait(rt, op);
+  auto topK = topKWaits.find(op);
+  if (topK != topKWaits.end() && op.getType().hasStaticShape()) {
+    lowerTopKWait(rt, op, topK->second);
     return success();
   }
   OpBuilder b(op);
@@ -934,7 +1012,9 @@ struct ConvertDSToRuntimePass
     RuntimeCallBuilder rt(module, cuda, bucketViews, deviceEncoders,
                           deviceEncodersMin);
     DenseMap<Operation *, Value> inPlace; // wait -> its start's buffer
-    DenseSet<Operation *> topKWaits;      // waits of device top-k starts
+    // Waits of f32 top-k starts: the slots per rank of a start encoded on
+    // the device, 0 for one the host encodes.
+    DenseMap<Operation *, int64_t> topKWaits;
     // On CUDA the block-sparse products and the top-k have no runtime
     // kernels (convert-ds-to-linalg lowered them); collectives are staged.
     SmallVector<Operation *> ops;

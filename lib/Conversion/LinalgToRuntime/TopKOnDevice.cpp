@@ -442,22 +442,27 @@ DeviceTopK ds::buildTopKOnDevice(OpBuilder &b, Location loc, Value grad,
       });
   Value sent = generic.getResult(0);
 
-  // The compaction: slot p holds the p-th sent element, or -1 and 0.
+  // The compaction: slot p holds the p-th sent element, or -1 and 0. A
+  // non-finite bucket's slots are all empty: the ranks that decode them
+  // on the device (gathered on NCCL) skip it as the host's decoder skips
+  // its empty payload.
   int64_t slots = topKSlots(n, ratio.max);
   CountPyramid pyramid = buildCountPyramid(b, loc, sent);
   auto compact = linalg::GenericOp::create(
       b, loc,
       TypeRange{RankedTensorType::get({slots}, i32),
                 RankedTensorType::get({slots}, f32)},
-      ValueRange{pyramid.total},
+      ValueRange{pyramid.total, probe},
       ValueRange{createEmpty(b, loc, {slots}, i32),
                  createEmpty(b, loc, {slots}, f32)},
-      ArrayRef<AffineMap>{elementMap(ctx, 1, 0), id, id},
+      ArrayRef<AffineMap>{elementMap(ctx, 1, 0), scalar, id, id},
       ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
       [&](OpBuilder &nb, Location l, ValueRange args) {
         Value p = index(nb, l);
         Value at = findSetElement(nb, l, pyramid, p);
-        Value exists = arith::CmpIOp::create(nb, l, P::slt, p, args[0]);
+        Value exists = arith::AndIOp::create(
+            nb, l, arith::CmpIOp::create(nb, l, P::slt, p, args[0]),
+            arith::CmpFOp::create(nb, l, F::ORD, args[1], args[1]));
         // Clamped so that an empty slot reads in bounds; the select drops it.
         Value clamped = arith::MinUIOp::create(
             nb, l, at, i32Constant(nb, l, int32_t(n - 1)));

@@ -123,8 +123,10 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // pyramid and the index that ends them. Then the sent elements' mask and
 // the new residual in one generic, their count pyramid (blocks of 32:
 // 5000 -> 157 -> 5 -> 1), and min(n, 2k) = 10 slots found by descending
-// it. The slots, their count (the pyramid's top), the probe and n go to
-// the runtime, which copies only the used slots to the host.
+// it (all empty when the probe is NaN: a non-finite bucket). The slots,
+// their count (the pyramid's top), the probe and n go to the runtime,
+// which copies only the used slots to the host, or all-gathers them on
+// NCCL.
 // CHECK-LABEL: func.func @dgc
 // CHECK: %[[V:.*]] = linalg.generic
 // CHECK: arith.addf
@@ -139,9 +141,11 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // CHECK: output_shape [5, 32]
 // CHECK: output_shape [1, 32]
 // CHECK: %[[TOTAL:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<1x32xi32>) outs(%{{.*}} : tensor<1xi32>)
-// CHECK: %[[SLOTS:.*]]:2 = linalg.generic {{.*}} ins(%[[TOTAL]] : tensor<1xi32>)
+// CHECK: %[[SLOTS:.*]]:2 = linalg.generic {{.*}} ins(%[[TOTAL]], %[[PROBE:.*]] : tensor<1xi32>, tensor<f32>)
 // CHECK-SAME: outs({{.*}} : tensor<10xi32>, tensor<10xf32>)
+// CHECK: ^bb0(%{{.*}}: i32, %[[P:.*]]: f32,
 // CHECK-COUNT-96: tensor.extract
+// CHECK: arith.cmpf ord, %[[P]], %[[P]] : f32
 // CHECK: } -> (tensor<10xi32>, tensor<10xf32>)
 // CHECK: %[[I:.*]] = bufferization.to_buffer %[[SLOTS]]#0
 // CHECK: %[[VAL:.*]] = bufferization.to_buffer %[[SLOTS]]#1
@@ -151,7 +155,13 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // The mean comes back sparse: U = how many of its elements are not zero
 // (-1: more than half, the whole mean instead), a zero fill, their indices
 // and values into buffers of U (or the mean into the output), then a
-// scatter, whose loop reads the first U of views of n.
+// scatter, whose loop reads the first U of views of n. Or, gathered on
+// NCCL (R ranks, 0 when staged), each rank's 10 slots in rank order
+// copied into the step's buffers and added into the zeroed output (empty
+// slots skipped), then the sums divided by R.
+// CHECK: %[[R:.*]] = call @dsrt_cuda_allreduce_ranks_topk_f32(%[[H]]) : (i64) -> i64
+// CHECK: %[[GI:.*]] = memref.alloc() : memref<10xi32>
+// CHECK: %[[GV:.*]] = memref.alloc() : memref<10xf32>
 // CHECK: %[[U:.*]] = call @dsrt_cuda_allreduce_wait_topk_f32(%[[H]]) : (i64) -> i64
 // CHECK: %[[UPOS:.*]] = arith.maxsi %[[U]], %{{.*}} : i64
 // CHECK: %[[USIZE:.*]] = arith.index_cast %[[UPOS]] : i64 to index
@@ -159,6 +169,16 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // CHECK: %[[VALS:.*]] = memref.alloc(%[[USIZE]]) : memref<?xf32>
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<5000xf32>
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT]] : memref<5000xf32>)
+// CHECK: %[[RI:.*]] = arith.index_cast %[[R]] : i64 to index
+// CHECK: scf.for %[[RANK:.*]] = %{{.*}} to %[[RI]]
+// CHECK: call @dsrt_cuda_allreduce_slots_topk_f32(%[[H]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: scf.parallel (%[[S:.*]]) = (%{{.*}}) to (%c10)
+// CHECK: %[[GIDX:.*]] = memref.load %[[GI]][%[[S]]]
+// CHECK: %[[USED:.*]] = arith.cmpi ne, %[[GIDX]], %c-1_i32
+// CHECK: scf.if %[[USED]]
+// CHECK: %[[OLD:.*]] = memref.load %[[OUT]]
+// CHECK: %[[ADD:.*]] = memref.load %[[GV]][%[[S]]]
+// CHECK: arith.addf %[[OLD]], %[[ADD]] : f32
 // CHECK: %[[OUTVIEW:.*]] = memref.cast %[[OUT]]
 // CHECK: call @dsrt_cuda_allreduce_take_topk_f32(%[[H]], %{{.*}}, %{{.*}}, %[[OUTVIEW]])
 // CHECK: %[[IDXN:.*]] = memref.reinterpret_cast %[[IDX]] to offset: [0], sizes: [5000], strides: [1]
@@ -168,13 +188,20 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // CHECK: %[[AT:.*]] = arith.index_castui %[[I]] : i32 to index
 // CHECK: %[[V:.*]] = memref.load %[[VALSN]][%[[J]]]
 // CHECK: memref.store %[[V]], %[[OUT]][%[[AT]]]
+// CHECK: %[[GATHERED:.*]] = arith.cmpi sgt, %[[R]], %c0_i64
+// CHECK: scf.if %[[GATHERED]]
+// CHECK: %[[RF:.*]] = arith.sitofp %[[R]] : i64 to f32
+// CHECK: scf.parallel
+// CHECK: arith.divf %{{.*}}, %[[RF]] : f32
 // CHECK: %[[MEAN:.*]] = bufferization.to_tensor %[[OUT]] restrict writable
 // CHECK: return %[[MEAN]], %[[SENT]]#1
 // The host encodes the payload; the mean still comes back sparse.
 // HOST-LABEL: func.func @dgc
 // HOST: %[[H:.*]] = call @dsrt_cuda_allreduce_start_f32
 // HOST-NOT: start_topk_f32
+// HOST-NOT: ranks_topk_f32
 // HOST: call @dsrt_cuda_allreduce_wait_topk_f32(%[[H]])
+// HOST-NOT: slots_topk_f32
 // HOST: call @dsrt_cuda_allreduce_take_topk_f32(%[[H]],
 // CPU-LABEL: func.func @dgc
 // CPU: call @dsrt_allreduce_start_f32

@@ -27,6 +27,10 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
     staged path's (DS_CUDA_COLLECTIVES=host: the CPU's start on the f32
     bucket) bit for bit, no bucket copied to the host, and with poisoned
     steps the CPU's count of non-finite buckets;
+  - top-k on NCCL: DGC's slots all-gathered and decoded by the step, the
+    staged exchange's numbers bit for bit, nothing of the buckets over
+    PCIe, as a CUDA graph too, and through DGC's warm-up (whose large
+    slots two ranks may not gather);
   - three-tier, top-k with DGC, PowerSGD: the compressors, whose start
     parameters the step computes on the device, with their residuals and
     states; three tiers encoded on the device (quantile and fixed
@@ -53,6 +57,7 @@ Usage: check_parallel_emulated.py with DS_RUN, DS_MPIRUN, STUB_DIR, SRC and
 a scratch directory TMP set.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -84,6 +89,22 @@ GPU_FLAGS = ["--device", "cuda", "--gpu-emulate-kernels", "--gpu-max-blocks",
 STUB_NCCL = os.path.join(STUB, "libnccl.so.2")
 
 
+# What every GPU run of a case adds to its environment (with_env).
+CASE_ENV = {}
+
+
+@contextlib.contextmanager
+def with_env(**extra):
+    """The GPU runs inside take `extra` into their environment."""
+    saved = dict(CASE_ENV)
+    CASE_ENV.update(extra)
+    try:
+        yield
+    finally:
+        CASE_ENV.clear()
+        CASE_ENV.update(saved)
+
+
 def gpu_env(**extra):
     env = dict(os.environ)
     # Copies to pinned memory land when the host synchronises with them,
@@ -94,6 +115,7 @@ def gpu_env(**extra):
                DS_CUBLASLT_LIBRARY=os.path.join(STUB, "libcublasLt.so"),
                DS_NCCL_LIBRARY=STUB_NCCL, DS_STUB_NCCL_DIR=TMP,
                DS_CUDA_COLLECTIVES="nccl")
+    env.update(CASE_ENV)
     env.update(extra)
     return env
 
@@ -519,6 +541,12 @@ def case_three_tier():
 
 
 def case_topk_dgc():
+    # The staged exchange: NCCL would gather these slots (case_topk_nccl).
+    with with_env(DS_CUDA_TOPK_EXCHANGE="host"):
+        return topk_dgc_staged()
+
+
+def topk_dgc_staged():
     dgc = ["--compress-allreduce=scheme=topk momentum=0.9 local-clip=1",
            "--optimizer", "sgd", "--check-replicas", "1"]
     buckets = ["--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000"]
@@ -646,6 +674,86 @@ def case_topk_dgc():
                          sparse, 8 * sum(buckets),
                          8 * sum(slots(n, 0.25) for n in buckets), first,
                          last))
+
+
+def case_topk_nccl():
+    # Past DGC's warm-up the slots (2k of 0.1 %) are all-gathered on NCCL
+    # and decoded by the step, in rank order: the staged exchange's
+    # numbers bit for bit, and nothing of the buckets crosses PCIe.
+    dgc = ["--compress-allreduce=scheme=topk momentum=0.9 local-clip=1",
+           "--optimizer", "sgd", "--check-replicas", "1",
+           "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000"]
+    logs = os.path.join(TMP, "dgc-nccl-log")
+    runs = both("dgc-nccl", MLP, dgc + ["--steps", "8"], log=logs)
+    result = compare(runs, 1e-5)
+    with with_env(DS_CUDA_TOPK_EXCHANGE="host"):
+        count = same_tensors(gpu_run("dgc-nccl-staged", dgc, 8),
+                             runs["gpu"][1])
+    result += "; the staged exchange's %d tensors bit for bit" % count
+    for log in read_logs(logs):
+        gathers = [l for l in log if l.startswith("ncclAllGather")]
+        if len(gathers) != 24 or fetched_slots_or_none(log):
+            raise RuntimeError("all-gathers: %s; staged fetches %s" % (
+                gathers[:6], fetched_slots_or_none(log)))
+        # Nothing staged: to pinned memory the step stream copies only the
+        # probes (4 bytes) and the loss (--check-replicas reads the
+        # parameters besides), and no thread waits for its events.
+        step = step_stream(log)
+        to_host = [copy_bytes(l) for l in log if on_stream(l, step) and
+                   l.startswith("cuMemcpyDtoHAsync") and
+                   l.endswith(" pinned")]
+        if [b for b in to_host if b > 8] or to_host.count(4) < 24 or \
+                any(l.startswith("cuEventSynchronize") for l in log):
+            raise RuntimeError("copies to the host: %s" % to_host)
+    counts = sorted({int(re.search(r"count=(\d+)", l).group(1))
+                     for l in gathers})
+    # Now such a step can be a CUDA graph (kernels not emulated: a graph
+    # records what is enqueued): its all-gathers are captured, and the
+    # launches count what the direct steps count.
+    keys = ["collectives", "bytes_sent_per_step", "dense_bytes_per_step"]
+    seen = []
+    for graphs in ([], ["--cuda-graphs"]):
+        name = "dgc-nccl-graphs%d" % len(graphs)
+        report = os.path.join(TMP, name + ".json")
+        mpi([MLP] + dgc[:3] + dgc[5:] + [
+            "--steps", "5", "--report-every", "2", "--device", "cuda",
+            "--gpu-device-encoders-min", "1", "--allow-nonfinite-loss",
+            "--report", report,
+            "--quiet"] + graphs, gpu_env(), log=os.path.join(TMP, name))
+        with open(report) as f:
+            dp = json.load(f)["summary"]["data_parallel"]
+        seen.append([dp[k] for k in keys])
+    captured = [l for l in read_logs(os.path.join(TMP, name))[0]
+                if re.match(r"capture g\d+: ncclAllGather", l)]
+    # A graph per set of buffers, each with the 3 buckets' all-gathers.
+    if seen[0] != seen[1] or len(captured) != 6:
+        raise RuntimeError("graphs: %s, direct %s; captured %s" % (
+            seen[1], seen[0], captured))
+    result += "; as CUDA graphs (3 all-gathers captured in each); " \
+        "all-gathers of %s u32" % counts
+    # Through the warm-up the slots are 25 %'s: those of a bucket that
+    # two ranks' slots would outweigh are staged, the others gathered,
+    # and the numbers are the host encoder's.
+    warm = ["--compress-allreduce=scheme=topk warmup-iterations=1",
+            "--check-replicas", "1",
+            "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000"]
+    warm_logs = os.path.join(TMP, "dgc-nccl-warm-log")
+    same_tensors(host_encoded("dgc-nccl-warm-host", warm, 5),
+                 gpu_run("dgc-nccl-warm", warm, 5, log=warm_logs))
+    warm_gathers = [sum(l.startswith("ncclAllGather") for l in log)
+                    for log in read_logs(warm_logs)]
+    result += "; DGC's warm-up as the host encoder's (%d of 15 starts " \
+        "gathered)" % warm_gathers[0]
+    if warm_gathers[0] in (0, 15) or warm_gathers[0] != warm_gathers[1]:
+        raise RuntimeError("warm-up all-gathers per rank: %s" % warm_gathers)
+    return result + poisoned_run("dgc-nccl-nonfinite", dgc)
+
+
+def fetched_slots_or_none(log):
+    """The staging thread's copies of slots, or [] when it made none."""
+    step = step_stream(log)
+    return [l for l in log if l.startswith("cuMemcpyDtoHAsync") and
+            not on_stream(l, step)]
 
 
 def case_powersgd():
@@ -841,7 +949,8 @@ def main():
     cases = [("dp", case_dp), ("dp staged", case_dp_staged),
              ("non-finite", case_nonfinite), ("fallback", case_fallback),
              ("fp16 / bf16", case_half), ("three-tier", case_three_tier),
-             ("topk + DGC", case_topk_dgc), ("powersgd", case_powersgd),
+             ("topk + DGC", case_topk_dgc),
+             ("topk on NCCL", case_topk_nccl), ("powersgd", case_powersgd),
              ("pipeline", case_pipeline),
              ("pipeline staged", case_pipeline_staged),
              ("pipeline x dp", case_pipeline_dp),

@@ -31,6 +31,8 @@
 // and runs, exchanging with the other ranks, at each launch of the graph;
 // a failure there is what ncclCommGetAsyncError answers next, and
 // DS_STUB_NCCL_HANG counts its runs, not its capture.
+// ncclAllGather writes the ranks' parts in rank order (in place when the
+// send buffer is this rank's part of the receive buffer, as NCCL allows).
 // ncclSend and ncclRecv: a send publishes its data in a file of the
 // communicator's directory and returns (eager, as NCCL's for small
 // messages; the runtime never relies on more); a receive waits for the
@@ -158,6 +160,8 @@ const char *typeName(ncclDataType_t t) {
     return "f16";
   case ncclBfloat16:
     return "bf16";
+  case ncclUint32:
+    return "u32";
   default:
     return "other";
   }
@@ -211,7 +215,7 @@ void reduce(const std::vector<std::vector<char>> &all, size_t count,
 
 size_t elementSize(ncclDataType_t t) {
   return t == ncclFloat64 || t == ncclInt64      ? 8
-         : t == ncclFloat32                      ? 4
+         : t == ncclFloat32 || t == ncclUint32   ? 4
          : t == ncclFloat16 || t == ncclBfloat16 ? 2
                                                  : 0;
 }
@@ -573,6 +577,39 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
       return ncclInvalidUsage;
     if (count)
       std::memcpy(recvbuff, all[root].data(), count * size);
+    return ncclSuccess;
+  };
+  if (captured(c, stream, line, work) || hangs(c, stream))
+    return ncclSuccess;
+  return run(c, work);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff,
+                           size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  char name[32], line[160];
+  std::snprintf(line, sizeof(line), "ncclAllGather count=%zu type=%s stream=%s",
+                sendcount, typeName(datatype), streamName(stream, name, 32));
+  logLine("%s", line);
+  if (fails("ncclAllGather"))
+    return ncclSystemError;
+  size_t size = elementSize(datatype);
+  if (!comm || size == 0)
+    return ncclInvalidArgument;
+  auto &c = *reinterpret_cast<Comm *>(comm);
+  auto work = [&c, sendbuff, recvbuff, sendcount, size] {
+    std::vector<std::vector<char>> all;
+    if (!exchange(c, sendbuff, sendcount * size, all))
+      return ncclSystemError;
+    // In rank order; in place when sendbuff is this rank's part of
+    // recvbuff (`all` holds copies).
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].size() != sendcount * size)
+        return ncclInvalidUsage;
+      if (sendcount)
+        std::memmove(static_cast<char *>(recvbuff) + r * sendcount * size,
+                     all[r].data(), sendcount * size);
+    }
     return ncclSuccess;
   };
   if (captured(c, stream, line, work) || hangs(c, stream))
