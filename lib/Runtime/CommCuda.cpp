@@ -93,9 +93,9 @@ bool refusedInCapture() {
       "captured into a CUDA graph; only NCCL's collectives can (with "
       "NCCL serving the process, outside deterministic mode: the "
       "uncompressed, fp16 and bf16 all-reduces, top-k slots encoded on "
-      "the device that do not outweigh their bucket (slots x ranks <= "
-      "elements), the broadcasts, a pipeline's transfers and sums over "
-      "stages); this step cannot run as a graph");
+      "the device for a fixed fraction that do not outweigh their bucket "
+      "(slots x ranks <= elements), the broadcasts, a pipeline's transfers "
+      "and sums over stages); this step cannot run as a graph");
   return true;
 }
 
@@ -781,7 +781,8 @@ void takeTopK(int64_t handle, Memref1<uint32_t> *indices,
 /// A top-k start on NCCL (comm::nccl::startTopK): its handle, -1 after a
 /// failure there (the error recorded), or 0 when NCCL does not take it.
 int64_t startTopKOnNccl(Memref1<uint32_t> *indices, Memref1<float> *values,
-                        Memref1<float> *scalars, int64_t n) {
+                        Memref1<float> *scalars, int64_t n,
+                        bool fixedFraction) {
   uint32_t *firstIndex = contiguous(indices);
   float *firstValue = contiguous(values);
   float *probe = contiguous(scalars);
@@ -793,7 +794,7 @@ int64_t startTopKOnNccl(Memref1<uint32_t> *indices, Memref1<float> *values,
     inProgramOrder(); // NCCL's first call votes through MPI
   int64_t handle = 0;
   if (!comm::nccl::startTopK(firstIndex, firstValue, indices->sizes[0], n,
-                             probe, handle))
+                             fixedFraction, probe, handle))
     return 0;
   return handle ? handle : -1;
 }
@@ -869,10 +870,11 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
 
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
     dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
-    dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n) {
+    dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n,
+    int64_t fixedFraction) {
   if (int64_t handle =
           startTopKOnNccl(view<uint32_t>(indices), view<float>(values),
-                          view<float>(scalars), n))
+                          view<float>(scalars), n, fixedFraction != 0))
     return handle > 0 ? handle : 0;
   auto job = std::make_shared<TopKSlotsJob>();
   job->n = n;

@@ -1497,8 +1497,8 @@ Started *topKStart(State &s, int64_t handle, const char *what) {
 } // namespace
 
 bool dsrt::comm::nccl::startTopK(const uint32_t *indices, const float *values,
-                                 int64_t slots, int64_t n, const float *probe,
-                                 int64_t &handle) {
+                                 int64_t slots, int64_t n, bool fixedFraction,
+                                 const float *probe, int64_t &handle) {
   TopKExchange choice = topKExchange();
   if (choice == TopKExchange::Host)
     return false;
@@ -1511,11 +1511,12 @@ bool dsrt::comm::nccl::startTopK(const uint32_t *indices, const float *values,
   State &s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   World w;
-  // Auto: the fixed-size all-gather (each rank receives the others'
-  // slots, 8 bytes each) against a ring all-reduce of the bucket (each
-  // rank sends and receives 2 (N - 1) / N of its 4 n bytes).
+  // Auto: slots sized for the step's one fraction, whose fixed-size
+  // all-gather (each rank receives the others' slots, 8 bytes each) sends
+  // no more than a ring all-reduce of the bucket (each rank sends and
+  // receives 2 (N - 1) / N of its 4 n bytes).
   if (!serves(s, w) || slots < 1 ||
-      (choice == TopKExchange::Auto && slots * w.size > n))
+      (choice == TopKExchange::Auto && (!fixedFraction || slots * w.size > n)))
     return false;
   if (s.aborted)
     return true;
@@ -1664,7 +1665,7 @@ bool dsrt::comm::nccl::transfersDecided(int64_t, bool) { return true; }
 bool dsrt::comm::nccl::owns(int64_t) { return false; }
 void dsrt::comm::nccl::wait(int64_t, void *, int64_t, Element, const char *) {}
 bool dsrt::comm::nccl::startTopK(const uint32_t *, const float *, int64_t,
-                                 int64_t, const float *, int64_t &) {
+                                 int64_t, bool, const float *, int64_t &) {
   return false;
 }
 int64_t dsrt::comm::nccl::topKRanks(int64_t) { return 0; }

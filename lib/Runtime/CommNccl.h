@@ -86,13 +86,16 @@ void wait(int64_t handle, void *out, int64_t count, Element type,
 /// DSRT_TOPK_SLOT_EMPTY, and their values; all empty when the step found
 /// the bucket non-finite) copied on the step stream into a buffer of the
 /// runtime's, and all-gathered there in rank order on the communication
-/// stream, for the step to decode. Served when NCCL serves the process and
-/// the all-gather sends at most what a ring all-reduce of the bucket of n
-/// would (slots x ranks <= n), or always with DS_CUDA_TOPK_EXCHANGE=nccl;
-/// never with =host. `probe` (one f32 on the device, NaN for a non-finite
+/// stream, for the step to decode. Served when NCCL serves the process, the
+/// slots are those of a `fixedFraction` (not of DGC's warm-up, whose 25 %
+/// would outweigh the later steps' fraction hundreds of times) and the
+/// all-gather sends at most what a ring all-reduce of the bucket of n would
+/// (slots x ranks <= n); always with DS_CUDA_TOPK_EXCHANGE=nccl; never
+/// with =host. `probe` (one f32 on the device, NaN for a non-finite
 /// bucket) is counted in nonfinite_buckets. Sets `handle` as start does.
 bool startTopK(const uint32_t *indices, const float *values, int64_t slots,
-               int64_t n, const float *probe, int64_t &handle);
+               int64_t n, bool fixedFraction, const float *probe,
+               int64_t &handle);
 
 /// The ranks whose slots startTopK gathered under `handle`; 0 for a handle
 /// that is not a top-k start of this file's.

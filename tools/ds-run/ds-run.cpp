@@ -910,6 +910,16 @@ int main(int argc, char **argv) {
                          "and top-k encoded by the host "
                          "(--gpu-device-encoders=false) exchanges its "
                          "payloads through the host");
+      const char *topKExchange = std::getenv("DS_CUDA_TOPK_EXCHANGE");
+      if (cudaGraphs && scheme == mlir::ds::CompressionScheme::topk &&
+          pipeline.compressAllReduce->warmupIterations > 0 &&
+          !(topKExchange && StringRef(topKExchange) == "nccl"))
+        return badOption("--cuda-graphs can capture only NCCL's collectives, "
+                         "and DGC's warm-up (warmup-iterations) sizes "
+                         "top-k's slots for 25 %, which the runtime stages "
+                         "rather than gather hundreds of times what the "
+                         "later steps send (DS_CUDA_TOPK_EXCHANGE=nccl "
+                         "gathers them anyway)");
       if (cudaGraphs && scheme != mlir::ds::CompressionScheme::fp16 &&
           scheme != mlir::ds::CompressionScheme::bf16 &&
           scheme != mlir::ds::CompressionScheme::topk)

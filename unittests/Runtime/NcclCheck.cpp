@@ -405,7 +405,7 @@ void runTopKSlots() {
     return _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
         const_cast<dsrt_memref1_raw *>(&i.desc),
         const_cast<dsrt_memref1_f32 *>(&v.desc), &count.desc,
-        const_cast<dsrt_memref1_f32 *>(&p.desc), n);
+        const_cast<dsrt_memref1_f32 *>(&p.desc), n, /*fixed_fraction=*/1);
   };
   std::vector<float> want(n, 0.0f);
   want[3] = 0.5f;
@@ -570,11 +570,11 @@ void runTopKGather() {
   U32 indices(sentIndices);
   F32 values(sentValues);
   F32 probe({0.0f});
-  auto start = [&](const F32 &p) -> int64_t {
+  auto start = [&](const F32 &p, int64_t fixedFraction = 1) -> int64_t {
     U32 count({4});
     return _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
         &indices.desc, &values.desc, &count.desc,
-        const_cast<dsrt_memref1_f32 *>(&p.desc), n);
+        const_cast<dsrt_memref1_f32 *>(&p.desc), n, fixedFraction);
   };
   dsrt_comm_stats before{}, after{};
   dsrt_get_comm_stats(&before);
@@ -659,8 +659,9 @@ void runTopKGather() {
   // staged: a ring all-reduce would send less.
   U32 small({1, 4, kEmpty, kEmpty, kEmpty, kEmpty, kEmpty, kEmpty});
   U32 two({2});
-  h = _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
-      &small.desc, &values.desc, &two.desc, &probe.desc, 6);
+  h = _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(&small.desc, &values.desc,
+                                                      &two.desc, &probe.desc, 6,
+                                                      /*fixed_fraction=*/1);
   report(h != 0 && dsrt_cuda_allreduce_ranks_topk_f32(h) == 0,
          "slots outweighing their bucket are staged");
   F32 six(std::vector<float>(6, 0.0f));
@@ -668,6 +669,14 @@ void runTopKGather() {
   noError("and waited for");
   report(six.read() == std::vector<float>{0, 0.5f, 0, 0, -2.0f, 0}, "as before",
          show(six.read()));
+  // Slots of a fraction the step chooses (DGC's warm-up: those of 25 %)
+  // are staged too: gathered, they would send the largest fraction's
+  // slots at every step.
+  h = start(probe, /*fixedFraction=*/0);
+  report(h != 0 && dsrt_cuda_allreduce_ranks_topk_f32(h) == 0,
+         "slots of a varying fraction are staged");
+  _mlir_ciface_dsrt_cuda_allreduce_wait_f32(h, &out.desc);
+  noError("and waited for as before");
   dsrt_comm_finalize();
   noError("the finalisation");
 }

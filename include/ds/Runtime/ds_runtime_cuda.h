@@ -350,10 +350,13 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_three_tier_f32(
    or dsrt_cuda_allreduce_wait_topk_f32 and _take_topk_f32 (below),
    complete it. Staged without a host wait; the residual stays on the
    device. A count above the slots, or one the slots contradict, is an
-   error. */
+   error. `fixed_fraction` (0 or 1) says whether the step's fraction is
+   one constant, so that the slots are sized for it (see "Gathered on
+   NCCL" below). */
 DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
     struct dsrt_memref1_raw *indices, dsrt_memref1_f32 *values,
-    struct dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n);
+    struct dsrt_memref1_raw *count, dsrt_memref1_f32 *scalars, int64_t n,
+    int64_t fixed_fraction);
 
 /* The wait of such a start, or of an f32 top-k start the host encodes
    (dsrt_cuda_allreduce_start_f32 with DSRT_COMPRESS_TOPK, whose residual
@@ -374,9 +377,11 @@ DSRT_API int64_t _mlir_ciface_dsrt_cuda_allreduce_start_topk_f32(
    of other lengths are errors.
 
    Gathered on NCCL: a device-encoded start (start_topk_f32) is not staged
-   when NCCL serves the process and its S slots, all-gathered, send no
-   more than a ring all-reduce of its n elements would (S x ranks <= n;
-   DS_CUDA_TOPK_EXCHANGE=nccl gathers whatever S, =host never). The start
+   when NCCL serves the process, its fraction is fixed (with DGC's
+   warm-up the slots are those of 25 %, hundreds of times what the later
+   steps send) and its S slots, all-gathered, send no more than a ring
+   all-reduce of its n elements would (S x ranks <= n);
+   DS_CUDA_TOPK_EXCHANGE=nccl gathers whatever the slots, =host never. The start
    copies the slots on the device into a buffer of the runtime's and
    all-gathers it in rank order on the communication stream (no host
    wait, no PCIe but the probe; a CUDA graph may capture it). ranks_topk

@@ -578,7 +578,7 @@ void lowerHalfStart(RuntimeCallBuilder &rt, AllReduceStartOp op,
 /// (DeviceEncoders.h); the new residual is the step's own, written before
 /// the call as on the CPU:
 /// - three tiers: codes, scalars -> handle;
-/// - top-k: indices, values, count, scalars, n -> handle.
+/// - top-k: indices, values, count, scalars, n, fixed fraction -> handle.
 /// A top-k start's waits join `topKWaits`: they take the mean sparse
 /// (lowerTopKWait).
 bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op,
@@ -620,7 +620,10 @@ bool lowerStartOnDevice(RuntimeCallBuilder &rt, AllReduceStartOp op,
         b, loc, "dsrt_cuda_allreduce_start_topk_f32",
         {rt.input(b, loc, encoded.indices), rt.input(b, loc, encoded.values),
          rt.input(b, loc, encoded.count), rt.input(b, loc, encoded.scalars),
-         arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(n))},
+         arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(n)),
+         // Slots of DGC's warm-up (its 25 %'s) are not worth gathering.
+         arith::ConstantOp::create(b, loc,
+                                   b.getI64IntegerAttr(ratio->fixed()))},
         {b.getI64Type()});
     residual = encoded.residual;
   } else {

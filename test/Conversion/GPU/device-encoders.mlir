@@ -151,7 +151,7 @@ func.func @left_to_the_host(%g: tensor<64xf32>, %r: tensor<64xf32>,
 // CHECK: %[[VAL:.*]] = bufferization.to_buffer %[[SLOTS]]#1
 // CHECK: %[[COUNT:.*]] = bufferization.to_buffer %[[TOTAL]] read_only : tensor<1xi32>
 // CHECK: %[[COUNTCAST:.*]] = memref.cast %[[COUNT]]
-// CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, {{.*}}, %[[COUNTCAST]], {{.*}}, %c5000_i64)
+// CHECK: %[[H:.*]] = call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, {{.*}}, %[[COUNTCAST]], {{.*}}, %c5000_i64, %c1_i64)
 // The mean comes back sparse: U = how many of its elements are not zero
 // (-1: more than half, the whole mean instead), a zero fill, their indices
 // and values into buffers of U (or the mean into the output), then a
@@ -227,7 +227,7 @@ func.func @dgc(%g: tensor<5000xf32>, %r: tensor<5000xf32>)
 // CHECK: math.ceil
 // CHECK: math.floor
 // CHECK: linalg.generic {{.*}} outs({{.*}} : tensor<2500xi32>, tensor<2500xf32>)
-// CHECK: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c5000_i64)
+// CHECK: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c5000_i64, %c0_i64{{.*}})
 func.func @dgc_warm_up(%g: tensor<5000xf32>, %r: tensor<5000xf32>,
                        %it: tensor<i64>)
     -> (tensor<5000xf32>, tensor<5000xf32>) {
@@ -258,7 +258,7 @@ func.func @dgc_warm_up(%g: tensor<5000xf32>, %r: tensor<5000xf32>,
 // CHECK-COUNT-1: tensor.expand_shape {{.*}} output_shape [4, 32]
 // CHECK-NOT: output_shape [4, 32]
 // CHECK: outs({{.*}} : tensor<100xi32>, tensor<100xf32>)
-// CHECK: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c100_i64)
+// CHECK: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c100_i64, %c1_i64)
 func.func @half(%g: tensor<100xf32>, %r: tensor<100xf32>)
     -> (tensor<100xf32>, tensor<100xf32>) {
   %p = arith.constant dense<[0.5, 0.0, 0.0]> : tensor<3xf64>
@@ -272,7 +272,7 @@ func.func @half(%g: tensor<100xf32>, %r: tensor<100xf32>)
 // -----
 
 // MIN-LABEL: func.func @at_the_minimum
-// MIN: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c65536_i64)
+// MIN: call @dsrt_cuda_allreduce_start_topk_f32({{.*}}, %c65536_i64, %c1_i64)
 // MIN: call @dsrt_cuda_allreduce_start_f32
 // MIN-NOT: call @dsrt_cuda_allreduce_start_topk_f32
 func.func @at_the_minimum(%g: tensor<65536xf32>, %r: tensor<65536xf32>,

@@ -29,8 +29,8 @@ error-feedback residuals and PowerSGD states, each stage's tensors).
     steps the CPU's count of non-finite buckets;
   - top-k on NCCL: DGC's slots all-gathered and decoded by the step, the
     staged exchange's numbers bit for bit, nothing of the buckets over
-    PCIe, as a CUDA graph too, and through DGC's warm-up (whose large
-    slots two ranks may not gather);
+    PCIe, as CUDA graphs too; DGC's warm-up (slots of 25 %) staged, or
+    gathered with DS_CUDA_TOPK_EXCHANGE=nccl;
   - three-tier, top-k with DGC, PowerSGD: the compressors, whose start
     parameters the step computes on the device, with their residuals and
     states; three tiers encoded on the device (quantile and fixed
@@ -731,21 +731,27 @@ def case_topk_nccl():
             seen[1], seen[0], captured))
     result += "; as CUDA graphs (3 all-gathers captured in each); " \
         "all-gathers of %s u32" % counts
-    # Through the warm-up the slots are 25 %'s: those of a bucket that
-    # two ranks' slots would outweigh are staged, the others gathered,
-    # and the numbers are the host encoder's.
+    # With DGC's warm-up the slots are 25 %'s, hundreds of times what the
+    # steps after it send: staged (none gathered), unless
+    # DS_CUDA_TOPK_EXCHANGE=nccl, which gathers all 15 (the 10-element
+    # bucket's too, whose two ranks' 6 slots outweigh it). Both are the
+    # host encoder's numbers.
     warm = ["--compress-allreduce=scheme=topk warmup-iterations=1",
             "--check-replicas", "1",
             "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000"]
-    warm_logs = os.path.join(TMP, "dgc-nccl-warm-log")
-    same_tensors(host_encoded("dgc-nccl-warm-host", warm, 5),
-                 gpu_run("dgc-nccl-warm", warm, 5, log=warm_logs))
-    warm_gathers = [sum(l.startswith("ncclAllGather") for l in log)
-                    for log in read_logs(warm_logs)]
-    result += "; DGC's warm-up as the host encoder's (%d of 15 starts " \
-        "gathered)" % warm_gathers[0]
-    if warm_gathers[0] in (0, 15) or warm_gathers[0] != warm_gathers[1]:
-        raise RuntimeError("warm-up all-gathers per rank: %s" % warm_gathers)
+    host = host_encoded("dgc-nccl-warm-host", warm, 5)
+    gathered = []
+    for choice in ("auto", "nccl"):
+        warm_logs = os.path.join(TMP, "dgc-nccl-warm-%s-log" % choice)
+        with with_env(DS_CUDA_TOPK_EXCHANGE=choice):
+            same_tensors(host, gpu_run("dgc-nccl-warm-" + choice, warm, 5,
+                                       log=warm_logs))
+        gathered.append([sum(l.startswith("ncclAllGather") for l in log)
+                         for log in read_logs(warm_logs)])
+    if gathered != [[0, 0], [15, 15]]:
+        raise RuntimeError("warm-up all-gathers per rank: %s" % gathered)
+    result += "; DGC's warm-up staged (=nccl: 15 starts gathered), as " \
+        "the host encoder's"
     return result + poisoned_run("dgc-nccl-nonfinite", dgc)
 
 
