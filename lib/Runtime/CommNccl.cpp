@@ -1324,6 +1324,55 @@ bool dsrt::comm::nccl::stageAllreduce(const void *in, void *out, int64_t count,
   return true;
 }
 
+namespace {
+
+/// The rest of a started collective, once `started` is `prepared` (its
+/// buffer made on the step stream): the communication stream waits for the
+/// step stream's work so far, `enqueue(comm)` (NCCL's `fn`) runs on it and
+/// `started.done` is recorded after it; the probe (one f32 with
+/// `probeF32`, else one f64, on the device) is copied for countProbes.
+/// Returns the new handle under which the wait finds `started`, or 0 after
+/// a failure (the error recorded; the communicator aborted, as the peers
+/// enqueued theirs; what `started` held released).
+template <typename Enqueue>
+int64_t enqueueStarted(State &s, Replay *replay, const char *fn, int64_t bytes,
+                       bool prepared, Started &started, const void *probe,
+                       bool probeF32, Enqueue enqueue) {
+  CUstream step = stepStream();
+  uint64_t seq = s.nextSeq++;
+  CUevent ready = nullptr;
+  bool enqueued = false;
+  bool ok =
+      prepared &&
+      !DS_CU(cuEventCreate, &ready, CU_EVENT_DISABLE_TIMING).failed() &&
+      !DS_CU(cuEventCreate, &started.done, CU_EVENT_DISABLE_TIMING).failed() &&
+      !DS_CU(cuEventRecord, ready, step).failed() &&
+      !DS_CU(cuStreamWaitEvent, s.stream, ready, 0u).failed() &&
+      (enqueued = callNccl(s, fn, seq, bytes, enqueue)) &&
+      !DS_CU(cuEventRecord, started.done, s.stream).failed();
+  if (ready)
+    (void)DS_CU(cuEventDestroy, ready); // released once it has happened
+  if (!ok) {
+    abortCommunicator(s, nullptr);
+    if (enqueued)
+      (void)DS_CU(cuStreamSynchronize, s.stream);
+    if (started.done)
+      (void)DS_CU(cuEventDestroy, started.done);
+    if (started.owned)
+      (void)freeOnStream(started.owned, step);
+    return 0;
+  }
+  if (!replay)
+    watchCollective(s, s.stream, fn, seq, bytes);
+  if (probe)
+    copyProbe(s, replay, probe, probeF32);
+  int64_t handle = s.nextHandle++;
+  s.started.emplace(handle, started);
+  return handle;
+}
+
+} // namespace
+
 bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
                              const double *probe, bool inPlace,
                              int64_t &handle) {
@@ -1356,42 +1405,12 @@ bool dsrt::comm::nccl::start(const void *bucket, int64_t count, Element type,
                     size_t(bytes), step)
                   .failed();
   void *data = inPlace ? started.inPlace : started.owned;
-  uint64_t seq = s.nextSeq++;
-  CUevent ready = nullptr;
-  bool enqueued = false;
-  bool ok =
-      copied &&
-      !DS_CU(cuEventCreate, &ready, CU_EVENT_DISABLE_TIMING).failed() &&
-      !DS_CU(cuEventCreate, &started.done, CU_EVENT_DISABLE_TIMING).failed() &&
-      !DS_CU(cuEventRecord, ready, step).failed() &&
-      !DS_CU(cuStreamWaitEvent, s.stream, ready, 0u).failed() &&
-      (enqueued = callNccl(s, "ncclAllReduce", seq, bytes,
-                           [&](ncclComm_t comm) {
-                             return s.api.ncclAllReduce(
-                                 data, data, count, dataType(type),
-                                 halves ? ncclSum : ncclAvg, comm, s.stream);
-                           })) &&
-      !DS_CU(cuEventRecord, started.done, s.stream).failed();
-  if (ready)
-    (void)DS_CU(cuEventDestroy, ready); // released once it has happened
-  if (!ok) {
-    // The peers enqueued theirs: this rank's communicator goes (the error
-    // is recorded; handle 0, as the CPU's start).
-    abortCommunicator(s, nullptr);
-    if (enqueued)
-      (void)DS_CU(cuStreamSynchronize, s.stream);
-    if (started.done)
-      (void)DS_CU(cuEventDestroy, started.done);
-    if (started.owned)
-      (void)freeOnStream(started.owned, step);
-    return true;
-  }
-  if (!replay)
-    watchCollective(s, s.stream, "ncclAllReduce", seq, bytes);
-  if (probe)
-    copyProbe(s, replay, probe, /*f32=*/false);
-  handle = s.nextHandle++;
-  s.started.emplace(handle, started);
+  handle = enqueueStarted(
+      s, replay, "ncclAllReduce", bytes, copied, started, probe,
+      /*probeF32=*/false, [&](ncclComm_t comm) {
+        return s.api.ncclAllReduce(data, data, count, dataType(type),
+                                   halves ? ncclSum : ncclAvg, comm, s.stream);
+      });
   return true;
 }
 
@@ -1539,41 +1558,12 @@ bool dsrt::comm::nccl::startTopK(const uint32_t *indices, const float *values,
              ptr(values), size_t(slots * 4), step)
            .failed();
   char *mine = static_cast<char *>(started.owned) + w.rank * part;
-  uint64_t seq = s.nextSeq++;
-  CUevent ready = nullptr;
-  bool enqueued = false;
-  bool ok =
-      copied &&
-      !DS_CU(cuEventCreate, &ready, CU_EVENT_DISABLE_TIMING).failed() &&
-      !DS_CU(cuEventCreate, &started.done, CU_EVENT_DISABLE_TIMING).failed() &&
-      !DS_CU(cuEventRecord, ready, step).failed() &&
-      !DS_CU(cuStreamWaitEvent, s.stream, ready, 0u).failed() &&
-      (enqueued = callNccl(s, "ncclAllGather", seq, bytes,
-                           [&](ncclComm_t comm) {
-                             return s.api.ncclAllGather(
-                                 mine, started.owned, size_t(slots * 2),
-                                 ncclUint32, comm, s.stream);
-                           })) &&
-      !DS_CU(cuEventRecord, started.done, s.stream).failed();
-  if (ready)
-    (void)DS_CU(cuEventDestroy, ready);
-  if (!ok) {
-    // As start's: the peers enqueued theirs; handle 0, the error recorded.
-    abortCommunicator(s, nullptr);
-    if (enqueued)
-      (void)DS_CU(cuStreamSynchronize, s.stream);
-    if (started.done)
-      (void)DS_CU(cuEventDestroy, started.done);
-    if (started.owned)
-      (void)freeOnStream(started.owned, step);
-    return true;
-  }
-  if (!replay)
-    watchCollective(s, s.stream, "ncclAllGather", seq, bytes);
-  if (probe)
-    copyProbe(s, replay, probe, /*f32=*/true);
-  handle = s.nextHandle++;
-  s.started.emplace(handle, started);
+  handle = enqueueStarted(s, replay, "ncclAllGather", bytes, copied, started,
+                          probe, /*probeF32=*/true, [&](ncclComm_t comm) {
+                            return s.api.ncclAllGather(
+                                mine, started.owned, size_t(slots * 2),
+                                ncclUint32, comm, s.stream);
+                          });
   return true;
 }
 
