@@ -732,26 +732,23 @@ def case_topk_nccl():
     result += "; as CUDA graphs (3 all-gathers captured in each); " \
         "all-gathers of %s u32" % counts
     # With DGC's warm-up the slots are 25 %'s, hundreds of times what the
-    # steps after it send: staged (none gathered), unless
-    # DS_CUDA_TOPK_EXCHANGE=nccl, which gathers all 15 (the 10-element
-    # bucket's too, whose two ranks' 6 slots outweigh it). Both are the
-    # host encoder's numbers.
+    # steps after it send: staged by default (the `topk + DGC` case's
+    # path; nccl-single.test checks the rule), all 15 gathered with
+    # DS_CUDA_TOPK_EXCHANGE=nccl (the 10-element bucket's too, whose two
+    # ranks' 6 slots outweigh it): the host encoder's numbers.
     warm = ["--compress-allreduce=scheme=topk warmup-iterations=1",
             "--check-replicas", "1",
             "--fuse-allreduce=bucket-bytes=3000 first-bucket-bytes=1000"]
-    host = host_encoded("dgc-nccl-warm-host", warm, 5)
-    gathered = []
-    for choice in ("auto", "nccl"):
-        warm_logs = os.path.join(TMP, "dgc-nccl-warm-%s-log" % choice)
-        with with_env(DS_CUDA_TOPK_EXCHANGE=choice):
-            same_tensors(host, gpu_run("dgc-nccl-warm-" + choice, warm, 5,
-                                       log=warm_logs))
-        gathered.append([sum(l.startswith("ncclAllGather") for l in log)
-                         for log in read_logs(warm_logs)])
-    if gathered != [[0, 0], [15, 15]]:
+    warm_logs = os.path.join(TMP, "dgc-nccl-warm-log")
+    with with_env(DS_CUDA_TOPK_EXCHANGE="nccl"):
+        same_tensors(host_encoded("dgc-nccl-warm-host", warm, 5),
+                     gpu_run("dgc-nccl-warm", warm, 5, log=warm_logs))
+    gathered = [sum(l.startswith("ncclAllGather") for l in log)
+                for log in read_logs(warm_logs)]
+    if gathered != [15, 15]:
         raise RuntimeError("warm-up all-gathers per rank: %s" % gathered)
-    result += "; DGC's warm-up staged (=nccl: 15 starts gathered), as " \
-        "the host encoder's"
+    result += "; DGC's warm-up gathered (=nccl: 15 starts) as the host " \
+        "encoder's"
     return result + poisoned_run("dgc-nccl-nonfinite", dgc)
 
 
